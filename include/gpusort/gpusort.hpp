@@ -1,0 +1,113 @@
+// The embedded API: build an engine from a configuration and sort host arrays with it.
+//
+//   gpusort::engine engine{gpusort::config{}};
+//   engine.sort(std::span{keys});                       // ascending, in place
+//   engine.sort_pairs(std::span{keys}, std::span{vals}, {.direction = gpusort::order::descending});
+#pragma once
+
+#include <gpusort/config.hpp>
+#include <gpusort/error.hpp>
+#include <gpusort/types.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace gpusort {
+
+/// Progress of a running sort. Round 0 is a direct in-core sort; rounds 1 and 2 are DSPS's
+/// two passes over the data. Callbacks may come from worker threads, one at a time.
+struct progress_event {
+  int round{};
+  std::uint64_t bytes_done{};
+  std::uint64_t bytes_total{};
+};
+using progress_callback = std::function<void(const progress_event&)>;
+
+/// Shared flag through which another thread cancels a sort; copies share the flag.
+class cancel_token {
+ public:
+  cancel_token() : flag_{std::make_shared<std::atomic<bool>>(false)} {}
+  void cancel() const noexcept { flag_->store(true, std::memory_order_relaxed); }
+  [[nodiscard]] bool cancelled() const noexcept { return flag_->load(std::memory_order_relaxed); }
+
+ private:
+  std::shared_ptr<std::atomic<bool>> flag_;
+};
+
+struct sort_options {
+  order direction{order::ascending};
+  progress_callback on_progress{};
+  cancel_token cancel{};
+};
+
+/// What a sort did, for reports and the CLI's --json.
+struct sort_report {
+  std::uint64_t elements{};
+  std::uint64_t bytes{};  ///< keys plus values
+  double seconds{};
+  std::string engine;     ///< "cpu-direct", "cpu-dsps", ...
+  std::vector<std::string> devices;
+  std::uint64_t chunks{};  ///< d of the DSPS plan; 1 for an in-core sort
+  int rounds{};            ///< 0 none, 1 in core, 2 out of core
+  std::uint64_t compensated_chunks{};
+  [[nodiscard]] double rate_bytes_per_second() const noexcept
+  {
+    return seconds > 0 ? static_cast<double>(bytes) / seconds : 0.0;
+  }
+};
+
+/// A type-erased job: keys (and values) in, sorted in place or into separate outputs.
+/// A separate output never writes the input. An in-place sort that fails or is cancelled leaves
+/// the arrays holding a permutation of the original (key, value) pairs.
+struct sort_job {
+  key_array keys{};
+  std::optional<value_array> values{};
+  void* keys_out{};    ///< nullptr: in place
+  void* values_out{};  ///< nullptr: in place (must be null exactly when keys_out is)
+};
+
+class engine {
+ public:
+  explicit engine(config cfg);
+  ~engine();
+  engine(engine&&) noexcept;
+  engine& operator=(engine&&) noexcept;
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+
+  sort_report sort(const sort_job& job, const sort_options& options = {});
+
+  template <typename K>
+  sort_report sort(std::span<K> keys, const sort_options& options = {})
+  {
+    return sort(sort_job{.keys = {keys.data(), keys.size(), dtype_of_v<std::remove_cv_t<K>>}},
+                options);
+  }
+
+  template <typename K, typename V>
+  sort_report sort_pairs(std::span<K> keys, std::span<V> values, const sort_options& options = {})
+  {
+    static_assert(sizeof(V) == 4 || sizeof(V) == 8, "values must be 4 or 8 bytes");
+    static_assert(std::is_trivially_copyable_v<V>);
+    return sort(sort_job{.keys = {keys.data(), keys.size(), dtype_of_v<std::remove_cv_t<K>>},
+                         .values = value_array{values.data(), values.size(), sizeof(V)}},
+                options);
+  }
+
+  /// The devices this engine sorts on ("cpu", "cuda:0", ...).
+  [[nodiscard]] std::vector<std::string> devices() const;
+  [[nodiscard]] const config& configuration() const noexcept;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace gpusort
