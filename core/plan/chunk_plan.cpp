@@ -1,1 +1,99 @@
-// placeholder: written in this change
+#include "core/plan/chunk_plan.hpp"
+
+#include "core/plan/tuning.hpp"
+
+#include <gpusort/error.hpp>
+#include <gpusort/units.hpp>
+
+#include <algorithm>
+#include <string>
+
+namespace gpusort::detail {
+
+namespace {
+
+constexpr std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) noexcept
+{
+  return a / b + (a % b != 0 ? 1 : 0);
+}
+
+constexpr std::uint64_t saturate(uint128 v) noexcept
+{
+  constexpr auto max = std::numeric_limits<std::uint64_t>::max();
+  return v > max ? max : static_cast<std::uint64_t>(v);
+}
+
+/// Candidates per run for d chunks: as many as the shortest run and the sample cap allow.
+std::uint64_t candidates_per_run(std::uint64_t n, std::uint64_t d) noexcept
+{
+  return std::min(shortest_sampled_run(n, d), plan_tuning::max_total_candidates / d);
+}
+
+}  // namespace
+
+std::uint64_t shortest_sampled_run(std::uint64_t n, std::uint64_t d) noexcept
+{
+  return d == 0 ? 0 : (n / d) / d;
+}
+
+std::uint64_t strict_interval_bound(std::uint64_t n, std::uint64_t d, std::uint64_t s) noexcept
+{
+  if (d <= 1) return n;
+  if (s == 0) return n;
+  const std::uint64_t longest_run = ceil_div(n, d) / d;
+  const std::uint64_t gap = ceil_div(longest_run, s);
+  // Elements of the sampled new chunk strictly inside one splitter interval.
+  const uint128 in_sampled =
+      static_cast<uint128>(s + d) * gap - std::min<uint128>(d, (s + d) * gap);
+  return std::min(n, saturate(in_sampled * d + static_cast<uint128>(d) * (d - 1)));
+}
+
+chunk_plan make_plan(std::uint64_t n, const device_capacity& cap,
+                     std::optional<std::uint64_t> max_chunk_elements)
+{
+  GPUSORT_EXPECTS(cap.elements > 0, "a device must hold at least one element");
+  const std::uint64_t chunk_limit =
+      std::min(cap.elements, max_chunk_elements.value_or(cap.elements));
+  GPUSORT_EXPECTS(chunk_limit > 0, "chunks must hold at least one element");
+  if (n <= chunk_limit) return chunk_plan{.n = n, .capacity = cap.elements, .d = 1};
+
+  // The fewest chunks that respect the chunk limit; where the limit asks for more chunks than
+  // two rounds can sample (runs too short), the most chunks that still work.
+  const std::uint64_t wanted_d =
+      std::max(plan_tuning::min_out_of_core_chunks, ceil_div(n, chunk_limit));
+  std::optional<chunk_plan> fallback;
+  for (std::uint64_t d = plan_tuning::min_out_of_core_chunks; d <= plan_tuning::max_chunks; ++d) {
+    const std::uint64_t s = candidates_per_run(n, d);
+    if (s == 0) break;  // runs only get shorter with more chunks
+    const std::uint64_t bound = strict_interval_bound(n, d, s);
+    if (ceil_div(n, d) > cap.elements || bound >= cap.elements) continue;
+    const chunk_plan plan{.n = n, .capacity = cap.elements, .d = d, .s = s, .bound = bound,
+                          .sampled_chunk = d - 1};
+    if (d >= wanted_d) return plan;
+    fallback = plan;
+  }
+  if (fallback) return *fallback;
+  if (n <= cap.elements) return chunk_plan{.n = n, .capacity = cap.elements, .d = 1};
+
+  const std::uint64_t need = min_feasible_capacity(n);
+  throw config_error{"device_memory_budget: " + format_bytes(cap.budget_for(cap.elements)) +
+                     " per device cannot sort " + std::to_string(n) +
+                     " elements in two rounds; the smallest budget that works is " +
+                     format_bytes(cap.budget_for(need)) + " (" +
+                     std::to_string(cap.budget_for(need)) + " bytes)"};
+}
+
+std::uint64_t min_feasible_capacity(std::uint64_t n)
+{
+  std::uint64_t best = std::max<std::uint64_t>(n, 1);
+  for (std::uint64_t d = plan_tuning::min_out_of_core_chunks; d <= plan_tuning::max_chunks; ++d) {
+    const std::uint64_t s = candidates_per_run(n, d);
+    if (s == 0) break;
+    // Capacity c works for this d when the chunks fit and the bound stays below c.
+    const std::uint64_t need = std::max(ceil_div(n, d), strict_interval_bound(n, d, s) + 1);
+    best = std::min(best, need);
+  }
+  return best;
+}
+
+}  // namespace gpusort::detail

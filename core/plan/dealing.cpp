@@ -1,1 +1,62 @@
-// placeholder: written in this change
+#include "core/plan/dealing.hpp"
+
+#include "core/keys.hpp"
+
+#include <gpusort/error.hpp>
+
+namespace gpusort::detail {
+
+std::vector<run> make_run_table(const chunk_plan& plan)
+{
+  const std::uint64_t d = plan.d;
+  std::vector<run> table(d * d);
+  for (std::uint64_t i = 0; i < d; ++i) {
+    const std::uint64_t begin = plan.chunk_begin(i);
+    const std::uint64_t m = plan.chunk_size(i);
+    for (std::uint64_t j = 0; j < d; ++j)
+      table[i * d + j] = run{begin + bin_offset(m, d, j), bin_size(m, d, j)};
+  }
+  return table;
+}
+
+std::vector<run> transpose(const std::vector<run>& table, std::uint64_t d)
+{
+  GPUSORT_EXPECTS(table.size() == d * d, "a run table holds d*d runs");
+  std::vector<run> out(table.size());
+  for (std::uint64_t i = 0; i < d; ++i)
+    for (std::uint64_t j = 0; j < d; ++j) out[j * d + i] = table[i * d + j];
+  return out;
+}
+
+template <typename K, typename V>
+void deal(const K* in_keys, const V* in_values, std::uint64_t m, std::uint64_t d, K* out_keys,
+          V* out_values)
+{
+  GPUSORT_EXPECTS(d > 0, "dealing needs at least one bin");
+  const auto bins = static_cast<std::int64_t>(d);
+  // One bin per iteration: writes stream, reads stride by d through a chunk that the sort just
+  // left in cache-sized pieces.
+#pragma omp parallel for schedule(static)
+  for (std::int64_t jj = 0; jj < bins; ++jj) {
+    const auto j = static_cast<std::uint64_t>(jj);
+    const std::uint64_t off = bin_offset(m, d, j);
+    const std::uint64_t len = bin_size(m, d, j);
+    for (std::uint64_t t = 0; t < len; ++t) out_keys[off + t] = in_keys[j + t * d];
+    if constexpr (!std::is_same_v<V, no_value>) {
+      if (in_values != nullptr)
+        for (std::uint64_t t = 0; t < len; ++t) out_values[off + t] = in_values[j + t * d];
+    }
+  }
+}
+
+#define GPUSORT_INSTANTIATE_DEAL(K, V) \
+  template void deal<K, V>(const K*, const V*, std::uint64_t, std::uint64_t, K*, V*);
+GPUSORT_INSTANTIATE_DEAL(std::uint32_t, no_value)
+GPUSORT_INSTANTIATE_DEAL(std::uint32_t, std::uint32_t)
+GPUSORT_INSTANTIATE_DEAL(std::uint32_t, std::uint64_t)
+GPUSORT_INSTANTIATE_DEAL(std::uint64_t, no_value)
+GPUSORT_INSTANTIATE_DEAL(std::uint64_t, std::uint32_t)
+GPUSORT_INSTANTIATE_DEAL(std::uint64_t, std::uint64_t)
+#undef GPUSORT_INSTANTIATE_DEAL
+
+}  // namespace gpusort::detail

@@ -1,1 +1,351 @@
+// Invariants of the DSPS planner, checked on simulated runs: the test sorts and deals chunks
+// itself with std::sort, so the planner's functions meet real sorted runs.
+#include "core/plan/chunk_plan.hpp"
+#include "core/plan/compensation.hpp"
+#include "core/plan/dealing.hpp"
+#include "core/plan/slicing.hpp"
+#include "core/plan/splitters.hpp"
+#include "core/plan/tuning.hpp"
+
+#include <gpusort/error.hpp>
+
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace gpusort::detail {
+namespace {
+
+using keys_t = std::vector<std::uint64_t>;
+
+enum class shape { distinct, random, all_equal, few_unique, one_heavy, sorted_distinct };
+
+keys_t make_keys(std::uint64_t n, shape sh, std::uint64_t seed)
+{
+  std::mt19937_64 rng{seed};
+  keys_t k(n);
+  switch (sh) {
+    case shape::distinct:
+      std::iota(k.begin(), k.end(), std::uint64_t{1000});
+      std::shuffle(k.begin(), k.end(), rng);
+      break;
+    case shape::sorted_distinct: std::iota(k.begin(), k.end(), std::uint64_t{0}); break;
+    case shape::random:
+      for (auto& x : k) x = rng() % (n + 1);  // duplicates, but few of each
+      break;
+    case shape::all_equal: std::fill(k.begin(), k.end(), 77); break;
+    case shape::few_unique:
+      for (auto& x : k) x = (rng() % 4) * 1000;
+      break;
+    case shape::one_heavy:  // half the keys share one value in the middle of the range
+      for (auto& x : k) x = (rng() & 1) ? 500 : rng() % 1000;
+      break;
+  }
+  return k;
+}
+
+/// Round 1 as a device would run it, done by the test with std::sort.
+keys_t simulate_round1(const keys_t& input, const chunk_plan& plan)
+{
+  keys_t out(input.size());
+  for (std::uint64_t i = 0; i < plan.d; ++i) {
+    const std::uint64_t b = plan.chunk_begin(i), m = plan.chunk_size(i);
+    keys_t chunk(input.begin() + static_cast<std::ptrdiff_t>(b),
+                 input.begin() + static_cast<std::ptrdiff_t>(b + m));
+    std::sort(chunk.begin(), chunk.end());
+    // Naive dealing written out by position, independent of deal()'s bin arithmetic.
+    std::uint64_t at = b;
+    for (std::uint64_t j = 0; j < plan.d; ++j)
+      for (std::uint64_t x = j; x < m; x += plan.d) out[at++] = chunk[x];
+  }
+  return out;
+}
+
+struct planned {
+  chunk_plan plan;
+  keys_t t;
+  std::vector<run> runs;
+  splitter_set<std::uint64_t> splitters;
+  std::vector<final_chunk> finals;
+};
+
+planned plan_and_slice(const keys_t& input, std::uint64_t capacity)
+{
+  planned p;
+  p.plan = make_plan(input.size(), device_capacity{.elements = capacity, .bytes_per_element = 8});
+  if (p.plan.in_core()) return p;
+  p.t = simulate_round1(input, p.plan);
+  p.runs = make_run_table(p.plan);
+  const auto new_chunks = transpose(p.runs, p.plan.d);
+  p.splitters = choose_splitters<std::uint64_t>(
+      p.t.data(), std::span<const run>{new_chunks.data() + p.plan.sampled_chunk * p.plan.d,
+                                       p.plan.d},
+      p.plan.s, p.plan.d);
+  p.finals = slice_runs<std::uint64_t>(p.t.data(), p.runs, p.splitters);
+  return p;
+}
+
+TEST(ChunkPlan, ChunksCoverTheInputAndFit)
+{
+  for (std::uint64_t n : {0ULL, 1ULL, 7ULL, 1000ULL, 65'537ULL, 1'000'003ULL, 50'000'000ULL}) {
+    for (std::uint64_t cap : {n + 1, n, n / 2 + 1, n / 3 + 7, n / 16 + 5}) {
+      if (cap == 0) continue;
+      chunk_plan plan;
+      try {
+        plan = make_plan(n, device_capacity{.elements = cap, .bytes_per_element = 8});
+      } catch (const config_error&) {
+        EXPECT_LT(cap, min_feasible_capacity(n)) << n << " " << cap;
+        continue;
+      }
+      EXPECT_EQ(plan.in_core(), n <= cap);
+      std::uint64_t next = 0;
+      for (std::uint64_t i = 0; i < plan.d; ++i) {
+        EXPECT_EQ(plan.chunk_begin(i), next);
+        EXPECT_LE(plan.chunk_size(i), cap);
+        next += plan.chunk_size(i);
+      }
+      EXPECT_EQ(next, n);
+      if (!plan.in_core()) {
+        EXPECT_GE(plan.s, 1U);
+        EXPECT_LE(plan.s, shortest_sampled_run(n, plan.d));
+        EXPECT_LE(plan.s * plan.d, plan_tuning::max_total_candidates);
+        EXPECT_LT(plan.bound, cap);
+        EXPECT_EQ(plan.bound, strict_interval_bound(n, plan.d, plan.s));
+      }
+    }
+  }
+}
+
+TEST(ChunkPlan, TooSmallABudgetNamesTheSmallestThatWorks)
+{
+  for (std::uint64_t n : {5'000ULL, 123'457ULL, 10'000'000ULL, 1ULL << 33}) {
+    const std::uint64_t need = min_feasible_capacity(n);
+    ASSERT_LT(need, n);
+    const device_capacity ok{.elements = need, .bytes_per_element = 16, .fixed_bytes = 4096};
+    EXPECT_NO_THROW(make_plan(n, ok));
+    const device_capacity short_by_one{.elements = need - 1, .bytes_per_element = 16,
+                                       .fixed_bytes = 4096};
+    try {
+      make_plan(n, short_by_one);
+      ADD_FAILURE() << "a capacity below the minimum must be refused for n = " << n;
+    } catch (const config_error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("smallest budget that works"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(std::to_string(ok.budget_for(need)) + " bytes"), std::string::npos)
+          << msg;
+    }
+  }
+  // Feasibility needs roughly 2 N^(2/3) elements (design.md section 2), not a fraction of N.
+  const double n = std::ldexp(1.0, 33);
+  EXPECT_LT(static_cast<double>(min_feasible_capacity(1ULL << 33)), 4.0 * std::cbrt(n * n));
+}
+
+TEST(ChunkPlan, ChunkLimitRaisesTheChunkCount)
+{
+  const chunk_plan p = make_plan(1'000'000, device_capacity{.elements = 1'000'000}, 100'000);
+  EXPECT_GE(p.d, 10U);
+  for (std::uint64_t i = 0; i < p.d; ++i) EXPECT_LE(p.chunk_size(i), 100'000U);
+}
+
+TEST(ChunkPlan, AChunkLimitTooSmallToSampleFallsBackToTheSmallestChunksThatWork)
+{
+  const chunk_plan p = make_plan(1000, device_capacity{.elements = 500}, 1);
+  ASSERT_FALSE(p.in_core());
+  EXPECT_GE(p.s, 1U);
+  EXPECT_LT(p.bound, 500U);
+  // No plan with more chunks exists at this capacity.
+  for (std::uint64_t d = p.d + 1; d <= plan_tuning::max_chunks; ++d) {
+    const std::uint64_t s = std::min(shortest_sampled_run(1000, d),
+                                     plan_tuning::max_total_candidates / d);
+    if (s == 0) break;
+    EXPECT_GE(strict_interval_bound(1000, d, s), 500U) << d;
+  }
+  EXPECT_TRUE(make_plan(3, device_capacity{.elements = 100}, 1).in_core());
+}
+
+TEST(Dealing, BinsPartitionTheChunk)
+{
+  for (std::uint64_t m : {0ULL, 1ULL, 5ULL, 16ULL, 17ULL, 1001ULL})
+    for (std::uint64_t d : {1ULL, 2ULL, 3ULL, 16ULL, 40ULL}) {
+      std::uint64_t total = 0;
+      for (std::uint64_t j = 0; j < d; ++j) {
+        EXPECT_EQ(bin_offset(m, d, j), total);
+        std::uint64_t expect = 0;
+        for (std::uint64_t x = 0; x < m; ++x) expect += (x % d == j) ? 1 : 0;
+        EXPECT_EQ(bin_size(m, d, j), expect) << m << " " << d << " " << j;
+        total += bin_size(m, d, j);
+      }
+      EXPECT_EQ(total, m);
+    }
+}
+
+TEST(Dealing, DealMatchesTheDefinition)
+{
+  for (std::uint64_t m : {0ULL, 1ULL, 10ULL, 1000ULL, 4099ULL})
+    for (std::uint64_t d : {1ULL, 2ULL, 7ULL, 16ULL}) {
+      keys_t in(m);
+      std::vector<std::uint32_t> vin(m);
+      std::iota(in.begin(), in.end(), std::uint64_t{0});
+      std::iota(vin.begin(), vin.end(), 0U);
+      keys_t out(m);
+      std::vector<std::uint32_t> vout(m);
+      deal<std::uint64_t, std::uint32_t>(in.data(), vin.data(), m, d, out.data(), vout.data());
+      std::uint64_t at = 0;
+      for (std::uint64_t j = 0; j < d; ++j)
+        for (std::uint64_t x = j; x < m; x += d, ++at) {
+          ASSERT_EQ(out[at], x);
+          ASSERT_EQ(vout[at], x);
+        }
+    }
+}
+
+TEST(Dealing, TransposeSwapsTheRunTable)
+{
+  const chunk_plan plan = make_plan(100'000, device_capacity{.elements = 20'000});
+  const auto table = make_run_table(plan);
+  ASSERT_EQ(table.size(), plan.d * plan.d);
+  const auto t = transpose(table, plan.d);
+  for (std::uint64_t i = 0; i < plan.d; ++i)
+    for (std::uint64_t j = 0; j < plan.d; ++j) EXPECT_EQ(t[j * plan.d + i], table[i * plan.d + j]);
+  EXPECT_EQ(transpose(t, plan.d), table);
+  // The runs tile the round-1 output exactly.
+  std::vector<run> sorted_runs = table;
+  std::sort(sorted_runs.begin(), sorted_runs.end(),
+            [](const run& a, const run& b) { return a.offset < b.offset; });
+  std::uint64_t next = 0;
+  for (const run& r : sorted_runs) {
+    EXPECT_EQ(r.offset, next);
+    next += r.length;
+  }
+  EXPECT_EQ(next, plan.n);
+}
+
+TEST(Splitters, CandidatesAreEquidistantAndEndAtTheRunEnd)
+{
+  for (std::uint64_t len : {1ULL, 5ULL, 64ULL, 1000ULL})
+    for (std::uint64_t s = 1; s <= std::min<std::uint64_t>(len, 40); ++s) {
+      std::uint64_t prev = 0;
+      for (std::uint64_t x = 0; x < s; ++x) {
+        const std::uint64_t p = candidate_position(x, s, len);
+        ASSERT_LT(p, len);
+        if (x > 0) {
+          ASSERT_GT(p, prev);
+          ASSERT_LE(p - prev, (len + s - 1) / s);
+        }
+        prev = p;
+      }
+      EXPECT_EQ(candidate_position(s - 1, s, len), len - 1);
+    }
+}
+
+TEST(Splitters, RegularRanksAndEstCounts)
+{
+  // Two runs of 0..9 with s = 5: candidates 1,3,5,7,9 twice; d = 2 -> splitter at rank 5.
+  keys_t keys;
+  for (int r = 0; r < 2; ++r)
+    for (std::uint64_t v = 0; v < 10; ++v) keys.push_back(v);
+  const std::vector<run> runs{{0, 10}, {10, 10}};
+  const auto sp = choose_splitters<std::uint64_t>(keys.data(), runs, 5, 2);
+  ASSERT_EQ(sp.values.size(), 1U);
+  EXPECT_EQ(sp.values[0], 5U);  // sorted candidates 1,1,3,3,5,5,...: 5th is 5
+  EXPECT_EQ(sp.est[0], 2U);
+}
+
+class PlannerInvariants : public ::testing::TestWithParam<shape> {};
+
+TEST_P(PlannerInvariants, EveryElementLandsOnceInOrderedBoundedFinalChunks)
+{
+  const shape sh = GetParam();
+  std::uint64_t compensated_total = 0;
+  for (std::uint64_t n : {1'000ULL, 4'099ULL, 30'011ULL, 200'003ULL}) {
+    const std::uint64_t minimum = min_feasible_capacity(n);
+    for (std::uint64_t cap : {minimum, minimum + 17, minimum * 2, n / 2}) {
+      if (cap < minimum || cap >= n) continue;
+      const keys_t input = make_keys(n, sh, n * 31 + cap);
+      const planned p = plan_and_slice(input, cap);
+      ASSERT_FALSE(p.plan.in_core());
+      ASSERT_EQ(p.finals.size(), p.plan.d);
+
+      // Every element lands in exactly one final chunk: the slices tile the round-1 output.
+      std::vector<std::uint8_t> hit(n, 0);
+      std::uint64_t offset = 0;
+      for (const final_chunk& fc : p.finals) {
+        EXPECT_EQ(fc.out_offset, offset);
+        std::uint64_t size = 0;
+        for (const slice& sl : fc.slices)
+          for (std::uint64_t x = sl.offset; x < sl.offset + sl.length; ++x) {
+            ASSERT_EQ(hit[x], 0) << "element " << x << " in two final chunks";
+            hit[x] = 1;
+            ++size;
+          }
+        EXPECT_EQ(size, fc.size);
+        offset += fc.size;
+      }
+      EXPECT_EQ(offset, n);
+      EXPECT_TRUE(std::all_of(hit.begin(), hit.end(), [](std::uint8_t h) { return h == 1; }));
+
+      // Final chunks are ordered: chunk k holds keys in (splitter[k-1], splitter[k]].
+      for (const final_chunk& fc : p.finals)
+        for (const slice& sl : fc.slices)
+          for (std::uint64_t x = sl.offset; x < sl.offset + sl.length; ++x) {
+            if (fc.index > 0) { ASSERT_GT(p.t[x], p.splitters.values[fc.index - 1]); }
+            if (fc.index + 1 < p.plan.d) { ASSERT_LE(p.t[x], p.splitters.values[fc.index]); }
+          }
+
+      for (const final_chunk& fc : p.finals) {
+        // The bound holds on keys strictly between splitters, whatever the duplicates.
+        std::uint64_t strict = 0;
+        for (const slice& sl : fc.slices)
+          for (std::uint64_t x = sl.offset; x < sl.offset + sl.length; ++x)
+            if (fc.index + 1 == p.plan.d || p.t[x] < p.splitters.values[fc.index]) ++strict;
+        EXPECT_LE(strict, p.plan.bound);
+        if (sh == shape::distinct || sh == shape::sorted_distinct) {
+          EXPECT_LE(fc.size, p.plan.final_bound());
+          EXPECT_FALSE(needs_compensation(fc, cap)) << "distinct keys never compensate";
+        }
+        // Compensation exactly when the chunk would overflow the device.
+        EXPECT_EQ(needs_compensation(fc, cap), fc.size > cap);
+        if (needs_compensation(fc, cap)) {
+          ++compensated_total;
+          const auto split = split_equal<std::uint64_t>(p.t.data(), fc, p.splitters, cap);
+          EXPECT_EQ(split.rest_count, strict);
+          EXPECT_LE(split.rest_count, cap);
+          EXPECT_EQ(split.rest_count + split.equal_count, fc.size);
+          for (const slice& sl : split.equal)
+            for (std::uint64_t x = sl.offset; x < sl.offset + sl.length; ++x)
+              ASSERT_EQ(p.t[x], p.splitters.values[fc.index]);
+          for (const slice& sl : split.rest)
+            for (std::uint64_t x = sl.offset; x < sl.offset + sl.length; ++x)
+              ASSERT_LT(p.t[x], p.splitters.values[fc.index]);
+        }
+      }
+    }
+  }
+  if (sh == shape::all_equal || sh == shape::few_unique || sh == shape::one_heavy) {
+    EXPECT_GT(compensated_total, 0U) << "heavy duplicates must force compensation";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, PlannerInvariants,
+                         ::testing::Values(shape::distinct, shape::sorted_distinct, shape::random,
+                                           shape::all_equal, shape::few_unique,
+                                           shape::one_heavy));
+
+TEST(Slicing, LargestFirstOrdersBySize)
+{
+  std::vector<final_chunk> c(4);
+  c[0].size = 3;
+  c[1].size = 9;
+  c[2].size = 1;
+  c[3].size = 9;
+  EXPECT_EQ(largest_first(c), (std::vector<std::uint64_t>{1, 3, 0, 2}));
+}
+
+}  // namespace
+}  // namespace gpusort::detail

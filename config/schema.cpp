@@ -1,0 +1,344 @@
+#include "config/schema.hpp"
+
+#include <gpusort/units.hpp>
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <climits>
+#include <optional>
+#include <unordered_set>
+
+namespace gpusort::detail {
+namespace {
+
+[[noreturn]] void reject(const YAML::Node& node, const YAML::Mark& mark,
+                         std::string_view expected)
+{
+  throw value_error{mark, "expected " + std::string{expected} + ", got " + describe(node)};
+}
+
+const std::string& scalar(const YAML::Node& node, const YAML::Mark& mark,
+                          std::string_view expected)
+{
+  if (!node.IsScalar()) reject(node, mark, expected);
+  return node.Scalar();
+}
+
+/// Decimal digits only: no sign, no hex or octal, no exponent, no blanks.
+std::optional<std::uint64_t> parse_decimal(std::string_view s)
+{
+  if (s.empty() || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc{} || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+std::uint64_t read_size(const YAML::Node& value, const YAML::Mark& mark, std::uint64_t minimum,
+                        std::string_view expected)
+{
+  const std::string& text = scalar(value, mark, expected);
+  const auto bytes = parse_bytes(text);
+  if (!bytes) reject(value, mark, expected);
+  if (*bytes < minimum) {
+    throw value_error{mark, "must be at least " + exact_size(minimum) + " (" +
+                                std::to_string(minimum) + " bytes), got '" + text + "' (" +
+                                std::to_string(*bytes) + " bytes)"};
+  }
+  return *bytes;
+}
+
+std::string at_least(std::uint64_t minimum)
+{
+  return minimum == 0 ? std::string{} : ", at least " + exact_size(minimum);
+}
+
+key_spec optional_size_key(std::string_view name, std::optional<std::uint64_t> config::*member,
+                           std::uint64_t minimum, std::string_view meaning)
+{
+  return {
+      name,
+      "`auto` or a size (8MiB, 40GiB, 1.5GiB, 65536)" + at_least(minimum),
+      meaning,
+      [member, minimum](const YAML::Node& value, const YAML::Mark& mark, config& cfg) {
+        constexpr std::string_view expected = "'auto' or a size like 8MiB";
+        if (scalar(value, mark, expected) == "auto") {
+          cfg.*member = std::nullopt;
+        } else {
+          cfg.*member = read_size(value, mark, minimum, expected);
+        }
+      },
+      [member](const config& cfg) {
+        const auto& v = cfg.*member;
+        return v ? exact_size(*v) : std::string{"auto"};
+      },
+  };
+}
+
+key_spec size_key(std::string_view name, std::uint64_t config::*member, std::uint64_t minimum,
+                  std::string_view meaning)
+{
+  return {
+      name,
+      "a size (4GiB, 512MiB, 0)" + at_least(minimum),
+      meaning,
+      [member, minimum](const YAML::Node& value, const YAML::Mark& mark, config& cfg) {
+        cfg.*member = read_size(value, mark, minimum, "a size like 8MiB");
+      },
+      [member](const config& cfg) { return exact_size(cfg.*member); },
+  };
+}
+
+key_spec integer_key(std::string_view name, unsigned config::*member, unsigned minimum,
+                     unsigned maximum, std::string_view meaning)
+{
+  const std::string range =
+      "an integer from " + std::to_string(minimum) + " to " + std::to_string(maximum);
+  return {
+      name,
+      range,
+      meaning,
+      [member, minimum, maximum, range](const YAML::Node& value, const YAML::Mark& mark,
+                                        config& cfg) {
+        const auto v = parse_decimal(scalar(value, mark, range));
+        if (!v || *v < minimum || *v > maximum) reject(value, mark, range);
+        cfg.*member = static_cast<unsigned>(*v);
+      },
+      [member](const config& cfg) { return std::to_string(cfg.*member); },
+  };
+}
+
+key_spec path_key(std::string_view name, std::string config::*member, std::size_t max_bytes,
+                  std::string_view meaning)
+{
+  return {
+      name,
+      "a non-empty path of at most " + std::to_string(max_bytes) + " bytes",
+      meaning,
+      [member, max_bytes](const YAML::Node& value, const YAML::Mark& mark, config& cfg) {
+        const std::string& path = scalar(value, mark, "a path");
+        if (path.empty()) throw value_error{mark, "expected a path, got an empty string"};
+        if (path.find('\0') != std::string::npos)
+          throw value_error{mark, "a path cannot contain a NUL character"};
+        if (path.size() > max_bytes) {
+          throw value_error{mark, "the path is " + std::to_string(path.size()) +
+                                      " bytes long, at most " + std::to_string(max_bytes) +
+                                      " fit in a Unix socket address"};
+        }
+        cfg.*member = path;
+      },
+      [member](const config& cfg) {
+        YAML::Emitter out;  // quotes the path where plain YAML would misread it
+        out << cfg.*member;
+        return std::string{out.c_str()};
+      },
+  };
+}
+
+key_spec log_level_key(std::string_view name, log_level config::*member,
+                       std::string_view meaning)
+{
+  static constexpr std::array levels{log_level::trace, log_level::debug, log_level::info,
+                                     log_level::warn,  log_level::error, log_level::off};
+  std::string names;
+  std::string markdown;
+  for (const log_level l : levels) {
+    names += (names.empty() ? "" : ", ") + std::string{name_of(l)};
+    markdown += (markdown.empty() ? "one of `" : ", `") + std::string{name_of(l)} + "`";
+  }
+  return {
+      name,
+      markdown,
+      meaning,
+      [member, expected = "one of " + names](const YAML::Node& value, const YAML::Mark& mark,
+                                             config& cfg) {
+        const std::string& text = scalar(value, mark, expected);
+        const auto* found = std::find_if(levels.begin(), levels.end(),
+                                         [&](log_level l) { return name_of(l) == text; });
+        if (found == levels.end()) reject(value, mark, expected);
+        cfg.*member = *found;
+      },
+      [member](const config& cfg) { return std::string{name_of(cfg.*member)}; },
+  };
+}
+
+key_spec devices_key(std::string_view meaning)
+{
+  return {
+      "devices",
+      "`auto`, `cpu` or a list of distinct GPU ids such as `[0, 1]`",
+      meaning,
+      [](const YAML::Node& value, const YAML::Mark& mark, config& cfg) {
+        constexpr std::string_view expected = "'auto', 'cpu' or a list of GPU ids like [0, 1]";
+        if (value.IsScalar() && value.Scalar() == "auto") {
+          cfg.devices = device_selection::automatic;
+          cfg.gpu_ids.clear();
+          return;
+        }
+        if (value.IsScalar() && value.Scalar() == "cpu") {
+          cfg.devices = device_selection::cpu;
+          cfg.gpu_ids.clear();
+          return;
+        }
+        if (!value.IsSequence()) reject(value, mark, expected);
+        if (value.size() == 0) {
+          throw value_error{mark, "the list of GPU ids is empty (write 'cpu' for the host "
+                                  "device or 'auto' for every GPU)"};
+        }
+        const std::string id_expected =
+            "a GPU id (an integer from 0 to " + std::to_string(INT_MAX) + ")";
+        std::vector<int> ids;
+        for (const YAML::Node& element : value) {
+          const YAML::Mark element_mark = mark_of(element, mark);
+          const auto id = parse_decimal(scalar(element, element_mark, id_expected));
+          if (!id || *id > static_cast<std::uint64_t>(INT_MAX))
+            reject(element, element_mark, id_expected);
+          if (std::find(ids.begin(), ids.end(), static_cast<int>(*id)) != ids.end()) {
+            throw value_error{element_mark,
+                              "GPU id " + std::to_string(*id) + " is listed twice"};
+          }
+          ids.push_back(static_cast<int>(*id));
+        }
+        cfg.devices = device_selection::listed;
+        cfg.gpu_ids = std::move(ids);
+      },
+      [](const config& cfg) -> std::string {
+        switch (cfg.devices) {
+          case device_selection::automatic: return "auto";
+          case device_selection::cpu: return "cpu";
+          case device_selection::listed: break;
+        }
+        std::string list = "[";
+        for (const int id : cfg.gpu_ids)
+          list += (list.size() == 1 ? "" : ", ") + std::to_string(id);
+        return list + "]";
+      },
+  };
+}
+
+std::string lower(std::string_view s)
+{
+  std::string out{s};
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
+std::string describe(const YAML::Node& node)
+{
+  switch (node.Type()) {
+    case YAML::NodeType::Scalar: {
+      constexpr std::size_t shown = 60;  // a pasted blob should not flood the message
+      const std::string& s = node.Scalar();
+      return "'" + (s.size() <= shown ? s : s.substr(0, shown) + "...") + "'";
+    }
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Map: return "a map";
+    default: return "nothing";
+  }
+}
+
+YAML::Mark mark_of(const YAML::Node& node, const YAML::Mark& fallback)
+{
+  // An empty value's own mark is wherever the next token starts, often the next line.
+  return node.IsNull() || node.Mark().is_null() ? fallback : node.Mark();
+}
+
+const std::vector<key_spec>& config_keys()
+{
+  // sockaddr_un::sun_path holds 108 bytes including the terminating NUL.
+  constexpr std::size_t max_socket_path = 107;
+  static const std::vector<key_spec> keys{
+      devices_key("Which devices sort: `auto` every GPU found (the host CPU when there is "
+                  "none), `cpu` the host CPU only, a list exactly those CUDA device ids."),
+      optional_size_key("device_memory_budget", &config::device_memory_budget, 64 * 1024,
+                        "Memory one device may use for a job. `auto`: on a GPU its free "
+                        "memory less a margin; on the CPU no limit (the job sorts in place)."),
+      optional_size_key("chunk_bytes", &config::chunk_bytes, 4 * 1024,
+                        "Bytes of keys (and values) per round-1 chunk. `auto`: the planner "
+                        "derives it from the device memory budget."),
+      size_key("pinned_pool_bytes", &config::pinned_pool_bytes, 0,
+               "Page-locked host memory kept for staging copies between host and GPUs."),
+      integer_key("host_threads", &config::host_threads, 0, 4096,
+                  "Threads for work on the host CPU; 0: one per core."),
+      path_key("socket", &config::socket, max_socket_path,
+               "Path of the daemon's Unix domain socket."),
+      log_level_key("log_level", &config::level, "Least severe messages that are logged."),
+  };
+  return keys;
+}
+
+const key_spec* find_key(std::string_view name) noexcept
+{
+  const auto& keys = config_keys();
+  const auto it =
+      std::find_if(keys.begin(), keys.end(), [&](const key_spec& k) { return k.name == name; });
+  return it == keys.end() ? nullptr : &*it;
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b)
+{
+  // d[i][j]: distance between the first i characters of a and the first j of b.
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+std::string_view closest_key(std::string_view name)
+{
+  const std::string wanted = lower(name);
+  std::string_view best;
+  std::size_t best_distance = SIZE_MAX;
+  for (const key_spec& k : config_keys()) {
+    // About a third of the key's length (1 to 3 edits): a slip of the fingers gets a hint, an
+    // unrelated word gets none.
+    const std::size_t limit = std::clamp<std::size_t>(k.name.size() / 3, 1, 3);
+    const std::size_t d = edit_distance(wanted, k.name);
+    if (d <= limit && d < best_distance) {
+      best = k.name;
+      best_distance = d;
+    }
+  }
+  return best;
+}
+
+std::string exact_size(std::uint64_t bytes)
+{
+  static constexpr std::array<std::string_view, 6> suffixes{"KiB", "MiB", "GiB",
+                                                            "TiB", "PiB", "EiB"};
+  if (bytes == 0) return "0";
+  for (std::size_t k = suffixes.size(); k > 0; --k) {
+    const unsigned shift = 10 * static_cast<unsigned>(k);
+    if (bytes % (std::uint64_t{1} << shift) == 0)
+      return std::to_string(bytes >> shift) + std::string{suffixes[k - 1]};
+  }
+  return std::to_string(bytes);
+}
+
+std::string config_reference_markdown()
+{
+  const config defaults{};
+  std::string out = "| key | default | accepted values | meaning |\n| --- | --- | --- | --- |\n";
+  for (const key_spec& k : config_keys()) {
+    out += "| `" + std::string{k.name} + "` | `" + k.write(defaults) + "` | " + k.accepted +
+           " | " + std::string{k.meaning} + " |\n";
+  }
+  return out;
+}
+
+}  // namespace gpusort::detail

@@ -1,0 +1,39 @@
+// The CPU in-core sorter: libstdc++'s parallel mode (multiway mergesort over OpenMP) on ordered
+// bits, keys alone or with values in a second array, plus the parallel passes around it.
+#pragma once
+
+#include "core/keys.hpp"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace gpusort::detail {
+
+/// Scratch bytes cpu_sort needs for n elements (0 for keys alone; pairs sort as packed records).
+template <typename K, typename V>
+constexpr std::size_t cpu_sort_scratch_bytes(std::uint64_t n) noexcept
+{
+  if constexpr (std::is_same_v<V, no_value>) {
+    return 0;
+  } else {
+    return static_cast<std::size_t>(n) * (sizeof(K) + sizeof(V));
+  }
+}
+
+/// Sorts n ordered-bits keys ascending, moving values along (values may be null when V is
+/// no_value). `scratch` holds cpu_sort_scratch_bytes<K, V>(n) bytes. threads 0: all cores.
+template <typename K, typename V>
+void cpu_sort(K* keys, V* values, std::uint64_t n, void* scratch, unsigned threads);
+
+/// dst[i] = to_ordered(src[i]) (src and dst may be the same array).
+template <typename K>
+void to_ordered_bits(const K* src, K* dst, std::uint64_t n, dtype t, order dir);
+
+/// dst[i] = from_ordered(src[i]) (src and dst may be the same array).
+template <typename K>
+void from_ordered_bits(const K* src, K* dst, std::uint64_t n, dtype t, order dir);
+
+/// memcpy split over threads: one core cannot saturate host memory bandwidth.
+void parallel_copy(void* dst, const void* src, std::size_t bytes);
+
+}  // namespace gpusort::detail

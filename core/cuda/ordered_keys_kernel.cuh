@@ -1,0 +1,79 @@
+// Ordered-bits transforms on the device, the kernel layer (CUB's "agent" + kernel). Only for
+// translation units compiled by nvcc; host code calls ordered_keys.cuh.
+#pragma once
+
+#include "core/keys.hpp"
+
+#include <gpusort/types.hpp>
+
+#include <cstdint>
+
+namespace gpusort::cuda::detail {
+
+/// 16 bytes of keys, so that one load or store instruction moves 4 (32-bit) or 2 (64-bit) keys.
+inline constexpr std::uint64_t vector_bytes = 16;
+
+template <typename Bits>
+struct alignas(vector_bytes) key_vector {
+  static constexpr int size = static_cast<int>(vector_bytes / sizeof(Bits));
+  Bits lanes[size];
+};
+
+/// The element operation, with dtype and order fixed at compile time so that each kernel
+/// instance reduces to one or two bit operations per key.
+template <typename Bits, dtype Type, order Dir, bool Forward>
+struct ordered_op {
+  __device__ __forceinline__ Bits operator()(Bits bits) const
+  {
+    if constexpr (Forward) {
+      return gpusort::detail::to_ordered<Bits>(bits, Type, Dir);
+    } else {
+      return gpusort::detail::from_ordered<Bits>(bits, Type, Dir);
+    }
+  }
+};
+
+/// Where the vectorized part of an array lies: keys [0, head) precede the first 16-byte
+/// boundary, [head, tail_begin) are `vectors` whole vectors, [tail_begin, n) is the rest.
+struct transform_layout {
+  std::uint64_t n{};
+  std::uint64_t head{};
+  std::uint64_t vectors{};
+  std::uint64_t tail_begin{};
+};
+
+/// Grid-stride over the vectors (64-bit indices throughout: arrays may exceed 2^32 keys); the
+/// fewer than 2 * key_vector::size scalar keys at both ends go to the first threads of the grid.
+template <typename Bits, typename Op>
+__global__ void transform_kernel(Bits* keys, transform_layout layout, std::uint32_t items, Op op)
+{
+  using vector_t = key_vector<Bits>;
+  auto* const vectors = reinterpret_cast<vector_t*>(keys + layout.head);
+  const std::uint64_t block_threads = blockDim.x;
+  const std::uint64_t tile = block_threads * items;
+  const std::uint64_t grid_stride = tile * gridDim.x;
+
+  for (std::uint64_t base = blockIdx.x * tile; base < layout.vectors; base += grid_stride) {
+#pragma unroll 4
+    for (std::uint32_t item = 0; item < items; ++item) {
+      const std::uint64_t v = base + item * block_threads + threadIdx.x;
+      if (v < layout.vectors) {
+        vector_t data = vectors[v];
+#pragma unroll
+        for (int lane = 0; lane < vector_t::size; ++lane) data.lanes[lane] = op(data.lanes[lane]);
+        vectors[v] = data;
+      }
+    }
+  }
+
+  const std::uint64_t thread = std::uint64_t{blockIdx.x} * block_threads + threadIdx.x;
+  const std::uint64_t tail = layout.n - layout.tail_begin;
+  if (thread < layout.head) {
+    keys[thread] = op(keys[thread]);
+  } else if (thread - layout.head < tail) {
+    const std::uint64_t i = layout.tail_begin + (thread - layout.head);
+    keys[i] = op(keys[i]);
+  }
+}
+
+}  // namespace gpusort::cuda::detail

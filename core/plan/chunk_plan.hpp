@@ -1,0 +1,69 @@
+// The chunk plan of the two-round DSPS sort (design.md section 2): how many chunks d, how many
+// sample candidates s per run, and the bound every final chunk keeps.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+
+namespace gpusort::detail {
+
+/// 128-bit products of 64-bit sizes, free of overflow.
+__extension__ typedef unsigned __int128 uint128;
+
+/// What a device can hold for one chunk, in elements, and how budget bytes map to that.
+struct device_capacity {
+  std::uint64_t elements{std::numeric_limits<std::uint64_t>::max()};  ///< Theta
+  std::uint64_t bytes_per_element{};  ///< budget bytes per element of capacity
+  std::uint64_t fixed_bytes{};        ///< budget bytes the device needs besides its chunks
+  [[nodiscard]] std::uint64_t budget_for(std::uint64_t capacity) const noexcept
+  {
+    return fixed_bytes + capacity * bytes_per_element;
+  }
+};
+
+struct chunk_plan {
+  std::uint64_t n{};         ///< elements to sort
+  std::uint64_t capacity{};  ///< Theta: elements one device sorts at once
+  std::uint64_t d{1};        ///< chunks; 1 means one in-core sort
+  std::uint64_t s{};         ///< sample candidates per run of the sampled chunk
+  std::uint64_t bound{};     ///< elements strictly between two splitters, at most
+  std::uint64_t sampled_chunk{};  ///< the new chunk j whose runs give the candidates
+
+  [[nodiscard]] bool in_core() const noexcept { return d == 1; }
+  [[nodiscard]] std::uint64_t chunk_begin(std::uint64_t i) const noexcept
+  {
+    return i * (n / d) + (i < n % d ? i : n % d);
+  }
+  [[nodiscard]] std::uint64_t chunk_size(std::uint64_t i) const noexcept
+  {
+    return n / d + (i < n % d ? 1 : 0);
+  }
+  /// Largest final chunk on input without duplicate keys: the bound plus the one element
+  /// equal to the upper splitter.
+  [[nodiscard]] std::uint64_t final_bound() const noexcept { return bound + 1; }
+};
+
+/// Upper bound on the elements of the whole input strictly between two consecutive splitters
+/// (or below the first, above the last), for n elements in d chunks with s candidates per run.
+/// Derivation: in the sampled new chunk, a run of length L with candidates every ceil(L/s)
+/// positions holds at most (c+1)*ceil(L/s) - 1 elements of an open splitter interval that
+/// contains c of its candidates; the d runs hold at most s such candidates together. Dealing
+/// makes every other new chunk hold at most one element more per sorted chunk.
+std::uint64_t strict_interval_bound(std::uint64_t n, std::uint64_t d, std::uint64_t s) noexcept;
+
+/// Shortest run of the sampled new chunk (j = d - 1): every run must give s candidates.
+std::uint64_t shortest_sampled_run(std::uint64_t n, std::uint64_t d) noexcept;
+
+/// Chooses d and s for n elements on devices of capacity `cap`: the fewest chunks such that a
+/// chunk fits, the sample fits every run and the final-chunk bound fits the capacity.
+/// `max_chunk_elements` (from chunk_bytes) caps the chunk size where two rounds allow it; where
+/// it asks for chunks too small to sample, the smallest chunks that work are used instead.
+/// Throws gpusort::config_error naming the smallest budget that works when no plan exists.
+chunk_plan make_plan(std::uint64_t n, const device_capacity& cap,
+                     std::optional<std::uint64_t> max_chunk_elements = std::nullopt);
+
+/// The smallest capacity (elements) for which make_plan succeeds on n elements.
+std::uint64_t min_feasible_capacity(std::uint64_t n);
+
+}  // namespace gpusort::detail

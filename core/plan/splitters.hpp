@@ -1,0 +1,32 @@
+// Splitters (design.md section 2): s equidistant candidates from each run of one new chunk,
+// sorted; d-1 splitters at regular ranks, and for each the number of candidates equal to it
+// (Est in GPUMemSort section 4.3).
+#pragma once
+
+#include "core/plan/dealing.hpp"
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace gpusort::detail {
+
+template <typename K>
+struct splitter_set {
+  std::vector<K> values;           ///< d - 1 splitters in ordered bits, non-decreasing
+  std::vector<std::uint64_t> est;  ///< candidates equal to each splitter
+};
+
+/// Position of candidate x (0 <= x < s) in a run of length len >= s: the ((x+1)*len/s)-th.
+constexpr std::uint64_t candidate_position(std::uint64_t x, std::uint64_t s,
+                                           std::uint64_t len) noexcept
+{
+  return static_cast<std::uint64_t>((static_cast<uint128>(x + 1) * len) / s) - 1;
+}
+
+/// Candidates from `sampled_runs` (sorted runs of `keys`) and the d-1 splitters they give.
+template <typename K>
+splitter_set<K> choose_splitters(const K* keys, std::span<const run> sampled_runs,
+                                 std::uint64_t s, std::uint64_t d);
+
+}  // namespace gpusort::detail

@@ -1,0 +1,101 @@
+// What the executor asks of a device (a GPU, or the host device that runs the same steps on the
+// CPU): take chunk tasks from a shared queue until it is empty, each one "gather, sort, then
+// deal or write back", within the device's memory budget.
+#pragma once
+
+#include "core/plan/chunk_plan.hpp"
+#include "core/plan/dealing.hpp"
+
+#include <gpusort/gpusort.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace gpusort::detail {
+
+struct element_layout {
+  dtype type{dtype::u64};
+  order direction{order::ascending};
+  std::uint32_t key_bytes{8};
+  std::uint32_t value_bytes{0};  ///< 0: keys alone
+  [[nodiscard]] std::uint64_t bytes() const noexcept { return key_bytes + value_bytes; }
+};
+
+/// One unit of device work: gather `slices` of the source, sort them, and either deal the sorted
+/// elements into `deal_bins` runs (round 1) or write them in order (round 2, in-core sorts). A
+/// compensated final chunk also carries the elements equal to its splitter, which go, unsorted,
+/// behind the sorted ones with the splitter as key.
+struct chunk_task {
+  const void* src_keys{};
+  const void* src_values{};
+  bool src_ordered{};  ///< source holds ordered bits (round-1 output), else raw keys
+  std::vector<run> slices;
+  std::uint64_t count{};  ///< elements in `slices`
+  void* dst_keys{};
+  void* dst_values{};
+  bool dst_ordered{};          ///< write ordered bits, else raw keys
+  std::uint64_t deal_bins{1};  ///< > 1: deal into this many bins
+  std::vector<run> equal_slices;
+  std::uint64_t equal_count{};
+  std::uint64_t splitter_bits{};  ///< ordered bits of the splitter the equal elements carry
+  [[nodiscard]] std::uint64_t total() const noexcept { return count + equal_count; }
+};
+
+/// Cancellation and progress of one job, shared by its device workers.
+class job_context {
+ public:
+  job_context(const sort_options& options, std::uint64_t bytes_per_element);
+  /// Throws gpusort::cancelled once the job's token is cancelled or another worker failed.
+  void check() const;
+  void abort() noexcept { aborted_.store(true, std::memory_order_relaxed); }
+  void begin_round(int round, std::uint64_t elements);
+  void add_done(std::uint64_t elements);
+
+ private:
+  const sort_options& options_;
+  std::uint64_t bytes_per_element_;
+  std::atomic<bool> aborted_{false};
+  std::mutex mutex_;
+  int round_{};
+  std::uint64_t done_{};
+  std::uint64_t total_{};
+};
+
+/// Tasks of one round, pulled by every device's worker.
+class task_queue {
+ public:
+  explicit task_queue(std::vector<chunk_task> tasks) : tasks_{std::move(tasks)} {}
+  /// The next task, or nullptr when the round is done.
+  const chunk_task* pop() noexcept
+  {
+    const std::size_t i = next_.fetch_add(1, std::memory_order_relaxed);
+    return i < tasks_.size() ? &tasks_[i] : nullptr;
+  }
+  /// Largest task, so that devices size their buffers for this round only.
+  [[nodiscard]] std::uint64_t largest() const noexcept;
+  [[nodiscard]] std::size_t size() const noexcept { return tasks_.size(); }
+
+ private:
+  std::vector<chunk_task> tasks_;
+  std::atomic<std::size_t> next_{0};
+};
+
+class device {
+ public:
+  device() = default;
+  virtual ~device() = default;
+  device(const device&) = delete;
+  device& operator=(const device&) = delete;
+
+  [[nodiscard]] virtual std::string name() const = 0;
+  /// Elements of `layout` one task may hold, and the budget bytes that capacity costs.
+  [[nodiscard]] virtual device_capacity capacity(const element_layout& layout) const = 0;
+  /// Runs tasks from `queue` until it is empty; checks `ctx` between tasks.
+  virtual void process(const element_layout& layout, task_queue& queue, job_context& ctx) = 0;
+};
+
+}  // namespace gpusort::detail

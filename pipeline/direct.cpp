@@ -1,0 +1,40 @@
+#include "pipeline/direct.hpp"
+
+#include "core/cpu_sort.hpp"
+#include "core/keys.hpp"
+#include "pipeline/host_memory.hpp"
+
+namespace gpusort::detail {
+
+execution_stats sort_direct(const job_arrays& arrays, const element_layout& layout,
+                            unsigned threads, job_context& ctx)
+{
+  ctx.check();
+  if (arrays.n == 0) return execution_stats{.chunks = 0, .rounds = 0};
+  ctx.begin_round(0, arrays.n);
+  visit_layout(layout.key_bytes, layout.value_bytes, [&]<typename K, typename V>() {
+    K* keys = static_cast<K*>(arrays.dst_keys);
+    V* values = static_cast<V*>(arrays.dst_values);
+    const bool identity = ordered_is_identity(layout.type, layout.direction);
+    // Allocated before the input is touched, so that running out of memory changes nothing.
+    const host_buffer scratch{cpu_sort_scratch_bytes<K, V>(arrays.n)};
+    if (!arrays.in_place()) {
+      // One pass either way: the transform doubles as the copy.
+      if (identity)
+        parallel_copy(keys, arrays.src_keys, arrays.n * sizeof(K));
+      else
+        to_ordered_bits<K>(static_cast<const K*>(arrays.src_keys), keys, arrays.n, layout.type,
+                           layout.direction);
+      if constexpr (!std::is_same_v<V, no_value>)
+        parallel_copy(values, arrays.src_values, arrays.n * sizeof(V));
+    } else if (!identity) {
+      to_ordered_bits<K>(keys, keys, arrays.n, layout.type, layout.direction);
+    }
+    cpu_sort<K, V>(keys, values, arrays.n, scratch.data(), threads);
+    if (!identity) from_ordered_bits<K>(keys, keys, arrays.n, layout.type, layout.direction);
+  });
+  ctx.add_done(arrays.n);
+  return execution_stats{.chunks = 1, .rounds = 1};
+}
+
+}  // namespace gpusort::detail

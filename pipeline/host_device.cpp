@@ -1,0 +1,141 @@
+#include "pipeline/host_device.hpp"
+
+#include "core/cpu_sort.hpp"
+#include "core/keys.hpp"
+#include "core/plan/dealing.hpp"
+#include "pipeline/host_memory.hpp"
+
+#include <gpusort/error.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+namespace gpusort::detail {
+
+namespace {
+
+/// The host device's memory for one round: chunk buffer A, and buffer B that holds the dealt
+/// chunk or, during the sort of pairs, the packed records (keys and values side by side).
+template <typename K, typename V>
+struct chunk_buffers {
+  static constexpr std::size_t value_size = std::is_same_v<V, no_value> ? 0 : sizeof(V);
+  std::uint64_t elements;
+  host_buffer a_keys, a_values, b;
+  explicit chunk_buffers(std::uint64_t n)
+      : elements{n}, a_keys{n * sizeof(K)}, a_values{n * value_size}, b{n * (sizeof(K) + value_size)}
+  {
+    static_assert(cpu_sort_scratch_bytes<K, V>(1) <= sizeof(K) + value_size);
+  }
+  [[nodiscard]] K* b_keys() const noexcept { return b.as<K>(); }
+  [[nodiscard]] V* b_values() const noexcept
+  {
+    return reinterpret_cast<V*>(b.as<char>() + elements * sizeof(K));
+  }
+  [[nodiscard]] void* scratch() const noexcept { return b.data(); }
+};
+
+/// Copies the task's slices into A, turning raw keys into ordered bits on the way.
+template <typename K, typename V>
+void gather(const chunk_task& task, const element_layout& layout, K* keys, V* values)
+{
+  std::uint64_t at = 0;
+  for (const run& sl : task.slices) {
+    const K* src = static_cast<const K*>(task.src_keys) + sl.offset;
+    if (task.src_ordered)
+      parallel_copy(keys + at, src, sl.length * sizeof(K));
+    else
+      to_ordered_bits<K>(src, keys + at, sl.length, layout.type, layout.direction);
+    if constexpr (!std::is_same_v<V, no_value>)
+      parallel_copy(values + at, static_cast<const V*>(task.src_values) + sl.offset,
+                    sl.length * sizeof(V));
+    at += sl.length;
+  }
+}
+
+/// Writes n sorted elements to the task's destination at `at`, raw or ordered.
+template <typename K, typename V>
+void write_out(const chunk_task& task, const element_layout& layout, const K* keys,
+               const V* values, std::uint64_t n)
+{
+  K* dst = static_cast<K*>(task.dst_keys);
+  if (task.dst_ordered)
+    parallel_copy(dst, keys, n * sizeof(K));
+  else
+    from_ordered_bits<K>(keys, dst, n, layout.type, layout.direction);
+  if constexpr (!std::is_same_v<V, no_value>)
+    parallel_copy(task.dst_values, values, n * sizeof(V));
+}
+
+/// The compensated tail: the splitter's key n times, and the values of the equal elements.
+template <typename K, typename V>
+void write_equal_tail(const chunk_task& task, const element_layout& layout)
+{
+  K* dst = static_cast<K*>(task.dst_keys) + task.count;
+  const K splitter = static_cast<K>(task.splitter_bits);
+  std::fill_n(dst, task.equal_count,
+              task.dst_ordered ? splitter : from_ordered<K>(splitter, layout.type,
+                                                            layout.direction));
+  if constexpr (!std::is_same_v<V, no_value>) {
+    V* vdst = static_cast<V*>(task.dst_values) + task.count;
+    for (const run& sl : task.equal_slices) {
+      parallel_copy(vdst, static_cast<const V*>(task.src_values) + sl.offset,
+                    sl.length * sizeof(V));
+      vdst += sl.length;
+    }
+  }
+}
+
+template <typename K, typename V>
+void run_task(const chunk_task& task, const element_layout& layout, chunk_buffers<K, V>& buf,
+              unsigned threads)
+{
+  K* a_keys = buf.a_keys.template as<K>();
+  V* a_values = buf.a_values.template as<V>();
+  gather<K, V>(task, layout, a_keys, a_values);
+  cpu_sort<K, V>(a_keys, a_values, task.count, buf.scratch(), threads);
+  if (task.deal_bins > 1) {
+    K* b_keys = buf.b_keys();
+    V* b_values = buf.b_values();
+    deal<K, V>(a_keys, a_values, task.count, task.deal_bins, b_keys, b_values);
+    write_out<K, V>(task, layout, b_keys, b_values, task.count);
+  } else {
+    write_out<K, V>(task, layout, a_keys, a_values, task.count);
+  }
+  if (task.equal_count > 0) write_equal_tail<K, V>(task, layout);
+}
+
+}  // namespace
+
+host_device::host_device(std::optional<std::uint64_t> budget, unsigned threads, int index)
+    : budget_{budget}, threads_{threads}, index_{index}
+{
+}
+
+std::string host_device::name() const
+{
+  return index_ == 0 ? std::string{"cpu"} : "cpu:" + std::to_string(index_);
+}
+
+device_capacity host_device::capacity(const element_layout& layout) const
+{
+  const std::uint64_t per_element = buffers_per_chunk * layout.bytes();
+  if (!budget_) return device_capacity{.bytes_per_element = per_element};
+  return device_capacity{.elements = *budget_ / per_element, .bytes_per_element = per_element};
+}
+
+void host_device::process(const element_layout& layout, task_queue& queue, job_context& ctx)
+{
+  visit_layout(layout.key_bytes, layout.value_bytes, [&]<typename K, typename V>() {
+    std::uint64_t largest = queue.largest();
+    GPUSORT_EXPECTS(largest <= capacity(layout).elements, "a task exceeds the device capacity");
+    chunk_buffers<K, V> buffers{largest};
+    while (const chunk_task* task = queue.pop()) {
+      ctx.check();
+      run_task<K, V>(*task, layout, buffers, threads_);
+      ctx.add_done(task->total());
+    }
+  });
+}
+
+}  // namespace gpusort::detail

@@ -1,0 +1,48 @@
+#include "pipeline/host_memory.hpp"
+
+#include <gpusort/error.hpp>
+#include <gpusort/units.hpp>
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <utility>
+
+namespace gpusort::detail {
+
+host_buffer::host_buffer(std::size_t bytes) : bytes_{bytes}
+{
+  if (bytes == 0) return;
+  // Anonymous mappings: page-aligned, no initialisation pass, returned to the system on free.
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    throw out_of_memory{"cannot allocate " + format_bytes(bytes) + " of host memory: " +
+                        std::strerror(err)};
+  }
+  data_ = p;
+}
+
+host_buffer::~host_buffer()
+{
+  if (data_ != nullptr) ::munmap(data_, bytes_);
+}
+
+host_buffer::host_buffer(host_buffer&& other) noexcept
+    : data_{std::exchange(other.data_, nullptr)}, bytes_{std::exchange(other.bytes_, 0)}
+{
+}
+
+host_buffer& host_buffer::operator=(host_buffer&& other) noexcept
+{
+  if (this != &other) {
+    if (data_ != nullptr) ::munmap(data_, bytes_);
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+}  // namespace gpusort::detail

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs the Debian packages gpusort builds against; does nothing when they are all present.
+set -euo pipefail
+packages=(build-essential cmake ninja-build pkg-config libboost-dev libspdlog-dev libfmt-dev
+          libyaml-cpp-dev libgtest-dev libgmock-dev libprotobuf-dev protobuf-compiler)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "install-deps: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

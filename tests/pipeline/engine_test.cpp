@@ -1,0 +1,327 @@
+// The engine's contract on every key type, order, distribution and size, checked by the
+// order-plus-fingerprint verifier. Run twice by ctest: with the default configuration and with
+// a tiny device budget that forces the two-round out-of-core path (see test_budget.hpp).
+#include "test_budget.hpp"
+
+#include "core/generate.hpp"
+#include "core/plan/chunk_plan.hpp"
+#include "core/verify.hpp"
+
+#include <gpusort/error.hpp>
+#include <gpusort/gpusort.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpusort {
+namespace {
+
+enum class size_kind { plain, chunk_boundary };
+struct test_size {
+  std::uint64_t n;
+  size_kind kind;
+};
+
+// 0, 1, 2, 3, 1000, a prime near 1M, chunk size - 1 / + 0 / + 1, several million.
+const std::vector<test_size> sizes{
+    {0, size_kind::plain},
+    {1, size_kind::plain},
+    {2, size_kind::plain},
+    {3, size_kind::plain},
+    {1000, size_kind::plain},
+    {999'983, size_kind::plain},
+    {test::tiny_capacity - 1, size_kind::chunk_boundary},
+    {test::tiny_capacity, size_kind::chunk_boundary},
+    {test::tiny_capacity + 1, size_kind::chunk_boundary},
+    {3'000'017, size_kind::plain},
+};
+
+/// A configuration for sorting n elements of `element_bytes`: the default one, or in tiny mode
+/// a budget so small that the planner needs at least 16 chunks (where n allows it).
+config config_for(std::uint64_t n, std::uint64_t element_bytes, size_kind kind)
+{
+  config cfg;
+  cfg.devices = device_selection::cpu;
+  if (!test::tiny_budget()) return cfg;
+  if (kind == size_kind::chunk_boundary) {
+    cfg.device_memory_budget = test::host_budget_for(test::tiny_capacity, element_bytes);
+    return cfg;
+  }
+  // Chunks of n/16 elements, on the smallest capacity that can take them in two rounds; the
+  // planner only sizes the configuration here, the verifier judges the result.
+  const std::uint64_t chunk = std::max<std::uint64_t>(1, (n + 15) / 16);
+  cfg.chunk_bytes = chunk * element_bytes;
+  std::uint64_t cap = 16;
+  for (;;) {
+    try {
+      const detail::chunk_plan plan =
+          detail::make_plan(n, detail::device_capacity{.elements = cap}, chunk);
+      if (plan.d >= 16 || plan.in_core() || cap >= n) break;
+    } catch (const config_error&) {
+    }
+    cap += cap / 8 + 1;
+  }
+  cfg.device_memory_budget = test::host_budget_for(cap, element_bytes);
+  return cfg;
+}
+
+/// Inputs whose duplicates must overflow some final chunk of n elements in the tiny budget:
+/// all-equal and detdupes always; 16 distinct values once n/16 copies exceed a final chunk.
+bool heavy_duplicates(distribution d, std::uint64_t n)
+{
+  return d == distribution::zero || d == distribution::detdupes ||
+         (d == distribution::fewunique && n >= 100'000);
+}
+
+template <typename K>
+class EngineKeys : public ::testing::Test {};
+using key_types = ::testing::Types<std::uint32_t, std::int32_t, std::uint64_t, std::int64_t,
+                                   float, double>;
+TYPED_TEST_SUITE(EngineKeys, key_types);
+
+TYPED_TEST(EngineKeys, EveryDistributionOrderAndSizeSortsInPlace)
+{
+  using K = TypeParam;
+  for (const distribution dist : all_distributions) {
+    if (!applies_to(dist, dtype_of_v<K>)) continue;
+    for (const order dir : {order::ascending, order::descending}) {
+      for (const test_size& sz : sizes) {
+        SCOPED_TRACE(std::string{name_of(dist)} + (dir == order::ascending ? " asc" : " desc") +
+                     " n=" + std::to_string(sz.n));
+        std::vector<K> keys(sz.n);
+        generate(std::span<K>{keys}, dist, sz.n + 7);
+        const key_array view{keys.data(), keys.size(), dtype_of_v<K>};
+        const fingerprint before = fingerprint_of(view);
+        const sort_report r = engine{config_for(sz.n, sizeof(K), sz.kind)}.sort(
+            sort_job{.keys = view}, sort_options{.direction = dir});
+        const verify_result v = verify(view, std::nullopt, dir, before);
+        ASSERT_TRUE(v.ok) << v.message << " (engine " << r.engine << ", d=" << r.chunks << ")";
+        EXPECT_EQ(r.elements, sz.n);
+        if (test::tiny_budget() && sz.kind == size_kind::plain && sz.n >= 1000) {
+          EXPECT_EQ(r.rounds, 2);
+          EXPECT_GE(r.chunks, 16U);
+          if (heavy_duplicates(dist, sz.n)) { EXPECT_GT(r.compensated_chunks, 0U); }
+        }
+        if (test::tiny_budget() && sz.kind == size_kind::chunk_boundary) {
+          EXPECT_EQ(r.rounds, sz.n <= test::tiny_capacity ? 1 : 2);
+        }
+        if (dist == distribution::uniform || dist == distribution::sorted) {
+          EXPECT_EQ(r.compensated_chunks, 0U);
+        }
+      }
+    }
+  }
+}
+
+TYPED_TEST(EngineKeys, SeparateOutputLeavesTheInputAlone)
+{
+  using K = TypeParam;
+  for (const std::uint64_t n : {std::uint64_t{0}, std::uint64_t{5}, std::uint64_t{200'003}}) {
+    std::vector<K> keys(n);
+    generate(std::span<K>{keys}, distribution::uniform, 3);
+    const std::vector<K> original = keys;
+    std::vector<K> out(n);
+    const key_array view{keys.data(), n, dtype_of_v<K>};
+    engine{config_for(n, sizeof(K), size_kind::plain)}.sort(
+        sort_job{.keys = view, .keys_out = out.data()},
+        sort_options{.direction = order::descending});
+    EXPECT_EQ(std::memcmp(keys.data(), original.data(), n * sizeof(K)), 0);
+    const verify_result v = verify(key_array{out.data(), n, dtype_of_v<K>}, std::nullopt,
+                                   order::descending, fingerprint_of(view));
+    EXPECT_TRUE(v.ok) << v.message;
+  }
+}
+
+template <typename K>
+class EnginePairs : public ::testing::Test {};
+TYPED_TEST_SUITE(EnginePairs, key_types);
+
+template <typename K, typename V>
+void check_pairs(distribution dist, order dir, std::uint64_t n, bool separate)
+{
+  SCOPED_TRACE(std::string{name_of(dist)} + " n=" + std::to_string(n) + " value bytes " +
+               std::to_string(sizeof(V)) + (separate ? " separate" : " in place"));
+  std::vector<K> keys(n);
+  std::vector<V> values(n);
+  generate(std::span<K>{keys}, dist, n * 3 + 1);
+  generate_values(value_array{values.data(), n, sizeof(V)}, 11);
+  const std::vector<K> original_keys = keys;
+  const std::vector<V> original_values = values;
+  const key_array kview{keys.data(), n, dtype_of_v<K>};
+  const value_array vview{values.data(), n, sizeof(V)};
+  const fingerprint before = fingerprint_of(kview, vview);
+  std::vector<K> kout(separate ? n : 0);
+  std::vector<V> vout(separate ? n : 0);
+  sort_job job{.keys = kview, .values = vview};
+  if (separate) {
+    job.keys_out = kout.data();
+    job.values_out = vout.data();
+  }
+  const sort_report r = engine{config_for(n, sizeof(K) + sizeof(V), size_kind::plain)}.sort(
+      job, sort_options{.direction = dir});
+  const key_array result_keys{separate ? kout.data() : keys.data(), n, dtype_of_v<K>};
+  const value_array result_values{separate ? vout.data() : values.data(), n, sizeof(V)};
+  const verify_result v = verify(result_keys, result_values, dir, before);
+  ASSERT_TRUE(v.ok) << v.message << " (engine " << r.engine << ", d=" << r.chunks << ")";
+  if (separate) {
+    // Bytes, not ==: NaN keys never compare equal to themselves.
+    EXPECT_EQ(std::memcmp(keys.data(), original_keys.data(), n * sizeof(K)), 0);
+    EXPECT_EQ(values, original_values);
+  }
+  if (test::tiny_budget() && n >= 1000 && heavy_duplicates(dist, n)) {
+    EXPECT_GT(r.compensated_chunks, 0U);
+  }
+}
+
+TYPED_TEST(EnginePairs, ValuesTravelWithTheirKeys)
+{
+  using K = TypeParam;
+  for (const distribution dist : all_distributions) {
+    if (!applies_to(dist, dtype_of_v<K>)) continue;
+    for (const std::uint64_t n : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{4099},
+                                  std::uint64_t{300'007}}) {
+      check_pairs<K, std::uint32_t>(dist, order::ascending, n, false);
+      check_pairs<K, std::uint64_t>(dist, order::descending, n, true);
+    }
+  }
+}
+
+TEST(Engine, RejectsMalformedJobs)
+{
+  engine e{config{.devices = device_selection::cpu}};
+  std::vector<std::uint64_t> keys(10);
+  std::vector<std::uint32_t> values(9);
+  const key_array kv{keys.data(), keys.size(), dtype::u64};
+  EXPECT_THROW(e.sort(sort_job{.keys = kv, .values = value_array{values.data(), 9, 4}}),
+               invalid_argument);
+  EXPECT_THROW(e.sort(sort_job{.keys = kv, .values = value_array{values.data(), 10, 2}}),
+               invalid_argument);
+  EXPECT_THROW(e.sort(sort_job{.keys = key_array{nullptr, 5, dtype::u64}}), invalid_argument);
+  std::vector<std::uint64_t> out(10);
+  EXPECT_THROW(e.sort(sort_job{.keys = kv, .values = value_array{values.data(), 10, 4},
+                               .keys_out = out.data()}),
+               invalid_argument);
+  EXPECT_THROW(e.sort(sort_job{.keys = kv, .values_out = out.data()}), invalid_argument);
+}
+
+TEST(Engine, TooSmallABudgetIsAConfigErrorNamingTheSmallestThatWorks)
+{
+  std::vector<std::uint64_t> keys(1'000'000);
+  generate(std::span<std::uint64_t>{keys}, distribution::uniform, 1);
+  const std::vector<std::uint64_t> original = keys;
+  config cfg{.devices = device_selection::cpu, .device_memory_budget = 64 * 1024};
+  try {
+    engine{cfg}.sort(std::span<std::uint64_t>{keys});
+    FAIL() << "a 64 KiB budget cannot sort 1M u64 keys in two rounds";
+  } catch (const config_error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("smallest budget that works is"), std::string::npos) << msg;
+    // The named budget really works.
+    const auto at = msg.find('(', msg.find("smallest budget"));
+    const std::uint64_t named = std::stoull(msg.substr(at + 1));
+    cfg.device_memory_budget = named;
+    EXPECT_EQ(keys, original) << "a refused job must not touch its input";
+    const sort_report r = engine{cfg}.sort(std::span<std::uint64_t>{keys});
+    EXPECT_EQ(r.rounds, 2);
+    EXPECT_TRUE(std::is_sorted(keys.begin(), keys.end()));
+  }
+}
+
+TEST(Engine, ReportsProgressPerRound)
+{
+  std::vector<std::uint64_t> keys(200'000);
+  generate(std::span<std::uint64_t>{keys}, distribution::uniform, 2);
+  config cfg{.devices = device_selection::cpu, .device_memory_budget = 1 << 20};
+  std::vector<progress_event> events;
+  const sort_report r = engine{cfg}.sort(
+      std::span<std::uint64_t>{keys},
+      sort_options{.on_progress = [&](const progress_event& e) { events.push_back(e); }});
+  ASSERT_EQ(r.rounds, 2);
+  ASSERT_FALSE(events.empty());
+  std::uint64_t last_done[3] = {0, 0, 0};
+  bool finished[3] = {false, false, false};
+  for (const progress_event& e : events) {
+    ASSERT_TRUE(e.round == 1 || e.round == 2);
+    EXPECT_EQ(e.bytes_total, keys.size() * 8);
+    EXPECT_GE(e.bytes_done, last_done[e.round]);
+    last_done[e.round] = e.bytes_done;
+    if (e.bytes_done == e.bytes_total) finished[e.round] = true;
+  }
+  EXPECT_TRUE(finished[1]);
+  EXPECT_TRUE(finished[2]);
+  EXPECT_EQ(events.front().round, 1);
+  EXPECT_EQ(events.back().round, 2);
+}
+
+TEST(Engine, CancelledBeforeStartChangesNothing)
+{
+  std::vector<std::uint64_t> keys(100'000);
+  generate(std::span<std::uint64_t>{keys}, distribution::uniform, 4);
+  const std::vector<std::uint64_t> original = keys;
+  sort_options opt;
+  opt.cancel.cancel();
+  for (const std::optional<std::uint64_t> budget :
+       {std::optional<std::uint64_t>{}, std::optional<std::uint64_t>{1 << 20}}) {
+    engine e{config{.devices = device_selection::cpu, .device_memory_budget = budget}};
+    EXPECT_THROW(e.sort(std::span<std::uint64_t>{keys}, opt), cancelled);
+    EXPECT_EQ(keys, original);
+  }
+}
+
+TEST(Engine, CancelInRoundTwoLeavesAnInPlaceInputHoldingItsElements)
+{
+  for (const bool with_values : {false, true}) {
+    std::vector<double> keys(300'000);
+    std::vector<std::uint64_t> values(keys.size());
+    generate(std::span<double>{keys}, distribution::nanmix, 5);
+    generate_values(value_array{values.data(), values.size(), 8}, 6);
+    const key_array kv{keys.data(), keys.size(), dtype::f64};
+    const value_array vv{values.data(), values.size(), 8};
+    const fingerprint before = with_values ? fingerprint_of(kv, vv) : fingerprint_of(kv);
+    sort_options opt{.direction = order::descending};
+    int round2_events = 0;
+    opt.on_progress = [&](const progress_event& e) {
+      // Cancel once round 2 has written some final chunks over the input.
+      if (e.round == 2 && ++round2_events == 3) opt.cancel.cancel();
+    };
+    engine e{config{.devices = device_selection::cpu, .device_memory_budget = 1 << 20}};
+    sort_job job{.keys = kv};
+    if (with_values) job.values = vv;
+    EXPECT_THROW(e.sort(job, opt), cancelled);
+    EXPECT_GE(round2_events, 3);
+    const fingerprint after = with_values ? fingerprint_of(kv, vv) : fingerprint_of(kv);
+    EXPECT_EQ(after, before) << "the input must hold exactly its original (key, value) pairs";
+  }
+}
+
+TEST(Engine, ChunkBytesAloneSelectsTheOutOfCorePath)
+{
+  std::vector<std::int32_t> keys(100'000);
+  generate(std::span<std::int32_t>{keys}, distribution::gaussian, 8);
+  const fingerprint before = fingerprint_of(key_array{keys.data(), keys.size(), dtype::i32});
+  config cfg{.devices = device_selection::cpu, .chunk_bytes = 40'000};
+  const sort_report r = engine{cfg}.sort(std::span<std::int32_t>{keys});
+  EXPECT_EQ(r.rounds, 2);
+  EXPECT_GE(r.chunks, 10U);
+  EXPECT_TRUE(
+      verify(key_array{keys.data(), keys.size(), dtype::i32}, std::nullopt, order::ascending,
+             before)
+          .ok);
+}
+
+TEST(Engine, DevicesAutoFallsBackToTheCpuWithoutAGpu)
+{
+  engine e{config{}};
+  const auto devs = e.devices();
+  ASSERT_FALSE(devs.empty());
+  EXPECT_EQ(devs.front(), "cpu");
+}
+
+}  // namespace
+}  // namespace gpusort
