@@ -26,6 +26,12 @@ function(gpusort_target name)
   set_target_properties(${name} PROPERTIES CXX_EXTENSIONS OFF)
   target_link_libraries(${name} PRIVATE gpusort_warnings)
   if(GPUSORT_HAS_CUDA)
-    set_target_properties(${name} PROPERTIES CUDA_STANDARD 20 CUDA_STANDARD_REQUIRED ON)
+    # CMake 3.25 knows no C++20 flag for nvcc (no cuda_std_20): CUDA_STANDARD 20 would fail at
+    # generation, so nvcc gets the flag directly there.
+    if("cuda_std_20" IN_LIST CMAKE_CUDA_COMPILE_FEATURES)
+      set_target_properties(${name} PROPERTIES CUDA_STANDARD 20 CUDA_STANDARD_REQUIRED ON)
+    else()
+      target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20>)
+    endif()
   endif()
 endfunction()
