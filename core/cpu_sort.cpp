@@ -101,12 +101,7 @@ void parallel_copy(void* dst, const void* src, std::size_t bytes)
 
 #define GPUSORT_INSTANTIATE_CPU_SORT(K, V) \
   template void cpu_sort<K, V>(K*, V*, std::uint64_t, void*, unsigned);
-GPUSORT_INSTANTIATE_CPU_SORT(std::uint32_t, no_value)
-GPUSORT_INSTANTIATE_CPU_SORT(std::uint32_t, std::uint32_t)
-GPUSORT_INSTANTIATE_CPU_SORT(std::uint32_t, std::uint64_t)
-GPUSORT_INSTANTIATE_CPU_SORT(std::uint64_t, no_value)
-GPUSORT_INSTANTIATE_CPU_SORT(std::uint64_t, std::uint32_t)
-GPUSORT_INSTANTIATE_CPU_SORT(std::uint64_t, std::uint64_t)
+GPUSORT_FOR_EACH_LAYOUT(GPUSORT_INSTANTIATE_CPU_SORT)
 #undef GPUSORT_INSTANTIATE_CPU_SORT
 
 template void to_ordered_bits(const std::uint32_t*, std::uint32_t*, std::uint64_t, dtype, order);

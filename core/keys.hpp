@@ -80,6 +80,16 @@ decltype(auto) visit_dtype(dtype t, F&& f)
 /// Stands for "no values" where a value type is a template parameter.
 struct no_value {};
 
+/// Applies M(KeyBits, Value) to every layout visit_layout dispatches to, for explicit
+/// instantiations that must match it.
+#define GPUSORT_FOR_EACH_LAYOUT(M)                                              \
+  M(std::uint32_t, ::gpusort::detail::no_value)                                 \
+  M(std::uint32_t, std::uint32_t)                                               \
+  M(std::uint32_t, std::uint64_t)                                               \
+  M(std::uint64_t, ::gpusort::detail::no_value)                                 \
+  M(std::uint64_t, std::uint32_t)                                               \
+  M(std::uint64_t, std::uint64_t)
+
 /// Calls f.template operator()<KeyBits, Value>() for key width `key_bytes` and value width
 /// `value_bytes` (0: no values).
 template <typename F>

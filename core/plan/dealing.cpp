@@ -51,12 +51,7 @@ void deal(const K* in_keys, const V* in_values, std::uint64_t m, std::uint64_t d
 
 #define GPUSORT_INSTANTIATE_DEAL(K, V) \
   template void deal<K, V>(const K*, const V*, std::uint64_t, std::uint64_t, K*, V*);
-GPUSORT_INSTANTIATE_DEAL(std::uint32_t, no_value)
-GPUSORT_INSTANTIATE_DEAL(std::uint32_t, std::uint32_t)
-GPUSORT_INSTANTIATE_DEAL(std::uint32_t, std::uint64_t)
-GPUSORT_INSTANTIATE_DEAL(std::uint64_t, no_value)
-GPUSORT_INSTANTIATE_DEAL(std::uint64_t, std::uint32_t)
-GPUSORT_INSTANTIATE_DEAL(std::uint64_t, std::uint64_t)
+GPUSORT_FOR_EACH_LAYOUT(GPUSORT_INSTANTIATE_DEAL)
 #undef GPUSORT_INSTANTIATE_DEAL
 
 }  // namespace gpusort::detail
