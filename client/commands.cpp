@@ -1,6 +1,7 @@
-#include "client/cli.hpp"
-#include "client/progress.hpp"
+#include "client/commands.hpp"
 
+#include "client/files.hpp"
+#include "client/progress.hpp"
 #include "core/generate.hpp"
 #include "core/verify.hpp"
 
@@ -8,27 +9,157 @@
 #include <gpusort/gpusort.hpp>
 #include <gpusort/units.hpp>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <new>
 #include <optional>
 
 namespace gpusort::cli {
 
+namespace fs = std::filesystem;
+
 namespace {
 
-dtype parse_dtype_option(const parsed_args& a)
+// ---- option tables ---------------------------------------------------------------------------
+
+std::string_view distribution_names()
+{
+  static const std::string names = [] {
+    std::string s;
+    for (const distribution d : all_distributions)
+      s += (s.empty() ? "" : " ") + std::string{name_of(d)};
+    return s;
+  }();
+  return names;
+}
+
+std::string_view distribution_help()
+{
+  // Wrapped so that the help column stays within 80 columns.
+  static const std::string help = [] {
+    std::string text = "distribution:";
+    std::size_t line_start = 0;
+    for (const distribution d : all_distributions) {
+      const std::string_view name = name_of(d);
+      if (text.size() - line_start + 1 + name.size() > 52) {
+        text += "\n";
+        line_start = text.size();
+      } else {
+        text += " ";
+      }
+      text += name;
+    }
+    return text + "\n(nanmix: floats only)";
+  }();
+  return help;
+}
+
+constexpr std::string_view dtype_help = "key type: u32 i32 u64 i64 f32 f64";
+
+const command_spec& gen_spec()
+{
+  static const command_spec spec{
+      .name = "gen",
+      .synopsis = "--dtype T --dist D --count N --out FILE [--seed S]\n"
+                  "                   [--values-out FILE [--value-bytes 4|8]] [--quiet]",
+      .description =
+          "Writes N generated keys of type T to FILE as a raw little-endian array (no header),\n"
+          "and with --values-out as many values. The same dtype, distribution, count and seed\n"
+          "always give the same files. N takes the suffixes k, M, G, T (10^3, 10^6, ...) and\n"
+          "Ki, Mi, Gi, Ti (2^10, 2^20, ...): 10M is 10000000, 1Gi is 1073741824.\n",
+      .options = {
+          {"dtype", "T", dtype_help},
+          {"dist", "D", distribution_help()},
+          {"count", "N", "number of elements, e.g. 10M or 1Gi"},
+          {"seed", "S", "seed, an unsigned integer (default 1)"},
+          {"out", "FILE", "keys file to write"},
+          {"values-out", "FILE", "values file to write (value i is a hash of seed and i)"},
+          {"value-bytes", "4|8", "bytes per value (default 8)"},
+          {"quiet", "", "print nothing on success"},
+          {"help", "", "show this text"},
+      }};
+  return spec;
+}
+
+const command_spec& sort_spec()
+{
+  static const command_spec spec{
+      .name = "sort",
+      .synopsis = "FILE --dtype T [--out FILE] [--descending]\n"
+                  "                    [--values FILE [--value-bytes 4|8] [--values-out FILE]]\n"
+                  "                    [--local] [--config FILE] [--json] [--quiet]",
+      .description =
+          "Sorts FILE, a raw little-endian array of keys of type T, and with --values a file of\n"
+          "values paired with the keys by index. Floats sort by IEEE 754 totalOrder (-NaN first,\n"
+          "+NaN last). FILE is only read: the sorted data goes to a temporary file in the\n"
+          "output's folder, renamed over the output only on success. Without --out (and\n"
+          "--values-out) the sort is in place; a failure leaves every file as it was.\n"
+          "Prints a progress bar on stderr when it is a terminal and a summary line on stdout.\n",
+      .options = {
+          {"dtype", "T", dtype_help},
+          {"out", "FILE", "sorted keys file (default: sort FILE in place)"},
+          {"descending", "", "sort in descending order"},
+          {"values", "FILE", "values file sorted along with the keys"},
+          {"value-bytes", "4|8", "bytes per value (default 8)"},
+          {"values-out", "FILE", "sorted values file; with --values, --out and --values-out\n"
+                                 "go together (neither: both in place)"},
+          {"local", "", "sort in this process, with the embedded engine\n"
+                        "(the daemon arrives with the service; today every sort is local)"},
+          {"config", "FILE", "engine configuration, YAML (default: $GPUSORT_CONFIG, else\n"
+                             "built-in defaults)"},
+          {"json", "", "print one JSON object instead of the summary: elements, bytes,\n"
+                       "seconds, rate (bytes/s), engine, devices, chunks, rounds,\n"
+                       "compensated_chunks"},
+          {"quiet", "", "no progress bar, no summary, only warnings and errors"},
+          {"help", "", "show this text"},
+      }};
+  return spec;
+}
+
+const command_spec& verify_spec()
+{
+  static const command_spec spec{
+      .name = "verify",
+      .synopsis = "FILE --dtype T --original FILE [--descending]\n"
+                  "                      [--values FILE --original-values FILE "
+                  "[--value-bytes 4|8]] [--json]",
+      .description =
+          "Checks that FILE is sorted (totalOrder for floats) and is a permutation of the\n"
+          "original, (key, value) pairs included, by an order-independent 128-bit fingerprint.\n"
+          "Prints \"ok\" and exits 0 when it is; exits 1 naming the first problem otherwise.\n",
+      .options = {
+          {"dtype", "T", dtype_help},
+          {"original", "FILE", "the keys before sorting"},
+          {"descending", "", "expect descending order"},
+          {"values", "FILE", "the sorted values"},
+          {"original-values", "FILE", "the values before sorting"},
+          {"value-bytes", "4|8", "bytes per value (default 8)"},
+          {"json", "", "print one JSON object: ok, elements, message"},
+          {"help", "", "show this text"},
+      }};
+  return spec;
+}
+
+// ---- option values ---------------------------------------------------------------------------
+
+dtype dtype_option(const parsed_args& a)
 {
   const std::string text = a.require("dtype");
   const auto t = parse_dtype(text);
-  if (!t) throw cli_error{exit_usage, "unknown dtype '" + text + "' (u32, i32, u64, i64, f32, f64)"};
+  if (!t) throw cli_error{exit_usage, "unknown dtype '" + text + "' (u32 i32 u64 i64 f32 f64)"};
   return *t;
 }
 
-std::uint32_t parse_value_bytes(const parsed_args& a)
+std::uint32_t value_bytes_option(const parsed_args& a)
 {
   const std::string text = a.get("value-bytes").value_or("8");
   if (text == "4") return 4;
@@ -36,267 +167,330 @@ std::uint32_t parse_value_bytes(const parsed_args& a)
   throw cli_error{exit_usage, "--value-bytes must be 4 or 8, not '" + text + "'"};
 }
 
-/// Elements in a file of `bytes`, which must be a whole number of `element` bytes.
-std::uint64_t element_count(const std::string& path, std::uint64_t bytes, std::uint64_t element)
+std::uint64_t seed_option(const parsed_args& a)
 {
-  if (bytes % element != 0)
-    throw cli_error{exit_runtime, path + ": size " + std::to_string(bytes) +
-                                      " is not a multiple of the element size " +
-                                      std::to_string(element)};
-  return bytes / element;
+  const std::string text = a.get("seed").value_or("1");
+  std::uint64_t seed{};
+  const auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), seed);
+  if (err != std::errc{} || end != text.data() + text.size())
+    throw cli_error{exit_usage, "--seed must be an unsigned 64-bit integer, not '" + text + "'"};
+  return seed;
+}
+
+/// Elements in a file of `bytes`, which must hold a whole number of `element_bytes`.
+std::uint64_t element_count(const mapped_input& file, std::uint64_t element_bytes,
+                            std::string_view what)
+{
+  if (file.size() % element_bytes != 0)
+    throw cli_error{exit_runtime, fmt::format("{}: {} bytes is not a whole number of {}-byte {}",
+                                              file.path().string(), file.size(), element_bytes,
+                                              what)};
+  return file.size() / element_bytes;
 }
 
 config load_cli_config(const parsed_args& a)
 {
   std::optional<std::string> path = a.get("config");
-  if (!path) {
+  if (!path)
     if (const char* env = std::getenv("GPUSORT_CONFIG"); env != nullptr && *env != '\0')
       path = env;
-  }
   if (!path) return config{};
   try {
     return load_config(*path);
   } catch (const config_error& e) {
     throw cli_error{exit_config, e.what()};
+  } catch (const std::exception& e) {
+    throw cli_error{exit_config, *path + ": " + e.what()};
   }
 }
 
-void apply_log_level(const config& cfg)
+void set_log_level(log_level level, bool quiet)
 {
   static constexpr spdlog::level::level_enum levels[] = {
       spdlog::level::trace, spdlog::level::debug, spdlog::level::info,
       spdlog::level::warn,  spdlog::level::err,   spdlog::level::off};
-  spdlog::set_level(levels[static_cast<int>(cfg.level)]);
+  auto spd = levels[static_cast<int>(level)];
+  if (quiet && spd < spdlog::level::warn) spd = spdlog::level::warn;
+  spdlog::set_level(spd);
 }
 
-std::string json_escape(const std::string& s)
+std::string json_string(std::string_view s)
 {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    out += c;
-  }
-  return out;
-}
-
-const std::vector<option_spec> gen_specs{
-    {"dtype", true, "key type: u32 i32 u64 i64 f32 f64"},
-    {"dist", true, "distribution: uniform gaussian bucket staggered sorted reverse zero "
-                   "detdupes fewunique nanmix"},
-    {"count", true, "elements, e.g. 10M (10^7) or 1Gi (2^30)"},
-    {"seed", true, "seed (default 1); the same seed gives the same file"},
-    {"out", true, "keys file to write"},
-    {"values-out", true, "also write a values file"},
-    {"value-bytes", true, "bytes per value: 4 or 8 (default 8)"},
-    {"help", false, "this text"}};
-
-const std::vector<option_spec> sort_specs{
-    {"dtype", true, "key type: u32 i32 u64 i64 f32 f64"},
-    {"out", true, "sorted keys file (default: sort the input in place, atomically)"},
-    {"descending", false, "sort in descending order"},
-    {"values", true, "values file sorted along with the keys"},
-    {"value-bytes", true, "bytes per value: 4 or 8 (default 8)"},
-    {"values-out", true, "sorted values file (with --out; default: values in place)"},
-    {"local", false, "sort with the embedded engine (today every sort is local; the daemon "
-                     "arrives with the service)"},
-    {"config", true, "YAML configuration (default: $GPUSORT_CONFIG, else built-in defaults)"},
-    {"json", false, "print one JSON object with the report"},
-    {"quiet", false, "no progress bar and no summary"},
-    {"help", false, "this text"}};
-
-const std::vector<option_spec> verify_specs{
-    {"dtype", true, "key type: u32 i32 u64 i64 f32 f64"},
-    {"original", true, "the unsorted keys file"},
-    {"descending", false, "expect descending order"},
-    {"values", true, "sorted values file"},
-    {"original-values", true, "the unsorted values file"},
-    {"value-bytes", true, "bytes per value: 4 or 8 (default 8)"},
-    {"json", false, "print one JSON object with the result"},
-    {"help", false, "this text"}};
-
-bool wants_help(const std::vector<std::string>& args, const std::vector<option_spec>& specs,
-                std::string_view synopsis)
-{
-  for (const std::string& a : args)
-    if (a == "--help" || a == "-h") {
-      std::fputs(usage_text(synopsis, specs).c_str(), stdout);
-      return true;
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+    } else {
+      out += c;
     }
-  return false;
+  }
+  return out + "\"";
 }
+
+std::string plural(std::uint64_t n, std::string_view word)
+{
+  return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
+}
+
+/// Runs the engine, mapping its exceptions to exit codes.
+sort_report run_engine(const config& cfg, const sort_job& job, const sort_options& options)
+{
+  try {
+    engine eng{cfg};
+    return eng.sort(job, options);
+  } catch (const config_error& e) {
+    throw cli_error{exit_config, e.what()};
+  } catch (const out_of_memory& e) {
+    throw cli_error{exit_runtime, std::string{"out of memory: "} + e.what()};
+  } catch (const std::bad_alloc&) {
+    throw cli_error{exit_runtime, "out of host memory"};
+  } catch (const std::exception& e) {
+    throw cli_error{exit_runtime, std::string{"sort failed: "} + e.what()};
+  }
+}
+
+void print_help(const command_spec& spec) { std::fputs(help_text(spec).c_str(), stdout); }
 
 }  // namespace
 
+std::string one_line(std::string text)
+{
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  for (char& c : text)
+    if (c == '\n' || c == '\r') c = ' ';
+  return text;
+}
+
+const command_spec* find_command(std::string_view name)
+{
+  for (const command_spec* spec : {&gen_spec(), &sort_spec(), &verify_spec()})
+    if (spec->name == name) return spec;
+  return nullptr;
+}
+
+// ---- gen -------------------------------------------------------------------------------------
+
 int run_gen(const std::vector<std::string>& args)
 {
-  constexpr std::string_view synopsis =
-      "gpusort gen --dtype T --dist D --count N [--seed S] --out FILE [--values-out FILE "
-      "--value-bytes 4|8]";
-  if (wants_help(args, gen_specs, synopsis)) return exit_ok;
-  const parsed_args a = parse_args(args, gen_specs);
-  if (!a.positionals.empty()) throw cli_error{exit_usage, "gen takes no file argument; use --out"};
-  const dtype t = parse_dtype_option(a);
+  const command_spec& spec = gen_spec();
+  if (wants_help(args)) {
+    print_help(spec);
+    return exit_ok;
+  }
+  const parsed_args a = parse_args(args, spec);
+  if (!a.positionals.empty())
+    throw cli_error{exit_usage, "gen writes to --out, unexpected argument '" +
+                                    a.positionals.front() + "'"};
+  const dtype t = dtype_option(a);
   const std::string dist_text = a.require("dist");
   const auto dist = parse_distribution(dist_text);
-  if (!dist) throw cli_error{exit_usage, "unknown distribution '" + dist_text + "'"};
+  if (!dist)
+    throw cli_error{exit_usage, "unknown distribution '" + dist_text + "' (" +
+                                    std::string{distribution_names()} + ")"};
   if (!applies_to(*dist, t))
-    throw cli_error{exit_usage, "distribution " + dist_text + " needs a float dtype"};
+    throw cli_error{exit_usage, "distribution " + dist_text + " needs a float dtype (f32, f64)"};
   const std::string count_text = a.require("count");
   const auto count = parse_count(count_text);
-  if (!count) throw cli_error{exit_usage, "bad --count '" + count_text + "'"};
-  const auto seed = parse_count(a.get("seed").value_or("1"));
-  if (!seed) throw cli_error{exit_usage, "bad --seed"};
-  const std::uint32_t value_bytes = parse_value_bytes(a);
+  if (!count)
+    throw cli_error{exit_usage, "bad --count '" + count_text + "' (e.g. 1000, 10M, 1Gi)"};
+  const std::uint64_t seed = seed_option(a);
+  const fs::path out_path = a.require("out");
+  const std::optional<std::string> values_path = a.get("values-out");
+  if (!values_path && a.has("value-bytes"))
+    throw cli_error{exit_usage, "--value-bytes needs --values-out"};
+  const std::uint32_t value_bytes = value_bytes_option(a);
+  if (values_path && same_file(out_path, *values_path))
+    throw cli_error{exit_usage, "--out and --values-out name the same file"};
+  constexpr std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
+  if (*count > max / size_of(t) || (values_path && *count > max / value_bytes))
+    throw cli_error{exit_usage, "--count " + count_text + " is too large: its size overflows"};
 
-  atomic_output keys{a.require("out"), *count * size_of(t)};
-  generate(key_array{keys.data(), *count, t}, *dist, *seed);
+  atomic_output keys{out_path, *count * size_of(t)};
   std::optional<atomic_output> values;
-  if (const auto vpath = a.get("values-out")) {
-    values.emplace(*vpath, *count * value_bytes);
-    generate_values(value_array{values->data(), *count, value_bytes}, *seed);
+  if (values_path) values.emplace(*values_path, *count * value_bytes);
+  generate(key_array{keys.data(), *count, t}, *dist, seed);
+  if (values) generate_values(value_array{values->data(), *count, value_bytes}, seed);
+  keys.sync();
+  if (values) values->sync();
+  keys.publish();
+  if (values) values->publish();
+
+  if (!a.has("quiet")) {
+    std::printf("wrote %s of %s (%s, seed %llu) to %s\n", plural(*count, "key").c_str(),
+                std::string{name_of(t)}.c_str(), dist_text.c_str(),
+                static_cast<unsigned long long>(seed), out_path.c_str());
+    if (values)
+      std::printf("wrote %s of %u bytes to %s\n", plural(*count, "value").c_str(), value_bytes,
+                  values_path->c_str());
   }
-  keys.commit();
-  if (values) values->commit();
   return exit_ok;
 }
 
+// ---- sort ------------------------------------------------------------------------------------
+
 int run_sort(const std::vector<std::string>& args)
 {
-  constexpr std::string_view synopsis =
-      "gpusort sort FILE --dtype T [--out FILE] [--descending] [--values FILE --value-bytes 4|8 "
-      "[--values-out FILE]] [--local] [--config FILE] [--json] [--quiet]";
-  if (wants_help(args, sort_specs, synopsis)) return exit_ok;
-  const parsed_args a = parse_args(args, sort_specs);
-  if (a.positionals.size() != 1) throw cli_error{exit_usage, "sort needs exactly one input file"};
-  const std::string& input_path = a.positionals.front();
-  const dtype t = parse_dtype_option(a);
-  const auto values_path = a.get("values");
-  const auto values_out_path = a.get("values-out");
-  const std::uint32_t value_bytes = parse_value_bytes(a);
-  if (values_out_path && !values_path)
+  const command_spec& spec = sort_spec();
+  if (wants_help(args)) {
+    print_help(spec);
+    return exit_ok;
+  }
+  const parsed_args a = parse_args(args, spec);
+  if (a.positionals.size() != 1)
+    throw cli_error{exit_usage, a.positionals.empty()
+                                    ? "sort needs the file to sort"
+                                    : "sort takes one file, got " +
+                                          std::to_string(a.positionals.size())};
+  const fs::path input_path = a.positionals.front();
+  const dtype t = dtype_option(a);
+  const std::optional<std::string> values_path = a.get("values");
+  if (!values_path && a.has("values-out"))
     throw cli_error{exit_usage, "--values-out needs --values"};
-  if (values_path && a.has("out") != values_out_path.has_value())
-    throw cli_error{exit_usage, "with --values, give both --out and --values-out, or neither "
-                                "(both in place)"};
+  if (!values_path && a.has("value-bytes"))
+    throw cli_error{exit_usage, "--value-bytes needs --values"};
+  if (values_path && a.has("out") != a.has("values-out"))
+    throw cli_error{exit_usage, a.has("out") ? "--out with --values needs --values-out (or "
+                                               "neither, to sort both in place)"
+                                             : "--values-out needs --out (or neither, to sort "
+                                               "both in place)"};
+  const std::uint32_t value_bytes = value_bytes_option(a);
+  const bool in_place = !a.has("out");
+  const fs::path keys_out_path = a.get("out").value_or(input_path.string());
+  const std::optional<fs::path> values_out_path =
+      values_path ? std::optional<fs::path>{a.get("values-out").value_or(*values_path)}
+                  : std::nullopt;
+  if (values_path && same_file(keys_out_path, *values_out_path))
+    throw cli_error{exit_usage, in_place ? "the keys and values are the same file"
+                                         : "--out and --values-out name the same file"};
+  const bool json = a.has("json");
+  const bool quiet = a.has("quiet");
+  // --local: the embedded engine, which is today's only engine.
   const config cfg = load_cli_config(a);
-  apply_log_level(cfg);
+  set_log_level(cfg.level, quiet || json);
 
-  const mapped_input in{input_path};
-  const std::uint64_t n = element_count(input_path, in.size(), size_of(t));
-  std::optional<mapped_input> vin;
+  const mapped_input keys{input_path};
+  const std::uint64_t n = element_count(keys, size_of(t), std::string{name_of(t)} + " keys");
+  std::optional<mapped_input> values;
   if (values_path) {
-    vin.emplace(*values_path);
-    const std::uint64_t vn = element_count(*values_path, vin->size(), value_bytes);
+    values.emplace(*values_path);
+    const std::uint64_t vn = element_count(*values, value_bytes, "values");
     if (vn != n)
-      throw cli_error{exit_runtime, *values_path + " holds " + std::to_string(vn) +
-                                        " values for " + std::to_string(n) + " keys"};
+      throw cli_error{exit_runtime, fmt::format("{} holds {} {}-byte values but {} holds {} keys",
+                                                *values_path, vn, value_bytes,
+                                                input_path.string(), n)};
+  }
+  // Renaming over a file needs only the folder's permission; a read-only file must stay so.
+  for (const fs::path& p : {input_path, fs::path{values_path.value_or("")}}) {
+    if (!in_place || p.empty() || ::access(p.c_str(), W_OK) == 0) continue;
+    const int err = errno;
+    throw cli_error{exit_runtime, "cannot sort " + p.string() + " in place: " +
+                                      std::strerror(err)};
   }
 
-  // The input stays read-only: the engine writes a separate output, renamed into place.
-  atomic_output out{a.get("out").value_or(input_path), in.size()};
-  std::optional<atomic_output> vout;
-  if (values_path) vout.emplace(values_out_path.value_or(*values_path), vin->size());
+  atomic_output keys_out{keys_out_path, keys.size()};
+  std::optional<atomic_output> values_out;
+  if (values) values_out.emplace(*values_out_path, values->size());
 
-  const bool json = a.has("json");
-  const bool quiet = a.has("quiet") || json;
-  progress_bar bar{!quiet && ::isatty(STDERR_FILENO) == 1};
+  progress_bar bar{!quiet && !json && ::isatty(STDERR_FILENO) == 1, stderr};
   sort_options options{.direction = a.has("descending") ? order::descending : order::ascending};
   if (bar.enabled()) options.on_progress = [&bar](const progress_event& e) { bar.update(e); };
-
-  sort_report report;
-  try {
-    engine eng{cfg};
-    sort_job job{.keys = {const_cast<void*>(in.data()), n, t}, .keys_out = out.data()};
-    if (vin) {
-      job.values = value_array{const_cast<void*>(vin->data()), n, value_bytes};
-      job.values_out = vout->data();
-    }
-    report = eng.sort(job, options);
-  } catch (const config_error& e) {
-    throw cli_error{exit_config, e.what()};
-  } catch (const std::exception& e) {
-    throw cli_error{exit_runtime, e.what()};
+  // The inputs are mapped read-only: the engine reads them and writes the temporaries.
+  sort_job job{.keys = {keys.source(), n, t}, .keys_out = keys_out.data()};
+  if (values) {
+    job.values = value_array{values->source(), n, value_bytes};
+    job.values_out = values_out->data();
   }
+  const sort_report report = run_engine(cfg, job, options);
   bar.finish();
-  out.commit();
-  if (vout) vout->commit();
+
+  keys_out.sync();
+  if (values_out) values_out->sync();
+  keys_out.publish();
+  if (values_out) values_out->publish();
 
   if (json) {
     std::string devices;
     for (const std::string& d : report.devices)
-      devices += (devices.empty() ? "\"" : ", \"") + json_escape(d) + "\"";
-    std::printf("{\"elements\": %llu, \"bytes\": %llu, \"seconds\": %.6f, \"rate\": %.1f, "
-                "\"engine\": \"%s\", \"devices\": [%s], \"chunks\": %llu, \"rounds\": %d, "
-                "\"compensated_chunks\": %llu}\n",
-                static_cast<unsigned long long>(report.elements),
-                static_cast<unsigned long long>(report.bytes), report.seconds,
-                report.rate_bytes_per_second(), json_escape(report.engine).c_str(),
-                devices.c_str(), static_cast<unsigned long long>(report.chunks), report.rounds,
-                static_cast<unsigned long long>(report.compensated_chunks));
+      devices += (devices.empty() ? "" : ", ") + json_string(d);
+    fmt::print("{{\"elements\": {}, \"bytes\": {}, \"seconds\": {}, \"rate\": {}, "
+               "\"engine\": {}, \"devices\": [{}], \"chunks\": {}, \"rounds\": {}, "
+               "\"compensated_chunks\": {}}}\n",
+               report.elements, report.bytes, report.seconds, report.rate_bytes_per_second(),
+               json_string(report.engine), devices, report.chunks, report.rounds,
+               report.compensated_chunks);
   } else if (!quiet) {
-    std::printf("sorted %llu elements (%s) in %.3f s: %.2f GB/s, %.1f Melements/s [%s, d=%llu, "
-                "%d round(s)]\n",
-                static_cast<unsigned long long>(report.elements),
-                format_bytes(report.bytes).c_str(), report.seconds,
-                report.rate_bytes_per_second() / 1e9,
-                report.seconds > 0 ? static_cast<double>(report.elements) / report.seconds / 1e6
-                                   : 0.0,
-                report.engine.c_str(), static_cast<unsigned long long>(report.chunks),
-                report.rounds);
+    std::string devices;
+    for (const std::string& d : report.devices) devices += (devices.empty() ? "" : ",") + d;
+    fmt::print("sorted {} ({}) in {:.3f} s: {:.3f} GB/s, engine {} on {}, {}, {}\n",
+               plural(report.elements, "element"), format_bytes(report.bytes), report.seconds,
+               report.rate_bytes_per_second() / 1e9, report.engine, devices,
+               plural(report.chunks, "chunk"),
+               plural(static_cast<std::uint64_t>(report.rounds), "round"));
   }
+  std::fflush(stdout);
   return exit_ok;
 }
 
+// ---- verify ----------------------------------------------------------------------------------
+
 int run_verify(const std::vector<std::string>& args)
 {
-  constexpr std::string_view synopsis =
-      "gpusort verify FILE --dtype T --original FILE [--descending] [--values FILE "
-      "--original-values FILE --value-bytes 4|8] [--json]";
-  if (wants_help(args, verify_specs, synopsis)) return exit_ok;
-  const parsed_args a = parse_args(args, verify_specs);
-  if (a.positionals.size() != 1) throw cli_error{exit_usage, "verify needs exactly one file"};
-  const dtype t = parse_dtype_option(a);
-  const std::uint32_t value_bytes = parse_value_bytes(a);
+  const command_spec& spec = verify_spec();
+  if (wants_help(args)) {
+    print_help(spec);
+    return exit_ok;
+  }
+  const parsed_args a = parse_args(args, spec);
+  if (a.positionals.size() != 1)
+    throw cli_error{exit_usage, a.positionals.empty()
+                                    ? "verify needs the sorted file"
+                                    : "verify takes one file, got " +
+                                          std::to_string(a.positionals.size())};
+  const dtype t = dtype_option(a);
+  const std::string original_path = a.require("original");
   if (a.has("values") != a.has("original-values"))
     throw cli_error{exit_usage, "--values and --original-values go together"};
+  if (!a.has("values") && a.has("value-bytes"))
+    throw cli_error{exit_usage, "--value-bytes needs --values"};
+  const std::uint32_t value_bytes = value_bytes_option(a);
+  const order direction = a.has("descending") ? order::descending : order::ascending;
 
-  const std::string& sorted_path = a.positionals.front();
-  const mapped_input sorted{sorted_path};
-  const std::string original_path = a.require("original");
+  const std::string key_what = std::string{name_of(t)} + " keys";
+  const mapped_input sorted{a.positionals.front()};
+  const std::uint64_t n = element_count(sorted, size_of(t), key_what);
   const mapped_input original{original_path};
-  const std::uint64_t n = element_count(sorted_path, sorted.size(), size_of(t));
-  const std::uint64_t on = element_count(original_path, original.size(), size_of(t));
-  std::optional<mapped_input> sv, ov;
+  const std::uint64_t on = element_count(original, size_of(t), key_what);
+  std::optional<mapped_input> sorted_values_file, original_values_file;
   std::optional<value_array> sorted_values, original_values;
   if (a.has("values")) {
-    sv.emplace(*a.get("values"));
-    ov.emplace(*a.get("original-values"));
-    sorted_values = value_array{const_cast<void*>(sv->data()),
-                                element_count(*a.get("values"), sv->size(), value_bytes),
-                                value_bytes};
-    original_values = value_array{const_cast<void*>(ov->data()),
-                                  element_count(*a.get("original-values"), ov->size(),
-                                                value_bytes),
-                                  value_bytes};
-    if (sorted_values->count != n || original_values->count != on)
-      throw cli_error{exit_runtime, "values and keys differ in count"};
+    sorted_values_file.emplace(*a.get("values"));
+    original_values_file.emplace(*a.get("original-values"));
+    for (const auto& [file, keys] : {std::pair{&*sorted_values_file, n},
+                                     std::pair{&*original_values_file, on}})
+      if (const std::uint64_t vn = element_count(*file, value_bytes, "values"); vn != keys)
+        throw cli_error{exit_runtime, fmt::format("{} holds {} values for {} keys",
+                                                  file->path().string(), vn, keys)};
+    sorted_values = value_array{sorted_values_file->source(), n, value_bytes};
+    original_values = value_array{original_values_file->source(), on, value_bytes};
   }
-  const fingerprint before =
-      fingerprint_of(key_array{const_cast<void*>(original.data()), on, t}, original_values);
+
+  const fingerprint before = fingerprint_of(key_array{original.source(), on, t}, original_values);
   const verify_result r =
-      verify(key_array{const_cast<void*>(sorted.data()), n, t}, sorted_values,
-             a.has("descending") ? order::descending : order::ascending, before);
+      verify(key_array{sorted.source(), n, t}, sorted_values, direction, before);
   if (a.has("json")) {
-    std::printf("{\"ok\": %s, \"elements\": %llu, \"message\": \"%s\"}\n", r.ok ? "true" : "false",
-                static_cast<unsigned long long>(n), json_escape(r.message).c_str());
+    fmt::print("{{\"ok\": {}, \"elements\": {}, \"message\": {}}}\n", r.ok, n,
+               json_string(r.message));
   } else if (r.ok) {
-    std::printf("ok: %llu elements sorted %s, a permutation of %s\n",
-                static_cast<unsigned long long>(n),
-                a.has("descending") ? "descending" : "ascending", original_path.c_str());
+    fmt::print("ok: {} sorted {}, a permutation of {}\n", plural(n, "element"),
+               direction == order::ascending ? "ascending" : "descending", original_path);
   } else {
-    std::fprintf(stderr, "gpusort: verification failed: %s\n", r.message.c_str());
+    std::fflush(stdout);
+    std::fprintf(stderr, "gpusort: verification failed: %s\n", one_line(r.message).c_str());
   }
+  std::fflush(stdout);
   return r.ok ? exit_ok : exit_verify_failed;
 }
 

@@ -1,51 +1,94 @@
-#include "client/cli.hpp"
+#include "client/files.hpp"
+
+#include "client/args.hpp"
+
+#include <gpusort/error.hpp>
 
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
-#include <filesystem>
 #include <random>
 
 namespace gpusort::cli {
 
+namespace fs = std::filesystem;
+
 namespace {
 
-std::string errno_text(const std::string& what, const std::string& path)
+std::string errno_text(int err) { return std::strerror(err); }
+
+// Temporaries a signal handler must remove. Plain lock-free atomics: the only state a
+// handler may touch. A command has at most two outputs; the rest is headroom.
+constexpr int max_temporaries = 8;
+std::array<std::atomic<const char*>, max_temporaries> temporaries{};
+static_assert(std::atomic<const char*>::is_always_lock_free);
+
+int register_temporary(const char* path) noexcept
 {
-  return what + " " + path + ": " + std::strerror(errno);
+  for (int i = 0; i < max_temporaries; ++i) {
+    const char* expected = nullptr;
+    if (temporaries[static_cast<std::size_t>(i)].compare_exchange_strong(expected, path))
+      return i;
+  }
+  return -1;
+}
+
+void unregister_temporary(int slot) noexcept
+{
+  if (slot >= 0) temporaries[static_cast<std::size_t>(slot)].store(nullptr);
+}
+
+extern "C" void on_fatal_signal(int sig)
+{
+  for (auto& t : temporaries)
+    if (const char* p = t.load()) ::unlink(p);
+  if (sig == SIGBUS) {
+    static constexpr char message[] =
+        "gpusort: I/O error in a mapped file (an input shrank while being read, or the disk "
+        "failed)\n";
+    if (::write(STDERR_FILENO, message, sizeof message - 1) < 0) {
+    }
+    ::_exit(exit_runtime);
+  }
+  // SA_RESETHAND restored the default action: terminate by the same signal, as the caller
+  // (a shell, a job runner) expects.
+  ::raise(sig);
 }
 
 }  // namespace
 
-mapped_input::mapped_input(const std::string& path)
+mapped_input::mapped_input(const fs::path& path) : path_{path}
 {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw cli_error{exit_runtime, errno_text("cannot open", path)};
+  if (fd < 0) {
+    const int err = errno;
+    throw cli_error{exit_runtime, "cannot read " + path.string() + ": " + errno_text(err)};
+  }
   struct stat st {};
+  std::string failure;
   if (::fstat(fd, &st) != 0) {
-    const std::string msg = errno_text("cannot stat", path);
-    ::close(fd);
-    throw cli_error{exit_runtime, msg};
+    const int err = errno;
+    failure = "cannot read " + path.string() + ": " + errno_text(err);
+  } else if (!S_ISREG(st.st_mode)) {
+    failure = "cannot read " + path.string() + ": not a regular file";
+  } else if (st.st_size > 0) {
+    size_ = static_cast<std::uint64_t>(st.st_size);
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
+    const int err = errno;
+    if (p == MAP_FAILED)
+      failure = "cannot map " + path.string() + ": " + errno_text(err);
+    else
+      data_ = p;
   }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw cli_error{exit_runtime, path + " is not a regular file"};
-  }
-  size_ = static_cast<std::uint64_t>(st.st_size);
-  if (size_ > 0) {
-    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      const std::string msg = errno_text("cannot map", path);
-      ::close(fd);
-      throw cli_error{exit_runtime, msg};
-    }
-    data_ = p;
-  }
-  ::close(fd);
+  ::close(fd);  // the mapping holds the file
+  if (!failure.empty()) throw cli_error{exit_runtime, failure};
 }
 
 mapped_input::~mapped_input()
@@ -53,48 +96,120 @@ mapped_input::~mapped_input()
   if (data_ != nullptr) ::munmap(data_, size_);
 }
 
-atomic_output::atomic_output(const std::string& path, std::uint64_t size) : path_{path}, size_{size}
+atomic_output::atomic_output(const fs::path& path, std::uint64_t size)
+    : shown_{path.string()}, size_{size}
 {
-  const std::filesystem::path p{path};
-  const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : ".";
-  std::random_device rd;
-  temp_ = (dir / ("." + p.filename().string() + ".gpusort-" + std::to_string(rd()) + ".tmp"))
-              .string();
-  fd_ = ::open(temp_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw cli_error{exit_runtime, errno_text("cannot create output beside", path)};
-  if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) {
-    const std::string msg = errno_text("cannot size output", path);
+  const std::string& shown = shown_;
+  std::error_code ec;
+  path_ = fs::weakly_canonical(path, ec);
+  if (ec || path_.empty()) path_ = path;
+  if (path_.filename().empty())
+    throw cli_error{exit_runtime, "cannot write " + shown + ": not a file name"};
+
+  struct stat st {};
+  const bool exists = ::stat(path_.c_str(), &st) == 0;
+  // Renaming over a device or a folder would replace it rather than write into it.
+  if (exists && S_ISDIR(st.st_mode))
+    throw cli_error{exit_runtime, "cannot write " + shown + ": it is a directory"};
+  if (exists && !S_ISREG(st.st_mode))
+    throw cli_error{exit_runtime, "cannot write " + shown + ": not a regular file"};
+
+  const fs::path dir = path_.has_parent_path() ? path_.parent_path() : fs::path{"."};
+  std::random_device random;
+  for (int attempt = 0; fd_ < 0; ++attempt) {
+    temp_ = (dir / ("." + path_.filename().string() + ".gpusort-" +
+                    std::to_string(::getpid()) + "-" + std::to_string(random()) + ".tmp"))
+                .string();
+    fd_ = ::open(temp_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    const int err = errno;
+    if (fd_ < 0 && (err != EEXIST || attempt == 16))
+      throw cli_error{exit_runtime, "cannot write " + shown + ": " + errno_text(err)};
+  }
+  slot_ = register_temporary(temp_.c_str());
+
+  std::string failure;
+  if (exists && ::fchmod(fd_, st.st_mode & 07777) != 0) {
+    const int err = errno;
+    failure = "cannot write " + shown + ": " + errno_text(err);
+  } else if (size_ > 0) {
+    // Reserving the blocks now turns a full disk into an error here instead of a SIGBUS when
+    // the engine writes into the mapping.
+    int err = ::posix_fallocate(fd_, 0, static_cast<off_t>(size_));
+    if ((err == EOPNOTSUPP || err == EINVAL) && ::ftruncate(fd_, static_cast<off_t>(size_)) == 0)
+      err = 0;
+    if (err != 0) {
+      failure = "cannot write " + shown + " (" + std::to_string(size_) + " bytes): " +
+                errno_text(err);
+    } else {
+      void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+      const int map_err = errno;
+      if (p == MAP_FAILED)
+        failure = "cannot map " + shown + ": " + errno_text(map_err);
+      else
+        data_ = p;
+    }
+  }
+  if (!failure.empty()) {
     ::close(fd_);
     ::unlink(temp_.c_str());
-    throw cli_error{exit_runtime, msg};
-  }
-  if (size > 0) {
-    void* m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
-    if (m == MAP_FAILED) {
-      const std::string msg = errno_text("cannot map output", path);
-      ::close(fd_);
-      ::unlink(temp_.c_str());
-      throw cli_error{exit_runtime, msg};
-    }
-    data_ = m;
+    unregister_temporary(slot_);
+    throw cli_error{exit_runtime, failure};
   }
 }
 
-void atomic_output::commit()
+void atomic_output::sync()
 {
-  if (data_ != nullptr && ::msync(data_, size_, MS_SYNC) != 0)
-    throw cli_error{exit_runtime, errno_text("cannot write", path_)};
-  if (::fsync(fd_) != 0) throw cli_error{exit_runtime, errno_text("cannot write", path_)};
-  if (::rename(temp_.c_str(), path_.c_str()) != 0)
-    throw cli_error{exit_runtime, errno_text("cannot replace", path_)};
-  committed_ = true;
+  if ((data_ != nullptr && ::msync(data_, size_, MS_SYNC) != 0) || ::fsync(fd_) != 0) {
+    const int err = errno;
+    throw cli_error{exit_runtime, "cannot write " + shown_ + ": " + errno_text(err)};
+  }
+  synced_ = true;
+}
+
+void atomic_output::publish()
+{
+  GPUSORT_EXPECTS(synced_ && !published_, "publish() an output once, after sync()");
+  if (::rename(temp_.c_str(), path_.c_str()) != 0) {
+    const int err = errno;
+    throw cli_error{exit_runtime, "cannot replace " + shown_ + ": " + errno_text(err)};
+  }
+  published_ = true;
+  unregister_temporary(slot_);
+  slot_ = -1;
+  // The rename is durable only once the folder is; the data already is, so a failure here
+  // changes nothing the caller could act on.
+  const fs::path dir = path_.has_parent_path() ? path_.parent_path() : fs::path{"."};
+  if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
 }
 
 atomic_output::~atomic_output()
 {
   if (data_ != nullptr) ::munmap(data_, size_);
   if (fd_ >= 0) ::close(fd_);
-  if (!committed_) ::unlink(temp_.c_str());
+  if (!published_) ::unlink(temp_.c_str());
+  unregister_temporary(slot_);
+}
+
+void install_signal_cleanup()
+{
+  struct sigaction action {};
+  action.sa_handler = on_fatal_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESETHAND;
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGBUS})
+    ::sigaction(sig, &action, nullptr);
+}
+
+bool same_file(const fs::path& a, const fs::path& b)
+{
+  std::error_code ec;
+  if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
+  const fs::path ca = fs::weakly_canonical(a, ec);
+  const fs::path cb = fs::weakly_canonical(b, ec);
+  return ca == cb;
 }
 
 }  // namespace gpusort::cli

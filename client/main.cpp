@@ -1,11 +1,15 @@
 // gpusort: generate, sort and verify raw little-endian arrays of keys (and values).
-#include "client/cli.hpp"
+#include "client/commands.hpp"
+#include "client/files.hpp"
+
+#include <gpusort/error.hpp>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -14,47 +18,82 @@ namespace {
 constexpr const char* overview =
     "usage: gpusort <command> [options]\n"
     "\n"
+    "Sorts huge arrays of keys (and values) that live in files, out of core.\n"
+    "Files are raw little-endian arrays without a header.\n"
+    "\n"
     "commands:\n"
     "  gen     write a file of generated keys (and values)\n"
     "  sort    sort a file of keys (and values), in place or into --out\n"
     "  verify  check that a file is a sorted permutation of an original\n"
+    "  help    show the options of a command: gpusort help sort\n"
     "\n"
-    "gpusort <command> --help shows a command's options. Exit codes: 0 ok, 1 verification\n"
-    "failed, 64 usage error, 70 runtime error, 78 configuration error.\n";
+    "options:\n"
+    "  --help     show this text (gpusort <command> --help: a command's options)\n"
+    "  --version  show the version\n"
+    "\n"
+    "exit codes: 0 ok, 1 verification failed, 64 usage error, 70 runtime error\n"
+    "(unreadable input, bad size, unwritable output, engine failure), 78 configuration error.\n"
+    "Errors are one line on stderr starting with \"gpusort: \".\n";
+
+int dispatch(std::vector<std::string> args)
+{
+  using namespace gpusort::cli;
+  if (args.empty()) throw cli_error{exit_usage, "no command (gen, sort, verify; see --help)"};
+  const std::string command = args.front();
+  args.erase(args.begin());
+  if (command == "--help" || command == "-h") {
+    std::fputs(overview, stdout);
+    return exit_ok;
+  }
+  if (command == "help") {
+    if (args.empty()) {
+      std::fputs(overview, stdout);
+      return exit_ok;
+    }
+    if (find_command(args.front()) == nullptr)
+      throw cli_error{exit_usage, "no command '" + args.front() + "' (gen, sort, verify)"};
+    args = {args.front(), "--help"};
+    return dispatch(args);
+  }
+  if (command == "--version") {
+    std::printf("gpusort %s\n", GPUSORT_VERSION);
+    return exit_ok;
+  }
+  if (command == "gen") return run_gen(args);
+  if (command == "sort") return run_sort(args);
+  if (command == "verify") return run_verify(args);
+  throw cli_error{exit_usage, "unknown command '" + command + "' (gen, sort, verify; see --help)"};
+}
 
 }  // namespace
 
 int main(int argc, char** argv)
 {
   using namespace gpusort::cli;
-  // Logs go to stderr so that --json output on stdout stays one object.
+  install_signal_cleanup();
+  // Logs share stderr with the errors, in the same "gpusort: " form; stdout holds only results.
   spdlog::set_default_logger(spdlog::stderr_color_mt("gpusort"));
   spdlog::set_pattern("gpusort: %l: %v");
-  std::vector<std::string> args(argv + 1, argv + argc);
+  int code = exit_runtime;
+  std::string error;
   try {
-    if (args.empty()) {
-      std::fputs(overview, stderr);
-      return exit_usage;
-    }
-    const std::string command = args.front();
-    args.erase(args.begin());
-    if (command == "--help" || command == "-h" || command == "help") {
-      std::fputs(overview, stdout);
-      return exit_ok;
-    }
-    if (command == "--version") {
-      std::printf("gpusort %s\n", GPUSORT_VERSION);
-      return exit_ok;
-    }
-    if (command == "gen") return run_gen(args);
-    if (command == "sort") return run_sort(args);
-    if (command == "verify") return run_verify(args);
-    throw cli_error{exit_usage, "unknown command '" + command + "' (gen, sort, verify)"};
+    code = dispatch(std::vector<std::string>(argv + 1, argv + argc));
   } catch (const cli_error& e) {
-    std::fprintf(stderr, "gpusort: %s\n", e.what());
-    return e.code;
+    code = e.code;
+    error = e.what();
+  } catch (const gpusort::config_error& e) {
+    code = exit_config;
+    error = e.what();
+  } catch (const std::bad_alloc&) {
+    code = exit_runtime;
+    error = "out of memory";
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "gpusort: %s\n", e.what());
-    return exit_runtime;
+    code = exit_runtime;
+    error = e.what();
   }
+  if (!error.empty() || code != exit_ok) {
+    std::fflush(stdout);
+    if (!error.empty()) std::fprintf(stderr, "gpusort: %s\n", one_line(error).c_str());
+  }
+  return code;
 }

@@ -1,21 +1,31 @@
-// A one-line progress bar on stderr for terminals.
+// The progress bar of `gpusort sort`: one line on stderr, redrawn in place, for terminals.
 #pragma once
 
 #include <gpusort/gpusort.hpp>
 
 #include <chrono>
+#include <cstdio>
 
 namespace gpusort::cli {
 
 class progress_bar {
  public:
-  explicit progress_bar(bool enabled) : enabled_{enabled} {}
+  /// Draws on `stream` (stderr) only when `enabled`.
+  progress_bar(bool enabled, std::FILE* stream) : enabled_{enabled}, stream_{stream} {}
+  ~progress_bar() { finish(); }
+  progress_bar(const progress_bar&) = delete;
+  progress_bar& operator=(const progress_bar&) = delete;
+
   [[nodiscard]] bool enabled() const noexcept { return enabled_; }
-  void update(const progress_event& e);
-  void finish();
+  /// Redraws the line: round, percent, rate of the round so far. Called by the engine's
+  /// workers, one at a time.
+  void update(const progress_event& event);
+  /// Ends the line so that what follows starts on a fresh one.
+  void finish() noexcept;
 
  private:
   bool enabled_;
+  std::FILE* stream_;
   bool drawn_{};
   int round_{-1};
   std::chrono::steady_clock::time_point round_start_{};

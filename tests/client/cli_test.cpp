@@ -1,241 +1,962 @@
-// Drives the real `gpusort` binary: round trips, exit codes, one-line errors, atomic outputs.
-// With GPUSORT_TEST_BUDGET=tiny every sort gets a configuration whose device budget forces the
-// out-of-core path.
-#include "core/generate.hpp"
-#include "core/verify.hpp"
-
+// Drives the real `gpusort` binary through fork/exec: round trips, --json, exit codes and
+// one-line errors, atomic outputs, signals, the progress bar on a terminal.
+//
+// Sorted files are checked by an independent reference written here (key order by bit
+// transforms, the permutation by comparing sorted (key, value) pair lists), not only by
+// `gpusort verify`. With GPUSORT_TEST_BUDGET=tiny every sort gets a configuration with a 64 KiB
+// device budget, so that it takes the out-of-core (two-round) path with several chunks.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <poll.h>
+#include <pty.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
-#include <array>
-#include <cstdio>
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
 
 namespace fs = std::filesystem;
+using bytes = std::string;
 
-struct result {
-  int code{};
+struct run_result {
+  int code{-1};   ///< exit status, -1 when killed by a signal
+  int signal{};   ///< the signal that ended it, 0 when it exited
   std::string out;
   std::string err;
 };
+
+bool tiny_budget()
+{
+  const char* b = std::getenv("GPUSORT_TEST_BUDGET");
+  return b != nullptr && std::string{b} == "tiny";
+}
+
+bytes slurp(const fs::path& p)
+{
+  std::ifstream in{p, std::ios::binary};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void spit(const fs::path& p, const bytes& data)
+{
+  std::ofstream out{p, std::ios::binary | std::ios::trunc};
+  out.write(data.data(), static_cast<std::streamsize>(data.size()));
+}
+
+/// Byte equality that reports sizes and the first difference, not the bytes themselves.
+::testing::AssertionResult same_bytes(const bytes& a, const bytes& b)
+{
+  if (a == b) return ::testing::AssertionSuccess() << "the same " << a.size() << " bytes";
+  const auto diff = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
+  return ::testing::AssertionFailure() << "sizes " << a.size() << " and " << b.size()
+                                       << ", first difference at byte "
+                                       << (diff.first - a.begin());
+}
+
+int count_lines(const std::string& s)
+{
+  return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
+}
+
+// ---- the independent reference -----------------------------------------------------------
+
+struct key_type {
+  const char* name;
+  unsigned bytes;
+  bool is_signed;
+  bool is_float;
+};
+
+constexpr key_type key_types[] = {{"u32", 4, false, false}, {"i32", 4, true, false},
+                                  {"u64", 8, false, false}, {"i64", 8, true, false},
+                                  {"f32", 4, false, true},  {"f64", 8, false, true}};
+
+const key_type& type_named(const std::string& name)
+{
+  for (const key_type& t : key_types)
+    if (name == t.name) return t;
+  throw std::runtime_error{"no type " + name};
+}
+
+std::uint64_t load(const char* p, unsigned n)
+{
+  std::uint64_t v = 0;
+  std::memcpy(&v, p, n);  // little-endian host
+  return v;
+}
+
+/// Bits whose unsigned order is the key order: two's complement with the sign flipped, and
+/// IEEE 754 totalOrder (negative floats inverted, positive ones with the sign set).
+std::uint64_t ordered(const key_type& t, std::uint64_t bits)
+{
+  const std::uint64_t sign = std::uint64_t{1} << (8 * t.bytes - 1);
+  const std::uint64_t mask = t.bytes == 8 ? ~std::uint64_t{0} : (std::uint64_t{1} << 32) - 1;
+  if (t.is_signed) return bits ^ sign;
+  if (t.is_float) return (bits & sign) != 0 ? ~bits & mask : bits | sign;
+  return bits;
+}
+
+/// (ordered key, value bits) of each element.
+std::vector<std::pair<std::uint64_t, std::uint64_t>> pairs_of(const key_type& t, const bytes& keys,
+                                                              const bytes* values,
+                                                              unsigned value_bytes)
+{
+  const std::size_t n = keys.size() / t.bytes;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    out[i].first = ordered(t, load(keys.data() + i * t.bytes, t.bytes));
+    if (values != nullptr) out[i].second = load(values->data() + i * value_bytes, value_bytes);
+  }
+  return out;
+}
+
+/// Empty when `sorted` (and `sorted_values`) is the original sorted; else what is wrong.
+std::string reference_check(const key_type& t, const bytes& original, const bytes& sorted,
+                            bool descending, const bytes* original_values = nullptr,
+                            const bytes* sorted_values = nullptr, unsigned value_bytes = 0)
+{
+  if (sorted.size() != original.size()) return "sizes differ";
+  auto before = pairs_of(t, original, original_values, value_bytes);
+  auto after = pairs_of(t, sorted, sorted_values, value_bytes);
+  for (std::size_t i = 1; i < after.size(); ++i) {
+    const bool bad = descending ? after[i - 1].first < after[i].first
+                                : after[i - 1].first > after[i].first;
+    if (bad) return "out of order at " + std::to_string(i);
+  }
+  std::sort(before.begin(), before.end());
+  std::sort(after.begin(), after.end());
+  if (before != after) return "not a permutation of the original (key, value) pairs";
+  return {};
+}
+
+// ---- a flat JSON object: numbers, strings, arrays of strings ---------------------------------
+
+struct json_value {
+  std::optional<double> number;
+  std::optional<std::string> text;
+  std::optional<std::vector<std::string>> strings;
+  std::optional<bool> boolean;
+};
+
+std::optional<std::map<std::string, json_value>> parse_flat_json(const std::string& s)
+{
+  std::size_t i = 0;
+  const auto ws = [&] {
+    while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i])) != 0) ++i;
+  };
+  const auto string = [&]() -> std::optional<std::string> {
+    ws();
+    if (i >= s.size() || s[i] != '"') return std::nullopt;
+    std::string out;
+    for (++i; i < s.size() && s[i] != '"'; ++i) {
+      if (s[i] == '\\') ++i;
+      if (i < s.size()) out += s[i];
+    }
+    if (i >= s.size()) return std::nullopt;
+    ++i;
+    return out;
+  };
+  std::map<std::string, json_value> object;
+  ws();
+  if (i >= s.size() || s[i++] != '{') return std::nullopt;
+  for (;;) {
+    const auto key = string();
+    if (!key) return std::nullopt;
+    ws();
+    if (i >= s.size() || s[i++] != ':') return std::nullopt;
+    ws();
+    json_value v;
+    if (i < s.size() && s[i] == '"') {
+      v.text = string();
+      if (!v.text) return std::nullopt;
+    } else if (i < s.size() && s[i] == '[') {
+      ++i;
+      v.strings.emplace();
+      ws();
+      if (i < s.size() && s[i] == ']') {
+        ++i;
+      } else {
+        for (;;) {
+          const auto e = string();
+          if (!e) return std::nullopt;
+          v.strings->push_back(*e);
+          ws();
+          if (i < s.size() && s[i] == ',') {
+            ++i;
+            continue;
+          }
+          if (i < s.size() && s[i] == ']') {
+            ++i;
+            break;
+          }
+          return std::nullopt;
+        }
+      }
+    } else if (s.compare(i, 4, "true") == 0 || s.compare(i, 5, "false") == 0) {
+      v.boolean = s[i] == 't';
+      i += *v.boolean ? 4 : 5;
+    } else {
+      const char* begin = s.c_str() + i;
+      char* end = nullptr;
+      v.number = std::strtod(begin, &end);
+      if (end == begin) return std::nullopt;
+      i += static_cast<std::size_t>(end - begin);
+    }
+    if (object.contains(*key)) return std::nullopt;
+    object.emplace(*key, v);
+    ws();
+    if (i < s.size() && s[i] == ',') {
+      ++i;
+      continue;
+    }
+    if (i < s.size() && s[i] == '}') {
+      ++i;
+      break;
+    }
+    return std::nullopt;
+  }
+  ws();
+  if (i != s.size()) return std::nullopt;
+  return object;
+}
+
+// ---- the fixture ---------------------------------------------------------------------------
 
 class Cli : public ::testing::Test {
  protected:
   void SetUp() override
   {
-    dir_ = fs::temp_directory_path() /
-           ("gpusort-cli-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = std::string{info->test_suite_name()} + "-" + info->name();
+    std::replace(name.begin(), name.end(), '/', '_');
+    dir_ = fs::temp_directory_path() / ("gpusort-cli-" + std::to_string(::getpid()) + "-" + name);
     fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    const char* b = std::getenv("GPUSORT_TEST_BUDGET");
-    const bool tiny = b != nullptr && std::string{b} == "tiny";
-    std::ofstream{path("config.yaml")} << "devices: cpu\n"
-                                       << (tiny ? "device_memory_budget: 2MiB\n" : "");
+    fs::create_directories(dir_ / "work");
+    config_ = dir_ / "config.yaml";
+    spit(config_, tiny_budget() ? "devices: cpu\ndevice_memory_budget: 64KiB\n" : "devices: cpu\n");
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  [[nodiscard]] std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
-  /// Runs gpusort with `args` (a shell-quoted string), capturing stdout and stderr.
-  result run(const std::string& args) const
+  /// A path in the work folder, which holds only what the test and the binary write there.
+  [[nodiscard]] std::string path(const std::string& name) const
   {
-    const std::string out = path("stdout.txt"), err = path("stderr.txt");
-    const std::string cmd = std::string{GPUSORT_CLI} + " " + args + " >" + out + " 2>" + err;
-    const int status = std::system(cmd.c_str());
-    result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
+    return (dir_ / "work" / name).string();
+  }
+  [[nodiscard]] std::vector<std::string> work_files() const
+  {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator{dir_ / "work"})
+      names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  /// Runs gpusort with `args`; GPUSORT_CONFIG is unset unless `env` sets it. With
+  /// `stderr_fd` >= 0 stderr goes there (a terminal) instead of being captured.
+  run_result run(const std::vector<std::string>& args,
+                 const std::vector<std::pair<std::string, std::string>>& env = {},
+                 int stderr_fd = -1) const
+  {
+    const std::string out_file = (dir_ / "stdout.txt").string();
+    const std::string err_file = (dir_ / "stderr.txt").string();
+    std::vector<std::string> argv_strings{GPUSORT_CLI};
+    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& a : argv_strings) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      const int in = ::open("/dev/null", O_RDONLY);
+      const int out = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int err = stderr_fd >= 0 ? stderr_fd
+                                     : ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (in < 0 || out < 0 || err < 0) ::_exit(121);
+      ::dup2(in, STDIN_FILENO);
+      ::dup2(out, STDOUT_FILENO);
+      ::dup2(err, STDERR_FILENO);
+      ::unsetenv("GPUSORT_CONFIG");
+      for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+      ::execv(argv[0], argv.data());
+      ::_exit(122);
+    }
+    return wait_for(pid, stderr_fd < 0);
+  }
+
+  [[nodiscard]] run_result wait_for(pid_t pid, bool read_stderr) const
+  {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    run_result r;
+    if (WIFEXITED(status)) r.code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+    r.out = slurp(dir_ / "stdout.txt");
+    if (read_stderr) r.err = slurp(dir_ / "stderr.txt");
     return r;
   }
-  result sort(const std::string& args) const
+
+  /// gpusort sort with the test's configuration (tiny or default budget).
+  run_result sort(std::vector<std::string> args) const
   {
-    return run("sort " + args + " --config " + path("config.yaml"));
+    args.insert(args.begin(), "sort");
+    args.insert(args.end(), {"--config", config_.string()});
+    return run(args);
   }
 
-  static std::string slurp(const std::string& p)
+  void gen(const std::string& dtype, const std::string& dist, const std::string& count,
+           const std::string& out, const std::string& values_out = "",
+           const std::string& value_bytes = "8", const std::string& seed = "7") const
   {
-    std::ifstream in{p, std::ios::binary};
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+    std::vector<std::string> args{"gen",   "--dtype", dtype, "--dist", dist, "--count",
+                                  count,   "--seed",  seed,  "--out",  out,  "--quiet"};
+    if (!values_out.empty())
+      args.insert(args.end(), {"--values-out", values_out, "--value-bytes", value_bytes});
+    const run_result r = run(args);
+    ASSERT_EQ(r.code, 0) << r.err;
+    ASSERT_TRUE(r.out.empty() && r.err.empty()) << r.out << r.err;
   }
 
-  /// The stderr of a failed command: exactly one line starting with "gpusort: ".
-  static void expect_one_error_line(const result& r)
+  /// The stderr of a failed command: exactly one line, starting with "gpusort: ".
+  static void expect_one_error_line(const run_result& r)
   {
     EXPECT_EQ(r.err.rfind("gpusort: ", 0), 0U) << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(count_lines(r.err), 1) << r.err;
+    EXPECT_EQ(r.err.back(), '\n') << r.err;
   }
 
   fs::path dir_;
+  fs::path config_;
 };
 
-TEST_F(Cli, RoundTripsEveryDtypeBothOrdersWithAndWithoutValues)
+// ---- round trips ---------------------------------------------------------------------------
+
+class RoundTrip : public Cli, public ::testing::WithParamInterface<const char*> {};
+
+// 20000 elements: past a 64 KiB budget for every dtype, so that the tiny run sorts out of core.
+TEST_P(RoundTrip, GenSortVerifyBothOrdersWithAndWithoutValuesInPlaceAndOut)
 {
-  for (const char* dtype : {"u32", "i32", "u64", "i64", "f32", "f64"}) {
-    const std::string dist = dtype[0] == 'f' ? "nanmix" : "detdupes";
+  const key_type& t = type_named(GetParam());
+  const std::map<std::string, std::string> dists{{"u32", "uniform"}, {"i32", "detdupes"},
+                                                 {"u64", "staggered"}, {"i64", "fewunique"},
+                                                 {"f32", "nanmix"}, {"f64", "nanmix"}};
+  const std::string n = "20003";
+  for (const std::string vb : {"", "4", "8"}) {
+    gen(t.name, dists.at(t.name), n, path("d.bin"), vb.empty() ? "" : path("v.bin"),
+        vb.empty() ? "8" : vb);
+    const bytes keys = slurp(path("d.bin"));
+    const bytes values = vb.empty() ? bytes{} : slurp(path("v.bin"));
+    ASSERT_EQ(keys.size(), 20003U * t.bytes);
+    const unsigned value_bytes = vb.empty() ? 0 : static_cast<unsigned>(std::stoi(vb));
+    ASSERT_EQ(values.size(), 20003U * value_bytes);
     for (const bool descending : {false, true}) {
-      for (const char* vb : {"", "4", "8"}) {
-        SCOPED_TRACE(std::string{dtype} + (descending ? " desc" : " asc") + " values " + vb);
-        const std::string values = *vb ? " --values-out " + path("v.bin") + " --value-bytes " + vb
-                                        : "";
-        ASSERT_EQ(run("gen --dtype " + std::string{dtype} + " --dist " + dist +
-                      " --count 300k --seed 5 --out " + path("d.bin") + values)
-                      .code,
-                  0);
-        const std::string desc = descending ? " --descending" : "";
-        const std::string sort_values =
-            *vb ? " --values " + path("v.bin") + " --value-bytes " + vb + " --values-out " +
-                      path("vs.bin")
-                : "";
-        const result s = sort(path("d.bin") + " --dtype " + dtype + " --out " + path("s.bin") +
-                              desc + sort_values + " --quiet");
+      for (const bool in_place : {false, true}) {
+        SCOPED_TRACE(std::string{t.name} + (descending ? " descending" : " ascending") +
+                     (vb.empty() ? " keys only" : " values of " + vb + " bytes") +
+                     (in_place ? " in place" : " --out"));
+        spit(path("k.bin"), keys);
+        if (!vb.empty()) spit(path("vals.bin"), values);
+        std::vector<std::string> args{path("k.bin"), "--dtype", t.name, "--quiet"};
+        if (descending) args.emplace_back("--descending");
+        if (!vb.empty())
+          args.insert(args.end(), {"--values", path("vals.bin"), "--value-bytes", vb});
+        if (!in_place) {
+          args.insert(args.end(), {"--out", path("s.bin")});
+          if (!vb.empty()) args.insert(args.end(), {"--values-out", path("vs.bin")});
+        }
+        const run_result s = sort(args);
         ASSERT_EQ(s.code, 0) << s.err;
-        const std::string verify_values =
-            *vb ? " --values " + path("vs.bin") + " --original-values " + path("v.bin") +
-                      " --value-bytes " + vb
-                : "";
-        const result v = run("verify " + path("s.bin") + " --dtype " + dtype + " --original " +
-                             path("d.bin") + desc + verify_values);
+        EXPECT_TRUE(s.out.empty() && s.err.empty()) << "--quiet: " << s.out << s.err;
+        const std::string sorted_keys = in_place ? path("k.bin") : path("s.bin");
+        const std::string sorted_values = in_place ? path("vals.bin") : path("vs.bin");
+        if (!in_place) {
+          EXPECT_TRUE(same_bytes(slurp(path("k.bin")), keys)) << "the input changed";
+          if (!vb.empty()) {
+            EXPECT_TRUE(same_bytes(slurp(path("vals.bin")), values)) << "the input changed";
+          }
+        }
+        const bytes sk = slurp(sorted_keys);
+        const bytes sv = vb.empty() ? bytes{} : slurp(sorted_values);
+        EXPECT_EQ(reference_check(t, keys, sk, descending, vb.empty() ? nullptr : &values,
+                                  vb.empty() ? nullptr : &sv, value_bytes),
+                  "");
+        const auto verify = [&](bool expect_descending) {
+          std::vector<std::string> a{"verify", sorted_keys, "--dtype", t.name, "--original",
+                                     path("d.bin")};
+          if (expect_descending) a.emplace_back("--descending");
+          if (!vb.empty())
+            a.insert(a.end(), {"--values", sorted_values, "--original-values", path("v.bin"),
+                               "--value-bytes", vb});
+          return run(a);
+        };
+        const run_result v = verify(descending);
         EXPECT_EQ(v.code, 0) << v.err;
+        EXPECT_EQ(v.out.rfind("ok: 20003 elements sorted ", 0), 0U) << v.out;
+        // The opposite order fails: every distribution here has distinct keys.
+        const run_result opposite = verify(!descending);
+        EXPECT_EQ(opposite.code, 1) << opposite.out;
+        expect_one_error_line(opposite);
       }
     }
   }
+  // Only the files the test wrote: no temporaries left behind.
+  std::vector<std::string> expected{"d.bin", "k.bin", "s.bin", "v.bin", "vals.bin", "vs.bin"};
+  EXPECT_EQ(work_files(), expected);
 }
 
-TEST_F(Cli, SortsInPlaceAtomically)
-{
-  ASSERT_EQ(run("gen --dtype i64 --dist uniform --count 200003 --out " + path("d.bin") +
-                " --values-out " + path("v.bin"))
-                .code,
-            0);
-  fs::copy_file(path("d.bin"), path("orig.bin"));
-  fs::copy_file(path("v.bin"), path("origv.bin"));
-  const result s = sort(path("d.bin") + " --dtype i64 --values " + path("v.bin") + " --quiet");
-  ASSERT_EQ(s.code, 0) << s.err;
-  EXPECT_EQ(run("verify " + path("d.bin") + " --dtype i64 --original " + path("orig.bin") +
-                " --values " + path("v.bin") + " --original-values " + path("origv.bin"))
-                .code,
-            0);
-  // Nothing but the files the test made: no temporaries left behind.
-  int files = 0;
-  for ([[maybe_unused]] const auto& e : fs::directory_iterator{dir_}) ++files;
-  EXPECT_EQ(files, 7);  // config, d, v, orig, origv, stdout, stderr
-}
+INSTANTIATE_TEST_SUITE_P(Dtypes, RoundTrip,
+                         ::testing::Values("u32", "i32", "u64", "i64", "f32", "f64"));
 
-TEST_F(Cli, JsonReportHasEveryField)
+TEST_F(Cli, EmptyAndSingleElementFiles)
 {
-  ASSERT_EQ(run("gen --dtype u64 --dist uniform --count 1M --out " + path("d.bin")).code, 0);
-  const result s = sort(path("d.bin") + " --dtype u64 --out " + path("s.bin") + " --json");
-  ASSERT_EQ(s.code, 0) << s.err;
-  EXPECT_EQ(std::count(s.out.begin(), s.out.end(), '\n'), 1);
-  for (const char* key : {"\"elements\": 1000000", "\"bytes\": 8000000", "\"seconds\": ",
-                          "\"rate\": ", "\"engine\": \"cpu-", "\"devices\": [\"cpu\"]",
-                          "\"chunks\": ", "\"rounds\": ", "\"compensated_chunks\": "})
-    EXPECT_NE(s.out.find(key), std::string::npos) << key << " in " << s.out;
-  const char* b = std::getenv("GPUSORT_TEST_BUDGET");
-  if (b != nullptr && std::string{b} == "tiny") {
-    EXPECT_NE(s.out.find("\"rounds\": 2"), std::string::npos) << s.out;
+  for (const std::string n : {"0", "1"}) {
+    SCOPED_TRACE("count " + n);
+    gen("f64", "nanmix", n, path("d.bin"), path("v.bin"), "4");
+    EXPECT_EQ(fs::file_size(path("d.bin")), 8U * std::stoul(n));
+    EXPECT_EQ(fs::file_size(path("v.bin")), 4U * std::stoul(n));
+    const run_result s = sort({path("d.bin"), "--dtype", "f64", "--values", path("v.bin"),
+                               "--value-bytes", "4", "--out", path("s.bin"), "--values-out",
+                               path("vs.bin"), "--quiet"});
+    ASSERT_EQ(s.code, 0) << s.err;
+    EXPECT_TRUE(same_bytes(slurp(path("s.bin")), slurp(path("d.bin"))));
+    EXPECT_TRUE(same_bytes(slurp(path("vs.bin")), slurp(path("v.bin"))));
+    const run_result in_place = sort({path("d.bin"), "--dtype", "f64", "--descending", "--json"});
+    ASSERT_EQ(in_place.code, 0) << in_place.err;
+    EXPECT_NE(in_place.out.find("\"elements\": " + n + ","), std::string::npos) << in_place.out;
+    const run_result v = run({"verify", path("d.bin"), "--dtype", "f64", "--original",
+                              path("s.bin"), "--values", path("vs.bin"), "--original-values",
+                              path("v.bin"), "--value-bytes", "4"});
+    EXPECT_EQ(v.code, 0) << v.err;
   }
 }
 
-TEST_F(Cli, CountSuffixesAndEmptyAndSingleFiles)
+TEST_F(Cli, SeparateOutputsNeverTouchTheInputs)
 {
-  const std::array<std::pair<const char*, std::uintmax_t>, 4> counts{
-      {{"2k", 2000 * 4}, {"1Ki", 1024 * 4}, {"0", 0}, {"1", 4}}};
-  for (const auto& [count, bytes] : counts) {
-    ASSERT_EQ(run("gen --dtype u32 --dist uniform --count " + std::string{count} + " --out " +
-                  path("d.bin"))
-                  .code,
-              0);
-    EXPECT_EQ(fs::file_size(path("d.bin")), bytes) << count;
-    const result s = sort(path("d.bin") + " --dtype u32 --out " + path("s.bin") + " --quiet");
-    EXPECT_EQ(s.code, 0) << s.err;
-    EXPECT_EQ(run("verify " + path("s.bin") + " --dtype u32 --original " + path("d.bin")).code, 0);
+  gen("i64", "uniform", "20k", path("d.bin"), path("v.bin"));
+  const bytes keys = slurp(path("d.bin"));
+  const bytes values = slurp(path("v.bin"));
+  fs::permissions(path("d.bin"), fs::perms::owner_read | fs::perms::group_read);
+  fs::permissions(path("v.bin"), fs::perms::owner_read | fs::perms::group_read);
+  const run_result s = sort({path("d.bin"), "--dtype", "i64", "--out", path("s.bin"), "--values",
+                             path("v.bin"), "--values-out", path("vs.bin"), "--quiet"});
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_TRUE(same_bytes(slurp(path("d.bin")), keys));
+  EXPECT_TRUE(same_bytes(slurp(path("v.bin")), values));
+  const bytes sv = slurp(path("vs.bin"));
+  EXPECT_EQ(reference_check(type_named("i64"), keys, slurp(path("s.bin")), false, &values, &sv,
+                            8),
+            "");
+}
+
+TEST_F(Cli, InPlaceKeepsPermissionsAndFollowsSymbolicLinks)
+{
+  gen("u32", "reverse", "30000", path("d.bin"));
+  const bytes keys = slurp(path("d.bin"));
+  fs::permissions(path("d.bin"), fs::perms::owner_read | fs::perms::owner_write |
+                                     fs::perms::group_read);
+  fs::create_symlink("d.bin", path("link.bin"));
+  const run_result s = sort({path("link.bin"), "--dtype", "u32", "--quiet"});
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_TRUE(fs::is_symlink(path("link.bin")));
+  EXPECT_EQ(fs::status(path("d.bin")).permissions(),
+            fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+  EXPECT_EQ(reference_check(type_named("u32"), keys, slurp(path("d.bin")), false), "");
+  // --out naming the input itself is an in-place sort too.
+  const run_result again =
+      sort({path("d.bin"), "--dtype", "u32", "--descending", "--out", path("d.bin"), "--quiet"});
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_TRUE(same_bytes(slurp(path("d.bin")), keys)) << "reverse data sorted descending is itself";
+  EXPECT_EQ(work_files(), (std::vector<std::string>{"d.bin", "link.bin"}));
+}
+
+// ---- reports -------------------------------------------------------------------------------
+
+TEST_F(Cli, JsonReportIsOneObjectWithEveryField)
+{
+  const std::uint64_t n = tiny_budget() ? 20000 : 1000000;
+  gen("u64", "uniform", tiny_budget() ? "20k" : "1M", path("d.bin"), path("v.bin"), "8");
+  const run_result s = sort({path("d.bin"), "--dtype", "u64", "--values", path("v.bin"),
+                             "--json"});
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_EQ(s.err, "");
+  ASSERT_EQ(count_lines(s.out), 1) << s.out;
+  const auto json = parse_flat_json(s.out);
+  ASSERT_TRUE(json.has_value()) << s.out;
+  for (const char* key : {"elements", "bytes", "seconds", "rate", "chunks", "rounds",
+                          "compensated_chunks"}) {
+    ASSERT_TRUE(json->contains(key) && json->at(key).number) << key << " in " << s.out;
+  }
+  ASSERT_TRUE(json->contains("engine") && json->at("engine").text) << s.out;
+  ASSERT_TRUE(json->contains("devices") && json->at("devices").strings) << s.out;
+  EXPECT_EQ(json->size(), 9U) << s.out;
+  const auto num = [&](const char* key) { return *json->at(key).number; };
+  EXPECT_EQ(num("elements"), static_cast<double>(n));
+  EXPECT_EQ(num("bytes"), static_cast<double>(n * 16));
+  EXPECT_GT(num("seconds"), 0.0);
+  EXPECT_NEAR(num("rate"), num("bytes") / num("seconds"), 1e-6 * num("rate"));
+  EXPECT_EQ(*json->at("devices").strings, std::vector<std::string>{"cpu"});
+  EXPECT_FALSE(json->at("engine").text->empty());
+  EXPECT_LE(num("compensated_chunks"), num("chunks"));
+  if (tiny_budget()) {
+    EXPECT_EQ(num("rounds"), 2);
+    EXPECT_GT(num("chunks"), 1);
+  } else {
+    EXPECT_EQ(num("rounds"), 1);
+    EXPECT_EQ(num("chunks"), 1);
   }
 }
 
-TEST_F(Cli, VerifyCatchesACorruptedFile)
+TEST_F(Cli, SummaryLineUnlessQuietAndNoProgressWithoutATerminal)
 {
-  ASSERT_EQ(run("gen --dtype f64 --dist gaussian --count 5000 --out " + path("d.bin")).code, 0);
-  ASSERT_EQ(sort(path("d.bin") + " --dtype f64 --out " + path("s.bin") + " --quiet").code, 0);
+  gen("i32", "gaussian", "12345", path("d.bin"));
+  const run_result s = sort({path("d.bin"), "--dtype", "i32", "--out", path("s.bin")});
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_EQ(s.err, "") << "stderr is no terminal: no progress bar";
+  EXPECT_EQ(count_lines(s.out), 1) << s.out;
+  EXPECT_EQ(s.out.rfind("sorted 12345 elements (48.22 KiB) in ", 0), 0U) << s.out;
+  EXPECT_NE(s.out.find(" GB/s"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("engine cpu-"), std::string::npos) << s.out;
+  const run_result q = sort({path("d.bin"), "--dtype", "i32", "--out", path("s.bin"), "--quiet"});
+  ASSERT_EQ(q.code, 0) << q.err;
+  EXPECT_EQ(q.out + q.err, "");
+  const run_result g = run({"gen", "--dtype", "u32", "--dist", "zero", "--count", "5",
+                            "--out", path("z.bin")});
+  ASSERT_EQ(g.code, 0) << g.err;
+  EXPECT_EQ(g.out, "wrote 5 keys of u32 (zero, seed 1) to " + path("z.bin") + "\n");
+}
+
+/// Runs gpusort with stderr on a pseudo-terminal and returns what the terminal showed.
+std::string run_on_terminal(const Cli& fixture, const std::function<pid_t(int)>& start)
+{
+  int master = -1;
+  int slave = -1;
+  if (::openpty(&master, &slave, nullptr, nullptr, nullptr) != 0) return "openpty failed";
+  const pid_t pid = start(slave);
+  ::close(slave);
+  std::string shown;
+  char buffer[4096];
+  for (;;) {
+    const ssize_t got = ::read(master, buffer, sizeof buffer);
+    if (got <= 0) break;  // EIO once the child has exited and closed the terminal
+    shown.append(buffer, static_cast<std::size_t>(got));
+  }
+  ::close(master);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  (void)fixture;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    shown += "\n[exit status " + std::to_string(status) + "]";
+  return shown;
+}
+
+class Terminal : public Cli {
+ protected:
+  std::string sort_on_terminal(const std::vector<std::string>& extra)
   {
-    std::fstream f{path("s.bin"), std::ios::in | std::ios::out | std::ios::binary};
-    f.seekp(8 * 2500);
-    const double bad = 12345.0;
-    f.write(reinterpret_cast<const char*>(&bad), sizeof bad);
+    std::vector<std::string> args{"sort", path("d.bin"), "--dtype", "u64", "--out",
+                                  path("s.bin"), "--config", config_.string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_on_terminal(*this, [&](int tty) {
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        // run() waits for the child; here the parent must read the terminal meanwhile.
+        std::vector<std::string> a{GPUSORT_CLI};
+        a.insert(a.end(), args.begin(), args.end());
+        std::vector<char*> argv;
+        for (std::string& s : a) argv.push_back(s.data());
+        argv.push_back(nullptr);
+        const int out = ::open((dir_ / "stdout.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        ::dup2(out, STDOUT_FILENO);
+        ::dup2(tty, STDERR_FILENO);
+        ::unsetenv("GPUSORT_CONFIG");
+        ::execv(argv[0], argv.data());
+        ::_exit(122);
+      }
+      return pid;
+    });
   }
-  const result v = run("verify " + path("s.bin") + " --dtype f64 --original " + path("d.bin"));
-  EXPECT_EQ(v.code, 1);
-  expect_one_error_line(v);
+};
+
+TEST_F(Terminal, ProgressBarOnATerminalUnlessQuietOrJson)
+{
+  gen("u64", "uniform", "20000", path("d.bin"));
+  const std::string shown = sort_on_terminal({});
+  EXPECT_NE(shown.find('\r'), std::string::npos) << shown;
+  EXPECT_NE(shown.find("100.0%"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("GB/s"), std::string::npos) << shown;
+  if (tiny_budget()) {
+    EXPECT_NE(shown.find("round 1/2"), std::string::npos) << shown;
+    EXPECT_NE(shown.find("round 2/2"), std::string::npos) << shown;
+  } else {
+    EXPECT_NE(shown.find("in-core sort"), std::string::npos) << shown;
+  }
+  EXPECT_EQ(count_lines(slurp(dir_ / "stdout.txt")), 1) << "the summary";
+  EXPECT_EQ(sort_on_terminal({"--quiet"}), "");
+  EXPECT_EQ(sort_on_terminal({"--json"}), "");
+  EXPECT_EQ(reference_check(type_named("u64"), slurp(path("d.bin")), slurp(path("s.bin")), false),
+            "");
 }
+
+// ---- verify --------------------------------------------------------------------------------
+
+TEST_F(Cli, VerifyDetectsCorruption)
+{
+  gen("f32", "gaussian", "5000", path("d.bin"), path("v.bin"), "4");
+  ASSERT_EQ(sort({path("d.bin"), "--dtype", "f32", "--out", path("s.bin"), "--values",
+                  path("v.bin"), "--value-bytes", "4", "--values-out", path("vs.bin"), "--quiet"})
+                .code,
+            0);
+  const bytes sorted = slurp(path("s.bin"));
+  const bytes values = slurp(path("vs.bin"));
+  const std::vector<std::string> keys_only{"verify", path("s.bin"), "--dtype", "f32",
+                                           "--original", path("d.bin")};
+  std::vector<std::string> with_values = keys_only;
+  with_values.insert(with_values.end(), {"--values", path("vs.bin"), "--original-values",
+                                         path("v.bin"), "--value-bytes", "4"});
+  ASSERT_EQ(run(keys_only).code, 0);
+  ASSERT_EQ(run(with_values).code, 0);
+
+  bytes swapped = sorted;  // two neighbours swapped: out of order
+  std::swap_ranges(swapped.begin() + 4 * 100, swapped.begin() + 4 * 101, swapped.begin() + 4 * 101);
+  bytes duplicated = sorted;  // still in order, but not a permutation
+  std::copy_n(sorted.begin() + 4 * 2500, 4, duplicated.begin() + 4 * 2501);
+  bytes truncated = sorted.substr(0, sorted.size() - 4);
+  const bytes original = slurp(path("d.bin"));
+  ASSERT_EQ(reference_check(type_named("f32"), original, sorted, false), "");
+  for (const bytes* corrupt : {&swapped, &duplicated, &truncated}) {
+    // The reference agrees that each is wrong.
+    EXPECT_NE(reference_check(type_named("f32"), original, *corrupt, false), "");
+    spit(path("s.bin"), *corrupt);
+    const run_result r = run(keys_only);
+    EXPECT_EQ(r.code, 1) << r.out << r.err;
+    expect_one_error_line(r);
+    EXPECT_EQ(r.err.rfind("gpusort: verification failed: ", 0), 0U) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+  spit(path("s.bin"), sorted);
+  bytes other_value = values;  // a value that travelled with the wrong key
+  std::swap_ranges(other_value.begin(), other_value.begin() + 4, other_value.begin() + 4 * 4000);
+  spit(path("vs.bin"), other_value);
+  const run_result r = run(with_values);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  expect_one_error_line(r);
+  EXPECT_EQ(run(keys_only).code, 0) << "the keys alone are still fine";
+
+  auto json_args = with_values;
+  json_args.emplace_back("--json");
+  const run_result j = run(json_args);
+  EXPECT_EQ(j.code, 1);
+  const auto json = parse_flat_json(j.out);
+  ASSERT_TRUE(json.has_value()) << j.out;
+  EXPECT_EQ(json->at("ok").boolean, false);
+  EXPECT_EQ(json->at("elements").number, 5000.0);
+  EXPECT_FALSE(json->at("message").text->empty());
+  spit(path("vs.bin"), values);
+  const auto ok = parse_flat_json(run(json_args).out);
+  ASSERT_TRUE(ok.has_value());
+  EXPECT_EQ(ok->at("ok").boolean, true);
+}
+
+// ---- gen -----------------------------------------------------------------------------------
+
+TEST_F(Cli, GenCountsWithSuffixesAndSeeds)
+{
+  const std::vector<std::pair<std::string, std::uint64_t>> counts{
+      {"0", 0},       {"1", 1},           {"2k", 2000},       {"3Ki", 3072},
+      {"1M", 1000000}, {"1Mi", 1048576}, {"12345", 12345}};
+  for (const auto& [count, n] : counts) {
+    gen("u32", "uniform", count, path("d.bin"));
+    EXPECT_EQ(fs::file_size(path("d.bin")), 4 * n) << count;
+  }
+  gen("i64", "uniform", "1000", path("a.bin"), path("va.bin"), "4", "3");
+  gen("i64", "uniform", "1000", path("b.bin"), path("vb.bin"), "4", "3");
+  gen("i64", "uniform", "1000", path("c.bin"), path("vc.bin"), "4", "4");
+  EXPECT_EQ(fs::file_size(path("va.bin")), 4000U);
+  EXPECT_TRUE(same_bytes(slurp(path("a.bin")), slurp(path("b.bin")))) << "same seed, same keys";
+  EXPECT_TRUE(same_bytes(slurp(path("va.bin")), slurp(path("vb.bin")))) << "same seed, same values";
+  EXPECT_FALSE(same_bytes(slurp(path("a.bin")), slurp(path("c.bin"))))
+      << "another seed, other keys";
+  // The option syntaxes: --name=value, and -- before a file name.
+  const run_result r = run({"gen", "--dtype=u64", "--dist=sorted", "--count=1Ki", "--quiet",
+                            "--out=" + path("e.bin")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(fs::file_size(path("e.bin")), 8192U);
+  const run_result s =
+      run({"sort", "--dtype", "u64", "--quiet", "--config", config_.string(), "--", path("e.bin")});
+  EXPECT_EQ(s.code, 0) << s.err;
+}
+
+// ---- errors --------------------------------------------------------------------------------
 
 TEST_F(Cli, ErrorsGiveOneLineAndTheirExitCode)
 {
-  ASSERT_EQ(run("gen --dtype u64 --dist uniform --count 1000 --out " + path("d.bin")).code, 0);
-  const std::string original = slurp(path("d.bin"));
-  {
-    std::ofstream{path("odd.bin"), std::ios::binary} << "1234567";
-  }
-  {
-    std::ofstream{path("bad.yaml")} << "devices: cpu\nchunk_byte: 1MiB\n";
-  }
+  gen("u64", "uniform", "1000", path("d.bin"), path("v.bin"));
+  gen("u64", "uniform", "999", path("short.bin"), path("v999.bin"));
+  spit(path("odd.bin"), "1234567");
+  spit(dir_ / "bad.yaml", "devices: cpu\nchunk_byte: 1MiB\n");
+  spit(dir_ / "broken.yaml", "devices: [cpu\n");
+  spit(dir_ / "small.yaml", "devices: cpu\ndevice_memory_budget: 1KiB\n");
+  spit(dir_ / "budget.yaml", "devices: cpu\ndevice_memory_budget: 64KiB\n");
+  gen("u64", "uniform", "1M", path("big.bin"), path("bigv.bin"));
+  const std::vector<std::string> before = work_files();
+  std::map<std::string, bytes> contents;
+  for (const std::string& f : before) contents[f] = slurp(path(f));
+  const std::string d = path("d.bin");
+  const std::string cfg = config_.string();
+
   struct error_case {
-    std::string args;
+    std::vector<std::string> args;
     int code;
+    std::vector<std::pair<std::string, std::string>> env{};
   };
   const std::vector<error_case> cases{
-      {"sort " + path("missing.bin") + " --dtype u64", 70},
-      {"sort " + path("d.bin") + " --dtype u128", 64},
-      {"sort " + path("d.bin"), 64},
-      {"sort " + path("odd.bin") + " --dtype u64", 70},
-      {"sort " + path("d.bin") + " --dtype u64 --out " + path("no/such/dir/s.bin"), 70},
-      {"sort " + path("d.bin") + " --dtype u64 --config " + path("bad.yaml"), 78},
-      {"sort " + path("d.bin") + " --dtype u64 --config " + path("absent.yaml"), 78},
-      {"sort " + path("d.bin") + " --dtype u64 --values " + path("odd.bin") + " --value-bytes 8",
+      // sort: arguments
+      {{"sort", d}, 64},
+      {{"sort", "--dtype", "u64"}, 64},
+      {{"sort", d, d, "--dtype", "u64"}, 64},
+      {{"sort", d, "--dtype", "u128"}, 64},
+      {{"sort", d, "--dtype"}, 64},
+      {{"sort", d, "--dtype", "u64", "--dtype", "u64"}, 64},
+      {{"sort", d, "--dtype", "u64", "--bogus"}, 64},
+      {{"sort", d, "-x", "--dtype", "u64"}, 64},
+      {{"sort", d, "--dtype", "u64", "--quiet=yes"}, 64},
+      {{"sort", d, "--dtype", "u64", "--values-out", path("vs.bin")}, 64},
+      {{"sort", d, "--dtype", "u64", "--value-bytes", "8"}, 64},
+      {{"sort", d, "--dtype", "u64", "--values", path("v.bin"), "--values-out", path("vs.bin")},
+       64},
+      {{"sort", d, "--dtype", "u64", "--values", path("v.bin"), "--out", path("s.bin")}, 64},
+      {{"sort", d, "--dtype", "u64", "--values", path("v.bin"), "--value-bytes", "3"}, 64},
+      {{"sort", d, "--dtype", "u64", "--values", path("v.bin"), "--out", path("s.bin"),
+        "--values-out", path("s.bin")},
+       64},
+      {{"sort", d, "--dtype", "u64", "--values", d}, 64},
+      // sort: files
+      {{"sort", path("missing.bin"), "--dtype", "u64", "--config", cfg}, 70},
+      {{"sort", dir_.string(), "--dtype", "u64", "--config", cfg}, 70},
+      {{"sort", path("odd.bin"), "--dtype", "u64", "--config", cfg}, 70},
+      {{"sort", d, "--dtype", "u64", "--out", path("no/such/dir/s.bin"), "--config", cfg}, 70},
+      {{"sort", d, "--dtype", "u64", "--out", dir_.string(), "--config", cfg}, 70},
+      {{"sort", d, "--dtype", "u64", "--out", "/dev/null", "--config", cfg}, 70},
+      {{"sort", d, "--dtype", "u64", "--values", path("odd.bin"), "--config", cfg}, 70},
+      {{"sort", d, "--dtype", "u64", "--values", path("v999.bin"), "--config", cfg}, 70},
+      {{"sort", d, "--dtype", "u64", "--values", path("missing.bin"), "--config", cfg}, 70},
+      // sort: configuration
+      {{"sort", d, "--dtype", "u64", "--config", (dir_ / "bad.yaml").string()}, 78},
+      {{"sort", d, "--dtype", "u64", "--config", (dir_ / "broken.yaml").string()}, 78},
+      {{"sort", d, "--dtype", "u64", "--config", (dir_ / "absent.yaml").string()}, 78},
+      {{"sort", d, "--dtype", "u64"}, 78, {{"GPUSORT_CONFIG", (dir_ / "bad.yaml").string()}}},
+      {{"sort", d, "--dtype", "u64", "--config", (dir_ / "small.yaml").string()}, 78},
+      // a budget too small for a million elements: the engine's configuration error, raised after
+      // the temporaries exist, in place and into --out
+      {{"sort", path("big.bin"), "--dtype", "u64", "--config", (dir_ / "budget.yaml").string()},
+       78},
+      {{"sort", path("big.bin"), "--dtype", "u64", "--values", path("bigv.bin"), "--config",
+        (dir_ / "budget.yaml").string()},
+       78},
+      {{"sort", path("big.bin"), "--dtype", "u64", "--out", path("s.bin"), "--config",
+        (dir_ / "budget.yaml").string()},
+       78},
+      // gen
+      {{"gen", "--dtype", "u64", "--dist", "uniform", "--count", "10"}, 64},
+      {{"gen", "--dtype", "u64", "--dist", "normal", "--count", "10", "--out", path("x.bin")},
+       64},
+      {{"gen", "--dtype", "u64", "--dist", "nanmix", "--count", "10", "--out", path("x.bin")},
+       64},
+      {{"gen", "--dtype", "q8", "--dist", "uniform", "--count", "10", "--out", path("x.bin")},
+       64},
+      {{"gen", "--dtype", "u64", "--dist", "uniform", "--count", "10x", "--out", path("x.bin")},
+       64},
+      {{"gen", "--dtype", "u64", "--dist", "uniform", "--count", "-1", "--out", path("x.bin")},
+       64},
+      {{"gen", "--dtype", "u64", "--dist", "uniform", "--count", "16Ti", "--count", "1",
+        "--out", path("x.bin")},
+       64},
+      {{"gen", "--dtype", "u64", "--dist", "uniform", "--count", "4000000T", "--out",
+        path("x.bin")},
+       64},
+      {{"gen", "--dtype", "u64", "--dist", "uniform", "--count", "20000000T", "--out",
+        path("x.bin")},
+       64},
+      {{"gen", "--dtype", "u64", "--dist", "uniform", "--count", "10", "--seed", "x", "--out",
+        path("x.bin")},
+       64},
+      {{"gen", "--dtype", "u64", "--dist", "uniform", "--count", "10", "--out", path("x.bin"),
+        "--values-out", path("x.bin")},
+       64},
+      {{"gen", "--dtype", "u64", "--dist", "uniform", "--count", "10", "--out", path("x.bin"),
+        "--value-bytes", "4"},
+       64},
+      {{"gen", "--dtype", "u64", "--dist", "uniform", "--count", "10", "--out", path("x.bin"),
+        "extra"},
+       64},
+      {{"gen", "--dtype", "u64", "--dist", "uniform", "--count", "10", "--out",
+        path("no/dir/x.bin")},
        70},
-      {"sort " + path("d.bin") + " --dtype u64 --bogus", 64},
-      {"gen --dtype u64 --dist nanmix --count 10 --out " + path("x.bin"), 64},
-      {"gen --dtype u64 --dist uniform --count 10x --out " + path("x.bin"), 64},
-      {"verify " + path("d.bin") + " --dtype u64", 64},
-      {"frobnicate", 64},
+      {{"gen", "--dtype", "u64", "--dist", "uniform", "--count", "10", "--out", path("x.bin"),
+        "--values-out", path("no/dir/v.bin")},
+       70},
+      // verify
+      {{"verify", d, "--dtype", "u64"}, 64},
+      {{"verify", "--dtype", "u64", "--original", d}, 64},
+      {{"verify", d, "--original", d}, 64},
+      {{"verify", d, "--dtype", "u64", "--original", d, "--values", path("v.bin")}, 64},
+      {{"verify", d, "--dtype", "u64", "--original", path("missing.bin")}, 70},
+      {{"verify", path("odd.bin"), "--dtype", "u64", "--original", d}, 70},
+      {{"verify", d, "--dtype", "u64", "--original", d, "--values", path("v999.bin"),
+        "--original-values", path("v.bin")},
+       70},
+      {{"verify", path("short.bin"), "--dtype", "u64", "--original", d}, 1},
+      // the command itself
+      {{}, 64},
+      {{"frobnicate"}, 64},
+      {{"help", "frobnicate"}, 64},
+      {{"--bogus"}, 64},
   };
   for (const error_case& c : cases) {
-    SCOPED_TRACE(c.args);
-    const result r = run(c.args);
+    std::string shown;
+    for (const std::string& a : c.args) shown += a + " ";
+    SCOPED_TRACE(shown);
+    const run_result r = run(c.args, c.env);
     EXPECT_EQ(r.code, c.code) << r.err;
     expect_one_error_line(r);
+    EXPECT_EQ(r.out, "");
   }
-  EXPECT_EQ(slurp(path("d.bin")), original) << "a failed sort must leave its input alone";
-  EXPECT_FALSE(fs::exists(path("x.bin")));
+  // Nothing written, nothing left behind, every input as it was.
+  EXPECT_EQ(work_files(), before);
+  for (const auto& [f, data] : contents) EXPECT_TRUE(slurp(path(f)) == data) << f << " changed";
 }
 
-TEST_F(Cli, SeparateOutputNeverTouchesTheInput)
+TEST_F(Cli, ReadOnlyFileIsNotSortedInPlace)
 {
-  ASSERT_EQ(run("gen --dtype f32 --dist reverse --count 100k --out " + path("d.bin")).code, 0);
-  const std::string original = slurp(path("d.bin"));
-  ASSERT_EQ(sort(path("d.bin") + " --dtype f32 --out " + path("s.bin") + " --quiet").code, 0);
-  EXPECT_EQ(slurp(path("d.bin")), original);
+  if (::geteuid() == 0) GTEST_SKIP() << "root may write any file";
+  gen("u64", "uniform", "1000", path("d.bin"));
+  const bytes keys = slurp(path("d.bin"));
+  fs::permissions(path("d.bin"), fs::perms::owner_read);
+  const run_result r = sort({path("d.bin"), "--dtype", "u64"});
+  EXPECT_EQ(r.code, 70);
+  expect_one_error_line(r);
+  EXPECT_TRUE(same_bytes(slurp(path("d.bin")), keys));
 }
+
+TEST_F(Cli, TerminatedSortLeavesTheOriginalAndNoTemporary)
+{
+  // Its own configuration: a million pairs is more than the tiny budget can plan.
+  spit(config_, "devices: cpu\nhost_threads: 1\n");
+  gen("u64", "uniform", "1M", path("d.bin"), path("v.bin"));
+  const bytes keys = slurp(path("d.bin"));
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_RDWR);
+    ::dup2(null, STDOUT_FILENO);
+    ::dup2(null, STDERR_FILENO);
+    std::vector<std::string> a{GPUSORT_CLI, "sort",    path("d.bin"), "--dtype", "u64",
+                               "--values",  path("v.bin"), "--config", config_.string()};
+    std::vector<char*> argv;
+    for (std::string& s : a) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(122);
+  }
+  // Signal as soon as both temporaries exist, which is before the engine starts.
+  bool seen = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{20};
+  while (!seen && std::chrono::steady_clock::now() < deadline) {
+    int temporaries = 0;
+    for (const std::string& f : work_files())
+      temporaries += f.find(".gpusort-") != std::string::npos ? 1 : 0;
+    seen = temporaries == 2;
+    if (!seen) std::this_thread::sleep_for(std::chrono::microseconds{200});
+  }
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(seen) << "the temporaries never appeared";
+  if (WIFEXITED(status)) {
+    // It won the race and finished: then the result must be complete.
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+    EXPECT_EQ(reference_check(type_named("u64"), keys, slurp(path("d.bin")), false), "");
+  } else {
+    ASSERT_TRUE(WIFSIGNALED(status));
+    EXPECT_EQ(WTERMSIG(status), SIGTERM);
+    EXPECT_TRUE(same_bytes(slurp(path("d.bin")), keys));
+  }
+  EXPECT_EQ(work_files(), (std::vector<std::string>{"d.bin", "v.bin"}));
+}
+
+// ---- help ----------------------------------------------------------------------------------
 
 TEST_F(Cli, HelpAndVersion)
 {
-  EXPECT_EQ(run("--help").code, 0);
-  EXPECT_EQ(run("sort --help").code, 0);
-  const result v = run("--version");
+  const run_result overview = run({"--help"});
+  EXPECT_EQ(overview.code, 0);
+  EXPECT_EQ(overview.out.rfind("usage: gpusort <command>", 0), 0U) << overview.out;
+  for (const char* cmd : {"gen", "sort", "verify"})
+    EXPECT_NE(overview.out.find(std::string{"  "} + cmd + " "), std::string::npos) << cmd;
+  EXPECT_EQ(run({"help"}).out, overview.out);
+
+  const run_result sort_help = run({"sort", "--help"});
+  EXPECT_EQ(sort_help.code, 0);
+  EXPECT_EQ(sort_help.err, "");
+  EXPECT_EQ(sort_help.out.rfind("usage: gpusort sort FILE --dtype T", 0), 0U) << sort_help.out;
+  EXPECT_NE(sort_help.out.find("the daemon arrives with the service; today every sort is local"),
+            std::string::npos)
+      << sort_help.out;
+  for (const char* option : {"--out", "--descending", "--values", "--value-bytes", "--values-out",
+                             "--local", "--config", "--json", "--quiet"})
+    EXPECT_NE(sort_help.out.find(std::string{"  "} + option + " "), std::string::npos) << option;
+  EXPECT_EQ(run({"help", "sort"}).out, sort_help.out);
+  // --help wins over other arguments, even wrong ones.
+  EXPECT_EQ(run({"sort", "--bogus", "-h"}).out, sort_help.out);
+
+  const run_result gen_help = run({"gen", "--help"});
+  EXPECT_EQ(gen_help.code, 0);
+  for (const char* dist : {"uniform", "gaussian", "bucket", "staggered", "sorted", "reverse",
+                           "zero", "detdupes", "fewunique", "nanmix"})
+    EXPECT_NE(gen_help.out.find(dist), std::string::npos) << dist;
+  EXPECT_EQ(run({"verify", "--help"}).code, 0);
+
+  const run_result v = run({"--version"});
   EXPECT_EQ(v.code, 0);
-  EXPECT_EQ(v.out.rfind("gpusort ", 0), 0U);
-  EXPECT_EQ(run("").code, 64);
+  EXPECT_EQ(v.out, "gpusort " GPUSORT_EXPECTED_VERSION "\n");
+}
+
+TEST_F(Cli, LocalFlagAndConfigFromTheEnvironment)
+{
+  gen("f64", "sorted", "20000", path("d.bin"));
+  const bytes keys = slurp(path("d.bin"));
+  const run_result r = run({"sort", path("d.bin"), "--dtype", "f64", "--descending", "--local",
+                            "--json"},
+                           {{"GPUSORT_CONFIG", config_.string()}});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"devices\": [\"cpu\"]"), std::string::npos) << r.out;
+  if (tiny_budget()) {
+    EXPECT_NE(r.out.find("\"rounds\": 2"), std::string::npos) << r.out;
+  }
+  EXPECT_EQ(reference_check(type_named("f64"), keys, slurp(path("d.bin")), true), "");
+  // --config wins over the environment.
+  spit(dir_ / "bad.yaml", "no_such_key: 1\n");
+  const run_result c = run({"sort", path("d.bin"), "--dtype", "f64", "--quiet", "--config",
+                            config_.string()},
+                           {{"GPUSORT_CONFIG", (dir_ / "bad.yaml").string()}});
+  EXPECT_EQ(c.code, 0) << c.err;
 }
 
 }  // namespace

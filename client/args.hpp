@@ -1,0 +1,67 @@
+// The command line's argument parser: a table of options per command, one-line usage errors.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpusort::cli {
+
+/// Exit codes, from sysexits.h where one fits.
+enum exit_code : int {
+  exit_ok = 0,
+  exit_verify_failed = 1,
+  exit_usage = 64,    ///< EX_USAGE: wrong or missing arguments, unknown dtype or distribution
+  exit_runtime = 70,  ///< EX_SOFTWARE: unreadable inputs, bad sizes, unwritable outputs, engine
+  exit_config = 78,   ///< EX_CONFIG: a configuration that cannot be loaded or used
+};
+
+/// Ends the command with `code`; main prints what() as the one line "gpusort: <what>".
+struct cli_error : std::runtime_error {
+  cli_error(exit_code c, const std::string& what) : std::runtime_error{what}, code{c} {}
+  exit_code code;
+};
+
+/// One option of a command: `--name VALUE` (metavar non-empty) or a flag `--name`.
+struct option_spec {
+  std::string_view name;
+  std::string_view metavar;  ///< empty: a flag without value
+  std::string_view help;
+  [[nodiscard]] bool takes_value() const noexcept { return !metavar.empty(); }
+};
+
+/// A command's table: what `gpusort <name> --help` prints and what its parser accepts.
+struct command_spec {
+  std::string_view name;
+  std::string_view synopsis;     ///< after "usage: gpusort <name> "
+  std::string_view description;  ///< paragraphs printed after the synopsis
+  std::vector<option_spec> options;
+};
+
+/// Arguments as parsed: positionals in order, options by name (flags map to "").
+struct parsed_args {
+  std::vector<std::string> positionals;
+  std::map<std::string, std::string, std::less<>> options;
+
+  [[nodiscard]] bool has(std::string_view name) const { return options.contains(name); }
+  [[nodiscard]] std::optional<std::string> get(std::string_view name) const;
+  /// The value of a required option; a usage error naming it when absent.
+  [[nodiscard]] std::string require(std::string_view name) const;
+};
+
+/// Parses `args` (without the command name) against `spec`. Accepts `--name VALUE`,
+/// `--name=VALUE`, flags, and `--` before positionals that start with '-'. Unknown options,
+/// missing values and repeated options are usage errors (cli_error with exit_usage).
+parsed_args parse_args(const std::vector<std::string>& args, const command_spec& spec);
+
+/// Whether the arguments ask for help (-h or --help before any `--`).
+bool wants_help(const std::vector<std::string>& args);
+
+/// The text of `gpusort <name> --help`.
+std::string help_text(const command_spec& spec);
+
+}  // namespace gpusort::cli

@@ -1,0 +1,75 @@
+// Files of the command line: inputs mapped read-only, outputs written beside their final path
+// and renamed over it only when complete, so that no failure leaves a partly written output.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+namespace gpusort::cli {
+
+/// A regular file mapped read-only; an empty file maps to nothing (data() is null).
+/// Throws cli_error (exit_runtime) naming the file when it cannot be opened or mapped.
+class mapped_input {
+ public:
+  explicit mapped_input(const std::filesystem::path& path);
+  ~mapped_input();
+  mapped_input(const mapped_input&) = delete;
+  mapped_input& operator=(const mapped_input&) = delete;
+
+  [[nodiscard]] const void* data() const noexcept { return data_; }
+  /// For the engine's type-erased arrays, which are writable views; the mapping is read-only,
+  /// so a write through it would fault: only pass it as a source.
+  [[nodiscard]] void* source() const noexcept { return data_; }
+  [[nodiscard]] std::uint64_t size() const noexcept { return size_; }
+  [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  void* data_{};
+  std::uint64_t size_{};
+};
+
+/// An output of `size` bytes, mapped read-write, that lives in a temporary file in the final
+/// path's folder until publish() renames it over the final path. Until then the final path is
+/// untouched; the destructor removes an unpublished temporary, and so does a fatal signal
+/// (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGBUS) once install_signal_cleanup() has run.
+///
+/// An existing final path keeps its permissions; a symbolic link is followed, so that sorting
+/// through a link replaces the file it names rather than the link.
+class atomic_output {
+ public:
+  atomic_output(const std::filesystem::path& path, std::uint64_t size);
+  ~atomic_output();
+  atomic_output(const atomic_output&) = delete;
+  atomic_output& operator=(const atomic_output&) = delete;
+
+  [[nodiscard]] void* data() const noexcept { return data_; }
+  [[nodiscard]] std::uint64_t size() const noexcept { return size_; }
+
+  /// Writes the mapped bytes to disk (msync, fsync); throws cli_error on an I/O error.
+  void sync();
+  /// Renames the temporary over the final path and syncs the folder. Call sync() first.
+  void publish();
+
+ private:
+  std::filesystem::path path_;  ///< the final path, symbolic links resolved
+  std::string shown_;           ///< the path as given, for messages
+  std::string temp_;
+  int fd_{-1};
+  int slot_{-1};  ///< in the signal cleanup registry
+  void* data_{};
+  std::uint64_t size_{};
+  bool synced_{};
+  bool published_{};
+};
+
+/// Installs handlers that remove unpublished temporaries on fatal signals: SIGINT, SIGTERM,
+/// SIGHUP and SIGQUIT then terminate by the same signal; SIGBUS (an I/O error in a mapped
+/// file: the input was truncated, or the disk is full) prints one line and exits 70.
+void install_signal_cleanup();
+
+/// Whether two paths name the same file, for existing files, or the same location otherwise.
+bool same_file(const std::filesystem::path& a, const std::filesystem::path& b);
+
+}  // namespace gpusort::cli
