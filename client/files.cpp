@@ -116,16 +116,25 @@ atomic_output::atomic_output(const fs::path& path, std::uint64_t size)
 
   const fs::path dir = path_.has_parent_path() ? path_.parent_path() : fs::path{"."};
   std::random_device random;
+  // A fatal signal between creating the temporary and registering it would leave it behind:
+  // hold those signals until the registry knows the file.
+  sigset_t fatal{}, previous{};
+  sigemptyset(&fatal);
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&fatal, sig);
+  ::pthread_sigmask(SIG_BLOCK, &fatal, &previous);
   for (int attempt = 0; fd_ < 0; ++attempt) {
     temp_ = (dir / ("." + path_.filename().string() + ".gpusort-" +
                     std::to_string(::getpid()) + "-" + std::to_string(random()) + ".tmp"))
                 .string();
     fd_ = ::open(temp_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     const int err = errno;
-    if (fd_ < 0 && (err != EEXIST || attempt == 16))
+    if (fd_ < 0 && (err != EEXIST || attempt == 16)) {
+      ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
       throw cli_error{exit_runtime, "cannot write " + shown + ": " + errno_text(err)};
+    }
   }
   slot_ = register_temporary(temp_.c_str());
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 
   std::string failure;
   if (exists && ::fchmod(fd_, st.st_mode & 07777) != 0) {

@@ -1,8 +1,42 @@
 #include "pipeline/device.hpp"
 
+#include "core/cpu_sort.hpp"
+#include "core/keys.hpp"
+
 #include <algorithm>
 
 namespace gpusort::detail {
+
+namespace {
+
+/// The compensated tail: the splitter's key n times, and the values of the equal elements.
+template <typename K, typename V>
+void write_tail(const chunk_task& task, const element_layout& layout)
+{
+  K* dst = static_cast<K*>(task.dst_keys) + task.count;
+  const K ordered = static_cast<K>(task.splitter_bits);
+  const K key = task.dst_ordered ? ordered : from_ordered<K>(ordered, layout.type, layout.direction);
+  const auto n = static_cast<std::int64_t>(task.equal_count);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) dst[i] = key;
+  if constexpr (!std::is_same_v<V, no_value>) {
+    V* vdst = static_cast<V*>(task.dst_values) + task.count;
+    for (const run& sl : task.equal_slices) {
+      parallel_copy(vdst, static_cast<const V*>(task.src_values) + sl.offset,
+                    sl.length * sizeof(V));
+      vdst += sl.length;
+    }
+  }
+}
+
+}  // namespace
+
+void write_equal_tail(const chunk_task& task, const element_layout& layout)
+{
+  if (task.equal_count == 0) return;
+  visit_layout(layout.key_bytes, layout.value_bytes,
+               [&]<typename K, typename V>() { write_tail<K, V>(task, layout); });
+}
 
 job_context::job_context(const sort_options& options, std::uint64_t bytes_per_element)
     : options_{options}, bytes_per_element_{bytes_per_element}
@@ -39,6 +73,13 @@ std::uint64_t task_queue::largest() const noexcept
 {
   std::uint64_t m = 0;
   for (const chunk_task& t : tasks_) m = std::max(m, t.count);
+  return m;
+}
+
+std::size_t task_queue::most_slices() const noexcept
+{
+  std::size_t m = 0;
+  for (const chunk_task& t : tasks_) m = std::max(m, t.slices.size() + t.equal_slices.size());
   return m;
 }
 

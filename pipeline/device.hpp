@@ -45,6 +45,11 @@ struct chunk_task {
   [[nodiscard]] std::uint64_t total() const noexcept { return count + equal_count; }
 };
 
+/// Writes a compensated task's tail behind its `count` sorted elements: the splitter's key
+/// `equal_count` times and the values of the equal elements, host to host. The tail never
+/// needs sorting, so no device has to hold it: only the rest is bounded by the capacity.
+void write_equal_tail(const chunk_task& task, const element_layout& layout);
+
 /// Cancellation and progress of one job, shared by its device workers.
 class job_context {
  public:
@@ -77,6 +82,8 @@ class task_queue {
   }
   /// Largest task, so that devices size their buffers for this round only.
   [[nodiscard]] std::uint64_t largest() const noexcept;
+  /// Most slices of one task (equal slices included), for sizing gather tables.
+  [[nodiscard]] std::size_t most_slices() const noexcept;
   [[nodiscard]] std::size_t size() const noexcept { return tasks_.size(); }
 
  private:

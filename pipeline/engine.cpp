@@ -9,38 +9,68 @@
 #include <gpusort/gpusort.hpp>
 #include <gpusort/units.hpp>
 
+#if GPUSORT_WITH_CUDA
+#include "pipeline/cuda/cuda_device.hpp"
+#endif
+
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
+#include <mutex>
 
 namespace gpusort {
 
 namespace {
 
-std::vector<std::unique_ptr<detail::device>> make_devices(const config& cfg)
-{
+struct device_set {
   std::vector<std::unique_ptr<detail::device>> devices;
-  switch (cfg.devices) {
-    case device_selection::cpu: break;
-    case device_selection::automatic: {
-      const detail::gpu_probe_result probe = detail::probe_gpus();
-      if (probe.gpus.empty()) {
-        spdlog::info("devices: auto: no GPU ({}); sorting on the CPU", probe.note);
-      } else {
-        spdlog::warn("devices: auto: found {} GPU(s) but this build has no GPU executor yet; "
-                     "sorting on the CPU",
-                     probe.gpus.size());
+  bool gpus{};
+};
+
+#if GPUSORT_WITH_CUDA
+device_set make_gpus(const config& cfg, const std::vector<int>& ids)
+{
+  device_set set{.gpus = true};
+  for (const int id : ids)
+    set.devices.push_back(std::make_unique<detail::cuda_device>(
+        detail::cuda_device_options{.id = id, .budget = cfg.device_memory_budget}));
+  return set;
+}
+#endif
+
+device_set make_devices(const config& cfg)
+{
+  if (cfg.devices != device_selection::cpu) {
+    const detail::gpu_probe_result probe = detail::probe_gpus();
+    std::vector<int> ids;
+    if (cfg.devices == device_selection::listed) {
+      for (const int id : cfg.gpu_ids) {
+        if (std::none_of(probe.gpus.begin(), probe.gpus.end(),
+                         [&](const detail::gpu_info& g) { return g.id == id; }))
+          throw config_error{"devices: GPU " + std::to_string(id) + " is not available (" +
+                             std::to_string(probe.gpus.size()) + " GPU(s) found" +
+                             (probe.note.empty() ? "" : ": " + probe.note) + ")"};
+        ids.push_back(id);
       }
-      break;
+    } else {
+      for (const detail::gpu_info& g : probe.gpus) ids.push_back(g.id);
     }
-    case device_selection::listed:
-      throw config_error{"devices: GPUs are listed, but this build has no GPU executor; use "
-                         "'devices: cpu' or 'devices: auto'"};
+    if (!ids.empty()) {
+#if GPUSORT_WITH_CUDA
+      spdlog::info("devices: sorting on {} GPU(s)", ids.size());
+      return make_gpus(cfg, ids);
+#else
+      throw config_error{"devices: GPUs requested, but this build has no CUDA"};
+#endif
+    }
+    spdlog::info("devices: auto: no GPU ({}); sorting on the CPU", probe.note);
   }
-  devices.push_back(
+  device_set set;
+  set.devices.push_back(
       std::make_unique<detail::host_device>(cfg.device_memory_budget, cfg.host_threads));
-  return devices;
+  return set;
 }
 
 void validate(const sort_job& job)
@@ -70,11 +100,58 @@ void validate(const sort_job& job)
 struct engine::impl {
   config cfg;
   std::vector<std::unique_ptr<detail::device>> devices;
+  bool gpus{};
+  /// GPU engines keep the round-1 output pinned across jobs: pinning per job would cost about
+  /// as much as the sort (design.md section 1). One GPU job at a time uses it.
+  std::mutex gpu_mutex;
+  detail::host_buffer round1_cache;
+
+  detail::execution_stats sort_on_gpus(const detail::job_arrays& arrays,
+                                       const detail::element_layout& layout,
+                                       std::optional<std::uint64_t> max_chunk,
+                                       const std::vector<detail::device*>& devs,
+                                       detail::job_context& ctx);
 };
+
+detail::execution_stats engine::impl::sort_on_gpus(const detail::job_arrays& arrays,
+                                                   const detail::element_layout& layout,
+                                                   std::optional<std::uint64_t> max_chunk,
+                                                   const std::vector<detail::device*>& devs,
+                                                   detail::job_context& ctx)
+{
+  const std::lock_guard lock{gpu_mutex};
+#if GPUSORT_WITH_CUDA
+  const std::size_t round1_bytes = detail::round1_bytes(arrays.n, layout);
+  // Out-of-memory on a GPU shrinks the chunks and retries: nothing a failed attempt wrote is
+  // visible (round 1 writes only the round-1 output; a failed round 2 restores the input).
+  constexpr int attempts = 8;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      const detail::chunk_plan plan =
+          detail::make_plan(arrays.n, detail::common_capacity(devs, layout), max_chunk);
+      if (!plan.in_core() && round1_cache.size() < round1_bytes) {
+        round1_cache = detail::host_buffer{};
+        round1_cache = detail::pinned_host_buffer(round1_bytes);
+      }
+      return detail::execute(arrays, layout, plan, devs, ctx, &round1_cache);
+    } catch (const out_of_memory& e) {
+      if (attempt == attempts) throw;
+      spdlog::warn("GPU memory ran out ({}); retrying with smaller chunks", e.what());
+      for (detail::device* d : devs) static_cast<detail::cuda_device*>(d)->shrink_budget();
+    }
+  }
+#else
+  (void)arrays, (void)layout, (void)max_chunk, (void)devs, (void)ctx;
+  throw logic_error{"GPU devices without CUDA support"};
+#endif
+}
+
 
 engine::engine(config cfg) : impl_{std::make_unique<impl>()}
 {
-  impl_->devices = make_devices(cfg);
+  device_set set = make_devices(cfg);
+  impl_->devices = std::move(set.devices);
+  impl_->gpus = set.gpus;
   impl_->cfg = std::move(cfg);
 }
 
@@ -115,15 +192,18 @@ sort_report engine::sort(const sort_job& job, const sort_options& options)
   sort_report report;
   detail::execution_stats stats;
   const config& cfg = impl_->cfg;
-  if (!cfg.device_memory_budget && !cfg.chunk_bytes) {
+  std::optional<std::uint64_t> max_chunk;
+  if (cfg.chunk_bytes) max_chunk = std::max<std::uint64_t>(1, *cfg.chunk_bytes / layout.bytes());
+  if (impl_->gpus) {
+    report.engine = "gpu-dsps";
+    stats = impl_->sort_on_gpus(arrays, layout, max_chunk, devs, ctx);
+  } else if (!cfg.device_memory_budget && !cfg.chunk_bytes) {
     report.engine = "cpu-direct";
     stats = detail::sort_direct(arrays, layout, cfg.host_threads, ctx);
   } else {
     report.engine = "cpu-dsps";
-    const detail::device_capacity cap = detail::common_capacity(devs, layout);
-    std::optional<std::uint64_t> max_chunk;
-    if (cfg.chunk_bytes) max_chunk = std::max<std::uint64_t>(1, *cfg.chunk_bytes / layout.bytes());
-    const detail::chunk_plan plan = detail::make_plan(arrays.n, cap, max_chunk);
+    const detail::chunk_plan plan =
+        detail::make_plan(arrays.n, detail::common_capacity(devs, layout), max_chunk);
     stats = detail::execute(arrays, layout, plan, devs, ctx);
   }
   report.elements = arrays.n;

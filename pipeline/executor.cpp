@@ -51,15 +51,29 @@ void run_round(int round, std::vector<chunk_task> tasks, const element_layout& l
   if (failure) std::rethrow_exception(failure);
 }
 
-/// The round-1 output (ordered bits, dealt runs) lives in host memory the executor owns.
+/// The round-1 output (ordered bits, dealt runs): keys, then values, in the caller's scratch
+/// or in host memory allocated for this job.
 template <typename K, typename V>
-struct round1_output {
-  host_buffer keys;
-  host_buffer values;
-  explicit round1_output(std::uint64_t n)
-      : keys{n * sizeof(K)}, values{std::is_same_v<V, no_value> ? 0 : n * sizeof(V)}
+class round1_output {
+ public:
+  static constexpr std::size_t value_size = std::is_same_v<V, no_value> ? 0 : sizeof(V);
+  round1_output(std::uint64_t n, const element_layout& layout, const host_buffer* scratch)
   {
+    const std::size_t bytes = round1_bytes(n, layout);
+    if (scratch == nullptr || scratch->size() < bytes) {
+      owned_ = host_buffer{bytes};
+      scratch = &owned_;
+    }
+    keys_ = scratch->as<char>();
+    values_ = keys_ + round1_values_offset(n, layout);
   }
+  [[nodiscard]] K* keys() const noexcept { return reinterpret_cast<K*>(keys_); }
+  [[nodiscard]] void* values() const noexcept { return values_; }
+
+ private:
+  host_buffer owned_;
+  char* keys_{};
+  char* values_{};
 };
 
 template <typename K, typename V>
@@ -76,8 +90,8 @@ std::vector<chunk_task> round1_tasks(const job_arrays& a, const chunk_plan& plan
     t.src_values = a.src_values;
     t.slices = {run{begin, m}};
     t.count = m;
-    t.dst_keys = out.keys.template as<K>() + begin;
-    t.dst_values = static_cast<char*>(out.values.data()) + begin * value_size;
+    t.dst_keys = out.keys() + begin;
+    t.dst_values = static_cast<char*>(out.values()) + begin * value_size;
     t.dst_ordered = true;
     t.deal_bins = plan.d;
   }
@@ -91,7 +105,7 @@ std::vector<chunk_task> round2_tasks(const job_arrays& a, const chunk_plan& plan
                                      const splitter_set<K>& splitters, execution_stats& stats)
 {
   constexpr std::size_t value_size = std::is_same_v<V, no_value> ? 0 : sizeof(V);
-  const K* keys = in.keys.template as<K>();
+  const K* keys = in.keys();
   std::vector<chunk_task> tasks;
   tasks.reserve(finals.size());
   for (const std::uint64_t k : largest_first(finals)) {
@@ -99,7 +113,7 @@ std::vector<chunk_task> round2_tasks(const job_arrays& a, const chunk_plan& plan
     if (fc.size == 0) continue;
     chunk_task t;
     t.src_keys = keys;
-    t.src_values = in.values.data();
+    t.src_values = in.values();
     t.src_ordered = true;
     t.dst_keys = static_cast<char*>(a.dst_keys) + fc.out_offset * sizeof(K);
     t.dst_values = static_cast<char*>(a.dst_values) + fc.out_offset * value_size;
@@ -126,21 +140,21 @@ template <typename K, typename V>
 void restore_input(const job_arrays& a, const element_layout& layout,
                    const round1_output<K, V>& r1) noexcept
 {
-  from_ordered_bits<K>(r1.keys.template as<K>(), static_cast<K*>(a.src_keys), a.n, layout.type,
+  from_ordered_bits<K>(r1.keys(), static_cast<K*>(a.src_keys), a.n, layout.type,
                        layout.direction);
   if constexpr (!std::is_same_v<V, no_value>)
-    parallel_copy(a.src_values, r1.values.data(), a.n * sizeof(V));
+    parallel_copy(a.src_values, r1.values(), a.n * sizeof(V));
 }
 
 /// DSPS in two rounds (design.md section 2).
 template <typename K, typename V>
 execution_stats sort_out_of_core(const job_arrays& a, const element_layout& layout,
                                  const chunk_plan& plan, const std::vector<device*>& devices,
-                                 job_context& ctx)
+                                 job_context& ctx, const host_buffer* scratch)
 {
   execution_stats stats{.chunks = plan.d, .rounds = 2};
-  round1_output<K, V> r1{a.n};
-  const K* keys = r1.keys.template as<K>();
+  const round1_output<K, V> r1{a.n, layout, scratch};
+  const K* keys = r1.keys();
 
   // Round 1: sort every chunk and deal it into d sorted runs.
   run_round(1, round1_tasks<K, V>(a, plan, r1), layout, devices, ctx);
@@ -198,13 +212,13 @@ device_capacity common_capacity(const std::vector<device*>& devices,
 
 execution_stats execute(const job_arrays& arrays, const element_layout& layout,
                         const chunk_plan& plan, const std::vector<device*>& devices,
-                        job_context& ctx)
+                        job_context& ctx, const host_buffer* round1_scratch)
 {
   ctx.check();
   if (arrays.n == 0) return execution_stats{.chunks = 0, .rounds = 0};
   if (plan.in_core()) return sort_in_core(arrays, layout, devices, ctx);
   return visit_layout(layout.key_bytes, layout.value_bytes, [&]<typename K, typename V>() {
-    return sort_out_of_core<K, V>(arrays, layout, plan, devices, ctx);
+    return sort_out_of_core<K, V>(arrays, layout, plan, devices, ctx, round1_scratch);
   });
 }
 

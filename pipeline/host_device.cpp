@@ -67,25 +67,6 @@ void write_out(const chunk_task& task, const element_layout& layout, const K* ke
     parallel_copy(task.dst_values, values, n * sizeof(V));
 }
 
-/// The compensated tail: the splitter's key n times, and the values of the equal elements.
-template <typename K, typename V>
-void write_equal_tail(const chunk_task& task, const element_layout& layout)
-{
-  K* dst = static_cast<K*>(task.dst_keys) + task.count;
-  const K splitter = static_cast<K>(task.splitter_bits);
-  std::fill_n(dst, task.equal_count,
-              task.dst_ordered ? splitter : from_ordered<K>(splitter, layout.type,
-                                                            layout.direction));
-  if constexpr (!std::is_same_v<V, no_value>) {
-    V* vdst = static_cast<V*>(task.dst_values) + task.count;
-    for (const run& sl : task.equal_slices) {
-      parallel_copy(vdst, static_cast<const V*>(task.src_values) + sl.offset,
-                    sl.length * sizeof(V));
-      vdst += sl.length;
-    }
-  }
-}
-
 template <typename K, typename V>
 void run_task(const chunk_task& task, const element_layout& layout, chunk_buffers<K, V>& buf,
               unsigned threads)
@@ -102,7 +83,7 @@ void run_task(const chunk_task& task, const element_layout& layout, chunk_buffer
   } else {
     write_out<K, V>(task, layout, a_keys, a_values, task.count);
   }
-  if (task.equal_count > 0) write_equal_tail<K, V>(task, layout);
+  write_equal_tail(task, layout);
 }
 
 }  // namespace

@@ -25,22 +25,32 @@ host_buffer::host_buffer(std::size_t bytes) : bytes_{bytes}
   data_ = p;
 }
 
-host_buffer::~host_buffer()
+void host_buffer::release() noexcept
 {
-  if (data_ != nullptr) ::munmap(data_, bytes_);
+  if (data_ == nullptr) return;
+  if (release_) release_(data_, bytes_);
+  ::munmap(data_, bytes_);
+  data_ = nullptr;
+  bytes_ = 0;
+  release_ = nullptr;
 }
 
+host_buffer::~host_buffer() { release(); }
+
 host_buffer::host_buffer(host_buffer&& other) noexcept
-    : data_{std::exchange(other.data_, nullptr)}, bytes_{std::exchange(other.bytes_, 0)}
+    : data_{std::exchange(other.data_, nullptr)},
+      bytes_{std::exchange(other.bytes_, 0)},
+      release_{std::exchange(other.release_, nullptr)}
 {
 }
 
 host_buffer& host_buffer::operator=(host_buffer&& other) noexcept
 {
   if (this != &other) {
-    if (data_ != nullptr) ::munmap(data_, bytes_);
+    release();
     data_ = std::exchange(other.data_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
+    release_ = std::exchange(other.release_, nullptr);
   }
   return *this;
 }

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 namespace gpusort::detail {
 
@@ -25,9 +26,15 @@ class host_buffer {
   }
   [[nodiscard]] std::size_t size() const noexcept { return bytes_; }
 
+  /// Runs before the memory is unmapped: how a GPU pipeline unpins memory it registered.
+  void set_release_hook(std::function<void(void*, std::size_t)> hook) { release_ = std::move(hook); }
+
  private:
+  void release() noexcept;
+
   void* data_{};
   std::size_t bytes_{};
+  std::function<void(void*, std::size_t)> release_;
 };
 
 }  // namespace gpusort::detail

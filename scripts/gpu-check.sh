@@ -17,8 +17,8 @@ status=0
   echo "host: $(hostname), $(nproc) cores"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 || true
 } | tee "$out/machine.txt"
-for t in gpu pipeline core; do
-  exe="$bin/tests/$t/${t}_tests"
+for exe in "$bin"/tests/gpu/*_tests "$bin"/tests/pipeline/pipeline_tests "$bin"/tests/core/core_tests; do
+  t=$(basename "$exe" _tests)
   [ -x "$exe" ] || { echo "gpu-check: missing $exe" >&2; status=1; continue; }
   echo "== ${t}_tests =="
   GPUSORT_TEST_BUDGET=tiny "$exe" --gtest_brief=1 > "$out/${t}_tests.txt" 2>&1

@@ -1,0 +1,52 @@
+// Device steps of one chunk, the host-side entries (CUB's "device" layer): the in-core radix
+// sort of ordered bits, round-1 dealing and the round-2 gather of slices (from device memory or
+// from mapped pinned host memory). A compensated tail never needs the GPU: the host writes it
+// (pipeline/device.hpp). Includable from plain C++: host declarations only. Nothing here
+// allocates: callers pass scratch, sized by the size queries.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace gpusort::cuda {
+
+/// Scratch bytes radix_sort needs for n elements of key_bytes (4|8) and value_bytes (0|4|8).
+std::size_t radix_sort_scratch_bytes(std::uint64_t n, unsigned key_bytes, unsigned value_bytes);
+
+/// Sorts n ordered-bits keys ascending (values move along) with CUB's onesweep radix sort over
+/// double buffers. Returns true when the sorted result is in the `_alt` buffers.
+bool radix_sort(void* d_keys, void* d_keys_alt, void* d_values, void* d_values_alt,
+                std::uint64_t n, unsigned key_bytes, unsigned value_bytes, void* d_scratch,
+                std::size_t scratch_bytes, cudaStream_t stream);
+
+/// Round-1 dealing: element x of the m sorted elements goes to bin x mod d, bins laid out one
+/// after another (core/plan/dealing.hpp gives the layout). Values may be null.
+void deal(const void* d_keys, const void* d_values, std::uint64_t m, std::uint64_t d,
+          void* d_out_keys, void* d_out_values, unsigned key_bytes, unsigned value_bytes,
+          cudaStream_t stream);
+
+/// One piece of a gather: `length` elements at `src` (device memory, or host memory mapped
+/// into the device's address space) go to element `dst_offset` of the output.
+struct gather_slice {
+  const void* src;
+  std::uint64_t length;
+  std::uint64_t dst_offset;
+};
+
+/// Tuning of the gather kernel: blocks per slice are capped so that small slices do not launch
+/// idle blocks; reads of mapped host memory want many loads in flight.
+struct gather_tuning {
+  std::uint32_t threads_per_block{256};
+  std::uint32_t max_blocks_per_slice{64};
+};
+
+/// Copies every slice of `d_table` (device-accessible, `slices` entries) into `d_out`, elements
+/// of `element_bytes` (4 or 8). One launch for all slices: with d*d slices per final chunk, one
+/// copy call per slice would cost more than the bytes (design.md section 1).
+void gather(const gather_slice* d_table, std::uint32_t slices, std::uint64_t longest_slice,
+            void* d_out, unsigned element_bytes, cudaStream_t stream,
+            const gather_tuning& tuning = {});
+
+}  // namespace gpusort::cuda

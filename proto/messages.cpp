@@ -1,0 +1,300 @@
+#include "proto/messages.hpp"
+
+#include <gpusort/error.hpp>
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+namespace gpusort::proto {
+
+// The C++ enum and the .proto enum are two spellings of one table: keep them equal.
+#define GPUSORT_SAME_TYPE(ours, theirs)                                                       \
+  static_assert(static_cast<int>(message_type::ours) == wire::MESSAGE_TYPE_##theirs)
+GPUSORT_SAME_TYPE(hello, HELLO);
+GPUSORT_SAME_TYPE(allocate, ALLOCATE);
+GPUSORT_SAME_TYPE(release, RELEASE);
+GPUSORT_SAME_TYPE(submit, SUBMIT);
+GPUSORT_SAME_TYPE(cancel, CANCEL);
+GPUSORT_SAME_TYPE(job_status, JOB_STATUS);
+GPUSORT_SAME_TYPE(daemon_status, DAEMON_STATUS);
+GPUSORT_SAME_TYPE(error, ERROR);
+GPUSORT_SAME_TYPE(hello_reply, HELLO_REPLY);
+GPUSORT_SAME_TYPE(allocate_reply, ALLOCATE_REPLY);
+GPUSORT_SAME_TYPE(release_reply, RELEASE_REPLY);
+GPUSORT_SAME_TYPE(submit_reply, SUBMIT_REPLY);
+GPUSORT_SAME_TYPE(cancel_reply, CANCEL_REPLY);
+GPUSORT_SAME_TYPE(job_status_reply, JOB_STATUS_REPLY);
+GPUSORT_SAME_TYPE(daemon_status_reply, DAEMON_STATUS_REPLY);
+GPUSORT_SAME_TYPE(progress, PROGRESS);
+GPUSORT_SAME_TYPE(job_finished, JOB_FINISHED);
+#undef GPUSORT_SAME_TYPE
+
+namespace {
+
+template <std::size_t... I>
+message make_alternative(std::size_t index, std::index_sequence<I...>)
+{
+  message result;
+  // Exactly one I matches; the fold stops there.
+  static_cast<void>(((index == I ? (result.emplace<I>(), true) : false) || ...));
+  return result;
+}
+
+std::size_t index_of(message_type type) noexcept
+{
+  const auto* it = std::find(std::begin(all_message_types), std::end(all_message_types), type);
+  return static_cast<std::size_t>(it - std::begin(all_message_types));
+}
+
+std::string element_problem(std::string_view what, const wire::DataRef& ref,
+                            std::uint64_t element_bytes)
+{
+  if (ref.source_case() == wire::DataRef::SOURCE_NOT_SET)
+    return std::string{what} + " names neither a buffer_id nor an attached_fd";
+  if (ref.offset() % element_bytes != 0)
+    return std::string{what} + ".offset " + std::to_string(ref.offset()) +
+           " is not a multiple of the element size " + std::to_string(element_bytes);
+  return {};
+}
+
+}  // namespace
+
+std::optional<message_type> to_message_type(std::uint16_t raw) noexcept
+{
+  for (const message_type t : all_message_types)
+    if (static_cast<std::uint16_t>(t) == raw) return t;
+  return std::nullopt;
+}
+
+message_class class_of(message_type type) noexcept
+{
+  const auto raw = static_cast<std::uint16_t>(type);
+  if (raw < 0x8000) return message_class::request;
+  if (raw < 0xC000) return message_class::reply;
+  return message_class::event;
+}
+
+message_type type_of(const message& m) noexcept { return all_message_types[m.index()]; }
+
+std::string_view name_of(message_type type) noexcept
+{
+  switch (type) {
+    case message_type::hello: return "HELLO";
+    case message_type::allocate: return "ALLOCATE";
+    case message_type::release: return "RELEASE";
+    case message_type::submit: return "SUBMIT";
+    case message_type::cancel: return "CANCEL";
+    case message_type::job_status: return "JOB_STATUS";
+    case message_type::daemon_status: return "DAEMON_STATUS";
+    case message_type::error: return "ERROR";
+    case message_type::hello_reply: return "HELLO_REPLY";
+    case message_type::allocate_reply: return "ALLOCATE_REPLY";
+    case message_type::release_reply: return "RELEASE_REPLY";
+    case message_type::submit_reply: return "SUBMIT_REPLY";
+    case message_type::cancel_reply: return "CANCEL_REPLY";
+    case message_type::job_status_reply: return "JOB_STATUS_REPLY";
+    case message_type::daemon_status_reply: return "DAEMON_STATUS_REPLY";
+    case message_type::progress: return "PROGRESS";
+    case message_type::job_finished: return "JOB_FINISHED";
+  }
+  return "?";
+}
+
+std::optional<message_type> reply_type_of(message_type request) noexcept
+{
+  if (class_of(request) != message_class::request) return std::nullopt;
+  // Replies mirror the request's number with the top bit set.
+  return to_message_type(static_cast<std::uint16_t>(static_cast<std::uint16_t>(request) | 0x8000u));
+}
+
+message make_message(message_type type)
+{
+  const std::size_t index = index_of(type);
+  GPUSORT_EXPECTS(index < std::variant_size_v<message>, "not a message type");
+  return make_alternative(index, std::make_index_sequence<std::variant_size_v<message>>{});
+}
+
+const google::protobuf::MessageLite& as_protobuf(const message& m) noexcept
+{
+  return std::visit([](const auto& body) -> const google::protobuf::MessageLite& { return body; },
+                    m);
+}
+
+google::protobuf::MessageLite& as_protobuf(message& m) noexcept
+{
+  return std::visit([](auto& body) -> google::protobuf::MessageLite& { return body; }, m);
+}
+
+wire::Status make_status(wire::StatusCode code, std::string text)
+{
+  wire::Status status;
+  status.set_code(code);
+  status.set_message(std::move(text));
+  return status;
+}
+
+message make_error_reply(std::optional<message_type> request, wire::StatusCode code,
+                         std::string text)
+{
+  const std::optional<message_type> reply =
+      request ? reply_type_of(*request) : std::optional<message_type>{};
+  message result = make_message(reply.value_or(message_type::error));
+  std::visit(
+      [&](auto& body) {
+        if constexpr (requires { body.mutable_status(); })
+          *body.mutable_status() = make_status(code, std::move(text));
+      },
+      result);
+  return result;
+}
+
+std::string_view name_of(wire::StatusCode code) noexcept
+{
+  switch (code) {
+    case wire::OK: return "OK";
+    case wire::BAD_REQUEST: return "BAD_REQUEST";
+    case wire::UNSUPPORTED_VERSION: return "UNSUPPORTED_VERSION";
+    case wire::NOT_FOUND: return "NOT_FOUND";
+    case wire::TOO_LARGE: return "TOO_LARGE";
+    case wire::REJECTED_BUSY: return "REJECTED_BUSY";
+    case wire::UNAUTHORIZED: return "UNAUTHORIZED";
+    case wire::CANCELLED: return "CANCELLED";
+    case wire::INTERNAL: return "INTERNAL";
+    case wire::BAD_FD: return "BAD_FD";
+    case wire::PROTOCOL_ERROR: return "PROTOCOL_ERROR";
+    case wire::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
+    case wire::OUT_OF_MEMORY: return "OUT_OF_MEMORY";
+    case wire::SHUTTING_DOWN: return "SHUTTING_DOWN";
+    default: return "UNKNOWN_STATUS";
+  }
+}
+
+std::vector<std::uint32_t> referenced_fds(const wire::SubmitRequest& request)
+{
+  std::vector<std::uint32_t> indices;
+  for (const wire::DataRef* ref : {&request.keys(), &request.values(), &request.keys_out(),
+                                   &request.values_out()})
+    if (ref->source_case() == wire::DataRef::kAttachedFd) indices.push_back(ref->attached_fd());
+  std::sort(indices.begin(), indices.end());
+  indices.erase(std::unique(indices.begin(), indices.end()), indices.end());
+  return indices;
+}
+
+std::size_t expected_fd_count(const message& m)
+{
+  if (const auto* submit = std::get_if<wire::SubmitRequest>(&m))
+    return referenced_fds(*submit).size();
+  if (const auto* allocated = std::get_if<wire::AllocateReply>(&m))
+    return allocated->status().code() == wire::OK ? 1 : 0;
+  return 0;
+}
+
+std::optional<std::string> check_fd_count(const message& m, std::size_t attached)
+{
+  const std::size_t expected = expected_fd_count(m);
+  const std::string carries = std::to_string(attached) +
+                              (attached == 1 ? " descriptor" : " descriptors");
+  if (const auto* submit = std::get_if<wire::SubmitRequest>(&m)) {
+    const std::vector<std::uint32_t> indices = referenced_fds(*submit);
+    // Distinct indices, ascending: they are 0..n-1 exactly when the last one is n-1.
+    if (indices.size() == attached && (indices.empty() || indices.back() + 1 == attached))
+      return std::nullopt;
+    std::string list;
+    for (const std::uint32_t i : indices) list += (list.empty() ? "#" : ", #") + std::to_string(i);
+    return "SUBMIT references " +
+           (indices.empty() ? std::string{"no attached descriptor"}
+                            : "attached descriptors " + list) +
+           " but the frame carries " + carries;
+  }
+  if (expected == attached) return std::nullopt;
+  return std::string{name_of(type_of(m))} + " takes " + std::to_string(expected) +
+         (expected == 1 ? " descriptor" : " descriptors") + " but the frame carries " + carries;
+}
+
+std::optional<std::string> check_submit(const wire::SubmitRequest& request)
+{
+  const std::optional<dtype> type = from_wire(request.dtype());
+  if (!type) return "dtype " + std::to_string(request.dtype()) + " is not a key type";
+  if (!from_wire(request.order()))
+    return "order " + std::to_string(request.order()) + " is neither ascending nor descending";
+  const std::uint32_t value_bytes = request.value_bytes();
+  if (value_bytes != 0 && value_bytes != 4 && value_bytes != 8)
+    return "value_bytes " + std::to_string(value_bytes) + " is not 0, 4 or 8";
+  const bool has_values = value_bytes != 0;
+  const std::uint64_t key_bytes = size_of(*type);
+  if (request.count() > std::numeric_limits<std::uint64_t>::max() / (key_bytes + value_bytes))
+    return "count " + std::to_string(request.count()) + " overflows 64-bit byte sizes";
+
+  if (!request.has_keys()) return "keys missing";
+  if (auto problem = element_problem("keys", request.keys(), key_bytes); !problem.empty())
+    return problem;
+  if (has_values != request.has_values())
+    return has_values ? "values missing although value_bytes is " + std::to_string(value_bytes)
+                      : std::string{"values given although value_bytes is 0"};
+  if (has_values) {
+    if (auto problem = element_problem("values", request.values(), value_bytes);
+        !problem.empty())
+      return problem;
+  }
+  if (request.in_place()) {
+    if (request.has_keys_out() || request.has_values_out())
+      return "in_place job with keys_out or values_out";
+    return std::nullopt;
+  }
+  if (!request.has_keys_out()) return "keys_out missing for a job that is not in place";
+  if (auto problem = element_problem("keys_out", request.keys_out(), key_bytes);
+      !problem.empty())
+    return problem;
+  if (has_values != request.has_values_out())
+    return has_values ? std::string{"values_out missing for a job with values"}
+                      : std::string{"values_out given for a job without values"};
+  if (has_values) {
+    if (auto problem = element_problem("values_out", request.values_out(), value_bytes);
+        !problem.empty())
+      return problem;
+  }
+  return std::nullopt;
+}
+
+std::optional<dtype> from_wire(wire::DType type) noexcept
+{
+  switch (type) {
+    case wire::DTYPE_U32: return dtype::u32;
+    case wire::DTYPE_I32: return dtype::i32;
+    case wire::DTYPE_U64: return dtype::u64;
+    case wire::DTYPE_I64: return dtype::i64;
+    case wire::DTYPE_F32: return dtype::f32;
+    case wire::DTYPE_F64: return dtype::f64;
+    default: return std::nullopt;
+  }
+}
+
+wire::DType to_wire(dtype type) noexcept
+{
+  switch (type) {
+    case dtype::u32: return wire::DTYPE_U32;
+    case dtype::i32: return wire::DTYPE_I32;
+    case dtype::u64: return wire::DTYPE_U64;
+    case dtype::i64: return wire::DTYPE_I64;
+    case dtype::f32: return wire::DTYPE_F32;
+    case dtype::f64: return wire::DTYPE_F64;
+  }
+  return wire::DTYPE_UNSPECIFIED;
+}
+
+std::optional<order> from_wire(wire::Order o) noexcept
+{
+  switch (o) {
+    case wire::ORDER_ASCENDING: return order::ascending;
+    case wire::ORDER_DESCENDING: return order::descending;
+    default: return std::nullopt;
+  }
+}
+
+wire::Order to_wire(order o) noexcept
+{
+  return o == order::descending ? wire::ORDER_DESCENDING : wire::ORDER_ASCENDING;
+}
+
+}  // namespace gpusort::proto

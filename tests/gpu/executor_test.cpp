@@ -1,0 +1,198 @@
+// The engine on GPUs: every key type, order and distribution through the two-round pipeline,
+// pairs, pinned and pageable inputs, several GPUs, a budget above the GPU's memory, and an array
+// past 2^32 elements. Checked by the order-plus-fingerprint verifier; skipped without a GPU.
+#include "gpu_test_support.hpp"
+
+#include "core/generate.hpp"
+#include "core/verify.hpp"
+#include "core/cuda/chunk_ops.cuh"
+#include "pipeline/cuda/cuda_device.hpp"
+
+#include <gpusort/gpusort.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpusort {
+namespace {
+
+using test::gpu_test;
+
+/// A GPU configuration whose chunk limit forces at least 16 chunks for n elements and whose
+/// budget leaves a capacity of about n/8 elements, so that heavy duplicates must compensate.
+/// The budget covers what cuda_device reserves besides chunks: 64 MiB and the sort's scratch.
+config forced_out_of_core(std::uint64_t n, unsigned key_bytes, unsigned value_bytes = 0)
+{
+  const std::uint64_t element_bytes = key_bytes + value_bytes;
+  config cfg;
+  cfg.devices = device_selection::listed;
+  cfg.gpu_ids = {0};
+  cfg.chunk_bytes = std::max<std::uint64_t>(4096, (n + 15) / 16 * element_bytes);
+  const std::uint64_t scratch = cuda::radix_sort_scratch_bytes(n, key_bytes, value_bytes);
+  cfg.device_memory_budget = (std::uint64_t{64} << 20) + 2 * scratch +
+                             detail::cuda_device::buffers_per_element * element_bytes *
+                                 std::max<std::uint64_t>(n / 8, 4096);
+  return cfg;
+}
+
+/// Inputs that must overflow a final chunk at a capacity of n/8: a value with more than n/8
+/// copies (fewunique's 16 values have n/16 each, so it need not compensate here).
+bool heavy(distribution d)
+{
+  return d == distribution::zero || d == distribution::detdupes;
+}
+
+template <typename K>
+class GpuEngineKeys : public gpu_test {};
+using key_types = ::testing::Types<std::uint32_t, std::int32_t, std::uint64_t, std::int64_t,
+                                   float, double>;
+TYPED_TEST_SUITE(GpuEngineKeys, key_types);
+
+TYPED_TEST(GpuEngineKeys, EveryDistributionAndOrderOutOfCoreAndInCore)
+{
+  using K = TypeParam;
+  for (const distribution dist : all_distributions) {
+    if (!applies_to(dist, dtype_of_v<K>)) continue;
+    for (const order dir : {order::ascending, order::descending}) {
+      for (const std::uint64_t n : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{1000},
+                                    std::uint64_t{999'983}, std::uint64_t{3'000'017}}) {
+        for (const bool forced : {true, false}) {
+          SCOPED_TRACE(std::string{name_of(dist)} + (dir == order::ascending ? " asc" : " desc") +
+                       " n=" + std::to_string(n) + (forced ? " forced" : " default"));
+          std::vector<K> keys(n);
+          generate(std::span<K>{keys}, dist, n + 3);
+          const key_array view{keys.data(), n, dtype_of_v<K>};
+          const fingerprint before = fingerprint_of(view);
+          config cfg = forced ? forced_out_of_core(n, sizeof(K)) : config{};
+          const sort_report r = engine{cfg}.sort(sort_job{.keys = view}, {.direction = dir});
+          const verify_result v = verify(view, std::nullopt, dir, before);
+          ASSERT_TRUE(v.ok) << v.message << " (d=" << r.chunks << ")";
+          EXPECT_EQ(r.engine, "gpu-dsps");
+          if (forced && n >= 999'983) {
+            EXPECT_EQ(r.rounds, 2);
+            EXPECT_GE(r.chunks, 16U);
+            if (heavy(dist)) {
+              EXPECT_GT(r.compensated_chunks, 0U);
+            }
+          }
+          if (!forced && n > 0) {
+            EXPECT_EQ(r.rounds, 1);
+          }
+        }
+      }
+    }
+  }
+}
+
+template <typename K, typename V>
+void check_pairs(const config& cfg, std::uint64_t n, distribution dist, order dir, bool separate)
+{
+  SCOPED_TRACE(std::string{name_of(dist)} + " n=" + std::to_string(n) + " vb=" +
+               std::to_string(sizeof(V)));
+  std::vector<K> keys(n), kout(separate ? n : 0);
+  std::vector<V> values(n), vout(separate ? n : 0);
+  generate(std::span<K>{keys}, dist, 17);
+  generate_values(value_array{values.data(), n, sizeof(V)}, 18);
+  const std::vector<K> original_keys = keys;
+  const key_array kv{keys.data(), n, dtype_of_v<K>};
+  const value_array vv{values.data(), n, sizeof(V)};
+  const fingerprint before = fingerprint_of(kv, vv);
+  sort_job job{.keys = kv, .values = vv};
+  if (separate) {
+    job.keys_out = kout.data();
+    job.values_out = vout.data();
+  }
+  engine{cfg}.sort(job, {.direction = dir});
+  const verify_result v =
+      verify(key_array{separate ? kout.data() : keys.data(), n, dtype_of_v<K>},
+             value_array{separate ? vout.data() : values.data(), n, sizeof(V)}, dir, before);
+  ASSERT_TRUE(v.ok) << v.message;
+  if (separate) {
+    EXPECT_EQ(std::memcmp(keys.data(), original_keys.data(), n * sizeof(K)), 0);
+  }
+}
+
+TYPED_TEST(GpuEngineKeys, PairsTravelTogether)
+{
+  using K = TypeParam;
+  for (const distribution dist : {distribution::uniform, distribution::zero,
+                                  distribution::detdupes, distribution::sorted}) {
+    const std::uint64_t n = 2'000'003;
+    check_pairs<K, std::uint32_t>(forced_out_of_core(n, sizeof(K), 4), n, dist,
+                                  order::ascending, false);
+    check_pairs<K, std::uint64_t>(forced_out_of_core(n, sizeof(K), 8), n, dist,
+                                  order::descending, true);
+    check_pairs<K, std::uint64_t>(config{}, n, dist, order::ascending, true);
+  }
+}
+
+TEST_F(gpu_test, PinnedInputsCopyDirectly)
+{
+  const std::uint64_t n = 50'000'000;
+  detail::host_buffer in = detail::pinned_host_buffer(n * 8);
+  detail::host_buffer out = detail::pinned_host_buffer(n * 8);
+  auto* keys = in.as<std::uint64_t>();
+  generate(std::span<std::uint64_t>{keys, n}, distribution::gaussian, 4);
+  const key_array view{keys, n, dtype::u64};
+  const fingerprint before = fingerprint_of(view);
+  const sort_report r = engine{forced_out_of_core(n, 8)}.sort(
+      sort_job{.keys = view, .keys_out = out.data()});
+  EXPECT_GE(r.chunks, 16U);
+  EXPECT_TRUE(verify(key_array{out.data(), n, dtype::u64}, std::nullopt, order::ascending,
+                     before)
+                  .ok);
+}
+
+TEST_F(gpu_test, ABudgetAboveTheGpuShrinksAndSucceeds)
+{
+  const std::uint64_t n = 20'000'000;
+  std::vector<std::int64_t> keys(n);
+  generate(std::span<std::int64_t>{keys}, distribution::uniform, 5);
+  const key_array view{keys.data(), n, dtype::i64};
+  const fingerprint before = fingerprint_of(view);
+  config cfg;
+  cfg.device_memory_budget = std::uint64_t{1} << 50;  // 1 PiB
+  engine{cfg}.sort(std::span<std::int64_t>{keys});
+  EXPECT_TRUE(verify(view, std::nullopt, order::ascending, before).ok);
+}
+
+TEST_F(gpu_test, TwoGpusShareTheChunks)
+{
+  if (test::probed_gpus().gpus.size() < 2) GTEST_SKIP() << "needs two GPUs";
+  const std::uint64_t n = 100'000'000;
+  std::vector<double> keys(n);
+  generate(std::span<double>{keys}, distribution::nanmix, 6);
+  const key_array view{keys.data(), n, dtype::f64};
+  const fingerprint before = fingerprint_of(view);
+  config cfg = forced_out_of_core(n, 8);
+  cfg.gpu_ids = {0, 1};
+  const sort_report r = engine{cfg}.sort(std::span<double>{keys}, {.direction = order::descending});
+  EXPECT_EQ(r.devices.size(), 2U);
+  EXPECT_TRUE(verify(view, std::nullopt, order::descending, before).ok);
+}
+
+TEST_F(gpu_test, PastTwoToTheThirtyTwoElements)
+{
+  if (std::getenv("GPUSORT_TEST_HUGE") == nullptr)
+    GTEST_SKIP() << "set GPUSORT_TEST_HUGE=1 (needs about 40 GiB of host memory)";
+  const std::uint64_t n = (std::uint64_t{1} << 32) + 1001;
+  std::vector<std::uint32_t> keys(n);
+  generate(std::span<std::uint32_t>{keys}, distribution::uniform, 7);
+  const key_array view{keys.data(), n, dtype::u32};
+  const fingerprint before = fingerprint_of(view);
+  config cfg;
+  cfg.devices = device_selection::listed;
+  cfg.gpu_ids = {0};
+  cfg.device_memory_budget = std::uint64_t{8} << 30;  // about 2 GiB chunks: d >= 8
+  const sort_report r = engine{cfg}.sort(std::span<std::uint32_t>{keys});
+  EXPECT_EQ(r.rounds, 2);
+  EXPECT_TRUE(verify(view, std::nullopt, order::ascending, before).ok);
+}
+
+}  // namespace
+}  // namespace gpusort
