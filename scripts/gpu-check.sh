@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # The one-command GPU check: runs the GPU tests and the engine tests on this host's GPUs and
 # the CPU benchmark, and writes what they printed to OUTDIR (default bench/results/<host-date>).
-# Build here first (scripts/build.sh release) or point GPUSORT_BIN at a folder of built
-# binaries with the same layout as build/release.
+# Uses dist/ from scripts/bundle.sh when present, else build/release; GPUSORT_BIN overrides.
 #   scripts/gpu-check.sh [OUTDIR] [bench count, default 1Gi]
 set -uo pipefail
 cd "$(dirname "$0")/.."
-bin="${GPUSORT_BIN:-build/release}"
+bin="${GPUSORT_BIN:-$( [ -d dist ] && echo dist || echo build/release )}"
 out="${1:-bench/results/$(hostname)-$(date -u +%Y%m%d)}"
 count="${2:-1Gi}"
 mkdir -p "$out"

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Builds the release binaries and test binaries into dist/, a folder that runs on a GPU host with
+# only the NVIDIA driver (yaml-cpp and protobuf static, cudart static, spdlog/fmt header-only).
+# On the GPU host: GPUSORT_BIN=dist scripts/gpu-check.sh OUTDIR
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/build.sh release
+out=dist
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/bench" "$out/tests"
+cp build/release/client/gpusort "$out/bin/"
+for b in build/release/bench/*_bench; do cp "$b" "$out/bench/"; done
+for t in build/release/tests/*/*_tests; do
+  mkdir -p "$out/tests/$(basename "$(dirname "$t")")"
+  cp "$t" "$out/tests/$(basename "$(dirname "$t")")/"
+done
+git rev-parse --short HEAD > "$out/COMMIT" 2>/dev/null || echo unknown > "$out/COMMIT"
+# Anything beyond the C/C++ runtime and OpenMP would not be on the GPU host.
+unexpected=$(for f in "$out"/bin/* "$out"/bench/* "$out"/tests/*/*; do ldd "$f"; done |
+  awk '{print $1}' | sort -u |
+  grep -v -E '^(linux-vdso|/lib64/ld-linux|libc\.so|libm\.so|libstdc\+\+|libgcc_s|libgomp|libpthread|libdl|librt|libutil)' || true)
+if [ -n "$unexpected" ]; then
+  echo "bundle: unexpected shared libraries: $unexpected" >&2
+  exit 1
+fi
+du -sh "$out"
