@@ -2,6 +2,8 @@
 // count of this process's open descriptors.
 #pragma once
 
+#include "tests/support/open_fds.hpp"
+
 #include "proto/frame.hpp"
 
 #include <google/protobuf/util/message_differencer.h>
@@ -17,14 +19,7 @@
 
 namespace gpusort::proto::test {
 
-/// Open descriptors of this process (the directory iterator's own counts alike every time).
-inline std::size_t open_fd_count()
-{
-  std::size_t n = 0;
-  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator{"/proc/self/fd"})
-    ++n;
-  return n;
-}
+using test_support::open_fd_count;
 
 inline unique_fd make_memfd(const std::string& name = "proto-test")
 {

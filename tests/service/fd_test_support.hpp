@@ -1,6 +1,8 @@
 // Helpers shared by the service tests: counting open descriptors, making memfds and files.
 #pragma once
 
+#include "tests/support/open_fds.hpp"
+
 #include "service/unique_fd.hpp"
 
 #include <gtest/gtest.h>
@@ -15,14 +17,7 @@
 
 namespace gpusort::service::testing {
 
-/// Open descriptors of this process, from the kernel's own list.
-inline std::size_t open_fd_count()
-{
-  std::size_t n = 0;
-  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator{"/proc/self/fd"})
-    ++n;
-  return n;
-}
+using test_support::open_fd_count;
 
 inline unique_fd make_memfd(std::uint64_t size, int seals, bool allow_sealing = true)
 {
