@@ -254,6 +254,29 @@ sort_report run_engine(const config& cfg, const sort_job& job, const sort_option
 
 void print_help(const command_spec& spec) { std::fputs(help_text(spec).c_str(), stdout); }
 
+/// The command's arguments, parsed; nullopt when they asked for help, which is then printed.
+std::optional<parsed_args> parse_or_help(const std::vector<std::string>& args,
+                                         const command_spec& spec)
+{
+  if (wants_help(args)) {
+    print_help(spec);
+    return std::nullopt;
+  }
+  return parse_args(args, spec);
+}
+
+/// The one file a command takes; `missing` says what the command needs when none is given.
+const std::string& one_file(const parsed_args& a, std::string_view command,
+                            std::string_view missing)
+{
+  if (a.positionals.size() != 1)
+    throw cli_error{exit_usage, a.positionals.empty()
+                                    ? std::string{command} + " needs " + std::string{missing}
+                                    : std::string{command} + " takes one file, got " +
+                                          std::to_string(a.positionals.size())};
+  return a.positionals.front();
+}
+
 }  // namespace
 
 std::string one_line(std::string text)
@@ -275,12 +298,9 @@ const command_spec* find_command(std::string_view name)
 
 int run_gen(const std::vector<std::string>& args)
 {
-  const command_spec& spec = gen_spec();
-  if (wants_help(args)) {
-    print_help(spec);
-    return exit_ok;
-  }
-  const parsed_args a = parse_args(args, spec);
+  const std::optional<parsed_args> parsed = parse_or_help(args, gen_spec());
+  if (!parsed) return exit_ok;
+  const parsed_args& a = *parsed;
   if (!a.positionals.empty())
     throw cli_error{exit_usage, "gen writes to --out, unexpected argument '" +
                                     a.positionals.front() + "'"};
@@ -333,18 +353,10 @@ int run_gen(const std::vector<std::string>& args)
 
 int run_sort(const std::vector<std::string>& args)
 {
-  const command_spec& spec = sort_spec();
-  if (wants_help(args)) {
-    print_help(spec);
-    return exit_ok;
-  }
-  const parsed_args a = parse_args(args, spec);
-  if (a.positionals.size() != 1)
-    throw cli_error{exit_usage, a.positionals.empty()
-                                    ? "sort needs the file to sort"
-                                    : "sort takes one file, got " +
-                                          std::to_string(a.positionals.size())};
-  const fs::path input_path = a.positionals.front();
+  const std::optional<parsed_args> parsed = parse_or_help(args, sort_spec());
+  if (!parsed) return exit_ok;
+  const parsed_args& a = *parsed;
+  const fs::path input_path = one_file(a, "sort", "the file to sort");
   const dtype t = dtype_option(a);
   const std::optional<std::string> values_path = a.get("values");
   if (!values_path && a.has("values-out"))
@@ -438,17 +450,10 @@ int run_sort(const std::vector<std::string>& args)
 
 int run_verify(const std::vector<std::string>& args)
 {
-  const command_spec& spec = verify_spec();
-  if (wants_help(args)) {
-    print_help(spec);
-    return exit_ok;
-  }
-  const parsed_args a = parse_args(args, spec);
-  if (a.positionals.size() != 1)
-    throw cli_error{exit_usage, a.positionals.empty()
-                                    ? "verify needs the sorted file"
-                                    : "verify takes one file, got " +
-                                          std::to_string(a.positionals.size())};
+  const std::optional<parsed_args> parsed = parse_or_help(args, verify_spec());
+  if (!parsed) return exit_ok;
+  const parsed_args& a = *parsed;
+  const std::string& sorted_path = one_file(a, "verify", "the sorted file");
   const dtype t = dtype_option(a);
   const std::string original_path = a.require("original");
   if (a.has("values") != a.has("original-values"))
@@ -459,7 +464,7 @@ int run_verify(const std::vector<std::string>& args)
   const order direction = a.has("descending") ? order::descending : order::ascending;
 
   const std::string key_what = std::string{name_of(t)} + " keys";
-  const mapped_input sorted{a.positionals.front()};
+  const mapped_input sorted{sorted_path};
   const std::uint64_t n = element_count(sorted, size_of(t), key_what);
   const mapped_input original{original_path};
   const std::uint64_t on = element_count(original, size_of(t), key_what);
