@@ -79,7 +79,7 @@ std::uint64_t task_queue::largest() const noexcept
 std::size_t task_queue::most_slices() const noexcept
 {
   std::size_t m = 0;
-  for (const chunk_task& t : tasks_) m = std::max(m, t.slices.size() + t.equal_slices.size());
+  for (const chunk_task& t : tasks_) m = std::max(m, t.slices.size());
   return m;
 }
 

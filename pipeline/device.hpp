@@ -82,7 +82,8 @@ class task_queue {
   }
   /// Largest task, so that devices size their buffers for this round only.
   [[nodiscard]] std::uint64_t largest() const noexcept;
-  /// Most slices of one task (equal slices included), for sizing gather tables.
+  /// Most slices to gather for one task, for sizing gather tables (equal slices are written by
+  /// the host: see write_equal_tail).
   [[nodiscard]] std::size_t most_slices() const noexcept;
   [[nodiscard]] std::size_t size() const noexcept { return tasks_.size(); }
 

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -23,6 +24,18 @@ namespace gpusort::detail {
 namespace {
 
 constexpr std::uint32_t max_slices_per_launch = 65535;
+
+/// The runtime's view of `p` when it lies in page-locked host memory, else nullopt.
+std::optional<cudaPointerAttributes> pinned_attributes(const void* p) noexcept
+{
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();
+    return std::nullopt;
+  }
+  if (a.type != cudaMemoryTypeHost) return std::nullopt;
+  return a;
+}
 
 /// One chunk's place in the ring: its device buffers, its gather tables and its events.
 struct slot {
@@ -109,13 +122,8 @@ void copy_to_device(char* d_dst, const void* src, std::uint64_t bytes, cudaStrea
 /// Device address of mapped pinned host memory, or null when kernels cannot read it.
 const char* mapped_address(const void* host) noexcept
 {
-  cudaPointerAttributes a{};
-  if (cudaPointerGetAttributes(&a, host) != cudaSuccess) {
-    cudaGetLastError();
-    return nullptr;
-  }
-  if (a.type != cudaMemoryTypeHost) return nullptr;
-  return static_cast<const char*>(a.devicePointer);
+  const std::optional<cudaPointerAttributes> a = pinned_attributes(host);
+  return a ? static_cast<const char*>(a->devicePointer) : nullptr;
 }
 
 /// Everything one round needs on one GPU, released only after its streams are idle.
@@ -434,14 +442,6 @@ host_buffer pinned_host_buffer(std::size_t bytes)
   return b;
 }
 
-bool is_pinned(const void* p) noexcept
-{
-  cudaPointerAttributes a{};
-  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return a.type == cudaMemoryTypeHost;
-}
+bool is_pinned(const void* p) noexcept { return pinned_attributes(p).has_value(); }
 
 }  // namespace gpusort::detail
