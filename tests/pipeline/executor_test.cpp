@@ -9,18 +9,30 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <thread>
 #include <vector>
 
 namespace gpusort::detail {
 namespace {
 
-/// A host device that counts the tasks it ran and can fail at its k-th task of a round.
+/// A host device that counts the tasks it ran and can fail at its k-th task of a round. A
+/// failing device raises `failed`; a device given `wait_for` holds back in round `hold_round`
+/// until that flag is up (at most 10 s), so that the failing device is sure to reach its k-th
+/// task however the threads are scheduled.
 class probe_device final : public device {
  public:
-  probe_device(std::uint64_t budget, int index, int fail_round = 0, int fail_at = -1)
-      : inner_{budget, 1, index}, fail_round_{fail_round}, fail_at_{fail_at}
+  probe_device(std::uint64_t budget, int index, int fail_round = 0, int fail_at = -1,
+               std::atomic<bool>* failed = nullptr, int hold_round = 0,
+               const std::atomic<bool>* wait_for = nullptr)
+      : inner_{budget, 1, index},
+        fail_round_{fail_round},
+        fail_at_{fail_at},
+        failed_{failed},
+        hold_round_{hold_round},
+        wait_for_{wait_for}
   {
   }
   [[nodiscard]] std::string name() const override { return inner_.name(); }
@@ -31,10 +43,18 @@ class probe_device final : public device {
   void process(const element_layout& layout, task_queue& queue, job_context& ctx) override
   {
     ++round_;
+    if (round_ == hold_round_ && wait_for_ != nullptr) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{10};
+      while (!wait_for_->load() && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds{1});
+    }
     int ran = 0;
     // Take one task at a time through a single-task queue so the failure lands mid-round.
     while (const chunk_task* t = queue.pop()) {
-      if (round_ == fail_round_ && ran == fail_at_) throw cuda_error{"injected device failure"};
+      if (round_ == fail_round_ && ran == fail_at_) {
+        if (failed_ != nullptr) failed_->store(true);
+        throw cuda_error{"injected device failure"};
+      }
       std::vector<chunk_task> one{*t};
       task_queue single{std::move(one)};
       inner_.process(layout, single, ctx);
@@ -48,6 +68,9 @@ class probe_device final : public device {
   host_device inner_;
   int fail_round_;
   int fail_at_;
+  std::atomic<bool>* failed_;
+  int hold_round_;
+  const std::atomic<bool>* wait_for_;
   int round_{};
   std::atomic<int> tasks_{0};
 };
@@ -88,8 +111,9 @@ TEST(Executor, AFailingDeviceFailsTheJobAndRestoresAnInPlaceInput)
     const std::vector<float> original = keys;
     const key_array view{keys.data(), n, dtype::f32};
     const fingerprint before = fingerprint_of(view);
-    probe_device good{std::uint64_t{2} << 20, 0};
-    probe_device bad{std::uint64_t{2} << 20, 1, fail_round, 1};
+    std::atomic<bool> failed{false};
+    probe_device good{std::uint64_t{2} << 20, 0, 0, -1, nullptr, fail_round, &failed};
+    probe_device bad{std::uint64_t{2} << 20, 1, fail_round, 1, &failed};
     std::vector<device*> devs{&good, &bad};
     const element_layout layout{.type = dtype::f32, .key_bytes = 4};
     const chunk_plan plan = make_plan(n, common_capacity(devs, layout));
