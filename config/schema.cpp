@@ -10,6 +10,7 @@
 #include <charconv>
 #include <climits>
 #include <optional>
+#include <utility>
 #include <unordered_set>
 
 namespace gpusort::detail {
@@ -140,31 +141,56 @@ key_spec path_key(std::string_view name, std::string config::*member, std::size_
   };
 }
 
-key_spec log_level_key(std::string_view name, log_level config::*member,
-                       std::string_view meaning)
+/// A key that takes one of a fixed set of words, each naming one value of the enum E.
+template <typename E, std::size_t N>
+key_spec enum_key(std::string_view name, E config::*member,
+                  const std::array<std::pair<E, std::string_view>, N>& words,
+                  std::string_view meaning)
 {
-  static constexpr std::array levels{log_level::trace, log_level::debug, log_level::info,
-                                     log_level::warn,  log_level::error, log_level::off};
   std::string names;
   std::string markdown;
-  for (const log_level l : levels) {
-    names += (names.empty() ? "" : ", ") + std::string{name_of(l)};
-    markdown += (markdown.empty() ? "one of `" : ", `") + std::string{name_of(l)} + "`";
+  for (const auto& [value, word] : words) {
+    names += (names.empty() ? "" : ", ") + std::string{word};
+    markdown += (markdown.empty() ? "one of `" : ", `") + std::string{word} + "`";
   }
   return {
       name,
       markdown,
       meaning,
-      [member, expected = "one of " + names](const YAML::Node& value, const YAML::Mark& mark,
-                                             config& cfg) {
+      [member, words, expected = "one of " + names](const YAML::Node& value,
+                                                    const YAML::Mark& mark, config& cfg) {
         const std::string& text = scalar(value, mark, expected);
-        const auto* found = std::find_if(levels.begin(), levels.end(),
-                                         [&](log_level l) { return name_of(l) == text; });
-        if (found == levels.end()) reject(value, mark, expected);
-        cfg.*member = *found;
+        const auto found = std::find_if(words.begin(), words.end(),
+                                        [&](const auto& w) { return w.second == text; });
+        if (found == words.end()) reject(value, mark, expected);
+        cfg.*member = found->first;
       },
-      [member](const config& cfg) { return std::string{name_of(cfg.*member)}; },
+      [member, words](const config& cfg) {
+        const auto found = std::find_if(words.begin(), words.end(),
+                                        [&](const auto& w) { return w.first == cfg.*member; });
+        return std::string{found->second};
+      },
   };
+}
+
+key_spec log_level_key(std::string_view name, log_level config::*member,
+                       std::string_view meaning)
+{
+  static constexpr std::array levels{log_level::trace, log_level::debug, log_level::info,
+                                     log_level::warn,  log_level::error, log_level::off};
+  std::array<std::pair<log_level, std::string_view>, levels.size()> words{};
+  for (std::size_t i = 0; i < levels.size(); ++i) words[i] = {levels[i], name_of(levels[i])};
+  return enum_key(name, member, words, meaning);
+}
+
+key_spec incore_engine_key(std::string_view meaning)
+{
+  static constexpr std::array<std::pair<incore_engine, std::string_view>, 3> words{{
+      {incore_engine::automatic, "auto"},
+      {incore_engine::radix, "radix"},
+      {incore_engine::sample, "sample"},
+  }};
+  return enum_key("incore_engine", &config::incore, words, meaning);
 }
 
 key_spec devices_key(std::string_view meaning)
@@ -269,6 +295,9 @@ const std::vector<key_spec>& config_keys()
                   "Threads for work on the host CPU; 0: one per core."),
       path_key("socket", &config::socket, max_socket_path,
                "Path of the daemon's Unix domain socket."),
+      incore_engine_key("How a GPU sorts one chunk in its memory: `radix` CUB's radix sort, "
+                        "`sample` the GPU sample sort, `auto` the faster of the two for the key "
+                        "type (from the benchmark)."),
       log_level_key("log_level", &config::level, "Least severe messages that are logged."),
   };
   return keys;

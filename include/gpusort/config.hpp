@@ -16,6 +16,13 @@ enum class device_selection : std::uint8_t {
   listed,     ///< the GPU ids in config::gpu_ids
 };
 
+/// How a GPU sorts a chunk that lies in its memory.
+enum class incore_engine : std::uint8_t {
+  automatic,  ///< the faster of the two for the key type, as measured by bench/gpu_bench
+  radix,      ///< cub::DeviceRadixSort
+  sample,     ///< the GPU sample sort (Leischner, Osipov and Sanders)
+};
+
 enum class log_level : std::uint8_t { trace, debug, info, warn, error, off };
 
 struct config {
@@ -29,7 +36,10 @@ struct config {
   std::uint64_t pinned_pool_bytes{std::uint64_t{4} << 30};
   unsigned host_threads{0};  ///< 0: every core
   std::string socket{"/run/gpusort/gpusort.sock"};
+  incore_engine incore{incore_engine::automatic};
   log_level level{log_level::info};
+
+  bool operator==(const config&) const = default;
 };
 
 /// Parses YAML text. `source` names the text in error messages (a file name).

@@ -21,32 +21,14 @@
 
 namespace gpusort {
 
-// For readable failures of EXPECT_EQ on whole configurations.
-bool operator==(const config& a, const config& b)
-{
-  return a.devices == b.devices && a.gpu_ids == b.gpu_ids &&
-         a.device_memory_budget == b.device_memory_budget && a.chunk_bytes == b.chunk_bytes &&
-         a.pinned_pool_bytes == b.pinned_pool_bytes && a.host_threads == b.host_threads &&
-         a.socket == b.socket && a.level == b.level;
-}
-
-void PrintTo(const config& c, std::ostream* os)
-{
-  const auto opt = [](const std::optional<std::uint64_t>& v) {
-    return v ? std::to_string(*v) : std::string{"auto"};
-  };
-  *os << "{devices=" << static_cast<int>(c.devices) << " ids=[";
-  for (const int id : c.gpu_ids) *os << id << ' ';
-  *os << "] budget=" << opt(c.device_memory_budget) << " chunk=" << opt(c.chunk_bytes)
-      << " pinned=" << c.pinned_pool_bytes << " threads=" << c.host_threads << " socket='"
-      << c.socket << "' level=" << static_cast<int>(c.level) << '}';
-}
+// For readable failures of EXPECT_EQ on whole configurations: every key, as YAML.
+void PrintTo(const config& c, std::ostream* os) { *os << "\n" << to_yaml(c); }
 
 namespace {
 
-constexpr std::array<std::string_view, 7> all_keys{
-    "devices",      "device_memory_budget", "chunk_bytes", "pinned_pool_bytes",
-    "host_threads", "socket",               "log_level"};
+constexpr std::array<std::string_view, 8> all_keys{
+    "devices",      "device_memory_budget", "chunk_bytes",   "pinned_pool_bytes",
+    "host_threads", "socket",               "incore_engine", "log_level"};
 
 /// The message of the config_error that parsing `yaml` throws.
 std::string error_of(std::string_view yaml, std::string_view source = "test.yaml")
@@ -334,6 +316,28 @@ TEST(Socket, Invalid)
             "test.yaml:1:9: socket: the path is 108 bytes long, at most 107 fit in a Unix socket "
             "address");
   EXPECT_EQ(parse("socket: " + accents.substr(2)).socket.size(), 106u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// incore_engine
+
+TEST(IncoreEngine, EveryName)
+{
+  EXPECT_EQ(parse("").incore, incore_engine::automatic);
+  EXPECT_EQ(parse("incore_engine: auto").incore, incore_engine::automatic);
+  EXPECT_EQ(parse("incore_engine: radix").incore, incore_engine::radix);
+  EXPECT_EQ(parse("incore_engine: sample").incore, incore_engine::sample);
+  config c;
+  c.incore = incore_engine::sample;
+  EXPECT_EQ(parse(to_yaml(c)).incore, incore_engine::sample);
+}
+
+TEST(IncoreEngine, Invalid)
+{
+  EXPECT_EQ(error_of("incore_engine: merge"),
+            "test.yaml:1:16: incore_engine: expected one of auto, radix, sample, got 'merge'");
+  EXPECT_EQ(error_of("incore_engine: [radix]"),
+            "test.yaml:1:16: incore_engine: expected one of auto, radix, sample, got a list");
 }
 
 // ---------------------------------------------------------------------------------------------

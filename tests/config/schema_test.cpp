@@ -20,9 +20,9 @@ TEST(Schema, TheKeysInOrder)
 {
   std::vector<std::string_view> names;
   for (const key_spec& k : config_keys()) names.push_back(k.name);
-  EXPECT_EQ(names, (std::vector<std::string_view>{"devices", "device_memory_budget",
-                                                  "chunk_bytes", "pinned_pool_bytes",
-                                                  "host_threads", "socket", "log_level"}));
+  EXPECT_EQ(names, (std::vector<std::string_view>{
+                       "devices", "device_memory_budget", "chunk_bytes", "pinned_pool_bytes",
+                       "host_threads", "socket", "incore_engine", "log_level"}));
 }
 
 TEST(Schema, EveryKeyIsDocumented)
@@ -121,7 +121,7 @@ TEST(ReferenceMarkdown, OneRowPerKeyWithItsDefault)
   std::istringstream in{md};
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
-  ASSERT_EQ(lines.size(), 9u) << md;
+  ASSERT_EQ(lines.size(), config_keys().size() + 2) << md;
   EXPECT_EQ(lines[0], "| key | default | accepted values | meaning |");
   EXPECT_EQ(lines[1], "| --- | --- | --- | --- |");
   EXPECT_EQ(lines[2].rfind("| `devices` | `auto` | ", 0), 0u) << lines[2];
@@ -130,7 +130,8 @@ TEST(ReferenceMarkdown, OneRowPerKeyWithItsDefault)
   EXPECT_EQ(lines[5].rfind("| `pinned_pool_bytes` | `4GiB` | ", 0), 0u) << lines[5];
   EXPECT_EQ(lines[6].rfind("| `host_threads` | `0` | ", 0), 0u) << lines[6];
   EXPECT_EQ(lines[7].rfind("| `socket` | `/run/gpusort/gpusort.sock` | ", 0), 0u) << lines[7];
-  EXPECT_EQ(lines[8].rfind("| `log_level` | `info` | ", 0), 0u) << lines[8];
+  EXPECT_EQ(lines[8].rfind("| `incore_engine` | `auto` | ", 0), 0u) << lines[8];
+  EXPECT_EQ(lines[9].rfind("| `log_level` | `info` | ", 0), 0u) << lines[9];
   for (const std::string& line : lines) {
     // Four cells: a stray '|' inside a text would break the table.
     EXPECT_EQ(std::count(line.begin(), line.end(), '|'), 5) << line;
