@@ -11,6 +11,7 @@
 
 #if GPUSORT_WITH_CUDA
 #include "pipeline/cuda/cuda_device.hpp"
+#include "pipeline/cuda/resources.hpp"
 #endif
 
 #include <spdlog/spdlog.h>
@@ -26,13 +27,14 @@ namespace {
 
 struct device_set {
   std::vector<std::unique_ptr<detail::device>> devices;
+  std::vector<int> gpu_ids;  ///< CUDA ids of the devices when they are GPUs
   bool gpus{};
 };
 
 #if GPUSORT_WITH_CUDA
 device_set make_gpus(const config& cfg, const std::vector<int>& ids)
 {
-  device_set set{.gpus = true};
+  device_set set{.gpu_ids = ids, .gpus = true};
   for (const int id : ids)
     set.devices.push_back(std::make_unique<detail::cuda_device>(
         detail::cuda_device_options{.id = id, .budget = cfg.device_memory_budget}));
@@ -97,9 +99,30 @@ void validate(const sort_job& job)
 
 }  // namespace
 
+struct host_registration::state {
+#if GPUSORT_WITH_CUDA
+  cuda::host_registration registration;
+#endif
+};
+
+host_registration::host_registration() noexcept = default;
+host_registration::~host_registration() = default;
+host_registration::host_registration(host_registration&&) noexcept = default;
+host_registration& host_registration::operator=(host_registration&&) noexcept = default;
+
+bool host_registration::pinned() const noexcept
+{
+#if GPUSORT_WITH_CUDA
+  return state_ != nullptr && state_->registration.size() > 0;
+#else
+  return false;
+#endif
+}
+
 struct engine::impl {
   config cfg;
   std::vector<std::unique_ptr<detail::device>> devices;
+  std::vector<int> gpu_ids;
   bool gpus{};
   /// GPU engines keep the round-1 output pinned across jobs: pinning per job would cost about
   /// as much as the sort (design.md section 1). One GPU job at a time uses it.
@@ -151,6 +174,7 @@ engine::engine(config cfg) : impl_{std::make_unique<impl>()}
 {
   device_set set = make_devices(cfg);
   impl_->devices = std::move(set.devices);
+  impl_->gpu_ids = std::move(set.gpu_ids);
   impl_->gpus = set.gpus;
   impl_->cfg = std::move(cfg);
 }
@@ -160,6 +184,21 @@ engine::engine(engine&&) noexcept = default;
 engine& engine::operator=(engine&&) noexcept = default;
 
 const config& engine::configuration() const noexcept { return impl_->cfg; }
+
+host_registration engine::register_host(void* data, std::size_t bytes)
+{
+  host_registration result;
+  if (!impl_->gpus || bytes == 0) return result;
+  if (data == nullptr) throw invalid_argument{"register_host: null pointer with nonzero size"};
+#if GPUSORT_WITH_CUDA
+  // Portable: page-locked for every GPU's context, not only the current one; mapped: the round-2
+  // gather kernels read slices straight from it.
+  const cuda::set_device_guard guard{impl_->gpu_ids.front()};
+  result.state_ = std::make_unique<host_registration::state>(host_registration::state{
+      cuda::host_registration{data, bytes, cudaHostRegisterPortable | cudaHostRegisterMapped}});
+#endif
+  return result;
+}
 
 std::vector<std::string> engine::devices() const
 {

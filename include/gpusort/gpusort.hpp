@@ -73,6 +73,32 @@ struct sort_job {
   void* values_out{};  ///< nullptr: in place (must be null exactly when keys_out is)
 };
 
+/// Host memory page-locked for every GPU of an engine for as long as this object lives, so that
+/// sorts whose arrays lie in it copy straight to and from the GPUs instead of staging through
+/// pinned slots. Registering costs about as much as copying the range once: do it once per
+/// long-lived buffer (the daemon's shared buffers), not per job. Empty on a CPU engine. The
+/// memory must outlive the registration and must not be registered twice.
+class host_registration {
+ public:
+  host_registration() noexcept;
+  ~host_registration();
+  host_registration(host_registration&&) noexcept;
+  host_registration& operator=(host_registration&&) noexcept;
+  host_registration(const host_registration&) = delete;
+  host_registration& operator=(const host_registration&) = delete;
+
+  /// True when the range is page-locked (a GPU engine and a non-empty range).
+  [[nodiscard]] bool pinned() const noexcept;
+
+ private:
+  friend class engine;
+  struct state;
+  std::unique_ptr<state> state_;
+};
+
+/// Thread-safe: several threads may sort on one engine at once. GPU jobs take every GPU of the
+/// engine and run one after another (each alone keeps the PCIe links busy); CPU jobs run side by
+/// side.
 class engine {
  public:
   explicit engine(config cfg);
@@ -100,6 +126,10 @@ class engine {
                          .values = value_array{values.data(), values.size(), sizeof(V)}},
                 options);
   }
+
+  /// Page-locks [data, data + bytes) for every GPU of the engine (see host_registration).
+  /// Throws cuda_error when the driver refuses (memory already registered, limits).
+  [[nodiscard]] host_registration register_host(void* data, std::size_t bytes);
 
   /// The devices this engine sorts on ("cpu", "cuda:0", ...).
   [[nodiscard]] std::vector<std::string> devices() const;

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gpusort {
@@ -146,6 +147,36 @@ TEST_F(gpu_test, PinnedInputsCopyDirectly)
   EXPECT_TRUE(verify(key_array{out.data(), n, dtype::u64}, std::nullopt, order::ascending,
                      before)
                   .ok);
+}
+
+TEST_F(gpu_test, RegisteredHostMemoryIsPinnedForEveryGpuUntilReleased)
+{
+  const std::uint64_t n = 30'000'000;
+  std::vector<std::uint64_t> keys(n);
+  std::vector<std::uint64_t> out(n);
+  generate(std::span<std::uint64_t>{keys}, distribution::uniform, 12);
+  const key_array view{keys.data(), n, dtype::u64};
+  const fingerprint before = fingerprint_of(view);
+  engine e{forced_out_of_core(n, 8)};
+  {
+    const host_registration in_reg = e.register_host(keys.data(), n * 8);
+    host_registration out_reg = e.register_host(out.data(), n * 8);
+    EXPECT_TRUE(in_reg.pinned());
+    EXPECT_TRUE(out_reg.pinned());
+    EXPECT_TRUE(detail::is_pinned(keys.data()));
+    EXPECT_TRUE(detail::is_pinned(out.data() + n - 1));
+    EXPECT_THROW((void)e.register_host(keys.data(), n * 8), cuda_error);  // already registered
+    const sort_report r = e.sort(sort_job{.keys = view, .keys_out = out.data()});
+    EXPECT_GE(r.chunks, 16U);
+    EXPECT_TRUE(
+        verify(key_array{out.data(), n, dtype::u64}, std::nullopt, order::ascending, before).ok);
+    host_registration moved = std::move(out_reg);
+    EXPECT_TRUE(moved.pinned());
+    EXPECT_FALSE(out_reg.pinned());  // NOLINT(bugprone-use-after-move): the moved-from state
+  }
+  EXPECT_FALSE(detail::is_pinned(keys.data()));
+  EXPECT_FALSE(detail::is_pinned(out.data()));
+  EXPECT_TRUE(fingerprint_of(view) == before);  // a separate output never writes the input
 }
 
 TEST_F(gpu_test, ABudgetAboveTheGpuShrinksAndSucceeds)

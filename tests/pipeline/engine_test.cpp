@@ -15,8 +15,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace gpusort {
@@ -313,6 +315,58 @@ TEST(Engine, ChunkBytesAloneSelectsTheOutOfCorePath)
       verify(key_array{keys.data(), keys.size(), dtype::i32}, std::nullopt, order::ascending,
              before)
           .ok);
+}
+
+TEST(Engine, RegisteringHostMemoryOnTheCpuEngineIsEmpty)
+{
+  engine e{config{.devices = device_selection::cpu}};
+  std::vector<std::uint64_t> keys(1000);
+  EXPECT_FALSE(e.register_host(keys.data(), keys.size() * 8).pinned());
+  EXPECT_FALSE(e.register_host(nullptr, 0).pinned());
+}
+
+TEST(Engine, SortsFromSeveralThreadsAtOnce)
+{
+  // The daemon runs CPU jobs of different clients side by side on one engine: direct and
+  // out-of-core, keys and pairs.
+  for (const bool out_of_core : {false, true}) {
+    config cfg{.devices = device_selection::cpu};
+    if (out_of_core) cfg.chunk_bytes = 64 * 1024;
+    engine e{cfg};
+    constexpr int threads = 6;
+    std::vector<std::vector<std::uint64_t>> keys(threads);
+    std::vector<std::vector<std::uint32_t>> values(threads);
+    std::vector<fingerprint> before(threads);
+    for (int t = 0; t < threads; ++t) {
+      const std::size_t n = 200'000 + 7919 * static_cast<std::size_t>(t);
+      keys[t].resize(n);
+      values[t].resize(n);
+      generate(std::span<std::uint64_t>{keys[t]}, distribution::staggered, 40 + t);
+      std::iota(values[t].begin(), values[t].end(), 0U);
+      before[t] = fingerprint_of(key_array{keys[t].data(), n, dtype::u64},
+                                 value_array{values[t].data(), n, 4});
+    }
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] {
+        if (t % 2 == 0) {
+          e.sort_pairs(std::span<std::uint64_t>{keys[t]}, std::span<std::uint32_t>{values[t]});
+        } else {
+          e.sort_pairs(std::span<std::uint64_t>{keys[t]}, std::span<std::uint32_t>{values[t]},
+                       {.direction = order::descending});
+        }
+      });
+    }
+    for (std::thread& w : workers) w.join();
+    for (int t = 0; t < threads; ++t) {
+      const std::size_t n = keys[t].size();
+      EXPECT_TRUE(verify(key_array{keys[t].data(), n, dtype::u64},
+                         value_array{values[t].data(), n, 4},
+                         t % 2 == 0 ? order::ascending : order::descending, before[t])
+                      .ok)
+          << "thread " << t << (out_of_core ? " out of core" : " direct");
+    }
+  }
 }
 
 TEST(Engine, DevicesAutoFallsBackToTheCpuWithoutAGpu)
