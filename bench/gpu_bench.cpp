@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <functional>
@@ -51,11 +52,29 @@ struct bandwidth {
   double h2d{}, d2h{}, both_each{};
 };
 
-/// Pinned copy bandwidth of one GPU (GB/s): each direction alone, then both at once.
-bandwidth measure_bandwidth(int dev, std::uint64_t bytes)
+/// Pinned copy bandwidth of one GPU (GB/s): each direction alone, then both at once. From
+/// cudaHostAlloc memory, or (`registered`) from memory the engine pinned the way it pins its own
+/// and its users' buffers (mmap, then cudaHostRegister).
+bandwidth measure_bandwidth(int dev, std::uint64_t bytes, bool registered = false)
 {
   const gpusort::cuda::set_device_guard guard{dev};
-  gpusort::cuda::pinned_buffer h_in{bytes, cudaHostAllocPortable}, h_out{bytes, cudaHostAllocPortable};
+  gpusort::cuda::pinned_buffer alloc_in, alloc_out;
+  host_buffer reg_in, reg_out;
+  void* in = nullptr;
+  void* out = nullptr;
+  if (registered) {
+    reg_in = gpusort::detail::pinned_host_buffer(bytes);
+    reg_out = gpusort::detail::pinned_host_buffer(bytes);
+    std::memset(reg_in.data(), 1, bytes);  // touched, as a user's data would be
+    std::memset(reg_out.data(), 1, bytes);
+    in = reg_in.data();
+    out = reg_out.data();
+  } else {
+    alloc_in = gpusort::cuda::pinned_buffer{bytes, cudaHostAllocPortable};
+    alloc_out = gpusort::cuda::pinned_buffer{bytes, cudaHostAllocPortable};
+    in = alloc_in.data();
+    out = alloc_out.data();
+  }
   gpusort::cuda::device_buffer d_a{bytes}, d_b{bytes};
   gpusort::cuda::cuda_stream s1, s2;
   auto timed = [&](const std::function<void()>& issue) {
@@ -70,16 +89,66 @@ bandwidth measure_bandwidth(int dev, std::uint64_t bytes)
   };
   bandwidth b;
   b.h2d = static_cast<double>(bytes) / 1e9 / timed([&] {
-    GPUSORT_CUDA_TRY(cudaMemcpyAsync(d_a.data(), h_in.data(), bytes, cudaMemcpyHostToDevice, s1.value()));
+    GPUSORT_CUDA_TRY(cudaMemcpyAsync(d_a.data(), in, bytes, cudaMemcpyHostToDevice, s1.value()));
   });
   b.d2h = static_cast<double>(bytes) / 1e9 / timed([&] {
-    GPUSORT_CUDA_TRY(cudaMemcpyAsync(h_out.data(), d_b.data(), bytes, cudaMemcpyDeviceToHost, s2.value()));
+    GPUSORT_CUDA_TRY(cudaMemcpyAsync(out, d_b.data(), bytes, cudaMemcpyDeviceToHost, s2.value()));
   });
   b.both_each = static_cast<double>(bytes) / 1e9 / timed([&] {
-    GPUSORT_CUDA_TRY(cudaMemcpyAsync(d_a.data(), h_in.data(), bytes, cudaMemcpyHostToDevice, s1.value()));
-    GPUSORT_CUDA_TRY(cudaMemcpyAsync(h_out.data(), d_b.data(), bytes, cudaMemcpyDeviceToHost, s2.value()));
+    GPUSORT_CUDA_TRY(cudaMemcpyAsync(d_a.data(), in, bytes, cudaMemcpyHostToDevice, s1.value()));
+    GPUSORT_CUDA_TRY(cudaMemcpyAsync(out, d_b.data(), bytes, cudaMemcpyDeviceToHost, s2.value()));
   });
   return b;
+}
+
+/// Simultaneous H2D + D2H on every GPU at once (GB/s, all directions summed): what the host's
+/// memory and root complex allow together.
+double measure_aggregate(int gpus, std::uint64_t bytes)
+{
+  struct lane {
+    gpusort::cuda::pinned_buffer h_in, h_out;
+    gpusort::cuda::device_buffer d_a, d_b;
+    gpusort::cuda::cuda_stream s1, s2;
+  };
+  std::vector<lane> lanes;
+  for (int g = 0; g < gpus; ++g) {
+    const gpusort::cuda::set_device_guard guard{g};
+    lanes.push_back(lane{gpusort::cuda::pinned_buffer{bytes, cudaHostAllocPortable},
+                         gpusort::cuda::pinned_buffer{bytes, cudaHostAllocPortable},
+                         gpusort::cuda::device_buffer{bytes}, gpusort::cuda::device_buffer{bytes},
+                         gpusort::cuda::cuda_stream{}, gpusort::cuda::cuda_stream{}});
+  }
+  auto issue_all = [&] {
+    for (int g = 0; g < gpus; ++g) {
+      const gpusort::cuda::set_device_guard guard{g};
+      lane& l = lanes[static_cast<std::size_t>(g)];
+      GPUSORT_CUDA_TRY(cudaMemcpyAsync(l.d_a.data(), l.h_in.data(), bytes, cudaMemcpyHostToDevice,
+                                       l.s1.value()));
+      GPUSORT_CUDA_TRY(cudaMemcpyAsync(l.h_out.data(), l.d_b.data(), bytes,
+                                       cudaMemcpyDeviceToHost, l.s2.value()));
+    }
+    for (lane& l : lanes) {
+      l.s1.synchronize();
+      l.s2.synchronize();
+    }
+  };
+  issue_all();  // warm-up
+  const auto t0 = clock_type::now();
+  issue_all();
+  return 2.0 * gpus * static_cast<double>(bytes) / 1e9 / seconds_since(t0);
+}
+
+/// Where the time of a profiled sort went, one line per device, round and stage.
+void print_profile(const gpusort::sort_report& r)
+{
+  for (const gpusort::stage_profile& p : r.profile) {
+    const double span = p.last_end - p.first_start;
+    std::printf("    round %d %-8s %-26.26s busy %7.3f s of span %7.3f s (%3.0f%%) [%6.3f, %6.3f]"
+                " %6.1f GB/s busy\n",
+                p.round, p.stage.c_str(), p.device.c_str(), p.busy_seconds, span,
+                span > 0 ? 100.0 * p.busy_seconds / span : 0.0, p.first_start, p.last_end,
+                p.busy_seconds > 0 ? static_cast<double>(p.bytes) / 1e9 / p.busy_seconds : 0.0);
+  }
 }
 
 /// The baseline: copy in, cub::DeviceRadixSort, copy out, one GPU, the keys fitting on it.
@@ -151,6 +220,20 @@ int main(int argc, char** argv)
         << ", \"both_each\": " << b.both_each << "},";
     if (g == 0) sum_both = 2 * b.both_each;
   }
+  {
+    const bandwidth r = measure_bandwidth(0, std::uint64_t{1} << 30, true);
+    std::printf("GPU 0 memory pinned by the engine (mmap + cudaHostRegister): H2D %.1f GB/s, "
+                "D2H %.1f GB/s, both at once %.1f GB/s each way\n",
+                r.h2d, r.d2h, r.both_each);
+    raw << "{\"gpu\": 0, \"registered\": true, \"h2d\": " << r.h2d << ", \"d2h\": " << r.d2h
+        << ", \"both_each\": " << r.both_each << "},";
+  }
+  if (gpus > 1) {
+    const double all = measure_aggregate(gpus, std::uint64_t{1} << 30);
+    std::printf("all %d GPUs at once, H2D and D2H each: %.1f GB/s summed over every direction\n",
+                gpus, all);
+    raw << "{\"all_gpus_both_directions_summed\": " << all << "},";
+  }
 
   // CPU baseline.
   std::vector<std::uint64_t> cpu_keys(cpu_count);
@@ -193,6 +276,8 @@ int main(int argc, char** argv)
     std::printf("%s: CUB copy-sort-copy pinned %.3f s (%.1f GB/s), pageable %.3f s (%.1f GB/s)\n",
                 tag.c_str(), cub_pinned, gb / cub_pinned, cub_pageable, gb / cub_pageable);
 
+    // The second of two runs counts (buffers kept, as a daemon keeps them); a third, profiled,
+    // says where the time went.
     auto run_engine = [&](gpusort::config cfg, const char* what) {
       gpusort::engine e{cfg};
       gpusort::sort_report r;
@@ -204,6 +289,12 @@ int main(int argc, char** argv)
       std::printf("%s: gpusort %s: %.3f s (%.1f GB/s), d=%llu, rounds %d, %zu GPU(s)\n", tag.c_str(),
                   what, r.seconds, gb / r.seconds, static_cast<unsigned long long>(r.chunks), r.rounds,
                   r.devices.size());
+      regenerate();
+      const gpusort::sort_report profiled =
+          e.sort(std::span<std::uint64_t>{keys, n}, {.profile = true});
+      check(what);
+      std::printf("  profiled run: %.3f s\n", profiled.seconds);
+      print_profile(profiled);
       return r;
     };
     gpusort::config one;
@@ -212,6 +303,14 @@ int main(int argc, char** argv)
     gpusort::config forced = one;
     forced.device_memory_budget = n * 8 / 8 * gpusort::detail::cuda_device::buffers_per_element +
                                   (std::uint64_t{256} << 20);
+    // Round 2's gather: copy engines against a kernel reading mapped memory (design.md 1).
+    ::setenv("GPUSORT_GATHER", "kernel", 1);
+    const auto r_kernel = run_engine(forced, "out of core, gather by kernel, 1 GPU");
+    ::setenv("GPUSORT_GATHER", "copy", 1);
+    const auto r_copy = run_engine(forced, "out of core, gather by copies, 1 GPU");
+    ::unsetenv("GPUSORT_GATHER");
+    raw << "{\"size\": \"" << tag << "\", \"gather_kernel_s\": " << r_kernel.seconds
+        << ", \"gather_copy_s\": " << r_copy.seconds << "},";
     const auto r_forced = run_engine(forced, "out of core (budget 1/8), 1 GPU");
     const auto r_free = run_engine(one, "not forced, 1 GPU");
     const double floor_s = 4 * gb / sum_both;
@@ -231,6 +330,12 @@ int main(int argc, char** argv)
       targets.push_back({"executor.two_gpus_out_of_core_vs_one." + tag, "speed ratio",
                          "the same forced job on 1 GPU", r_two.seconds,
                          r_forced.seconds / r_two.seconds, 1.35, true});
+      gpusort::config two_free = one;
+      two_free.gpu_ids = {0, 1};
+      const auto r_two_free = run_engine(two_free, "not forced, 2 GPUs");
+      targets.push_back({"executor.two_gpus_fits_vs_one_gpu_cub_pinned." + tag, "speed ratio",
+                         "copy in, cub::DeviceRadixSort, copy out (pinned, 1 GPU)",
+                         r_two_free.seconds, cub_pinned / r_two_free.seconds, 1.6, true});
     }
     // Pageable input, staged: reported without a target.
     {

@@ -4,6 +4,7 @@
 #include "core/keys.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace gpusort::detail {
 
@@ -67,6 +68,24 @@ void job_context::add_done(std::uint64_t elements)
   if (options_.on_progress)
     options_.on_progress(
         progress_event{round_, done_ * bytes_per_element_, total_ * bytes_per_element_});
+}
+
+int job_context::round() const
+{
+  const std::lock_guard lock{mutex_};
+  return round_;
+}
+
+void job_context::add_profile(stage_profile stage)
+{
+  const std::lock_guard lock{mutex_};
+  profile_.push_back(std::move(stage));
+}
+
+std::vector<stage_profile> job_context::take_profile()
+{
+  const std::lock_guard lock{mutex_};
+  return std::exchange(profile_, {});
 }
 
 std::uint64_t task_queue::largest() const noexcept

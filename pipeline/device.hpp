@@ -8,6 +8,7 @@
 
 #include <gpusort/gpusort.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -60,11 +61,17 @@ class job_context {
   void begin_round(int round, std::uint64_t elements);
   void add_done(std::uint64_t elements);
 
+  [[nodiscard]] bool profiling() const noexcept { return options_.profile; }
+  [[nodiscard]] int round() const;
+  void add_profile(stage_profile stage);
+  [[nodiscard]] std::vector<stage_profile> take_profile();
+
  private:
   const sort_options& options_;
+  std::vector<stage_profile> profile_;
   std::uint64_t bytes_per_element_;
   std::atomic<bool> aborted_{false};
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   int round_{};
   std::uint64_t done_{};
   std::uint64_t total_{};
@@ -73,7 +80,12 @@ class job_context {
 /// Tasks of one round, pulled by every device's worker.
 class task_queue {
  public:
-  explicit task_queue(std::vector<chunk_task> tasks) : tasks_{std::move(tasks)} {}
+  /// `reserve`: the largest task of any round of the job (the plan's capacity), so that a
+  /// device sizes its buffers once for both rounds.
+  explicit task_queue(std::vector<chunk_task> tasks, std::uint64_t reserve = 0)
+      : tasks_{std::move(tasks)}, reserve_{reserve}
+  {
+  }
   /// The next task, or nullptr when the round is done.
   const chunk_task* pop() noexcept
   {
@@ -86,9 +98,12 @@ class task_queue {
   /// the host: see write_equal_tail).
   [[nodiscard]] std::size_t most_slices() const noexcept;
   [[nodiscard]] std::size_t size() const noexcept { return tasks_.size(); }
+  /// Elements a device should make room for: largest(), or more for the job's other round.
+  [[nodiscard]] std::uint64_t reserve() const noexcept { return std::max(largest(), reserve_); }
 
  private:
   std::vector<chunk_task> tasks_;
+  std::uint64_t reserve_{};
   std::atomic<std::size_t> next_{0};
 };
 

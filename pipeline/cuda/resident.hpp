@@ -1,0 +1,31 @@
+// The GPU path for jobs that fit the GPUs' memory: one round trip instead of DSPS's two.
+#pragma once
+
+#include "pipeline/cuda/cuda_device.hpp"
+#include "pipeline/device.hpp"
+#include "pipeline/executor.hpp"
+
+#include <vector>
+
+namespace gpusort::detail {
+
+/// Smallest share worth a GPU of its own: below it, the splitter search and the exchange cost
+/// more than a second link saves.
+inline constexpr std::uint64_t min_resident_share_bytes = std::uint64_t{64} << 20;
+
+/// The GPUs (a prefix of `gpus`) that sort `n` elements in one round trip, or none when the job
+/// does not fit them.
+std::vector<cuda_device*> resident_gpus(std::uint64_t n, const element_layout& layout,
+                                        const std::vector<cuda_device*>& gpus);
+
+/// Sorts a job that fits the GPUs in one round trip. Every GPU takes an equal share and sorts it
+/// in pieces as they arrive (the copy-in of piece k+1 overlaps the sort of piece k), then merges
+/// the pieces. Several GPUs then choose exact splitters by rank, exchange the parts of their runs
+/// peer to peer (NVLink where present) and merge what they received. The last merge runs in
+/// ranges, each copied out as soon as it is done, so that the copy-out overlaps it and the time
+/// approaches N / B_h2d + N / B_d2h. The output is written only after every input element is on
+/// a GPU, so an in-place job fails or is cancelled with its input untouched up to then.
+execution_stats sort_resident(const job_arrays& a, const element_layout& layout,
+                              const std::vector<cuda_device*>& gpus, job_context& ctx);
+
+}  // namespace gpusort::detail

@@ -1,0 +1,104 @@
+// Pinned staging for host memory the engine did not pin: the host copies one piece while a
+// copy engine moves another, so pageable arrays still stream at a good fraction of the link.
+#pragma once
+
+#include "core/cpu_sort.hpp"
+#include "pipeline/cuda/resources.hpp"
+
+#include <gpusort/error.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace gpusort::detail {
+
+/// Whether `p` lies in page-locked memory that the GPUs can copy from directly.
+bool is_pinned(const void* p) noexcept;
+
+/// Pinned pieces through which one direction stages memory the engine did not pin: the host
+/// copies one piece while the copy engine moves another.
+class staging {
+ public:
+  staging(std::uint64_t piece_bytes, unsigned pieces) : piece_bytes_{piece_bytes}
+  {
+    for (unsigned i = 0; i < pieces; ++i) {
+      pieces_.emplace_back(piece_bytes, cudaHostAllocPortable);
+      done_.emplace_back();
+      in_use_.push_back(false);
+    }
+  }
+
+  /// Host -> device through the pieces; returns once the last piece is queued.
+  void copy_in(char* d_dst, const char* src, std::uint64_t bytes, cudaStream_t s)
+  {
+    for (std::uint64_t off = 0; off < bytes; off += piece_bytes_) {
+      const std::uint64_t len = std::min(piece_bytes_, bytes - off);
+      const auto i = static_cast<std::size_t>(next_++ % pieces_.size());
+      if (in_use_[i]) done_[i].synchronize();  // the piece's last copy has left it
+      parallel_copy(pieces_[i].data(), src + off, len);
+      GPUSORT_CUDA_TRY(
+          cudaMemcpyAsync(d_dst + off, pieces_[i].data(), len, cudaMemcpyHostToDevice, s));
+      done_[i].record(s);
+      in_use_[i] = true;
+    }
+  }
+
+  /// Device -> host through the pieces; returns once every byte is in `dst`.
+  void copy_out(char* dst, const char* d_src, std::uint64_t bytes, cudaStream_t s)
+  {
+    const std::uint64_t count = (bytes + piece_bytes_ - 1) / piece_bytes_;
+    const std::uint64_t ahead = std::min<std::uint64_t>(count, pieces_.size());
+    auto issue = [&](std::uint64_t p) {
+      const std::uint64_t off = p * piece_bytes_;
+      const unsigned i = static_cast<unsigned>(p % pieces_.size());
+      GPUSORT_CUDA_TRY(cudaMemcpyAsync(pieces_[i].data(), d_src + off,
+                                       std::min(piece_bytes_, bytes - off),
+                                       cudaMemcpyDeviceToHost, s));
+      done_[i].record(s);
+    };
+    for (std::uint64_t p = 0; p < ahead; ++p) issue(p);
+    for (std::uint64_t p = 0; p < count; ++p) {
+      const unsigned i = static_cast<unsigned>(p % pieces_.size());
+      done_[i].synchronize();
+      const std::uint64_t off = p * piece_bytes_;
+      parallel_copy(dst + off, pieces_[i].data(), std::min(piece_bytes_, bytes - off));
+      if (p + ahead < count) issue(p + ahead);
+    }
+  }
+
+ private:
+  std::uint64_t piece_bytes_;
+  std::vector<cuda::pinned_buffer> pieces_;
+  std::vector<cuda::cuda_event> done_;
+  std::vector<bool> in_use_;
+  std::uint64_t next_{};
+};
+
+/// Host -> device: queued on `s` when `src` is pinned, else staged through `st` (returns once
+/// the last piece is queued).
+inline void copy_to_device(char* d_dst, const void* src, std::uint64_t bytes, cudaStream_t s,
+                           staging& st)
+{
+  if (bytes == 0) return;
+  if (is_pinned(src))
+    GPUSORT_CUDA_TRY(cudaMemcpyAsync(d_dst, src, bytes, cudaMemcpyHostToDevice, s));
+  else
+    st.copy_in(d_dst, static_cast<const char*>(src), bytes, s);
+}
+
+/// Device -> host: queued on `s` when `dst` is pinned, else staged through `st` (returns once
+/// every byte is in `dst`).
+inline void copy_to_host(void* dst, const char* d_src, std::uint64_t bytes, cudaStream_t s,
+                         staging& st)
+{
+  if (bytes == 0) return;
+  if (is_pinned(dst))
+    GPUSORT_CUDA_TRY(cudaMemcpyAsync(dst, d_src, bytes, cudaMemcpyDeviceToHost, s));
+  else
+    st.copy_out(static_cast<char*>(dst), d_src, bytes, s);
+}
+
+}  // namespace gpusort::detail
