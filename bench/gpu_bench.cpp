@@ -6,6 +6,7 @@
 // Writes bench/results-style JSON with "executor." targets.
 //
 //   gpu_bench [--sizes 1Gi,4Gi] [--cpu-count 1Gi] [--json FILE] [--machine NAME] [--commit C]
+//             [--sweep-chunks 8,16,32]
 #include "core/cuda/chunk_ops.cuh"
 #include "core/generate.hpp"
 #include "core/verify.hpp"
@@ -195,6 +196,7 @@ int main(int argc, char** argv)
 {
   std::vector<std::uint64_t> sizes{std::uint64_t{1} << 30, std::uint64_t{4} << 30};
   std::uint64_t cpu_count = std::uint64_t{1} << 30;
+  std::vector<std::uint64_t> sweep;
   std::string json, machine = "unknown", commit = "unknown";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
@@ -203,6 +205,7 @@ int main(int argc, char** argv)
     else if (a == "--json") json = v;
     else if (a == "--machine") machine = v;
     else if (a == "--commit") commit = v;
+    else if (a == "--sweep-chunks") sweep = parse_sizes(v);
     else { std::fprintf(stderr, "gpu_bench: unknown argument %s\n", a.c_str()); return 64; }
   }
   int gpus = 0;
@@ -306,11 +309,17 @@ int main(int argc, char** argv)
     // Round 2's gather: copy engines against a kernel reading mapped memory (design.md 1).
     ::setenv("GPUSORT_GATHER", "kernel", 1);
     const auto r_kernel = run_engine(forced, "out of core, gather by kernel, 1 GPU");
-    ::setenv("GPUSORT_GATHER", "copy", 1);
-    const auto r_copy = run_engine(forced, "out of core, gather by copies, 1 GPU");
     ::unsetenv("GPUSORT_GATHER");
-    raw << "{\"size\": \"" << tag << "\", \"gather_kernel_s\": " << r_kernel.seconds
-        << ", \"gather_copy_s\": " << r_copy.seconds << "},";
+    raw << "{\"size\": \"" << tag << "\", \"gather_kernel_s\": " << r_kernel.seconds << "},";
+    // The chunk count's trade-off (pipeline fill and drain against d^3 slices in round 2).
+    for (const std::uint64_t chunks : sweep) {
+      const std::string value = std::to_string(chunks);
+      ::setenv("GPUSORT_PIPELINE_CHUNKS", value.c_str(), 1);
+      const auto r = run_engine(forced, ("out of core, at least " + value + " chunks").c_str());
+      raw << "{\"size\": \"" << tag << "\", \"chunks\": " << r.chunks
+          << ", \"out_of_core_s\": " << r.seconds << "},";
+    }
+    ::unsetenv("GPUSORT_PIPELINE_CHUNKS");
     const auto r_forced = run_engine(forced, "out of core (budget 1/8), 1 GPU");
     const auto r_free = run_engine(one, "not forced, 1 GPU");
     const double floor_s = 4 * gb / sum_both;

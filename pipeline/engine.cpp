@@ -18,6 +18,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -120,8 +122,26 @@ bool host_registration::pinned() const noexcept
 #endif
 }
 
-constexpr std::uint64_t pipeline_chunks = 32;
 constexpr std::uint64_t min_pipeline_chunk_bytes = std::uint64_t{64} << 20;
+
+/// How many chunks an out-of-core GPU job should have at least, from a cost model fitted to
+/// measurements on H100 and H200 (bench/results). A ring of three chunks fills before both links
+/// are busy and drains after: about T/d per round, T the round's time at the link rate. Round 2
+/// gathers d^2 slices per final chunk, d^3 in all, each costing about `per_slice` beside its bytes.
+/// d^3 * per_slice + T/d is least near d = (T / (3 per_slice))^(1/4): 11 for 8 GiB, 15 for 32 GiB.
+/// GPUSORT_PIPELINE_CHUNKS overrides it, for measuring.
+std::uint64_t pipeline_chunks(std::uint64_t job_bytes)
+{
+  if (const char* v = std::getenv("GPUSORT_PIPELINE_CHUNKS")) {
+    const auto forced = parse_count(v);
+    if (forced && *forced >= 1) return *forced;
+  }
+  constexpr double link_bytes_per_second = 50e9;
+  constexpr double per_slice_seconds = 4e-6;
+  const double round_seconds = static_cast<double>(job_bytes) / link_bytes_per_second;
+  const double d = std::pow(round_seconds / (3 * per_slice_seconds), 0.25);
+  return std::clamp<std::uint64_t>(static_cast<std::uint64_t>(std::llround(d)), 4, 32);
+}
 
 struct engine::impl {
   config cfg;
@@ -161,13 +181,10 @@ detail::execution_stats engine::impl::sort_on_gpus(const detail::job_arrays& arr
             detail::resident_gpus(arrays.n, layout, all);
         if (!resident.empty()) return detail::sort_resident(arrays, layout, resident, ctx);
       }
-      // Out of core, a ring of three chunks fills before both links are busy and drains after:
-      // about one chunk's time per round. Chunks of at most 1/32 of the job keep that near 3%
-      // (fewer, larger chunks cost 12% at d = 8 on an H100); at least 64 MiB, so that per-chunk
-      // costs stay small.
-      const std::uint64_t pipelined = std::max<std::uint64_t>(
-          (arrays.n + pipeline_chunks - 1) / pipeline_chunks,
-          min_pipeline_chunk_bytes / layout.bytes());
+      const std::uint64_t chunks = pipeline_chunks(arrays.n * layout.bytes());
+      const std::uint64_t pipelined =
+          std::max<std::uint64_t>((arrays.n + chunks - 1) / chunks,
+                                  min_pipeline_chunk_bytes / layout.bytes());
       const std::uint64_t limit = max_chunk ? std::min(*max_chunk, pipelined) : pipelined;
       const detail::chunk_plan plan =
           detail::make_plan(arrays.n, detail::common_capacity(devs, layout), limit);

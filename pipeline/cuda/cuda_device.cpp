@@ -134,6 +134,12 @@ struct round_state {
   staging in_staging;
   staging out_staging;
 
+  // Reused by batch_copies, so that a task allocates nothing.
+  std::vector<void*> batch_dst;
+  std::vector<const void*> batch_src;
+  std::vector<std::size_t> batch_size;
+  bool batch_supported{true};
+
   // Per round:
   element_layout layout{};
   bool profiling{};
@@ -239,6 +245,8 @@ struct round_state {
       gather_mapped(t.slices, mapped, element_bytes, d_out, table_host, table);
       return;
     }
+    if (t.slices.size() > 1 && mapped != nullptr && batch_copies(t.slices, src, element_bytes, d_out))
+      return;
     std::uint64_t at = 0;
     for (const run& sl : t.slices) {
       copy_to_device(d_out + at * element_bytes,
@@ -246,6 +254,41 @@ struct round_state {
                      sl.length * element_bytes, h2d.value(), in_staging);
       at += sl.length;
     }
+  }
+
+  /// All slices of pinned memory in one cudaMemcpyBatchAsync: a round-2 task has d^2 slices,
+  /// and issuing one copy call each (about 5 us) held the copy engine back (measured: round 2
+  /// at 34 GB/s against round 1's 51 GB/s with d = 32 on an H200). False where the driver lacks
+  /// batches (the caller copies slice by slice).
+  bool batch_copies(const std::vector<run>& slices, const void* src, std::uint64_t element_bytes,
+                    char* d_out)
+  {
+    if (!batch_supported) return false;
+    batch_dst.clear();
+    batch_src.clear();
+    batch_size.clear();
+    std::uint64_t at = 0;
+    for (const run& sl : slices) {
+      if (sl.length == 0) continue;
+      batch_dst.push_back(d_out + at * element_bytes);
+      batch_src.push_back(static_cast<const char*>(src) + sl.offset * element_bytes);
+      batch_size.push_back(sl.length * element_bytes);
+      at += sl.length;
+    }
+    if (batch_dst.empty()) return true;
+    cudaMemcpyAttributes attributes{};
+    attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    std::size_t first_index = 0;
+    const cudaError_t e = cudaMemcpyBatchAsync(batch_dst.data(), batch_src.data(),
+                                               batch_size.data(), batch_dst.size(), &attributes,
+                                               &first_index, 1, h2d.value());
+    if (e == cudaErrorNotSupported || e == cudaErrorCallRequiresNewerDriver) {
+      cudaGetLastError();
+      batch_supported = false;
+      return false;
+    }
+    GPUSORT_CUDA_TRY(e);
+    return true;
   }
 
   /// Copy-in stage of one task.

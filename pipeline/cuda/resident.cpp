@@ -116,6 +116,8 @@ class resident_job {
     for (std::uint64_t j = 0; j < g; ++j) {
       const std::uint64_t first = a_.n * j / g, last = a_.n * (j + 1) / g;
       cuda_device* dev = gpus[j];
+      // Events belong to the device current when they are made.
+      const cuda::set_device_guard guard{dev->id()};
       parts_.push_back(part{.dev = dev,
                             .buf = &dev->resident(layout_, last - first),
                             .first = first,
@@ -361,16 +363,20 @@ class resident_job {
   void exchange(const std::vector<std::vector<std::uint64_t>>& split)
   {
     const std::size_t g = parts_.size();
+    std::vector<sorted_run> own;  // each GPU's run, before its runs become what it received
+    for (const part& p : parts_) own.push_back(p.runs.front());
     for (std::size_t j = 0; j < g; ++j) {
       part& dst = parts_[j];
       const cuda::set_device_guard guard{dst.dev->id()};
       const cudaStream_t s = dst.buf->compute.value();
-      const unsigned to = 1 - dst.runs.front().buffer;
+      const unsigned to = 1 - own[j].buffer;
       std::vector<sorted_run> received;
       std::uint64_t at = 0;
       for (std::size_t i = 0; i < g; ++i) {
         part& src = parts_[i];
-        const sorted_run& r = src.runs.front();
+        const sorted_run& r = own[i];
+        GPUSORT_EXPECTS(split[i][j] <= split[i][j + 1] && split[i][j + 1] <= r.length,
+                        "splitters out of order");
         const std::uint64_t from = split[i][j], len = split[i][j + 1] - split[i][j];
         if (len == 0) continue;
         auto copy = [&](char* d, int dd, const char* sp, int sd, std::uint64_t bytes) {
@@ -429,6 +435,10 @@ class resident_job {
         if (p.runs.size() == 2) {
           const sorted_run r1 = p.runs[0], r2 = p.runs[1];
           const std::uint64_t a0 = run1[r], a1 = run1[r + 1];
+          // A bad split would send the merge far outside the runs: fail here instead.
+          GPUSORT_EXPECTS(a0 <= a1 && a1 <= r1.length && a0 <= k0 && a1 <= k1 &&
+                              k0 - a0 <= k1 - a1 && k1 - a1 <= r2.length,
+                          "merge path split out of order");
           cuda::merge(keys(p, r1.buffer, r1.offset + a0), values(p, r1.buffer, r1.offset + a0),
                       a1 - a0, keys(p, r2.buffer, r2.offset + k0 - a0),
                       values(p, r2.buffer, r2.offset + k0 - a0), (k1 - a1) - (k0 - a0),
