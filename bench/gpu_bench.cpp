@@ -6,7 +6,7 @@
 // Writes bench/results-style JSON with "executor." targets.
 //
 //   gpu_bench [--sizes 1Gi,4Gi] [--cpu-count 1Gi] [--json FILE] [--machine NAME] [--commit C]
-//             [--sweep-chunks 8,16,32]
+//             [--sweep-chunks 8,16,32] [--compare-gather yes]
 #include "core/cuda/chunk_ops.cuh"
 #include "core/generate.hpp"
 #include "core/verify.hpp"
@@ -197,6 +197,7 @@ int main(int argc, char** argv)
   std::vector<std::uint64_t> sizes{std::uint64_t{1} << 30, std::uint64_t{4} << 30};
   std::uint64_t cpu_count = std::uint64_t{1} << 30;
   std::vector<std::uint64_t> sweep;
+  bool compare_gather = false;
   std::string json, machine = "unknown", commit = "unknown";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
@@ -206,6 +207,7 @@ int main(int argc, char** argv)
     else if (a == "--machine") machine = v;
     else if (a == "--commit") commit = v;
     else if (a == "--sweep-chunks") sweep = parse_sizes(v);
+    else if (a == "--compare-gather") compare_gather = v == "yes";
     else { std::fprintf(stderr, "gpu_bench: unknown argument %s\n", a.c_str()); return 64; }
   }
   int gpus = 0;
@@ -307,10 +309,13 @@ int main(int argc, char** argv)
     forced.device_memory_budget = n * 8 / 8 * gpusort::detail::cuda_device::buffers_per_element +
                                   (std::uint64_t{256} << 20);
     // Round 2's gather: copy engines against a kernel reading mapped memory (design.md 1).
-    ::setenv("GPUSORT_GATHER", "kernel", 1);
-    const auto r_kernel = run_engine(forced, "out of core, gather by kernel, 1 GPU");
-    ::unsetenv("GPUSORT_GATHER");
-    raw << "{\"size\": \"" << tag << "\", \"gather_kernel_s\": " << r_kernel.seconds << "},";
+    if (compare_gather) {
+      ::setenv("GPUSORT_GATHER", "kernel", 1);
+      const auto r_kernel = run_engine(forced, "out of core, gather by kernel, 1 GPU");
+      ::unsetenv("GPUSORT_GATHER");
+      raw << "{\"size\": \"" << tag << "\", \"gather_kernel_s\": " << r_kernel.seconds
+          << "},";
+    }
     // The chunk count's trade-off (pipeline fill and drain against d^3 slices in round 2).
     for (const std::uint64_t chunks : sweep) {
       const std::string value = std::to_string(chunks);

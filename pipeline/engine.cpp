@@ -40,7 +40,8 @@ device_set make_gpus(const config& cfg, const std::vector<int>& ids)
   device_set set{.gpu_ids = ids, .gpus = true};
   for (const int id : ids)
     set.devices.push_back(std::make_unique<detail::cuda_device>(
-        detail::cuda_device_options{.id = id, .budget = cfg.device_memory_budget}));
+        detail::cuda_device_options{
+            .id = id, .incore = cfg.incore, .budget = cfg.device_memory_budget}));
   return set;
 }
 #endif

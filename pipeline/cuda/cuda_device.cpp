@@ -133,6 +133,7 @@ struct round_state {
   cuda::device_buffer scratch;
   staging in_staging;
   staging out_staging;
+  chunk_sorter sorter;
 
   // Reused by batch_copies, so that a task allocates nothing.
   std::vector<void*> batch_dst;
@@ -147,13 +148,14 @@ struct round_state {
   std::uint64_t gather_copy_min_bytes{};
 
   round_state(const element_layout& l, std::uint64_t elements, std::size_t tables,
-              const cuda_device_options& o)
+              const cuda_device_options& o, const chunk_sorter& with)
       : key_capacity_bytes{elements * l.key_bytes},
         value_capacity_bytes{elements * l.value_bytes},
         table_entries{std::max<std::size_t>(tables, 1)},
-        scratch_bytes{cuda::radix_sort_scratch_bytes(elements, l.key_bytes, l.value_bytes)},
+        scratch_bytes{with.scratch_bytes(elements, l.key_bytes, l.value_bytes)},
         in_staging{o.staging_piece_bytes, o.staging_pieces},
         out_staging{o.staging_piece_bytes, o.staging_pieces},
+        sorter{with},
         gather{gather_mode_from_environment()},
         gather_copy_min_bytes{o.gather_copy_min_bytes}
   {
@@ -182,12 +184,12 @@ struct round_state {
   }
 
   /// Whether this state serves a round of `elements` with `tables` slices at most per task.
-  [[nodiscard]] bool fits(const element_layout& l, std::uint64_t elements,
-                          std::size_t tables) const
+  [[nodiscard]] bool fits(const element_layout& l, std::uint64_t elements, std::size_t tables,
+                          const chunk_sorter& with) const
   {
     return elements * l.key_bytes <= key_capacity_bytes &&
            elements * l.value_bytes <= value_capacity_bytes && tables <= table_entries &&
-           cuda::radix_sort_scratch_bytes(elements, l.key_bytes, l.value_bytes) <= scratch_bytes;
+           with.scratch_bytes(elements, l.key_bytes, l.value_bytes) <= scratch_bytes;
   }
 
   ~round_state()
@@ -311,8 +313,8 @@ struct round_state {
     mark(s, 2, st);
     const unsigned kb = layout.key_bytes, vb = layout.value_bytes;
     if (!t.src_ordered) cuda::to_ordered(s.keys.data(), t.count, layout.type, layout.direction, st);
-    if (cuda::radix_sort(s.keys.data(), alt_keys.data(), s.values.data(), alt_values.data(),
-                         t.count, kb, vb, scratch.data(), scratch_bytes, st)) {
+    if (sorter.sort(s.keys.data(), alt_keys.data(), s.values.data(), alt_values.data(), t.count,
+                    kb, vb, scratch.data(), scratch_bytes, st)) {
       std::swap(s.keys, alt_keys);
       std::swap(s.values, alt_values);
     }
@@ -391,19 +393,21 @@ std::uint64_t resident_buffers::piece_elements(std::uint64_t elements,
 }
 
 std::size_t resident_buffers::scratch_bytes(const element_layout& layout, std::uint64_t elements,
-                                            const cuda_device_options& options)
+                                            const cuda_device_options& options,
+                                            const chunk_sorter& sorter)
 {
-  return std::max(cuda::radix_sort_scratch_bytes(piece_elements(elements, options),
-                                                 layout.key_bytes, layout.value_bytes),
+  return std::max(sorter.scratch_bytes(piece_elements(elements, options), layout.key_bytes,
+                                       layout.value_bytes),
                   cuda::merge_scratch_bytes(elements, layout.key_bytes, layout.value_bytes));
 }
 
 resident_buffers::resident_buffers(const element_layout& layout, std::uint64_t elements,
-                                   const cuda_device_options& options)
+                                   const cuda_device_options& options, const chunk_sorter& with)
     : tuning{options},
+      sorter{with},
       key_capacity_bytes{elements * layout.key_bytes},
       value_capacity_bytes{elements * layout.value_bytes},
-      scratch_capacity{scratch_bytes(layout, elements, options)},
+      scratch_capacity{scratch_bytes(layout, elements, options, with)},
       in_staging{options.staging_piece_bytes, options.staging_pieces},
       out_staging{options.staging_piece_bytes, options.staging_pieces},
       words{word_count * sizeof(std::uint64_t), cudaHostAllocPortable | cudaHostAllocMapped}
@@ -422,11 +426,12 @@ resident_buffers::~resident_buffers()
   GPUSORT_CUDA_ASSERT_OK(cudaStreamSynchronize(d2h.value()));
 }
 
-bool resident_buffers::fits(const element_layout& layout, std::uint64_t elements) const
+bool resident_buffers::fits(const element_layout& layout, std::uint64_t elements,
+                            const chunk_sorter& with) const
 {
   return elements * layout.key_bytes <= key_capacity_bytes &&
          elements * layout.value_bytes <= value_capacity_bytes &&
-         scratch_bytes(layout, elements, tuning) <= scratch_capacity;
+         scratch_bytes(layout, elements, tuning, with) <= scratch_capacity;
 }
 
 cuda_device::cuda_device(cuda_device_options options)
@@ -436,6 +441,7 @@ cuda_device::cuda_device(cuda_device_options options)
   cudaDeviceProp prop{};
   GPUSORT_CUDA_TRY(cudaGetDeviceProperties(&prop, options_.id));
   name_ = "cuda:" + std::to_string(options_.id) + " (" + prop.name + ")";
+  sm_major_ = prop.major;
   if (options_.budget) {
     budget_bytes_ = *options_.budget;
   } else {
@@ -482,9 +488,9 @@ device_capacity cuda_device::capacity(const element_layout& layout) const
   constexpr std::uint64_t margin = std::uint64_t{64} << 20;
   const std::uint64_t per_element = buffers_per_element * layout.bytes();
   const cuda::set_device_guard guard{options_.id};
+  const chunk_sorter with = sorter(layout);
   auto need = [&](std::uint64_t c) {
-    return margin + per_element * c +
-           cuda::radix_sort_scratch_bytes(c, layout.key_bytes, layout.value_bytes);
+    return margin + per_element * c + with.scratch_bytes(c, layout.key_bytes, layout.value_bytes);
   };
   std::uint64_t lo = 0, hi = budget_bytes_ / per_element + 1;
   while (lo + 1 < hi) {
@@ -503,7 +509,8 @@ std::uint64_t cuda_device::resident_capacity(const element_layout& layout) const
   const std::uint64_t per_element = 2 * layout.bytes();
   const cuda::set_device_guard guard{options_.id};
   auto need = [&](std::uint64_t c) {
-    return margin + per_element * c + resident_buffers::scratch_bytes(layout, c, options_);
+    return margin + per_element * c +
+           resident_buffers::scratch_bytes(layout, c, options_, sorter(layout));
   };
   std::uint64_t lo = 0, hi = budget_bytes_ / per_element + 1;
   while (lo + 1 < hi) {
@@ -517,12 +524,14 @@ resident_buffers& cuda_device::resident(const element_layout& layout, std::uint6
 {
   const cuda::set_device_guard guard{options_.id};
   std::unique_ptr<resident_buffers>& kept = state_->resident;
-  if (!kept || !kept->fits(layout, elements)) {
+  const chunk_sorter with = sorter(layout);
+  if (!kept || !kept->fits(layout, elements, with)) {
     kept.reset();
     state_->round.reset();
     kept = std::make_unique<resident_buffers>(layout, std::max<std::uint64_t>(elements, 1),
-                                              options_);
+                                              options_, with);
   }
+  kept->sorter = with;
   return *kept;
 }
 
@@ -536,13 +545,16 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
   // the gap between the rounds.
   const std::uint64_t elements = std::clamp<std::uint64_t>(queue.reserve(), largest, cap);
   std::unique_ptr<round_state>& kept = state_->round;
-  if (kept && kept->fits(layout, elements, 0) && !kept->fits(layout, elements, queue.most_slices()))
+  const chunk_sorter with = sorter(layout);
+  if (kept && kept->fits(layout, elements, 0, with) &&
+      !kept->fits(layout, elements, queue.most_slices(), with))
     kept->grow_tables(queue.most_slices());
-  if (!kept || !kept->fits(layout, elements, queue.most_slices())) {
+  if (!kept || !kept->fits(layout, elements, queue.most_slices(), with)) {
     kept.reset();  // first, so that its memory is free for the new one
     state_->resident.reset();
-    kept = std::make_unique<round_state>(layout, elements, queue.most_slices(), options_);
+    kept = std::make_unique<round_state>(layout, elements, queue.most_slices(), options_, with);
   }
+  kept->sorter = with;
   round_state& state = *kept;
   state.layout = layout;
   state.profiling = ctx.profiling();

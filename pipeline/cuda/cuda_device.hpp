@@ -4,6 +4,7 @@
 #pragma once
 
 #include "pipeline/device.hpp"
+#include "pipeline/cuda/chunk_sorter.hpp"
 #include "pipeline/cuda/resources.hpp"
 #include "pipeline/cuda/staging.hpp"
 #include "pipeline/host_memory.hpp"
@@ -19,6 +20,8 @@ namespace gpusort::detail {
 
 struct cuda_device_options {
   int id{0};
+  /// How a chunk in GPU memory is sorted (config key incore_engine).
+  incore_engine incore{incore_engine::automatic};
   /// Device memory for one job; nullopt: what the GPU has free less `reserve_bytes`.
   std::optional<std::uint64_t> budget;
   std::uint64_t reserve_bytes{std::uint64_t{1} << 30};
@@ -47,19 +50,22 @@ struct cuda_device_state;
 /// sorting a piece or merging, its streams, pinned staging and mapped words for merge splits.
 struct resident_buffers {
   resident_buffers(const element_layout& layout, std::uint64_t elements,
-                   const cuda_device_options& options);
+                   const cuda_device_options& options, const chunk_sorter& sorter);
   ~resident_buffers();
   resident_buffers(const resident_buffers&) = delete;
   resident_buffers& operator=(const resident_buffers&) = delete;
 
-  [[nodiscard]] bool fits(const element_layout& layout, std::uint64_t elements) const;
+  [[nodiscard]] bool fits(const element_layout& layout, std::uint64_t elements,
+                          const chunk_sorter& with) const;
   /// Scratch for sorting a piece of `elements` or merging runs of `elements` in all.
   static std::size_t scratch_bytes(const element_layout& layout, std::uint64_t elements,
-                                   const cuda_device_options& options);
+                                   const cuda_device_options& options,
+                                   const chunk_sorter& sorter);
   /// Elements of the largest piece the resident sort sorts at once.
   static std::uint64_t piece_elements(std::uint64_t elements, const cuda_device_options& options);
 
   cuda_device_options tuning;
+  chunk_sorter sorter;
   std::uint64_t key_capacity_bytes{};
   std::uint64_t value_capacity_bytes{};
   std::size_t scratch_capacity{};
@@ -90,6 +96,11 @@ class cuda_device final : public device {
 
   [[nodiscard]] int id() const noexcept { return options_.id; }
   [[nodiscard]] const cuda_device_options& options() const noexcept { return options_; }
+  /// The in-core sort this GPU uses for `layout`.
+  [[nodiscard]] chunk_sorter sorter(const element_layout& layout) const
+  {
+    return chunk_sorter{options_.incore, layout.key_bytes, layout.value_bytes, sm_major_};
+  }
 
   /// Elements of `layout` this GPU can sort in one round trip (resident_buffers in its budget).
   [[nodiscard]] std::uint64_t resident_capacity(const element_layout& layout) const;
@@ -105,6 +116,7 @@ class cuda_device final : public device {
   cuda_device_options options_;
   std::unique_ptr<cuda_device_state> state_;
   std::uint64_t budget_bytes_{};
+  int sm_major_{};
   std::string name_;
 };
 

@@ -224,9 +224,9 @@ class resident_job {
     p.ready.make_wait(s);
     p.tl.span(sort_stage, s, len * layout_.bytes(), [&] {
       cuda::to_ordered(keys(p, 0, at), len, layout_.type, layout_.direction, s);
-      const bool in_alt = cuda::radix_sort(keys(p, 0, at), keys(p, 1, at), values(p, 0, at),
-                                           values(p, 1, at), len, kb_, vb_,
-                                           p.buf->scratch.data(), p.buf->scratch_capacity, s);
+      const bool in_alt = p.buf->sorter.sort(keys(p, 0, at), keys(p, 1, at), values(p, 0, at),
+                                             values(p, 1, at), len, kb_, vb_,
+                                             p.buf->scratch.data(), p.buf->scratch_capacity, s);
       if (in_alt) {  // runs of one merge level share a buffer: bring it home (~1 ms per GiB)
         GPUSORT_CUDA_TRY(cudaMemcpyAsync(keys(p, 0, at), keys(p, 1, at), len * kb_,
                                          cudaMemcpyDeviceToDevice, s));

@@ -6,6 +6,7 @@
 #include "core/generate.hpp"
 #include "core/verify.hpp"
 #include "core/cuda/chunk_ops.cuh"
+#include "core/cuda/sample_sort.cuh"
 #include "pipeline/cuda/cuda_device.hpp"
 #include "pipeline/cuda/resident.hpp"
 
@@ -43,7 +44,9 @@ config forced_out_of_core(std::uint64_t n, unsigned key_bytes, unsigned value_by
   cfg.devices = device_selection::listed;
   cfg.gpu_ids = {0};
   cfg.chunk_bytes = std::max<std::uint64_t>(4096, (n + 15) / 16 * element_bytes);
-  const std::uint64_t scratch = cuda::radix_sort_scratch_bytes(n, key_bytes, value_bytes);
+  const std::uint64_t scratch =
+      std::max(cuda::radix_sort_scratch_bytes(n, key_bytes, value_bytes),
+               cuda::sample_sort_scratch_bytes(n, key_bytes, value_bytes));
   cfg.device_memory_budget = (std::uint64_t{64} << 20) + 2 * scratch +
                              detail::cuda_device::buffers_per_element * element_bytes *
                                  std::max<std::uint64_t>(n / 8, 4096);
@@ -94,6 +97,35 @@ TYPED_TEST(GpuEngineKeys, EveryDistributionAndOrderOutOfCoreAndInCore)
           if (!forced && n > 0) {
             EXPECT_EQ(r.rounds, 1);
           }
+        }
+      }
+    }
+  }
+}
+
+TYPED_TEST(GpuEngineKeys, EveryInCoreEngineOutOfCoreAndInCore)
+{
+  using K = TypeParam;
+  for (const incore_engine sorter : {incore_engine::sample, incore_engine::radix}) {
+    for (const distribution dist : {distribution::uniform, distribution::gaussian,
+                                    distribution::zero, distribution::detdupes,
+                                    distribution::sorted, distribution::fewunique}) {
+      if (!applies_to(dist, dtype_of_v<K>)) continue;
+      for (const std::uint64_t n : {std::uint64_t{65'537}, std::uint64_t{3'000'017}}) {
+        if (small_only() && n > 10'000) continue;
+        for (const bool forced : {true, false}) {
+          SCOPED_TRACE(std::string{name_of(dist)} + " n=" + std::to_string(n) +
+                       (sorter == incore_engine::sample ? " sample" : " radix") +
+                       (forced ? " forced" : " default"));
+          std::vector<K> keys(n);
+          generate(std::span<K>{keys}, dist, n + 5);
+          const key_array view{keys.data(), n, dtype_of_v<K>};
+          const fingerprint before = fingerprint_of(view);
+          config cfg = forced ? forced_out_of_core(n, sizeof(K)) : config{};
+          cfg.incore = sorter;
+          engine{cfg}.sort(sort_job{.keys = view}, {.direction = order::descending});
+          const verify_result v = verify(view, std::nullopt, order::descending, before);
+          ASSERT_TRUE(v.ok) << v.message;
         }
       }
     }

@@ -1,0 +1,389 @@
+// Sample sort benchmark (issue 4): Gkeys/s of the GPU sample sort, cub::DeviceRadixSort and
+// cub::DeviceMergeSort on data already in GPU memory, for u32, u64, f32, f64 keys and u64/u64
+// pairs, on uniform, gaussian, staggered, sorted, zero and detdupes, at 2^26 and 2^29 elements.
+// Every sample-sort result is verified (order + fingerprint). Also the device's copy bandwidth
+// and, per case, the bytes the sample sort moves per key against it (what bounds it).
+// Writes bench/results-style JSON with "sample." targets and prints a Markdown table.
+//
+//   sample_bench [--sizes 64Mi,512Mi] [--reps 3] [--json FILE] [--machine NAME] [--commit C]
+//                [--types u32,u64,f32,f64,pairs] [--dists uniform,...]
+#include "core/cuda/sample_sort.cuh"
+#include "core/generate.hpp"
+#include "core/keys.hpp"
+#include "core/verify.hpp"
+#include "pipeline/cuda/resources.hpp"
+
+#include <gpusort/error.hpp>
+#include <gpusort/types.hpp>
+#include <gpusort/units.hpp>
+
+#include <cub/device/device_merge_sort.cuh>
+#include <cub/device/device_radix_sort.cuh>
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using gpusort::cuda::cuda_event;
+using gpusort::cuda::cuda_stream;
+using gpusort::cuda::device_buffer;
+using gpusort::cuda::event_timing;
+
+struct target {
+  std::string name, unit, baseline;
+  double value{}, ratio{}, goal{};
+  bool higher_is_better{true};
+  [[nodiscard]] bool met() const { return higher_is_better ? ratio >= goal : ratio <= goal; }
+};
+
+struct less_op {
+  template <typename T>
+  __host__ __device__ bool operator()(const T& a, const T& b) const
+  {
+    return a < b;
+  }
+};
+
+/// Median of `reps` timed runs of `sort` (seconds); `restore` puts the input back before each
+/// run, untimed. One untimed warm-up run first.
+double time_sort(cudaStream_t s, int reps, const std::function<void()>& restore,
+                 const std::function<void()>& sort)
+{
+  cuda_event start{event_timing::enabled}, stop{event_timing::enabled};
+  std::vector<double> times;
+  for (int r = 0; r <= reps; ++r) {
+    restore();
+    start.record(s);
+    sort();
+    stop.record(s);
+    stop.synchronize();
+    if (r > 0) times.push_back(gpusort::cuda::elapsed_ms(start, stop) / 1e3);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+/// Device-to-device copy bandwidth (GB/s, bytes read plus written).
+double copy_bandwidth(cudaStream_t s)
+{
+  const std::uint64_t bytes = std::uint64_t{2} << 30;
+  device_buffer a{bytes}, b{bytes};
+  GPUSORT_CUDA_TRY(cudaMemsetAsync(a.data(), 1, bytes, s));
+  const double t = time_sort(s, 5, [] {}, [&] {
+    GPUSORT_CUDA_TRY(cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, s));
+  });
+  return 2.0 * static_cast<double>(bytes) / t / 1e9;
+}
+
+struct result {
+  double sample{}, radix{}, merge{};  // Gkeys/s
+  double bytes_per_key{};             // sample sort, modelled
+  int levels{};
+};
+
+template <typename Key, typename Value>
+result run_case(gpusort::dtype t, gpusort::distribution d, std::uint64_t n, int reps,
+                cudaStream_t s, bool& all_verified)
+{
+  constexpr bool pairs = !std::is_void_v<Value>;
+  using value_t = std::conditional_t<pairs, Value, char>;
+  constexpr unsigned value_bytes = pairs ? sizeof(value_t) : 0;
+  std::vector<Key> host(n);
+  gpusort::generate(std::span<Key>{host}, d, 1234);
+  std::vector<value_t> host_values(pairs ? n : 0);
+  if constexpr (pairs)
+    gpusort::generate_values(gpusort::value_array{host_values.data(), n, value_bytes}, 99);
+  const gpusort::key_array view{host.data(), n, t};
+  const std::optional<gpusort::value_array> vview =
+      pairs ? std::optional<gpusort::value_array>{gpusort::value_array{host_values.data(), n,
+                                                                        value_bytes}}
+            : std::nullopt;
+  const gpusort::fingerprint before = gpusort::fingerprint_of(view, vview);
+
+  const std::uint64_t kb = n * sizeof(Key), vb = n * value_bytes;
+  device_buffer src{kb}, keys{kb}, alt{kb}, vsrc{vb}, vals{vb}, valt{vb};
+  GPUSORT_CUDA_TRY(cudaMemcpy(src.data(), host.data(), kb, cudaMemcpyHostToDevice));
+  if constexpr (pairs)
+    GPUSORT_CUDA_TRY(cudaMemcpy(vsrc.data(), host_values.data(), vb, cudaMemcpyHostToDevice));
+  auto restore = [&] {
+    GPUSORT_CUDA_TRY(cudaMemcpyAsync(keys.data(), src.data(), kb, cudaMemcpyDeviceToDevice, s));
+    if constexpr (pairs)
+      GPUSORT_CUDA_TRY(
+          cudaMemcpyAsync(vals.data(), vsrc.data(), vb, cudaMemcpyDeviceToDevice, s));
+  };
+  result r;
+  const double gkeys = static_cast<double>(n) / 1e9;
+
+  // sample sort, through the typed entry (ordered-bits transforms included)
+  {
+    const std::size_t bytes =
+        gpusort::cuda::sample_sort_scratch_bytes(n, sizeof(Key), value_bytes);
+    device_buffer scratch{bytes};
+    bool in_alt = false;
+    const double sec = time_sort(s, reps, restore, [&] {
+      in_alt = gpusort::cuda::sample_sort(t, gpusort::order::ascending, keys.data(), alt.data(),
+                                          vals.data(), valt.data(), n, value_bytes,
+                                          scratch.data(), bytes, s);
+    });
+    r.sample = gkeys / sec;
+    GPUSORT_CUDA_TRY(cudaStreamSynchronize(s));
+    GPUSORT_CUDA_TRY(cudaMemcpy(host.data(), in_alt ? alt.data() : keys.data(), kb,
+                                cudaMemcpyDeviceToHost));
+    if constexpr (pairs)
+      GPUSORT_CUDA_TRY(cudaMemcpy(host_values.data(), in_alt ? valt.data() : vals.data(), vb,
+                                  cudaMemcpyDeviceToHost));
+    const auto v = gpusort::verify(view, vview, gpusort::order::ascending, before);
+    if (!v.ok) {
+      std::fprintf(stderr, "sample_bench: sample sort WRONG (%s %s n=%llu): %s\n",
+                   std::string{gpusort::name_of(t)}.c_str(),
+                   std::string{gpusort::name_of(d)}.c_str(), static_cast<unsigned long long>(n),
+                   v.message.c_str());
+      all_verified = false;
+    }
+    int major = 0, dev = 0;
+    GPUSORT_CUDA_TRY(cudaGetDevice(&dev));
+    GPUSORT_CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    const auto shape =
+        gpusort::cuda::detail::sample_sort_shape_of(n, sizeof(Key), value_bytes, major);
+    r.levels = shape.levels;
+    // per level: keys read twice (histogram, scatter) and written once, values read and written
+    // once; the bucket sort reads and writes everything once; floats and signed keys pay two
+    // in-place transform passes (read + write each)
+    const double kw = sizeof(Key), vw = value_bytes;
+    const double transforms =
+        gpusort::detail::ordered_is_identity(t, gpusort::order::ascending) ? 0.0 : 4.0 * kw;
+    r.bytes_per_key = shape.levels * (3 * kw + 2 * vw) + 2 * (kw + vw) + transforms;
+  }
+  // CUB radix sort, on the native key type
+  {
+    cub::DoubleBuffer<Key> kbuf{keys.data<Key>(), alt.data<Key>()};
+    cub::DoubleBuffer<value_t> vbuf{vals.data<value_t>(), valt.data<value_t>()};
+    std::size_t bytes = 0;
+    if constexpr (pairs)
+      GPUSORT_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, bytes, kbuf, vbuf,
+                                                       static_cast<std::int64_t>(n), 0,
+                                                       int{sizeof(Key) * 8}, s));
+    else
+      GPUSORT_CUDA_TRY(cub::DeviceRadixSort::SortKeys(nullptr, bytes, kbuf,
+                                                      static_cast<std::int64_t>(n), 0,
+                                                      int{sizeof(Key) * 8}, s));
+    device_buffer scratch{bytes};
+    const double sec = time_sort(s, reps, restore, [&] {
+      kbuf.selector = 0;
+      vbuf.selector = 0;
+      if constexpr (pairs)
+        GPUSORT_CUDA_TRY(cub::DeviceRadixSort::SortPairs(scratch.data(), bytes, kbuf, vbuf,
+                                                         static_cast<std::int64_t>(n), 0,
+                                                         int{sizeof(Key) * 8}, s));
+      else
+        GPUSORT_CUDA_TRY(cub::DeviceRadixSort::SortKeys(scratch.data(), bytes, kbuf,
+                                                        static_cast<std::int64_t>(n), 0,
+                                                        int{sizeof(Key) * 8}, s));
+    });
+    r.radix = gkeys / sec;
+  }
+  // CUB merge sort (the comparison peer), NaN-free data
+  {
+    std::size_t bytes = 0;
+    if constexpr (pairs)
+      GPUSORT_CUDA_TRY(cub::DeviceMergeSort::SortPairs(nullptr, bytes, keys.data<Key>(),
+                                                       vals.data<value_t>(),
+                                                       static_cast<std::int64_t>(n), less_op{}, s));
+    else
+      GPUSORT_CUDA_TRY(cub::DeviceMergeSort::SortKeys(nullptr, bytes, keys.data<Key>(),
+                                                      static_cast<std::int64_t>(n), less_op{}, s));
+    device_buffer scratch{bytes};
+    const double sec = time_sort(s, reps, restore, [&] {
+      if constexpr (pairs)
+        GPUSORT_CUDA_TRY(cub::DeviceMergeSort::SortPairs(scratch.data(), bytes, keys.data<Key>(),
+                                                         vals.data<value_t>(),
+                                                         static_cast<std::int64_t>(n), less_op{},
+                                                         s));
+      else
+        GPUSORT_CUDA_TRY(cub::DeviceMergeSort::SortKeys(scratch.data(), bytes, keys.data<Key>(),
+                                                        static_cast<std::int64_t>(n), less_op{},
+                                                        s));
+    });
+    r.merge = gkeys / sec;
+  }
+  return r;
+}
+
+/// "2^26" for powers of two, else the number.
+std::string size_name(std::uint64_t n)
+{
+  if ((n & (n - 1)) == 0) {
+    int bits = 0;
+    while ((std::uint64_t{1} << bits) < n) ++bits;
+    return "2^" + std::to_string(bits);
+  }
+  return std::to_string(n);
+}
+
+std::vector<std::string> split_list(const std::string& text)
+{
+  std::vector<std::string> out;
+  std::stringstream ss{text};
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+  std::vector<std::uint64_t> sizes{std::uint64_t{1} << 26, std::uint64_t{1} << 29};
+  std::vector<std::string> types{"u32", "u64", "f32", "f64", "pairs"};
+  std::vector<std::string> dists{"uniform", "gaussian", "staggered", "sorted", "zero", "detdupes"};
+  int reps = 3;
+  std::string json, machine = "unknown", commit = "unknown";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i], v = argv[i + 1];
+    if (a == "--sizes") {
+      sizes.clear();
+      for (const auto& item : split_list(v)) {
+        const auto c = gpusort::parse_count(item);
+        if (!c) {
+          std::fprintf(stderr, "sample_bench: bad size %s\n", item.c_str());
+          return 64;
+        }
+        sizes.push_back(*c);
+      }
+    } else if (a == "--reps") {
+      reps = std::max(1, std::atoi(v.c_str()));
+    } else if (a == "--types") {
+      types = split_list(v);
+    } else if (a == "--dists") {
+      dists = split_list(v);
+    } else if (a == "--json") {
+      json = v;
+    } else if (a == "--machine") {
+      machine = v;
+    } else if (a == "--commit") {
+      commit = v;
+    } else {
+      std::fprintf(stderr, "sample_bench: unknown argument %s\n", a.c_str());
+      return 64;
+    }
+  }
+  cuda_stream stream;
+  const cudaStream_t s = stream.value();
+  cudaDeviceProp prop{};
+  GPUSORT_CUDA_TRY(cudaGetDeviceProperties(&prop, 0));
+  const double bandwidth = copy_bandwidth(s);
+  std::printf("device: %s, %d SMs; device-to-device copy %.0f GB/s (read + write)\n", prop.name,
+              prop.multiProcessorCount, bandwidth);
+
+  std::vector<target> targets;
+  std::ostringstream raw;
+  bool all_verified = true;
+  std::printf("\n| keys | distribution | n | sample Gkeys/s | radix Gkeys/s | merge Gkeys/s | "
+              "vs merge | vs radix | levels | bytes/key | GB/s moved | of copy bw |\n"
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
+              "---: |\n");
+  for (const std::uint64_t n : sizes) {
+    const std::string size_tag = size_name(n);
+    for (const std::string& type : types) {
+      std::map<std::string, double> rate_of;
+      for (const std::string& dist_name : dists) {
+        const auto d = gpusort::parse_distribution(dist_name);
+        if (!d) {
+          std::fprintf(stderr, "sample_bench: bad distribution %s\n", dist_name.c_str());
+          return 64;
+        }
+        result r;
+        if (type == "u32")
+          r = run_case<std::uint32_t, void>(gpusort::dtype::u32, *d, n, reps, s, all_verified);
+        else if (type == "u64")
+          r = run_case<std::uint64_t, void>(gpusort::dtype::u64, *d, n, reps, s, all_verified);
+        else if (type == "f32")
+          r = run_case<float, void>(gpusort::dtype::f32, *d, n, reps, s, all_verified);
+        else if (type == "f64")
+          r = run_case<double, void>(gpusort::dtype::f64, *d, n, reps, s, all_verified);
+        else if (type == "pairs")
+          r = run_case<std::uint64_t, std::uint64_t>(gpusort::dtype::u64, *d, n, reps, s,
+                                                     all_verified);
+        else {
+          std::fprintf(stderr, "sample_bench: bad type %s\n", type.c_str());
+          return 64;
+        }
+        const double moved = r.sample * r.bytes_per_key;
+        std::printf("| %s | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %d | %.0f | %.0f | "
+                    "%.0f%% |\n",
+                    type.c_str(), dist_name.c_str(), size_tag.c_str(), r.sample, r.radix, r.merge,
+                    r.sample / r.merge, r.sample / r.radix, r.levels, r.bytes_per_key, moved,
+                    100.0 * moved / bandwidth);
+        std::fflush(stdout);
+        raw << "{\"keys\": \"" << type << "\", \"distribution\": \"" << dist_name
+            << "\", \"n\": " << n << ", \"sample_gkeys\": " << r.sample
+            << ", \"radix_gkeys\": " << r.radix << ", \"merge_gkeys\": " << r.merge
+            << ", \"levels\": " << r.levels << ", \"bytes_per_key\": " << r.bytes_per_key
+            << ", \"moved_gbs\": " << moved << "},";
+        rate_of[dist_name] = r.sample;
+        const std::string tag = type + "." + dist_name + "." + size_tag;
+        targets.push_back({"sample.vs_merge_sort." + tag, "speed ratio",
+                           "cub::DeviceMergeSort, same data, same GPU", r.sample,
+                           r.sample / r.merge, 2.0, true});
+        if (type != "u32" && type != "f32")
+          targets.push_back({"sample.vs_radix_sort." + tag, "speed ratio",
+                             "cub::DeviceRadixSort, same data, same GPU", r.sample,
+                             r.sample / r.radix, 1.0, true});
+      }
+      if (rate_of.count("uniform") != 0) {
+        for (const auto& [dist_name, rate] : rate_of) {
+          if (dist_name == "uniform") continue;
+          targets.push_back({"sample.slowdown_vs_uniform." + type + "." + dist_name + "." +
+                                 size_tag,
+                             "time ratio", "the sample sort on uniform keys, same type and size",
+                             rate, rate_of["uniform"] / rate, 1.5, false});
+        }
+      }
+    }
+  }
+
+  int met = 0;
+  std::printf("\n| target | value (Gkeys/s) | ratio | goal | met |\n| --- | ---: | ---: | ---: | "
+              "--- |\n");
+  for (const target& t : targets) {
+    std::printf("| %s | %.2f | %.2f | %s %.2f | %s |\n", t.name.c_str(), t.value, t.ratio,
+                t.higher_is_better ? ">=" : "<=", t.goal, t.met() ? "yes" : "NO");
+    met += t.met() ? 1 : 0;
+  }
+  std::printf("\n%d of %zu targets met; every sample-sort result verified: %s\n", met,
+              targets.size(), all_verified ? "yes" : "NO");
+  if (!json.empty()) {
+    std::time_t now = std::time(nullptr);
+    char date[32];
+    std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
+    std::ofstream out{json};
+    out << "{\n  \"commit\": \"" << commit << "\",\n  \"machine\": \"" << machine
+        << "\",\n  \"date\": \"" << date << "\",\n  \"device\": \"" << prop.name
+        << "\",\n  \"copy_bandwidth_gbs\": " << bandwidth
+        << ",\n  \"verified\": " << (all_verified ? "true" : "false") << ",\n  \"targets\": [\n";
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      const target& t = targets[i];
+      out << "    {\"name\": \"" << t.name << "\", \"value\": " << t.value << ", \"unit\": \""
+          << t.unit << "\", \"baseline\": \"" << t.baseline << "\", \"ratio\": " << t.ratio
+          << ", \"target\": " << t.goal << ", \"met\": " << (t.met() ? "true" : "false") << "}"
+          << (i + 1 < targets.size() ? "," : "") << "\n";
+    }
+    std::string r = raw.str();
+    if (!r.empty()) r.pop_back();
+    out << "  ],\n  \"raw\": [" << r << "]\n}\n";
+  }
+  return all_verified ? 0 : 1;
+}

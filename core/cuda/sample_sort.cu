@@ -1,0 +1,414 @@
+// Dispatch of the sample sort (CUB's "dispatch" layer): validates, lays the scratch out, picks the
+// policy of the binary the device runs, and launches the levels and the bucket sorts on the
+// caller's stream. Never allocates, never synchronizes.
+#include "core/cuda/ordered_keys.cuh"
+#include "core/cuda/sample_sort.cuh"
+#include "core/cuda/sample_sort/kernels.cuh"
+#include "core/keys.hpp"
+
+#include <gpusort/error.hpp>
+
+#include <cub/device/device_scan.cuh>
+
+#include <cuda/std/functional>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+namespace gpusort::cuda {
+namespace {
+
+namespace ss = detail::sample;
+
+constexpr std::size_t scratch_alignment = 256;
+
+constexpr std::size_t align_up(std::size_t bytes)
+{
+  return (bytes + scratch_alignment - 1) / scratch_alignment * scratch_alignment;
+}
+
+/// Where everything lives in the caller's scratch, and the bounds the lists are sized by.
+struct scratch_layout {
+  int levels{};                 ///< distribution levels launched (predicted + one spare)
+  std::uint64_t segment_cap{};  ///< segments of one level: each above the capacity
+  std::uint64_t tile_cap{};     ///< tiles of one level
+  std::uint64_t count_cap{};    ///< bucket counters of one level
+  std::uint64_t job_cap{};      ///< jobs of one size class over all levels
+  std::uint64_t copy_cap{};
+  std::size_t counters{}, segments[2]{}, tile_map{}, splitters{}, counts{}, offsets{}, jobs[2]{},
+      copies{}, scan_temp{}, scan_temp_bytes{}, total{};
+};
+
+std::size_t scan_temp_bytes(std::uint64_t items)
+{
+  std::size_t bytes = 0;
+  GPUSORT_CUDA_TRY(cub::DeviceScan::ExclusiveScan(
+      nullptr, bytes, static_cast<const std::uint32_t*>(nullptr),
+      static_cast<std::uint64_t*>(nullptr), ::cuda::std::plus<std::uint64_t>{}, std::uint64_t{0},
+      items));
+  return bytes;
+}
+
+template <typename P>
+int predicted_levels(std::uint64_t n)
+{
+  int levels = 0;
+  std::uint64_t size = n;
+  while (size > static_cast<std::uint64_t>(P::bucket_capacity) && levels < ss::max_levels) {
+    // the largest bucket of a level, generously: 1.5 times the average
+    size = (size >> ss::depth_for<P>(size)) * 3 / 2 + 1;
+    ++levels;
+  }
+  // one spare level for the few buckets that come out above the capacity
+  return levels == 0 ? 0 : std::min(levels + 1, ss::max_levels);
+}
+
+/// Segments of level `level`: one at level 0, at most k times the previous level's, at most
+/// segment_cap.
+template <typename P>
+std::uint64_t segments_bound(const scratch_layout& l, int level)
+{
+  std::uint64_t s = 1;
+  for (int i = 0; i < level && s < l.segment_cap; ++i) s *= P::buckets;
+  return std::min(s, l.segment_cap);
+}
+
+template <typename P>
+std::uint64_t tiles_bound(const scratch_layout& l, std::uint64_t n, int level)
+{
+  return (n + P::tile_items - 1) / P::tile_items + segments_bound<P>(l, level);
+}
+
+template <typename P, typename K>
+scratch_layout make_layout(std::uint64_t n, int forced_levels = -1)
+{
+  constexpr std::uint64_t capacity = P::bucket_capacity;
+  scratch_layout l;
+  l.levels = predicted_levels<P>(n);
+  // forcing fewer levels keeps the lists within what the size query reserved
+  if (forced_levels >= 0) l.levels = std::min(l.levels, forced_levels);
+  l.segment_cap = n / (capacity + 1) + 1;
+  l.tile_cap = (n + P::tile_items - 1) / P::tile_items + l.segment_cap;
+  l.count_cap = l.tile_cap * P::counters;
+  // A segment of s elements yields at most 6 s / M + 3 jobs (see classify_kernel): jobs above
+  // M/2, runs of small buckets between them and windows of M/2 within a run.
+  l.job_cap = static_cast<std::uint64_t>(l.levels) * (6 * n / capacity + 3 * l.segment_cap) + 1;
+  l.copy_cap = n / ss::copy_chunk + 2 * n / capacity + 1;
+  l.scan_temp_bytes = scan_temp_bytes(l.count_cap);
+
+  std::size_t at = 0;
+  auto take = [&](std::size_t bytes) {
+    const std::size_t here = at;
+    at += align_up(bytes);
+    return here;
+  };
+  l.counters = take(sizeof(ss::counters));
+  l.segments[0] = take(l.segment_cap * sizeof(ss::segment));
+  l.segments[1] = take(l.segment_cap * sizeof(ss::segment));
+  l.tile_map = take(l.tile_cap * sizeof(std::uint32_t));
+  l.splitters = take(l.segment_cap * sizeof(ss::splitters<K, P::buckets>));
+  l.counts = take(l.count_cap * sizeof(std::uint32_t));
+  l.offsets = take(l.count_cap * sizeof(std::uint64_t));
+  l.jobs[0] = take(l.job_cap * sizeof(ss::job));
+  l.jobs[1] = take(l.job_cap * sizeof(ss::job));
+  l.copies = take(l.copy_cap * sizeof(ss::copy_range));
+  l.scan_temp = take(l.scan_temp_bytes);
+  l.total = at;
+  return l;
+}
+
+/// Blocks of `kernel` that fit the device at once: the persistent grids loop over their lists.
+template <typename Kernel>
+unsigned resident_blocks(Kernel kernel, int threads, std::size_t smem, int sms)
+{
+  int per_sm = 0;
+  GPUSORT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+  return static_cast<unsigned>(std::max(per_sm, 1) * sms);
+}
+
+unsigned grid_of(std::uint64_t work, unsigned resident)
+{
+  return static_cast<unsigned>(std::clamp<std::uint64_t>(work, 1, resident));
+}
+
+/// Launch shapes of one layout on one device: resident blocks of each persistent kernel. Asked
+/// once per device and kept, so that a sort costs the runtime no more queries than launches.
+struct launch_setup {
+  int sms{};
+  unsigned list{}, map{}, sample{}, histogram{}, scatter{}, large{}, small{};
+};
+
+inline constexpr int list_threads = 256;
+
+template <typename P, typename K, typename V>
+launch_setup make_setup(int device)
+{
+  using scatter = ss::scatter_agent<P, K, V>;
+  using large = ss::bucket_sort_agent<K, V, P::sort_threads, P::sort_items>;
+  using small = ss::bucket_sort_agent<K, V, P::small_sort_threads, P::small_sort_items>;
+  constexpr std::size_t scatter_smem = sizeof(typename scatter::storage);
+  constexpr std::size_t large_smem = sizeof(typename large::storage);
+  constexpr std::size_t small_smem = sizeof(typename small::storage);
+  launch_setup l;
+  GPUSORT_CUDA_TRY(cudaDeviceGetAttribute(&l.sms, cudaDevAttrMultiProcessorCount, device));
+  GPUSORT_CUDA_TRY(cudaFuncSetAttribute(ss::scatter_kernel<K, V>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(scatter_smem)));
+  GPUSORT_CUDA_TRY(cudaFuncSetAttribute(ss::bucket_sort_kernel<K, V, 0>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(large_smem)));
+  GPUSORT_CUDA_TRY(cudaFuncSetAttribute(ss::bucket_sort_kernel<K, V, 1>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(small_smem)));
+  l.list = resident_blocks(ss::classify_kernel<K, V>, list_threads, 0, l.sms);
+  l.map = resident_blocks(ss::tile_map_kernel<K, V>, list_threads, 0, l.sms);
+  l.sample = resident_blocks(ss::sample_kernel<K, V>, P::sample_threads, 0, l.sms);
+  l.histogram = resident_blocks(ss::histogram_kernel<K, V>, P::dist_threads, 0, l.sms);
+  l.scatter = resident_blocks(ss::scatter_kernel<K, V>, P::dist_threads, scatter_smem, l.sms);
+  l.large = resident_blocks(ss::bucket_sort_kernel<K, V, 0>, P::sort_threads, large_smem, l.sms);
+  l.small =
+      resident_blocks(ss::bucket_sort_kernel<K, V, 1>, P::small_sort_threads, small_smem, l.sms);
+  return l;
+}
+
+/// The setup of the current device for layout (K, V), and whether it runs the sm_90 policy (the
+/// binary the runtime picked for the device).
+template <typename K, typename V>
+std::pair<bool, launch_setup> setup_of_current_device()
+{
+  static std::mutex mutex;
+  static std::map<int, std::pair<bool, launch_setup>> known;
+  int device = 0;
+  GPUSORT_CUDA_TRY(cudaGetDevice(&device));
+  const std::lock_guard lock{mutex};
+  const auto it = known.find(device);
+  if (it != known.end()) return it->second;
+  cudaFuncAttributes attributes{};
+  GPUSORT_CUDA_TRY(cudaFuncGetAttributes(&attributes, ss::bucket_sort_kernel<K, V, 0>));
+  const bool sm90 = attributes.binaryVersion >= 90;
+  const launch_setup setup = sm90 ? make_setup<ss::policy_sm90<K, V>, K, V>(device)
+                                  : make_setup<ss::policy_sm80<K, V>, K, V>(device);
+  return known.emplace(device, std::pair{sm90, setup}).first->second;
+}
+
+template <typename P, typename K, typename V>
+bool run(K* keys, K* keys_alt, V* values, V* values_alt, std::uint64_t n, void* d_scratch,
+         std::size_t scratch_bytes, cudaStream_t stream, std::uint64_t seed, int forced_levels,
+         const launch_setup& setup)
+{
+  using scatter = ss::scatter_agent<P, K, V>;
+  using large = ss::bucket_sort_agent<K, V, P::sort_threads, P::sort_items>;
+  using small = ss::bucket_sort_agent<K, V, P::small_sort_threads, P::small_sort_items>;
+  const scratch_layout l = make_layout<P, K>(n, forced_levels);
+  if (scratch_bytes < l.total)
+    throw invalid_argument{"sample_sort: scratch of " + std::to_string(scratch_bytes) +
+                           " bytes, needs " + std::to_string(l.total) +
+                           " (sample_sort_scratch_bytes)"};
+  auto* base = static_cast<unsigned char*>(d_scratch);
+  ss::work<K, V> w{};
+  w.keys = keys;
+  w.keys_alt = keys_alt;
+  w.values = values;
+  w.values_alt = values_alt;
+  w.n = n;
+  w.seed = seed;
+  w.count = reinterpret_cast<ss::counters*>(base + l.counters);
+  w.segments[0] = reinterpret_cast<ss::segment*>(base + l.segments[0]);
+  w.segments[1] = reinterpret_cast<ss::segment*>(base + l.segments[1]);
+  w.tile_map = reinterpret_cast<std::uint32_t*>(base + l.tile_map);
+  w.splitter_data = base + l.splitters;
+  w.bucket_counts = reinterpret_cast<std::uint32_t*>(base + l.counts);
+  w.bucket_offsets = reinterpret_cast<std::uint64_t*>(base + l.offsets);
+  w.jobs[0] = reinterpret_cast<ss::job*>(base + l.jobs[0]);
+  w.jobs[1] = reinterpret_cast<ss::job*>(base + l.jobs[1]);
+  w.copies = reinterpret_cast<ss::copy_range*>(base + l.copies);
+
+  constexpr std::size_t scatter_smem = sizeof(typename scatter::storage);
+  constexpr std::size_t large_smem = sizeof(typename large::storage);
+  constexpr std::size_t small_smem = sizeof(typename small::storage);
+  const unsigned list_resident = setup.list;
+  const unsigned map_resident = setup.map;
+  const unsigned sample_resident = setup.sample;
+  const unsigned histogram_resident = setup.histogram;
+  const unsigned scatter_resident = setup.scatter;
+
+  GPUSORT_CUDA_TRY(cudaMemsetAsync(w.count, 0, sizeof(ss::counters), stream));
+  ss::init_kernel<K, V><<<1, 32, 0, stream>>>(w);
+  GPUSORT_CHECK_LAUNCH();
+  if (l.levels > 0) {
+    w.level = 0;
+    ss::tile_map_kernel<K, V><<<1, list_threads, 0, stream>>>(w);
+    GPUSORT_CHECK_LAUNCH();
+  }
+  for (int level = 0; level < l.levels; ++level) {
+    w.level = static_cast<std::uint32_t>(level);
+    const std::uint64_t segs = segments_bound<P>(l, level);
+    const std::uint64_t tiles = tiles_bound<P>(l, n, level);
+    ss::sample_kernel<K, V><<<grid_of(segs, sample_resident), P::sample_threads, 0, stream>>>(w);
+    GPUSORT_CHECK_LAUNCH();
+    ss::histogram_kernel<K, V>
+        <<<grid_of(tiles, histogram_resident), P::dist_threads, 0, stream>>>(w);
+    GPUSORT_CHECK_LAUNCH();
+    std::size_t temp_bytes = 0;
+    const std::uint64_t items = tiles * P::counters;
+    GPUSORT_CUDA_TRY(cub::DeviceScan::ExclusiveScan(
+        nullptr, temp_bytes, static_cast<const std::uint32_t*>(w.bucket_counts), w.bucket_offsets,
+        ::cuda::std::plus<std::uint64_t>{}, std::uint64_t{0}, items, stream));
+    GPUSORT_EXPECTS(temp_bytes <= l.scan_temp_bytes, "sample_sort: scan scratch under-sized");
+    GPUSORT_CUDA_TRY(cub::DeviceScan::ExclusiveScan(
+        base + l.scan_temp, temp_bytes, static_cast<const std::uint32_t*>(w.bucket_counts),
+        w.bucket_offsets, ::cuda::std::plus<std::uint64_t>{}, std::uint64_t{0}, items, stream));
+    ss::scatter_kernel<K, V>
+        <<<grid_of(tiles, scatter_resident), P::dist_threads, scatter_smem, stream>>>(w);
+    GPUSORT_CHECK_LAUNCH();
+    ss::classify_kernel<K, V><<<grid_of(segs, list_resident), list_threads, 0, stream>>>(w);
+    GPUSORT_CHECK_LAUNCH();
+    w.level = static_cast<std::uint32_t>(level + 1);
+    ss::tile_map_kernel<K, V><<<grid_of(segments_bound<P>(l, level + 1), map_resident),
+                                list_threads, 0, stream>>>(w);
+    GPUSORT_CHECK_LAUNCH();
+  }
+  w.level = static_cast<std::uint32_t>(l.levels);
+  // the large class first: its blocks are the long ones, the small ones fill in behind them
+  ss::bucket_sort_kernel<K, V, 0>
+      <<<grid_of(l.job_cap, setup.large), P::sort_threads, large_smem, stream>>>(w);
+  GPUSORT_CHECK_LAUNCH();
+  ss::bucket_sort_kernel<K, V, 1>
+      <<<grid_of(l.job_cap, setup.small), P::small_sort_threads, small_smem, stream>>>(w);
+  GPUSORT_CHECK_LAUNCH();
+  if (l.levels > 0) {
+    ss::copy_kernel<K, V><<<grid_of(l.copy_cap, map_resident), list_threads, 0, stream>>>(w);
+    GPUSORT_CHECK_LAUNCH();
+  }
+  if (n > static_cast<std::uint64_t>(P::bucket_capacity)) {
+    ss::leftover_kernel<K, V><<<grid_of(l.segment_cap, static_cast<unsigned>(setup.sms)), 1024,
+                                0, stream>>>(w);
+    GPUSORT_CHECK_LAUNCH();
+  }
+  return true;
+}
+
+void check_widths(unsigned key_bytes, unsigned value_bytes)
+{
+  if (key_bytes != 4 && key_bytes != 8)
+    throw invalid_argument{"sample_sort: keys must be 4 or 8 bytes"};
+  if (value_bytes != 0 && value_bytes != 4 && value_bytes != 8)
+    throw invalid_argument{"sample_sort: values must be 0, 4 or 8 bytes"};
+}
+
+/// Calls f.template operator()<K, V>() with V = cub::NullType for keys only.
+template <typename F>
+decltype(auto) visit_widths(unsigned key_bytes, unsigned value_bytes, F&& f)
+{
+  check_widths(key_bytes, value_bytes);
+  return gpusort::detail::visit_layout(
+      key_bytes, value_bytes, [&]<typename K, typename V>() -> decltype(auto) {
+        if constexpr (std::is_same_v<V, gpusort::detail::no_value>) {
+          return f.template operator()<K, cub::NullType>();
+        } else {
+          return f.template operator()<K, V>();
+        }
+      });
+}
+
+}  // namespace
+
+std::size_t sample_sort_scratch_bytes(std::uint64_t n, unsigned key_bytes, unsigned value_bytes)
+{
+  return visit_widths(key_bytes, value_bytes, [&]<typename K, typename V>() {
+    return std::max(make_layout<ss::policy_sm80<K, V>, K>(n).total,
+                    make_layout<ss::policy_sm90<K, V>, K>(n).total);
+  });
+}
+
+namespace detail {
+
+sample_sort_shape sample_sort_shape_of(std::uint64_t n, unsigned key_bytes, unsigned value_bytes,
+                                       int sm_major)
+{
+  return visit_widths(key_bytes, value_bytes, [&]<typename K, typename V>() {
+    auto shape = [&]<typename P>() {
+      const int launched = predicted_levels<P>(n);
+      return sample_sort_shape{std::max(launched - 1, 0), launched,
+                               std::uint32_t{P::bucket_capacity}, std::uint32_t{P::tile_items},
+                               std::uint32_t{P::buckets}};
+    };
+    if (sm_major >= 9) return shape.template operator()<ss::policy_sm90<K, V>>();
+    return shape.template operator()<ss::policy_sm80<K, V>>();
+  });
+}
+
+bool sample_sort_with_levels(void* d_keys, void* d_keys_alt, void* d_values, void* d_values_alt,
+                             std::uint64_t n, unsigned key_bytes, unsigned value_bytes,
+                             void* d_scratch, std::size_t scratch_bytes, cudaStream_t stream,
+                             std::uint64_t seed, int levels)
+{
+  check_widths(key_bytes, value_bytes);
+  if (n == 0) return false;
+  if (d_keys == nullptr || d_keys_alt == nullptr)
+    throw invalid_argument{"sample_sort: null key buffers"};
+  if (value_bytes != 0 && (d_values == nullptr || d_values_alt == nullptr))
+    throw invalid_argument{"sample_sort: null value buffers"};
+  if (d_scratch == nullptr)
+    throw invalid_argument{"sample_sort needs scratch (see sample_sort_scratch_bytes)"};
+  return visit_widths(key_bytes, value_bytes, [&]<typename K, typename V>() {
+    auto* keys = static_cast<K*>(d_keys);
+    auto* keys_alt = static_cast<K*>(d_keys_alt);
+    auto* values = static_cast<V*>(d_values);
+    auto* values_alt = static_cast<V*>(d_values_alt);
+    const auto [sm90, setup] = setup_of_current_device<K, V>();
+    if (sm90)
+      return run<ss::policy_sm90<K, V>>(keys, keys_alt, values, values_alt, n, d_scratch,
+                                        scratch_bytes, stream, seed, levels, setup);
+    return run<ss::policy_sm80<K, V>>(keys, keys_alt, values, values_alt, n, d_scratch,
+                                      scratch_bytes, stream, seed, levels, setup);
+  });
+}
+
+}  // namespace detail
+
+bool sample_sort(void* d_keys, void* d_keys_alt, void* d_values, void* d_values_alt,
+                 std::uint64_t n, unsigned key_bytes, unsigned value_bytes, void* d_scratch,
+                 std::size_t scratch_bytes, cudaStream_t stream, std::uint64_t seed)
+{
+  return detail::sample_sort_with_levels(d_keys, d_keys_alt, d_values, d_values_alt, n, key_bytes,
+                                         value_bytes, d_scratch, scratch_bytes, stream, seed, -1);
+}
+
+bool sample_sort(dtype t, order dir, void* d_keys, void* d_keys_alt, void* d_values,
+                 void* d_values_alt, std::uint64_t n, unsigned value_bytes, void* d_scratch,
+                 std::size_t scratch_bytes, cudaStream_t stream, std::uint64_t seed)
+{
+  const auto key_bytes = static_cast<unsigned>(size_of(t));
+  check_widths(key_bytes, value_bytes);
+  if (n == 0) return false;
+  to_ordered(d_keys, n, t, dir, stream);
+  const bool alt = sample_sort(d_keys, d_keys_alt, d_values, d_values_alt, n, key_bytes,
+                               value_bytes, d_scratch, scratch_bytes, stream, seed);
+  from_ordered(alt ? d_keys_alt : d_keys, n, t, dir, stream);
+  return alt;
+}
+
+bool sample_sort_preferred(unsigned key_bytes, unsigned value_bytes, int sm_major)
+{
+  check_widths(key_bytes, value_bytes);
+  // bench/sample_bench on an H100 (bench/results/h100-20261121-sample): the sample sort's speed
+  // over cub::DeviceRadixSort's on uniform keys, the lower of 2^26 and 2^29 elements. It wins
+  // only on inputs with many equal keys (zero, detdupes: 1.5 to 3x), which a per-type choice
+  // cannot see; layouts not measured keep the radix sort.
+  struct measured {
+    unsigned key_bytes;
+    unsigned value_bytes;
+    double speed_over_radix;
+  };
+  constexpr measured sm90[] = {{4, 0, 0.26}, {8, 0, 0.47}, {8, 8, 0.71}};
+  if (sm_major < 9) return false;  // not measured: no A100 on the GPU machines
+  for (const measured& m : sm90)
+    if (m.key_bytes == key_bytes && m.value_bytes == value_bytes) return m.speed_over_radix >= 1.0;
+  return false;
+}
+
+}  // namespace gpusort::cuda

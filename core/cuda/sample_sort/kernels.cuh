@@ -1,0 +1,271 @@
+// Thin kernels of the sample sort: each loops one agent (agents.cuh) over a device-side work list
+// with a grid-stride loop, so the host never needs to know how much work a level found. The
+// dispatch is in core/cuda/sample_sort.cu. Only for translation units compiled by nvcc.
+#pragma once
+
+#include "core/cuda/sample_sort/agents.cuh"
+
+#include <cstdint>
+
+namespace gpusort::cuda::detail::sample {
+
+template <typename K, typename V>
+using active_policy = typename policy_hub<K, V>::active;
+
+template <typename P>
+__device__ __forceinline__ std::uint64_t tiles_of(std::uint64_t size)
+{
+  return (size + P::tile_items - 1) / P::tile_items;
+}
+
+/// Level 0: the whole input is one segment, or one job when it fits a block.
+template <typename K, typename V>
+__global__ void init_kernel(work<K, V> w)
+{
+  using P = active_policy<K, V>;
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  if (w.n > static_cast<std::uint64_t>(P::bucket_capacity)) {
+    w.segments[0][0] = segment{0, w.n, 0};
+    w.count->levels[0] = level_count{1, static_cast<std::uint32_t>(tiles_of<P>(w.n))};
+  } else {
+    const int cls = w.n > static_cast<std::uint64_t>(P::small_capacity) ? 0 : 1;
+    w.jobs[cls][0] = job{0, static_cast<std::uint32_t>(w.n), 1};
+    w.count->jobs[cls] = 1;
+  }
+}
+
+/// Tile -> segment map of level w.level, one block per segment.
+template <typename K, typename V>
+__global__ void tile_map_kernel(work<K, V> w)
+{
+  using P = active_policy<K, V>;
+  const segment* segs = w.segments[w.level % 2];
+  const std::uint32_t count = w.count->levels[w.level].segments;
+  for (std::uint32_t s = blockIdx.x; s < count; s += gridDim.x) {
+    const segment seg = segs[s];
+    const std::uint64_t tiles = tiles_of<P>(seg.size);
+    for (std::uint64_t t = threadIdx.x; t < tiles; t += blockDim.x)
+      w.tile_map[seg.tile_base + t] = s;
+  }
+}
+
+template <typename K, typename V>
+__global__ void __launch_bounds__(active_policy<K, V>::sample_threads)
+    sample_kernel(work<K, V> w)
+{
+  using P = active_policy<K, V>;
+  using agent = sample_agent<P, K>;
+  __shared__ typename agent::storage storage;
+  const K* keys = w.level % 2 == 0 ? w.keys : w.keys_alt;
+  const segment* segs = w.segments[w.level % 2];
+  auto* out = static_cast<splitters<K, P::buckets>*>(w.splitter_data);
+  const std::uint32_t count = w.count->levels[w.level].segments;
+  for (std::uint32_t s = blockIdx.x; s < count; s += gridDim.x) {
+    agent{storage}.run(keys, segs[s], w.seed, out[s]);
+    __syncthreads();
+  }
+}
+
+template <typename K, typename V>
+__global__ void __launch_bounds__(active_policy<K, V>::dist_threads)
+    histogram_kernel(work<K, V> w)
+{
+  using P = active_policy<K, V>;
+  using agent = histogram_agent<P, K>;
+  __shared__ typename agent::storage storage;
+  const K* keys = w.level % 2 == 0 ? w.keys : w.keys_alt;
+  const segment* segs = w.segments[w.level % 2];
+  const auto* split = static_cast<const splitters<K, P::buckets>*>(w.splitter_data);
+  const std::uint32_t tiles = w.count->levels[w.level].tiles;
+  for (std::uint32_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const std::uint32_t s = w.tile_map[t];
+    const segment seg = segs[s];
+    const std::uint64_t in_seg = t - seg.tile_base;
+    const std::uint64_t begin = seg.begin + in_seg * P::tile_items;
+    const auto size = static_cast<std::uint32_t>(
+        seg.size - in_seg * P::tile_items < P::tile_items ? seg.size - in_seg * P::tile_items
+                                                          : P::tile_items);
+    storage.split.load(split[s]);
+    __syncthreads();
+    agent{storage}.run(keys, begin, size, w.bucket_counts + seg.tile_base * P::counters + in_seg,
+                       tiles_of<P>(seg.size));
+    __syncthreads();
+  }
+}
+
+// two blocks per SM: 64 registers a thread (ptxas took 128 without the bound, one block per SM)
+template <typename K, typename V>
+__global__ void __launch_bounds__(active_policy<K, V>::dist_threads, 2)
+    scatter_kernel(work<K, V> w)
+{
+  using P = active_policy<K, V>;
+  using agent = scatter_agent<P, K, V>;
+  extern __shared__ __align__(16) unsigned char dynamic_smem[];
+  auto& storage = *reinterpret_cast<typename agent::storage*>(dynamic_smem);
+  const bool from_primary = w.level % 2 == 0;
+  const K* keys_in = from_primary ? w.keys : w.keys_alt;
+  K* keys_out = from_primary ? w.keys_alt : w.keys;
+  const V* values_in = from_primary ? w.values : w.values_alt;
+  V* values_out = from_primary ? w.values_alt : w.values;
+  const segment* segs = w.segments[w.level % 2];
+  const auto* split = static_cast<const splitters<K, P::buckets>*>(w.splitter_data);
+  const std::uint32_t tiles = w.count->levels[w.level].tiles;
+  for (std::uint32_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const std::uint32_t s = w.tile_map[t];
+    const segment seg = segs[s];
+    const std::uint64_t in_seg = t - seg.tile_base;
+    const std::uint64_t begin = seg.begin + in_seg * P::tile_items;
+    const auto size = static_cast<std::uint32_t>(
+        seg.size - in_seg * P::tile_items < P::tile_items ? seg.size - in_seg * P::tile_items
+                                                          : P::tile_items);
+    const std::uint64_t first = seg.tile_base * P::counters;
+    storage.split.load(split[s]);
+    __syncthreads();
+    agent{storage}.run(keys_in, values_in, keys_out, values_out, begin, size,
+                       w.bucket_offsets + first + in_seg, tiles_of<P>(seg.size),
+                       w.bucket_offsets[first], seg.begin);
+    __syncthreads();
+  }
+}
+
+enum bucket_kind : std::uint8_t { kind_merge = 0, kind_own = 1, kind_next = 2, kind_done = 3 };
+
+/// After the scatter: sizes of the buckets of each segment from the scanned counters, and what
+/// becomes of them. One block per segment.
+template <typename K, typename V>
+__global__ void classify_kernel(work<K, V> w)
+{
+  using P = active_policy<K, V>;
+  constexpr std::uint64_t capacity = P::bucket_capacity;
+  constexpr std::uint64_t half = capacity / 2;
+  __shared__ std::uint64_t start[P::counters + 1];
+  __shared__ std::uint8_t kind[P::counters];
+  const segment* segs = w.segments[w.level % 2];
+  segment* next = w.segments[(w.level + 1) % 2];
+  level_count* next_count = &w.count->levels[w.level + 1];
+  const auto* split = static_cast<const splitters<K, P::buckets>*>(w.splitter_data);
+  // this level's output: the alt buffers after even levels, the primary ones after odd levels
+  const std::uint32_t out_primary = w.level % 2;
+  const std::uint32_t count = w.count->levels[w.level].segments;
+  for (std::uint32_t s = blockIdx.x; s < count; s += gridDim.x) {
+    const segment seg = segs[s];
+    const std::uint64_t tiles = tiles_of<P>(seg.size);
+    const std::uint64_t first = seg.tile_base * P::counters;
+    const int nb = 2 << split[s].depth;
+    const std::uint64_t seg_first = w.bucket_offsets[first];
+    for (int b = threadIdx.x; b <= nb; b += blockDim.x)
+      start[b] = b == nb ? seg.size : w.bucket_offsets[first + b * tiles] - seg_first;
+    __syncthreads();
+    for (int b = threadIdx.x; b < nb; b += blockDim.x) {
+      const std::uint64_t size = start[b + 1] - start[b];
+      const bool equal = (b & 1) != 0;
+      std::uint8_t k = kind_merge;
+      if (size > capacity) {
+        k = equal ? kind_done : kind_next;
+      } else if (size > half) {
+        k = equal ? kind_done : kind_own;
+      }
+      kind[b] = k;
+    }
+    __syncthreads();
+    for (int b = threadIdx.x; b < nb; b += blockDim.x) {
+      const std::uint64_t size = start[b + 1] - start[b];
+      const std::uint64_t begin = seg.begin + start[b];
+      if (kind[b] == kind_next) {
+        const std::uint32_t at = atomicAdd(&next_count->segments, 1U);
+        const auto tile_base = atomicAdd(&next_count->tiles,
+                                         static_cast<std::uint32_t>(tiles_of<P>(size)));
+        next[at] = segment{begin, size, tile_base};
+      } else if (kind[b] == kind_done) {
+        if (out_primary != 0) {
+          const std::uint64_t chunks = (size + copy_chunk - 1) / copy_chunk;
+          const std::uint32_t at = atomicAdd(&w.count->copies, static_cast<std::uint32_t>(chunks));
+          for (std::uint64_t c = 0; c < chunks; ++c) {
+            const std::uint64_t from = c * copy_chunk;
+            w.copies[at + c] =
+                copy_range{begin + from, size - from < copy_chunk ? size - from : copy_chunk};
+          }
+        }
+      } else {
+        // A merge group: consecutive small buckets whose starts share one window of half the
+        // capacity, so that the group holds at most the capacity; one job for all of them.
+        std::uint64_t job_size = size;
+        bool head = true;
+        if (kind[b] == kind_merge) {
+          const std::uint64_t window = start[b] / half;
+          head = b == 0 || kind[b - 1] != kind_merge || start[b - 1] / half != window;
+          int e = b + 1;
+          while (e < nb && kind[e] == kind_merge && start[e] / half == window) ++e;
+          job_size = start[e] - start[b];
+        }
+        if (head && job_size > 0) {
+          const int cls = job_size > static_cast<std::uint64_t>(P::small_capacity) ? 0 : 1;
+          const std::uint32_t at = atomicAdd(&w.count->jobs[cls], 1U);
+          w.jobs[cls][at] = job{begin, static_cast<std::uint32_t>(job_size), out_primary};
+        }
+      }
+    }
+    __syncthreads();
+  }
+}
+
+/// Sorts the jobs of one size class into the alt buffers, one block per job.
+template <typename K, typename V, int Class>
+__global__ void __launch_bounds__(Class == 0 ? active_policy<K, V>::sort_threads
+                                             : active_policy<K, V>::small_sort_threads)
+    bucket_sort_kernel(work<K, V> w)
+{
+  using P = active_policy<K, V>;
+  using agent = std::conditional_t<
+      Class == 0, bucket_sort_agent<K, V, P::sort_threads, P::sort_items>,
+      bucket_sort_agent<K, V, P::small_sort_threads, P::small_sort_items>>;
+  extern __shared__ __align__(16) unsigned char dynamic_smem[];
+  auto& storage = *reinterpret_cast<typename agent::storage*>(dynamic_smem);
+  const std::uint32_t count = w.count->jobs[Class];
+  for (std::uint32_t j = blockIdx.x; j < count; j += gridDim.x) {
+    const job jb = w.jobs[Class][j];
+    const K* keys_in = jb.in_primary != 0 ? w.keys : w.keys_alt;
+    const V* values_in = jb.in_primary != 0 ? w.values : w.values_alt;
+    agent{storage}.run(keys_in, values_in, w.keys_alt, w.values_alt, jb.begin, jb.size);
+    __syncthreads();
+  }
+}
+
+/// Finished ranges left in the primary buffers go to the alt buffers.
+template <typename K, typename V>
+__global__ void copy_kernel(work<K, V> w)
+{
+  const std::uint32_t count = w.count->copies;
+  for (std::uint32_t c = blockIdx.x; c < count; c += gridDim.x) {
+    const copy_range r = w.copies[c];
+    for (std::uint64_t i = r.begin + threadIdx.x; i < r.begin + r.size; i += blockDim.x) {
+      w.keys_alt[i] = w.keys[i];
+      if constexpr (has_values_v<V>) w.values_alt[i] = w.values[i];
+    }
+  }
+}
+
+/// Segments still above the capacity after the last level (w.level = the level count): sorted
+/// in place by one block each, then moved to the alt buffers where they are not there already.
+template <typename K, typename V>
+__global__ void leftover_kernel(work<K, V> w)
+{
+  const segment* segs = w.segments[w.level % 2];
+  const std::uint32_t count = w.count->levels[w.level].segments;
+  const bool in_primary = w.level % 2 == 0;
+  for (std::uint32_t s = blockIdx.x; s < count; s += gridDim.x) {
+    const segment seg = segs[s];
+    K* keys = (in_primary ? w.keys : w.keys_alt) + seg.begin;
+    V* values = has_values_v<V> ? (in_primary ? w.values : w.values_alt) + seg.begin : nullptr;
+    bitonic_segment<K, V>(keys, values, seg.size);
+    if (in_primary) {
+      for (std::uint64_t i = seg.begin + threadIdx.x; i < seg.begin + seg.size; i += blockDim.x) {
+        w.keys_alt[i] = w.keys[i];
+        if constexpr (has_values_v<V>) w.values_alt[i] = w.values[i];
+      }
+    }
+    __syncthreads();
+  }
+}
+
+}  // namespace gpusort::cuda::detail::sample

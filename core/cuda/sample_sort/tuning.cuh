@@ -1,0 +1,113 @@
+// Tuning of the sample sort per architecture (CUB's policy hub). Device code takes the policy of
+// the architecture it is compiled for (policy_hub::active); the host takes the policy of the
+// binary the device actually runs (cudaFuncGetAttributes' binaryVersion), so that both agree.
+//
+// The algorithm (Leischner, Osipov and Sanders, "GPU sample sort", IPDPS 2010), as run here:
+//  - A level takes every segment (bucket) above `bucket_capacity` elements: one block per segment
+//    draws a random sample of oversampling * k keys (k a power of two up to `buckets`, chosen so
+//    that the remaining levels split evenly down to half the capacity), sorts it in shared
+//    memory and keeps k - 1 splitters as a complete binary search tree.
+//  - A histogram pass: tiles of `tile_items` keys, each in one segment, walk the tree branch-free
+//    (j = 2j + (e > bt[j]), unrolled) and count buckets in per-warp counter arrays in shared
+//    memory (one array per warp against contention; a warp whose keys all fall in one bucket
+//    adds once, so runs of equal keys do not contend). Splitters that occur more than once get
+//    an equality bucket beside them (bucket 2i+1 holds the keys equal to splitter i), so that
+//    inputs with many equal keys finish instead of recursing ("zero", "detdupes").
+//  - CUB's device-wide exclusive scan over the counters, laid out segment by segment, bucket-major
+//    within a segment, gives every (tile, bucket) its global output offset.
+//  - A scatter pass recomputes the bucket indices, ranks the tile's keys by bucket in shared
+//    memory (deterministically: per-warp counters, ballot matching, no atomics) and writes each
+//    bucket's run of the tile contiguously.
+//  - Buckets are classified: above the capacity, the next level; equality buckets above half the
+//    capacity are finished as they are; the rest become jobs of at most `bucket_capacity`
+//    elements (neighbouring small buckets share one job), sorted by one block each in shared
+//    memory by 8-bit LSD radix passes over the bits in which the job's keys differ, the large
+//    size class first.
+//  Levels run with no host synchronization: work lists live in device memory and persistent grids
+//  loop over them, so the host launches a fixed number of levels predicted from n (plus spare
+//  levels that find no work). A segment still above the capacity after the last level (not seen
+//  in practice: that needs the random sample to fail repeatedly) is sorted by one block with a
+//  bitonic network in device memory, slowly but correctly.
+//
+// Measured on an H100 (bench/sample_bench, bench/results/h100-20261121-sample/), 2^26 uniform
+// u32 keys, kernel times per level from Nsight Compute:
+//  - histogram: 768 us with match.any per key; 430-500 us with shared atomics (the tree walks
+//    and their bank conflicts bound it: about 25% of the copy bandwidth);
+//  - scatter: 2.0 ms with match.any and bucket-major counters (16-way bank conflicts on the
+//    counter updates), 1.1 ms with ballot matching, warp-major counters and 64 registers;
+//  - bucket sort: CUB's BlockRadixSort (4-bit digits, padded tiles) 12.3 Gkeys/s for the whole
+//    sort, the 8-bit warp-ranked LSD sort of agents.cuh 14.5 Gkeys/s once its counters were
+//    warp-major and every warp took a share of each job.
+// Whole sorts: u32 14.5 / 12.9, u64 8.2 / 7.6, u64 pairs 6.8 / 6.0 Gkeys/s at 2^26 / 2^29 on
+// uniform keys (CUB radix: 46.7 / 49.2, 15.4 / 16.1, 8.2 / 8.5; CUB merge: 19.7 / 17.3,
+// 8.8 / 7.6, 4.7 / 4.1); 27 to 48 Gkeys/s on zero and detdupes, where equality buckets finish
+// the keys in one level. What bounds it is instruction latency in the shared-memory passes,
+// not memory bandwidth: the modelled bytes per key move at 15-30% of the copy bandwidth.
+#pragma once
+
+#include <cub/block/block_radix_sort.cuh>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace gpusort::cuda::detail::sample {
+
+/// Compile-time tuning of one (key, value) layout on one architecture.
+template <int Buckets, int Oversampling, int SampleThreads, int DistThreads, int DistItems,
+          int SortThreads, int SortItems, int SmallSortThreads, int SmallSortItems>
+struct policy {
+  static constexpr int buckets = Buckets;  ///< k, the most buckets of one level (power of two)
+  static constexpr int log_buckets = Buckets == 512 ? 9 : Buckets == 256 ? 8 : 7;
+  static constexpr int oversampling = Oversampling;  ///< a: sample keys per bucket
+  static constexpr int sample_threads = SampleThreads;
+  static constexpr int sample_items = Oversampling * Buckets / SampleThreads;
+  static constexpr int dist_threads = DistThreads;  ///< histogram and scatter passes
+  static constexpr int dist_items = DistItems;
+  static constexpr int tile_items = DistThreads * DistItems;
+  static constexpr int sort_threads = SortThreads;  ///< the large bucket-sort class
+  static constexpr int sort_items = SortItems;
+  static constexpr int bucket_capacity = SortThreads * SortItems;  ///< M
+  static constexpr int small_sort_threads = SmallSortThreads;  ///< the small bucket-sort class
+  static constexpr int small_sort_items = SmallSortItems;
+  static constexpr int small_capacity = SmallSortThreads * SmallSortItems;
+  static constexpr int counters = 2 * Buckets;  ///< bucket + equality bucket per splitter
+  static_assert(Buckets == 128 || Buckets == 256 || Buckets == 512);
+  static_assert(Oversampling * Buckets % SampleThreads == 0);
+  static_assert(DistThreads % 32 == 0 && SortThreads % 32 == 0 && SmallSortThreads % 32 == 0);
+  static_assert(SmallSortThreads * SmallSortItems < SortThreads * SortItems);
+};
+
+template <typename K, typename V>
+inline constexpr bool keys_only_v = std::is_same_v<V, cub::NullType>;
+
+/// sm_80 (A100: 164 KiB shared memory per SM, 108 SMs): in-block sorts of half the Hopper size,
+/// so that two bucket-sort blocks fit an SM. Not measured here (no A100 on the GPU machines).
+template <typename K, typename V>
+using policy_sm80 =
+    policy<256, sizeof(K) == 4 ? 30 : 15, 256, 512,
+           (sizeof(K) == 4 && keys_only_v<K, V>) ? 16 : 8, 512,
+           (sizeof(K) == 4 && keys_only_v<K, V>) ? 16 : 8, 128,
+           (sizeof(K) == 4 && keys_only_v<K, V>) ? 16 : 8>;
+
+/// sm_90 (H100/H200: 228 KiB shared memory per SM, 132 SMs). Distribution tiles of 512 threads
+/// with 16 (32-bit keys alone) or 8 keys each: two blocks per SM within 64 registers a thread,
+/// and 2k counters per tile stay a few percent of the bytes moved. M = 16 Ki 32-bit keys or 8 Ki
+/// elements otherwise, sorted by 1024 threads (keys alone) or 512 (pairs, whose values need the
+/// shared memory that the counters of 32 warps would take).
+template <typename K, typename V>
+using policy_sm90 =
+    policy<256, sizeof(K) == 4 ? 30 : 15, 256, 512,
+           (sizeof(K) == 4 && keys_only_v<K, V>) ? 16 : 8, keys_only_v<K, V> ? 1024 : 512,
+           (sizeof(K) == 4 && keys_only_v<K, V>) ? 16 : keys_only_v<K, V> ? 8 : 16, 128,
+           (sizeof(K) == 4 && keys_only_v<K, V>) ? 16 : 8>;
+
+template <typename K, typename V>
+struct policy_hub {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  using active = policy_sm80<K, V>;
+#else
+  using active = policy_sm90<K, V>;
+#endif
+};
+
+}  // namespace gpusort::cuda::detail::sample

@@ -1,0 +1,53 @@
+// The in-core sort a GPU runs on a chunk of ordered bits: CUB's radix sort or the GPU sample
+// sort, chosen by the configuration's incore_engine (auto: what bench/sample_bench measured to be
+// faster for the layout on this GPU generation). Both share one contract (chunk_ops.cuh).
+#pragma once
+
+#include "core/cuda/chunk_ops.cuh"
+#include "core/cuda/sample_sort.cuh"
+
+#include <gpusort/config.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace gpusort::detail {
+
+class chunk_sorter {
+ public:
+  chunk_sorter(incore_engine engine, unsigned key_bytes, unsigned value_bytes, int sm_major)
+      : sample_{engine == incore_engine::sample ||
+                (engine == incore_engine::automatic &&
+                 cuda::sample_sort_preferred(key_bytes, value_bytes, sm_major))}
+  {
+  }
+
+  [[nodiscard]] bool sample() const noexcept { return sample_; }
+  [[nodiscard]] const char* name() const noexcept { return sample_ ? "sample" : "radix"; }
+
+  [[nodiscard]] std::size_t scratch_bytes(std::uint64_t n, unsigned key_bytes,
+                                          unsigned value_bytes) const
+  {
+    return sample_ ? cuda::sample_sort_scratch_bytes(n, key_bytes, value_bytes)
+                   : cuda::radix_sort_scratch_bytes(n, key_bytes, value_bytes);
+  }
+
+  /// Sorts n ordered bits ascending over double buffers; true when the result is in the _alt
+  /// buffers.
+  bool sort(void* d_keys, void* d_keys_alt, void* d_values, void* d_values_alt, std::uint64_t n,
+            unsigned key_bytes, unsigned value_bytes, void* d_scratch, std::size_t scratch_bytes,
+            cudaStream_t stream) const
+  {
+    return sample_ ? cuda::sample_sort(d_keys, d_keys_alt, d_values, d_values_alt, n, key_bytes,
+                                       value_bytes, d_scratch, scratch_bytes, stream)
+                   : cuda::radix_sort(d_keys, d_keys_alt, d_values, d_values_alt, n, key_bytes,
+                                      value_bytes, d_scratch, scratch_bytes, stream);
+  }
+
+ private:
+  bool sample_;
+};
+
+}  // namespace gpusort::detail

@@ -1,0 +1,427 @@
+// The GPU sample sort against the verifier of core/verify.hpp (order and an order-independent
+// fingerprint of the (key, value) multiset) and, for the ordered-bits entry, against CUB's radix
+// sort: every dtype and order, pairs with 4- and 8-byte values, every distribution of
+// core/generate.hpp, sizes around the bucket capacity, the sample size and the level boundaries,
+// a few hundred million elements, and 2^31 + 1 elements under GPUSORT_TEST_HUGE=1.
+#include "gpu_test_support.hpp"
+#include "pipeline/cuda/resources.hpp"
+
+#include "core/cuda/chunk_ops.cuh"
+#include "core/cuda/sample_sort.cuh"
+#include "core/generate.hpp"
+#include "core/keys.hpp"
+#include "core/verify.hpp"
+
+#include <gpusort/error.hpp>
+#include <gpusort/types.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <ostream>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace gpusort {
+
+static void PrintTo(dtype t, std::ostream* os) { *os << name_of(t); }
+static void PrintTo(order dir, std::ostream* os)
+{
+  *os << (dir == order::ascending ? "ascending" : "descending");
+}
+static void PrintTo(distribution d, std::ostream* os) { *os << name_of(d); }
+
+namespace {
+
+using cuda::cuda_stream;
+using cuda::device_buffer;
+
+/// Host arrays of one sort: raw key bytes and optional values.
+struct host_case {
+  dtype type{dtype::u64};
+  std::uint64_t n{};
+  unsigned value_bytes{};
+  std::vector<unsigned char> keys;
+  std::vector<unsigned char> values;
+
+  [[nodiscard]] key_array key_view() { return {keys.data(), n, type}; }
+  [[nodiscard]] std::optional<value_array> value_view()
+  {
+    if (value_bytes == 0) return std::nullopt;
+    return value_array{values.data(), n, value_bytes};
+  }
+};
+
+host_case make_case(dtype t, distribution d, std::uint64_t n, unsigned value_bytes,
+                    std::uint64_t seed)
+{
+  host_case c;
+  c.type = t;
+  c.n = n;
+  c.value_bytes = value_bytes;
+  c.keys.resize(std::max<std::uint64_t>(n, 1) * size_of(t));
+  if (n > 0) generate(c.key_view(), d, seed);
+  if (value_bytes != 0) {
+    c.values.resize(std::max<std::uint64_t>(n, 1) * value_bytes);
+    if (n > 0) generate_values(*c.value_view(), seed + 17);
+  }
+  return c;
+}
+
+/// Sorts the case on the device through the typed entry and copies the result back over it.
+void sort_on_device(host_case& c, order dir, std::uint64_t seed = cuda::default_sample_seed)
+{
+  const std::uint64_t key_bytes = c.n * size_of(c.type);
+  const std::uint64_t value_bytes = c.n * c.value_bytes;
+  device_buffer keys{key_bytes};
+  device_buffer keys_alt{key_bytes};
+  device_buffer values{value_bytes};
+  device_buffer values_alt{value_bytes};
+  const std::size_t scratch_bytes = cuda::sample_sort_scratch_bytes(
+      c.n, static_cast<unsigned>(size_of(c.type)), c.value_bytes);
+  device_buffer scratch{scratch_bytes};
+  cuda_stream stream;
+  ASSERT_EQ(cudaMemcpyAsync(keys.data(), c.keys.data(), key_bytes, cudaMemcpyHostToDevice,
+                            stream.value()),
+            cudaSuccess);
+  if (value_bytes != 0) {
+    ASSERT_EQ(cudaMemcpyAsync(values.data(), c.values.data(), value_bytes,
+                              cudaMemcpyHostToDevice, stream.value()),
+              cudaSuccess);
+  }
+  const bool alt = cuda::sample_sort(c.type, dir, keys.data(), keys_alt.data(), values.data(),
+                                     values_alt.data(), c.n, c.value_bytes, scratch.data(),
+                                     scratch_bytes, stream.value(), seed);
+  ASSERT_EQ(cudaMemcpyAsync(c.keys.data(), alt ? keys_alt.data() : keys.data(), key_bytes,
+                            cudaMemcpyDeviceToHost, stream.value()),
+            cudaSuccess);
+  if (value_bytes != 0) {
+    ASSERT_EQ(cudaMemcpyAsync(c.values.data(), alt ? values_alt.data() : values.data(),
+                              value_bytes, cudaMemcpyDeviceToHost, stream.value()),
+              cudaSuccess);
+  }
+  stream.synchronize();
+}
+
+void expect_sorts(dtype t, order dir, distribution d, std::uint64_t n, unsigned value_bytes,
+                  std::uint64_t seed = 1)
+{
+  host_case c = make_case(t, d, n, value_bytes, seed);
+  const fingerprint before = fingerprint_of(c.key_view(), c.value_view());
+  sort_on_device(c, dir);
+  const verify_result v = verify(c.key_view(), c.value_view(), dir, before);
+  EXPECT_TRUE(v.ok) << name_of(t) << (dir == order::ascending ? " asc " : " desc ") << name_of(d)
+                    << " n=" << n << " values=" << value_bytes << ": " << v.message;
+}
+
+// ---- every dtype x order x distribution, keys only and pairs ----
+
+using dist_case = std::tuple<dtype, order, distribution>;
+
+class gpu_sample_sort_dist : public test::gpu_test,
+                             public ::testing::WithParamInterface<dist_case> {};
+
+TEST_P(gpu_sample_sort_dist, keys_and_pairs_over_one_and_two_levels)
+{
+  const auto [t, dir, d] = GetParam();
+  if (!applies_to(d, t)) GTEST_SKIP() << "distribution not defined for this key type";
+  for (const std::uint64_t n : {1'000'003ULL, 3'000'017ULL}) {
+    expect_sorts(t, dir, d, n, 0);
+    expect_sorts(t, dir, d, n, 4, 2);
+    expect_sorts(t, dir, d, n, 8, 3);
+  }
+}
+
+std::string dist_name(const ::testing::TestParamInfo<dist_case>& info)
+{
+  const auto [t, dir, d] = info.param;
+  return std::string{name_of(t)} + (dir == order::ascending ? "_asc_" : "_desc_") +
+         std::string{name_of(d)};
+}
+
+INSTANTIATE_TEST_SUITE_P(all, gpu_sample_sort_dist,
+                         ::testing::Combine(::testing::ValuesIn(all_dtypes),
+                                            ::testing::Values(order::ascending,
+                                                              order::descending),
+                                            ::testing::ValuesIn(all_distributions)),
+                         dist_name);
+
+// ---- sizes: empty, tiny, primes, the bucket capacity M (16 Ki 32-bit keys alone, 8 Ki
+// otherwise), the small class (2 Ki / 1 Ki), the sample a*k (7680 / 3840), level boundaries ----
+
+std::vector<std::uint64_t> boundary_sizes()
+{
+  std::vector<std::uint64_t> sizes{0, 1, 2, 3, 31, 32, 33, 1000, 7919, 104729, 1299709};
+  for (const std::uint64_t m : {1024ULL, 2048ULL, 3840ULL, 4096ULL, 7680ULL, 8192ULL, 16384ULL,
+                                32768ULL, 8192ULL * 256, 16384ULL * 256, 8192ULL * 128 * 3})
+    for (const std::int64_t delta : {-1LL, 0LL, 1LL})
+      sizes.push_back(static_cast<std::uint64_t>(static_cast<std::int64_t>(m) + delta));
+  return sizes;
+}
+
+class gpu_sample_sort_sizes : public test::gpu_test,
+                              public ::testing::WithParamInterface<dtype> {};
+
+TEST_P(gpu_sample_sort_sizes, boundary_sizes_keys_and_pairs)
+{
+  const dtype t = GetParam();
+  for (const std::uint64_t n : boundary_sizes()) {
+    expect_sorts(t, order::ascending, distribution::uniform, n, 0, n);
+    expect_sorts(t, order::descending, distribution::gaussian, n, 8, n + 1);
+    expect_sorts(t, order::ascending, distribution::detdupes, n, 4, n + 2);
+    if (HasFailure()) return;
+  }
+}
+
+std::string dtype_name(const ::testing::TestParamInfo<dtype>& info)
+{
+  return std::string{name_of(info.param)};
+}
+
+INSTANTIATE_TEST_SUITE_P(all, gpu_sample_sort_sizes, ::testing::ValuesIn(all_dtypes),
+                         dtype_name);
+
+// ---- the ordered-bits entry against CUB's radix sort and std::sort, key for key ----
+
+template <typename Bits>
+void expect_matches_radix_sort(std::uint64_t n, std::uint64_t seed, std::uint64_t modulus)
+{
+  std::mt19937_64 rng{seed};
+  std::vector<Bits> keys(n);
+  for (auto& k : keys) k = static_cast<Bits>(modulus == 0 ? rng() : rng() % modulus);
+  const std::uint64_t bytes = n * sizeof(Bits);
+  device_buffer a{bytes}, a_alt{bytes}, b{bytes}, b_alt{bytes};
+  constexpr auto width = static_cast<unsigned>(sizeof(Bits));
+  const std::size_t sample_bytes = cuda::sample_sort_scratch_bytes(n, width, 0);
+  const std::size_t radix_bytes = cuda::radix_sort_scratch_bytes(n, width, 0);
+  device_buffer sample_scratch{sample_bytes}, radix_scratch{radix_bytes};
+  cuda_stream stream;
+  ASSERT_EQ(cudaMemcpy(a.data(), keys.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(b.data(), keys.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+  const bool sample_alt = cuda::sample_sort(a.data(), a_alt.data(), nullptr, nullptr, n, width,
+                                            0, sample_scratch.data(), sample_bytes,
+                                            stream.value());
+  const bool radix_alt = cuda::radix_sort(b.data(), b_alt.data(), nullptr, nullptr, n, width, 0,
+                                          radix_scratch.data(), radix_bytes, stream.value());
+  stream.synchronize();
+  std::vector<Bits> from_sample(n), from_radix(n);
+  ASSERT_EQ(cudaMemcpy(from_sample.data(), sample_alt ? a_alt.data() : a.data(), bytes,
+                       cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(from_radix.data(), radix_alt ? b_alt.data() : b.data(), bytes,
+                       cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  std::sort(keys.begin(), keys.end());
+  EXPECT_TRUE(from_sample == keys) << "against std::sort, n=" << n << " modulus=" << modulus;
+  EXPECT_TRUE(from_sample == from_radix) << "against CUB, n=" << n << " modulus=" << modulus;
+}
+
+class gpu_sample_sort_bits : public test::gpu_test {};
+
+TEST_F(gpu_sample_sort_bits, ordered_bits_match_std_sort_and_cub)
+{
+  for (const std::uint64_t n : {5ULL, 4097ULL, 65537ULL, 2'000'003ULL}) {
+    for (const std::uint64_t modulus : {0ULL, 2ULL, 17ULL, 1000ULL, 1ULL << 20}) {
+      expect_matches_radix_sort<std::uint32_t>(n, n + modulus, modulus);
+      expect_matches_radix_sort<std::uint64_t>(n, n * 3 + modulus, modulus);
+    }
+  }
+}
+
+// ---- reproducibility: the same seed gives the same output, values included ----
+
+TEST_F(gpu_sample_sort_bits, the_same_seed_gives_the_same_pairs)
+{
+  for (const distribution d : {distribution::detdupes, distribution::fewunique}) {
+    host_case first = make_case(dtype::u32, d, 2'500'000, 8, 4);
+    host_case second = first;
+    sort_on_device(first, order::ascending, 99);
+    sort_on_device(second, order::ascending, 99);
+    EXPECT_TRUE(first.keys == second.keys && first.values == second.values) << name_of(d);
+    const fingerprint fp = fingerprint_of(second.key_view(), second.value_view());
+    EXPECT_TRUE(verify(first.key_view(), first.value_view(), order::ascending, fp).ok);
+  }
+}
+
+// ---- other seeds sort as well ----
+
+TEST_F(gpu_sample_sort_bits, any_seed_sorts)
+{
+  for (const std::uint64_t seed : {0ULL, 1ULL, 0xffffffffffffffffULL}) {
+    host_case c = make_case(dtype::f64, distribution::staggered, 1'500'000, 4, seed);
+    const fingerprint before = fingerprint_of(c.key_view(), c.value_view());
+    sort_on_device(c, order::descending, seed);
+    EXPECT_TRUE(verify(c.key_view(), c.value_view(), order::descending, before).ok) << seed;
+  }
+}
+
+// ---- every path at small sizes: the set compute-sanitizer runs (GPUSORT_TEST_MAX_N caps it) ----
+
+std::uint64_t max_test_n()
+{
+  const char* cap = std::getenv("GPUSORT_TEST_MAX_N");
+  return cap == nullptr ? ~std::uint64_t{0} : std::strtoull(cap, nullptr, 10);
+}
+
+TEST_F(gpu_sample_sort_bits, small_sizes_over_every_path)
+{
+  for (const std::uint64_t n : {1ULL, 100ULL, 1025ULL, 8193ULL, 16385ULL, 70001ULL, 300007ULL,
+                                1100003ULL, 2600011ULL}) {
+    if (n > max_test_n()) continue;
+    for (const distribution d : {distribution::uniform, distribution::zero,
+                                 distribution::detdupes, distribution::fewunique,
+                                 distribution::sorted}) {
+      for (const unsigned value_bytes : {0U, 4U, 8U}) {
+        expect_sorts(dtype::u32, order::ascending, d, n, value_bytes, n + value_bytes);
+        expect_sorts(dtype::f64, order::descending, d, n, value_bytes, n + value_bytes + 1);
+      }
+    }
+  }
+}
+
+// Too few levels leave segments above the bucket capacity: the one-block fallback sorts them
+// (and moves them to the result buffers); the copy of finished equal-key ranges is exercised by
+// the odd level count.
+template <typename Bits, typename Value>
+void expect_fallback_sorts(std::uint64_t n, int levels, std::uint64_t modulus)
+{
+  std::mt19937_64 rng{n + static_cast<std::uint64_t>(levels)};
+  std::vector<Bits> keys(n);
+  std::vector<Value> values(n);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    keys[i] = static_cast<Bits>(rng() % modulus);
+    values[i] = static_cast<Value>(keys[i] * 3 + 1);  // a function of the key: checkable
+  }
+  const std::uint64_t kb = n * sizeof(Bits), vb = n * sizeof(Value);
+  device_buffer k{kb}, k_alt{kb}, v{vb}, v_alt{vb};
+  constexpr auto key_width = static_cast<unsigned>(sizeof(Bits));
+  constexpr auto value_width = static_cast<unsigned>(sizeof(Value));
+  const std::size_t bytes = cuda::sample_sort_scratch_bytes(n, key_width, value_width);
+  device_buffer scratch{bytes};
+  cuda_stream stream;
+  ASSERT_EQ(cudaMemcpy(k.data(), keys.data(), kb, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(v.data(), values.data(), vb, cudaMemcpyHostToDevice), cudaSuccess);
+  const bool alt = cuda::detail::sample_sort_with_levels(
+      k.data(), k_alt.data(), v.data(), v_alt.data(), n, key_width, value_width, scratch.data(),
+      bytes, stream.value(), cuda::default_sample_seed, levels);
+  stream.synchronize();
+  std::vector<Bits> out_keys(n);
+  std::vector<Value> out_values(n);
+  ASSERT_EQ(cudaMemcpy(out_keys.data(), alt ? k_alt.data() : k.data(), kb, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  ASSERT_EQ(
+      cudaMemcpy(out_values.data(), alt ? v_alt.data() : v.data(), vb, cudaMemcpyDeviceToHost),
+      cudaSuccess);
+  std::sort(keys.begin(), keys.end());
+  EXPECT_TRUE(out_keys == keys) << "n=" << n << " levels=" << levels << " modulus=" << modulus;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(out_values[i], static_cast<Value>(out_keys[i] * 3 + 1)) << "value at " << i;
+  }
+}
+
+TEST_F(gpu_sample_sort_bits, too_few_levels_take_the_fallback)
+{
+  // modulus 300 at 3 M elements: about 10 K copies of each key, too few for an equality bucket
+  // at level 0 but enough for one above half the capacity at level 1 (the copy path)
+  for (const std::uint64_t modulus : {3ULL, 300ULL, 1000ULL, ~0ULL}) {
+    expect_fallback_sorts<std::uint32_t, std::uint32_t>(50'001, 0, modulus);
+    expect_fallback_sorts<std::uint64_t, std::uint64_t>(40'009, 0, modulus);
+    if (max_test_n() >= 3'000'017) {
+      for (const int levels : {1, 2}) {
+        expect_fallback_sorts<std::uint32_t, std::uint64_t>(3'000'017, levels, modulus);
+        expect_fallback_sorts<std::uint64_t, std::uint32_t>(3'000'017, levels, modulus);
+      }
+    }
+  }
+}
+
+// ---- large: a few hundred million, and past 2^31 ----
+
+bool fits_device(std::uint64_t bytes)
+{
+  std::size_t free_bytes = 0, total_bytes = 0;
+  return cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess &&
+         free_bytes > bytes + (std::uint64_t{1} << 30);
+}
+
+TEST_F(gpu_sample_sort_bits, three_hundred_million_keys_and_pairs)
+{
+  constexpr std::uint64_t n = 300'000'000;
+  if (!fits_device(n * 2 * 16 + n)) GTEST_SKIP() << "needs about 10 GiB of GPU memory";
+  expect_sorts(dtype::u32, order::ascending, distribution::uniform, n, 0, 11);
+  expect_sorts(dtype::f64, order::descending, distribution::gaussian, n, 8, 12);
+  expect_sorts(dtype::i64, order::ascending, distribution::detdupes, n, 0, 13);
+}
+
+TEST_F(gpu_sample_sort_bits, two_to_the_31_plus_one_keys)
+{
+  if (std::getenv("GPUSORT_TEST_HUGE") == nullptr)
+    GTEST_SKIP() << "set GPUSORT_TEST_HUGE=1 (needs about 30 GiB of host and GPU memory)";
+  constexpr std::uint64_t n = (std::uint64_t{1} << 31) + 1;
+  if (!fits_device(n * 4 * 2 + n)) GTEST_SKIP() << "needs about 18 GiB of GPU memory";
+  expect_sorts(dtype::u32, order::ascending, distribution::uniform, n, 0, 21);
+}
+
+// ---- arguments: no GPU needed, they fail before any CUDA call ----
+
+TEST(sample_sort_arguments, bad_widths_null_buffers_and_small_scratch_are_rejected)
+{
+  EXPECT_THROW((void)cuda::sample_sort_scratch_bytes(10, 2, 0), invalid_argument);
+  EXPECT_THROW((void)cuda::sample_sort_scratch_bytes(10, 4, 2), invalid_argument);
+  int dummy = 0;
+  EXPECT_THROW(cuda::sample_sort(nullptr, nullptr, nullptr, nullptr, 10, 4, 0, &dummy, 1 << 20,
+                                 nullptr),
+               invalid_argument);
+  EXPECT_THROW(cuda::sample_sort(&dummy, &dummy, nullptr, nullptr, 10, 4, 8, &dummy, 1 << 20,
+                                 nullptr),
+               invalid_argument);
+  EXPECT_THROW(
+      cuda::sample_sort(&dummy, &dummy, nullptr, nullptr, 10, 4, 0, nullptr, 1 << 20, nullptr),
+      invalid_argument);
+  EXPECT_THROW(cuda::sample_sort(&dummy, &dummy, nullptr, nullptr, 10, 8, 3, &dummy, 0, nullptr),
+               invalid_argument);
+  // nothing to sort: no launch, no CUDA call, the result stays in the primary buffers
+  EXPECT_FALSE(cuda::sample_sort(nullptr, nullptr, nullptr, nullptr, 0, 8, 8, nullptr, 0, nullptr));
+  EXPECT_FALSE(cuda::sample_sort(dtype::f32, order::descending, nullptr, nullptr, nullptr, nullptr,
+                                 0, 0, nullptr, 0, nullptr));
+  EXPECT_THROW((void)cuda::sample_sort_preferred(4, 3, 9), invalid_argument);
+}
+
+class gpu_sample_sort_scratch : public test::gpu_test {};
+
+// The size query asks CUB for its scan's scratch, which needs the runtime: a GPU test.
+TEST_F(gpu_sample_sort_scratch, scratch_stays_below_the_data)
+{
+  // the pipeline sizes chunks from this query: at most about one more copy of the data
+  for (const std::uint64_t n : {1ULL << 20, 1ULL << 28, 3'000'000'017ULL}) {
+    for (const unsigned key_bytes : {4U, 8U}) {
+      for (const unsigned value_bytes : {0U, 4U, 8U}) {
+        const std::size_t bytes = cuda::sample_sort_scratch_bytes(n, key_bytes, value_bytes);
+        EXPECT_LT(bytes, n * (key_bytes + value_bytes)) << key_bytes << "/" << value_bytes;
+        EXPECT_GT(bytes, 0U);
+      }
+    }
+  }
+}
+
+TEST_F(gpu_sample_sort_scratch, too_small_scratch_is_rejected)
+{
+  const std::uint64_t n = 100'000;
+  device_buffer keys{n * 4}, alt{n * 4};
+  const std::size_t bytes = cuda::sample_sort_scratch_bytes(n, 4, 0);
+  device_buffer scratch{bytes};
+  EXPECT_THROW(cuda::sample_sort(keys.data(), alt.data(), nullptr, nullptr, n, 4, 0,
+                                 scratch.data(), bytes / 2, nullptr),
+               invalid_argument);
+}
+
+}  // namespace
+}  // namespace gpusort
