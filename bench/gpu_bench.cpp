@@ -7,6 +7,7 @@
 //
 //   gpu_bench [--sizes 1Gi,4Gi] [--cpu-count 1Gi] [--json FILE] [--machine NAME] [--commit C]
 //             [--sweep-chunks 8,16,32] [--compare-gather yes]
+#include "bench/results_format.hpp"
 #include "core/cuda/chunk_ops.cuh"
 #include "core/generate.hpp"
 #include "core/verify.hpp"
@@ -42,12 +43,7 @@ double seconds_since(clock_type::time_point t0)
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
-struct target {
-  std::string name, unit, baseline;
-  double value{}, ratio{}, goal{};
-  bool higher_is_better{true};
-  [[nodiscard]] bool met() const { return higher_is_better ? ratio >= goal : ratio <= goal; }
-};
+using gpusort::bench::target;
 
 struct bandwidth {
   double h2d{}, d2h{}, both_each{};
@@ -368,27 +364,11 @@ int main(int argc, char** argv)
         << ", \"free_s\": " << r_free.seconds << ", \"floor_s\": " << floor_s << "},";
   }
 
-  std::printf("\n| target | value | ratio | goal | met |\n| --- | ---: | ---: | ---: | --- |\n");
-  for (const target& t : targets)
-    std::printf("| %s | %.3f | %.3f | %s %.2f | %s |\n", t.name.c_str(), t.value, t.ratio,
-                t.higher_is_better ? ">=" : "<=", t.goal, t.met() ? "yes" : "NO");
+  gpusort::bench::print_targets(targets);
   if (!json.empty()) {
-    std::time_t now = std::time(nullptr);
-    char date[32];
-    std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
-    std::ofstream out{json};
-    out << "{\n  \"commit\": \"" << commit << "\",\n  \"machine\": \"" << machine
-        << "\",\n  \"date\": \"" << date << "\",\n  \"targets\": [\n";
-    for (std::size_t i = 0; i < targets.size(); ++i) {
-      const target& t = targets[i];
-      out << "    {\"name\": \"" << t.name << "\", \"value\": " << t.value << ", \"unit\": \""
-          << t.unit << "\", \"baseline\": \"" << t.baseline << "\", \"ratio\": " << t.ratio
-          << ", \"target\": " << t.goal << ", \"met\": " << (t.met() ? "true" : "false") << "}"
-          << (i + 1 < targets.size() ? "," : "") << "\n";
-    }
     std::string r = raw.str();
     if (!r.empty()) r.pop_back();
-    out << "  ],\n  \"raw\": [" << r << "]\n}\n";
+    gpusort::bench::write_results(json, commit, machine, targets, r);
   }
   return 0;
 }

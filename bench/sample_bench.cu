@@ -7,6 +7,7 @@
 //
 //   sample_bench [--sizes 64Mi,512Mi] [--reps 3] [--json FILE] [--machine NAME] [--commit C]
 //                [--types u32,u64,f32,f64,pairs] [--dists uniform,...]
+#include "bench/results_format.hpp"
 #include "core/cuda/sample_sort.cuh"
 #include "core/generate.hpp"
 #include "core/keys.hpp"
@@ -42,12 +43,7 @@ using gpusort::cuda::cuda_stream;
 using gpusort::cuda::device_buffer;
 using gpusort::cuda::event_timing;
 
-struct target {
-  std::string name, unit, baseline;
-  double value{}, ratio{}, goal{};
-  bool higher_is_better{true};
-  [[nodiscard]] bool met() const { return higher_is_better ? ratio >= goal : ratio <= goal; }
-};
+using gpusort::bench::target;
 
 struct less_op {
   template <typename T>
@@ -355,35 +351,17 @@ int main(int argc, char** argv)
     }
   }
 
-  int met = 0;
-  std::printf("\n| target | value (Gkeys/s) | ratio | goal | met |\n| --- | ---: | ---: | ---: | "
-              "--- |\n");
-  for (const target& t : targets) {
-    std::printf("| %s | %.2f | %.2f | %s %.2f | %s |\n", t.name.c_str(), t.value, t.ratio,
-                t.higher_is_better ? ">=" : "<=", t.goal, t.met() ? "yes" : "NO");
-    met += t.met() ? 1 : 0;
-  }
+  const int met = gpusort::bench::print_targets(targets, "value (Gkeys/s)");
   std::printf("\n%d of %zu targets met; every sample-sort result verified: %s\n", met,
               targets.size(), all_verified ? "yes" : "NO");
   if (!json.empty()) {
-    std::time_t now = std::time(nullptr);
-    char date[32];
-    std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
-    std::ofstream out{json};
-    out << "{\n  \"commit\": \"" << commit << "\",\n  \"machine\": \"" << machine
-        << "\",\n  \"date\": \"" << date << "\",\n  \"device\": \"" << prop.name
-        << "\",\n  \"copy_bandwidth_gbs\": " << bandwidth
-        << ",\n  \"verified\": " << (all_verified ? "true" : "false") << ",\n  \"targets\": [\n";
-    for (std::size_t i = 0; i < targets.size(); ++i) {
-      const target& t = targets[i];
-      out << "    {\"name\": \"" << t.name << "\", \"value\": " << t.value << ", \"unit\": \""
-          << t.unit << "\", \"baseline\": \"" << t.baseline << "\", \"ratio\": " << t.ratio
-          << ", \"target\": " << t.goal << ", \"met\": " << (t.met() ? "true" : "false") << "}"
-          << (i + 1 < targets.size() ? "," : "") << "\n";
-    }
     std::string r = raw.str();
     if (!r.empty()) r.pop_back();
-    out << "  ],\n  \"raw\": [" << r << "]\n}\n";
+    gpusort::bench::write_results(
+        json, commit, machine, targets, r,
+        {"\"device\": \"" + std::string{prop.name} + "\"",
+         "\"copy_bandwidth_gbs\": " + std::to_string(bandwidth),
+         "\"verified\": " + std::string{all_verified ? "true" : "false"}});
   }
   return all_verified ? 0 : 1;
 }

@@ -82,6 +82,19 @@ void job_context::add_profile(stage_profile stage)
   profile_.push_back(std::move(stage));
 }
 
+void job_context::add_round_profile(int round, std::uint64_t chunks, std::uint64_t bytes,
+                                    double wall)
+{
+  add_profile(stage_profile{.device = "all",
+                            .round = round,
+                            .stage = "round",
+                            .chunks = chunks,
+                            .bytes = bytes,
+                            .busy_seconds = wall,
+                            .first_start = 0,
+                            .last_end = wall});
+}
+
 std::vector<stage_profile> job_context::take_profile()
 {
   const std::lock_guard lock{mutex_};

@@ -64,6 +64,8 @@ class job_context {
   [[nodiscard]] bool profiling() const noexcept { return options_.profile; }
   [[nodiscard]] int round() const;
   void add_profile(stage_profile stage);
+  /// The round as the host saw it: device "all", stage "round", `wall` seconds.
+  void add_round_profile(int round, std::uint64_t chunks, std::uint64_t bytes, double wall);
   [[nodiscard]] std::vector<stage_profile> take_profile();
 
  private:

@@ -35,14 +35,7 @@ void run_round(int round, std::vector<chunk_task> tasks, const element_layout& l
     if (!ctx.profiling()) return;
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    ctx.add_profile(stage_profile{.device = "all",
-                                  .round = round,
-                                  .stage = "round",
-                                  .chunks = chunks,
-                                  .bytes = elements * layout.bytes(),
-                                  .busy_seconds = wall,
-                                  .first_start = 0,
-                                  .last_end = wall});
+    ctx.add_round_profile(round, chunks, elements * layout.bytes(), wall);
   };
   if (devices.size() == 1) {
     devices.front()->process(layout, queue, ctx);

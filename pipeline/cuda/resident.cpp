@@ -518,14 +518,7 @@ execution_stats sort_resident(const job_arrays& a, const element_layout& layout,
   if (ctx.profiling()) {
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    ctx.add_profile(stage_profile{.device = "all",
-                                  .round = 1,
-                                  .stage = "round",
-                                  .chunks = gpus.size(),
-                                  .bytes = a.n * layout.bytes(),
-                                  .busy_seconds = wall,
-                                  .first_start = 0,
-                                  .last_end = wall});
+    ctx.add_round_profile(1, gpus.size(), a.n * layout.bytes(), wall);
   }
   return execution_stats{.chunks = 1, .rounds = 1};
 }
