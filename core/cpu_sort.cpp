@@ -6,6 +6,9 @@
 #include <parallel/algorithm>
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
+#include <utility>
 #include <cstring>
 
 namespace gpusort::detail {
@@ -68,10 +71,46 @@ void cpu_sort(K* keys, V* values, std::uint64_t n, void* scratch, unsigned threa
 }
 
 template <typename K>
+bool small_radix_sort(K* keys, std::uint64_t n, void* scratch)
+{
+  if (small_radix_scratch_bytes<K>(n) == 0) return false;
+  GPUSORT_EXPECTS(scratch != nullptr, "small_radix_sort needs scratch");
+  // 11-bit digits: 6 passes for 64-bit keys and 3 for 32-bit ones instead of 8 and 4, with
+  // counters (48 KiB at most) that still sit in L1/L2.
+  constexpr unsigned bits = 11;
+  constexpr unsigned digits = (8 * sizeof(K) + bits - 1) / bits;
+  constexpr K mask = (K{1} << bits) - 1;
+  // Every digit's histogram in one read pass; n <= 2^18 fits 32-bit counters.
+  std::array<std::array<std::uint32_t, std::size_t{1} << bits>, digits> counts{};
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const K k = keys[i];
+    for (unsigned d = 0; d < digits; ++d) ++counts[d][(k >> (bits * d)) & mask];
+  }
+  K* src = keys;
+  K* dst = static_cast<K*>(scratch);
+  for (unsigned d = 0; d < digits; ++d) {
+    auto& c = counts[d];
+    if (c[(keys[0] >> (bits * d)) & mask] == n) continue;  // the same digit everywhere
+    std::uint32_t sum = 0;
+    for (std::uint32_t& x : c) sum += std::exchange(x, sum);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const K k = src[i];
+      dst[c[(k >> (bits * d)) & mask]++] = k;
+    }
+    std::swap(src, dst);
+  }
+  if (src != keys) std::memcpy(keys, src, n * sizeof(K));
+  return true;
+}
+
+// Below this many elements a parallel pass costs more to start than it saves.
+constexpr std::int64_t parallel_pass_threshold = std::int64_t{1} << 18;
+
+template <typename K>
 void to_ordered_bits(const K* src, K* dst, std::uint64_t n, dtype t, order dir)
 {
   const auto count = static_cast<std::int64_t>(n);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (count > parallel_pass_threshold)
   for (std::int64_t i = 0; i < count; ++i) dst[i] = to_ordered<K>(src[i], t, dir);
 }
 
@@ -79,7 +118,7 @@ template <typename K>
 void from_ordered_bits(const K* src, K* dst, std::uint64_t n, dtype t, order dir)
 {
   const auto count = static_cast<std::int64_t>(n);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (count > parallel_pass_threshold)
   for (std::int64_t i = 0; i < count; ++i) dst[i] = from_ordered<K>(src[i], t, dir);
 }
 
@@ -104,6 +143,8 @@ void parallel_copy(void* dst, const void* src, std::size_t bytes)
 GPUSORT_FOR_EACH_LAYOUT(GPUSORT_INSTANTIATE_CPU_SORT)
 #undef GPUSORT_INSTANTIATE_CPU_SORT
 
+template bool small_radix_sort(std::uint32_t*, std::uint64_t, void*);
+template bool small_radix_sort(std::uint64_t*, std::uint64_t, void*);
 template void to_ordered_bits(const std::uint32_t*, std::uint32_t*, std::uint64_t, dtype, order);
 template void to_ordered_bits(const std::uint64_t*, std::uint64_t*, std::uint64_t, dtype, order);
 template void from_ordered_bits(const std::uint32_t*, std::uint32_t*, std::uint64_t, dtype,

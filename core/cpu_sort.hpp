@@ -25,6 +25,26 @@ constexpr std::size_t cpu_sort_scratch_bytes(std::uint64_t n) noexcept
 template <typename K, typename V>
 void cpu_sort(K* keys, V* values, std::uint64_t n, void* scratch, unsigned threads);
 
+/// Keys alone, from small_radix_min to small_radix_max elements, sort faster by an LSD radix sort
+/// on one thread than by the parallel merge sort, whose thread start-up dominates there: the
+/// daemon's small jobs (a 1 MiB u64 job must finish within a millisecond, issue 5).
+inline constexpr std::uint64_t small_radix_min = 512;
+inline constexpr std::uint64_t small_radix_max = std::uint64_t{1} << 18;
+
+/// Scratch small_radix_sort needs: n keys where it applies, else 0.
+template <typename K>
+constexpr std::size_t small_radix_scratch_bytes(std::uint64_t n) noexcept
+{
+  return n >= small_radix_min && n <= small_radix_max ? static_cast<std::size_t>(n) * sizeof(K)
+                                                      : 0;
+}
+
+/// Sorts n ordered-bits keys ascending with a one-thread LSD radix sort (11-bit digits, digits
+/// that are equal in every key skipped) when n is in its range, using `scratch`
+/// (small_radix_scratch_bytes). Returns false, touching nothing, when n is outside its range.
+template <typename K>
+bool small_radix_sort(K* keys, std::uint64_t n, void* scratch);
+
 /// dst[i] = to_ordered(src[i]) (src and dst may be the same array).
 template <typename K>
 void to_ordered_bits(const K* src, K* dst, std::uint64_t n, dtype t, order dir);

@@ -1,5 +1,8 @@
 #include "pipeline/direct.hpp"
 
+#include <algorithm>
+#include <type_traits>
+
 #include "core/cpu_sort.hpp"
 #include "core/keys.hpp"
 #include "pipeline/host_memory.hpp"
@@ -17,7 +20,10 @@ execution_stats sort_direct(const job_arrays& arrays, const element_layout& layo
     V* values = static_cast<V*>(arrays.dst_values);
     const bool identity = ordered_is_identity(layout.type, layout.direction);
     // Allocated before the input is touched, so that running out of memory changes nothing.
-    const host_buffer scratch{cpu_sort_scratch_bytes<K, V>(arrays.n)};
+    constexpr bool keys_alone = std::is_same_v<V, no_value>;
+    const host_buffer scratch{keys_alone ? std::max(cpu_sort_scratch_bytes<K, V>(arrays.n),
+                                                    small_radix_scratch_bytes<K>(arrays.n))
+                                         : cpu_sort_scratch_bytes<K, V>(arrays.n)};
     if (!arrays.in_place()) {
       // One pass either way: the transform doubles as the copy.
       if (identity)
@@ -30,7 +36,8 @@ execution_stats sort_direct(const job_arrays& arrays, const element_layout& layo
     } else if (!identity) {
       to_ordered_bits<K>(keys, keys, arrays.n, layout.type, layout.direction);
     }
-    cpu_sort<K, V>(keys, values, arrays.n, scratch.data(), threads);
+    if (!keys_alone || !small_radix_sort<K>(keys, arrays.n, scratch.data()))
+      cpu_sort<K, V>(keys, values, arrays.n, scratch.data(), threads);
     if (!identity) from_ordered_bits<K>(keys, keys, arrays.n, layout.type, layout.direction);
   });
   ctx.add_done(arrays.n);

@@ -39,6 +39,29 @@ TYPED_TEST(CpuSortKeys, MatchesStdSortAcrossTheParallelThreshold)
     }
 }
 
+TYPED_TEST(CpuSortKeys, SmallRadixSortMatchesStdSortAtItsBounds)
+{
+  using K = TypeParam;
+  for (const std::uint64_t n : {small_radix_min - 1, small_radix_min, std::uint64_t{1000},
+                                std::uint64_t{131'072}, small_radix_max,
+                                small_radix_max + 1}) {
+    // Narrow keys (most digits equal, skipped), wide keys, and keys equal but in one digit.
+    for (const K modulo : {K{7}, static_cast<K>(~K{0}), K{256}}) {
+      auto keys = random_keys<K>(n, n * 3 + modulo, modulo);
+      if (modulo == K{256})
+        for (K& k : keys) k = static_cast<K>(k << (8 * (sizeof(K) - 1)));  // top digit only
+      auto expect = keys;
+      std::sort(expect.begin(), expect.end());
+      std::vector<unsigned char> scratch(small_radix_scratch_bytes<K>(n));
+      const bool sorted = small_radix_sort<K>(keys.data(), n, scratch.data());
+      EXPECT_EQ(sorted, n >= small_radix_min && n <= small_radix_max) << n;
+      if (sorted) {
+        EXPECT_EQ(keys, expect) << n << " " << +modulo;
+      }
+    }
+  }
+}
+
 template <typename KV>
 class CpuSortPairs : public ::testing::Test {};
 using pair_types = ::testing::Types<std::pair<std::uint32_t, std::uint32_t>,
