@@ -16,6 +16,7 @@ enum exit_code : int {
   exit_ok = 0,
   exit_verify_failed = 1,
   exit_usage = 64,    ///< EX_USAGE: wrong or missing arguments, unknown dtype or distribution
+  exit_unavailable = 69,  ///< EX_UNAVAILABLE: the daemon cannot be reached (or went away)
   exit_runtime = 70,  ///< EX_SOFTWARE: unreadable inputs, bad sizes, unwritable outputs, engine
   exit_config = 78,   ///< EX_CONFIG: a configuration that cannot be loaded or used
 };

@@ -5,6 +5,7 @@
 #include "core/generate.hpp"
 #include "core/verify.hpp"
 
+#include <gpusort/client.hpp>
 #include <gpusort/config.hpp>
 #include <gpusort/gpusort.hpp>
 #include <gpusort/units.hpp>
@@ -96,14 +97,17 @@ const command_spec& sort_spec()
       .name = "sort",
       .synopsis = "FILE --dtype T [--out FILE] [--descending]\n"
                   "                    [--values FILE [--value-bytes 4|8] [--values-out FILE]]\n"
-                  "                    [--local] [--config FILE] [--json] [--quiet]",
+                  "                    [--socket PATH | --local] [--config FILE] [--json]\n"
+                  "                    [--quiet]",
       .description =
           "Sorts FILE, a raw little-endian array of keys of type T, and with --values a file of\n"
           "values paired with the keys by index. Floats sort by IEEE 754 totalOrder (-NaN first,\n"
           "+NaN last). FILE is only read: the sorted data goes to a temporary file in the\n"
           "output's folder, renamed over the output only on success. Without --out (and\n"
           "--values-out) the sort is in place; a failure leaves every file as it was.\n"
-          "Prints a progress bar on stderr when it is a terminal and a summary line on stdout.\n",
+          "Prints a progress bar on stderr when it is a terminal and a summary line on stdout.\n"
+          "The daemon (gpusortd) sorts unless --local is given: this command opens the files\n"
+          "and passes their descriptors to it; the daemon never opens a path itself.\n",
       .options = {
           {"dtype", "T", dtype_help},
           {"out", "FILE", "sorted keys file (default: sort FILE in place)"},
@@ -112,10 +116,11 @@ const command_spec& sort_spec()
           {"value-bytes", "4|8", "bytes per value (default 8)"},
           {"values-out", "FILE", "sorted values file; with --values, --out and --values-out\n"
                                  "go together (neither: both in place)"},
-          {"local", "", "sort in this process, with the embedded engine\n"
-                        "(the daemon arrives with the service; today every sort is local)"},
-          {"config", "FILE", "engine configuration, YAML (default: $GPUSORT_CONFIG, else\n"
-                             "built-in defaults)"},
+          {"socket", "PATH", "the daemon's socket (default: $GPUSORT_SOCKET, else the\n"
+                             "configuration's `socket`, /run/gpusort/gpusort.sock)"},
+          {"local", "", "sort in this process with the embedded engine, not the daemon"},
+          {"config", "FILE", "configuration, YAML (default: $GPUSORT_CONFIG, else built-in\n"
+                             "defaults): the engine's with --local, else the socket path"},
           {"json", "", "print one JSON object instead of the summary: elements, bytes,\n"
                        "seconds, rate (bytes/s), engine, devices, chunks, rounds,\n"
                        "compensated_chunks"},
@@ -144,6 +149,25 @@ const command_spec& verify_spec()
           {"original-values", "FILE", "the values before sorting"},
           {"value-bytes", "4|8", "bytes per value (default 8)"},
           {"json", "", "print one JSON object: ok, elements, message"},
+          {"help", "", "show this text"},
+      }};
+  return spec;
+}
+
+const command_spec& status_spec()
+{
+  static const command_spec spec{
+      .name = "status",
+      .synopsis = "[--socket PATH] [--config FILE] [--json]",
+      .description =
+          "Asks the daemon (gpusortd) how it is: its devices, memory, shared buffers, clients,\n"
+          "the jobs running and queued, and the totals since it started.\n",
+      .options = {
+          {"socket", "PATH", "the daemon's socket (default: $GPUSORT_SOCKET, else the\n"
+                             "configuration's `socket`, /run/gpusort/gpusort.sock)"},
+          {"config", "FILE", "configuration, YAML, for the socket path (default:\n"
+                             "$GPUSORT_CONFIG)"},
+          {"json", "", "print one JSON object with every field"},
           {"help", "", "show this text"},
       }};
   return spec;
@@ -277,6 +301,33 @@ const std::string& one_file(const parsed_args& a, std::string_view command,
   return a.positionals.front();
 }
 
+/// The daemon's socket: --socket, else $GPUSORT_SOCKET, else the configuration's `socket`.
+std::string socket_option(const parsed_args& a)
+{
+  if (auto s = a.get("socket")) return *s;
+  if (const char* env = std::getenv("GPUSORT_SOCKET"); env != nullptr && *env != '\0') return env;
+  return load_cli_config(a).socket;
+}
+
+client::connection connect_daemon(const std::string& socket)
+{
+  try {
+    return client::connection::connect(socket, std::string{"gpusort-cli "} + GPUSORT_VERSION);
+  } catch (const client::error& e) {
+    if (e.code() == client::status_code::connection_lost)
+      throw cli_error{exit_unavailable, "cannot reach the daemon at " + socket + " (" +
+                                            e.what() + "); start gpusortd or sort with --local"};
+    throw cli_error{exit_runtime, "the daemon at " + socket + " refused: " + e.what()};
+  }
+}
+
+std::string json_list(const std::vector<std::string>& items)
+{
+  std::string out;
+  for (const std::string& d : items) out += (out.empty() ? "" : ", ") + json_string(d);
+  return "[" + out + "]";
+}
+
 }  // namespace
 
 std::string one_line(std::string text)
@@ -289,7 +340,7 @@ std::string one_line(std::string text)
 
 const command_spec* find_command(std::string_view name)
 {
-  for (const command_spec* spec : {&gen_spec(), &sort_spec(), &verify_spec()})
+  for (const command_spec* spec : {&gen_spec(), &sort_spec(), &verify_spec(), &status_spec()})
     if (spec->name == name) return spec;
   return nullptr;
 }
@@ -351,6 +402,107 @@ int run_gen(const std::vector<std::string>& args)
 
 // ---- sort ------------------------------------------------------------------------------------
 
+namespace {
+
+/// The elements in an input of `bytes`, which must hold a whole number of `element_bytes`.
+std::uint64_t element_count(const input_file& file, std::uint64_t element_bytes,
+                            std::string_view what)
+{
+  if (file.size() % element_bytes != 0)
+    throw cli_error{exit_runtime, fmt::format("{}: {} bytes is not a whole number of {}-byte {}",
+                                              file.path().string(), file.size(), element_bytes,
+                                              what)};
+  return file.size() / element_bytes;
+}
+
+/// `gpusort sort` through the daemon: the files are opened here and their descriptors passed;
+/// the daemon writes the sorted data into temporaries that are renamed over the outputs only
+/// when complete, as with --local.
+int sort_with_daemon(const parsed_args& a, const fs::path& input_path, dtype t,
+                     const std::optional<std::string>& values_path, std::uint32_t value_bytes,
+                     const fs::path& keys_out_path,
+                     const std::optional<fs::path>& values_out_path)
+{
+  const bool json = a.has("json");
+  const bool quiet = a.has("quiet");
+  const std::string socket = socket_option(a);
+  const bool in_place = !a.has("out");
+
+  const input_file keys{input_path};
+  const std::uint64_t n = element_count(keys, size_of(t), std::string{name_of(t)} + " keys");
+  std::optional<input_file> values;
+  if (values_path) {
+    values.emplace(*values_path);
+    const std::uint64_t vn = element_count(*values, value_bytes, "values");
+    if (vn != n)
+      throw cli_error{exit_runtime, fmt::format("{} holds {} {}-byte values but {} holds {} keys",
+                                                *values_path, vn, value_bytes,
+                                                input_path.string(), n)};
+  }
+  for (const fs::path& p : {input_path, fs::path{values_path.value_or("")}}) {
+    if (!in_place || p.empty() || ::access(p.c_str(), W_OK) == 0) continue;
+    const int err = errno;
+    throw cli_error{exit_runtime, "cannot sort " + p.string() + " in place: " +
+                                      std::strerror(err)};
+  }
+  client::connection conn = connect_daemon(socket);
+
+  atomic_output keys_out{keys_out_path, keys.size()};
+  std::optional<atomic_output> values_out;
+  if (values) values_out.emplace(*values_out_path, values->size());
+
+  client::sort_request request{
+      .type = t,
+      .count = n,
+      .direction = a.has("descending") ? order::descending : order::ascending,
+      .keys = client::array_ref::of_fd(keys.fd()),
+      .keys_out = client::array_ref::of_fd(keys_out.fd())};
+  if (values) {
+    request.value_bytes = value_bytes;
+    request.values = client::array_ref::of_fd(values->fd());
+    request.values_out = client::array_ref::of_fd(values_out->fd());
+  }
+  progress_bar bar{!quiet && !json && ::isatty(STDERR_FILENO) == 1, stderr};
+  client::progress_callback on_progress;
+  if (bar.enabled())
+    on_progress = [&bar](const client::progress& p) {
+      bar.update(progress_event{p.round, p.bytes_done, p.bytes_total});
+    };
+  client::job_report report;
+  try {
+    report = conn.sort(request, on_progress);
+  } catch (const client::error& e) {
+    throw cli_error{e.code() == client::status_code::connection_lost ? exit_unavailable
+                                                                     : exit_runtime,
+                    std::string{"sort failed: "} + e.what()};
+  }
+  bar.finish();
+  keys_out.sync();
+  if (values_out) values_out->sync();
+  keys_out.publish();
+  if (values_out) values_out->publish();
+
+  if (json) {
+    fmt::print("{{\"elements\": {}, \"bytes\": {}, \"seconds\": {}, \"rate\": {}, "
+               "\"engine\": {}, \"devices\": {}, \"chunks\": {}, \"rounds\": {}, "
+               "\"compensated_chunks\": {}, \"queue_seconds\": {}}}\n",
+               report.elements, report.bytes, report.seconds, report.rate,
+               json_string(report.engine), json_list(report.devices), report.chunks,
+               report.rounds, report.compensated_chunks, report.queue_seconds);
+  } else if (!quiet) {
+    std::string devices;
+    for (const std::string& d : report.devices) devices += (devices.empty() ? "" : ",") + d;
+    fmt::print("sorted {} ({}) in {:.3f} s: {:.3f} GB/s, engine {} on {}, {}, {} (daemon)\n",
+               plural(report.elements, "element"), format_bytes(report.bytes), report.seconds,
+               report.rate / 1e9, report.engine, devices, plural(report.chunks, "chunk"),
+               plural(static_cast<std::uint64_t>(report.rounds), "round"));
+  }
+  std::fflush(stdout);
+  return exit_ok;
+}
+
+}  // namespace
+
 int run_sort(const std::vector<std::string>& args)
 {
   const std::optional<parsed_args> parsed = parse_or_help(args, sort_spec());
@@ -379,7 +531,11 @@ int run_sort(const std::vector<std::string>& args)
                                          : "--out and --values-out name the same file"};
   const bool json = a.has("json");
   const bool quiet = a.has("quiet");
-  // --local: the embedded engine, which is today's only engine.
+  if (a.has("local") && a.has("socket"))
+    throw cli_error{exit_usage, "--local sorts in this process; --socket names a daemon: not both"};
+  if (!a.has("local"))
+    return sort_with_daemon(a, input_path, t, values_path, value_bytes, keys_out_path,
+                            values_out_path);
   const config cfg = load_cli_config(a);
   set_log_level(cfg.level, quiet || json);
 
@@ -497,6 +653,100 @@ int run_verify(const std::vector<std::string>& args)
   }
   std::fflush(stdout);
   return r.ok ? exit_ok : exit_verify_failed;
+}
+
+}  // namespace gpusort::cli
+
+namespace gpusort::cli {
+
+// ---- status ----------------------------------------------------------------------------------
+
+int run_status(const std::vector<std::string>& args)
+{
+  const std::optional<parsed_args> parsed = parse_or_help(args, status_spec());
+  if (!parsed) return exit_ok;
+  const parsed_args& a = *parsed;
+  if (!a.positionals.empty())
+    throw cli_error{exit_usage, "status takes no file, got '" + a.positionals.front() + "'"};
+  const std::string socket = socket_option(a);
+  client::connection conn = connect_daemon(socket);
+  client::daemon_status st;
+  try {
+    st = conn.status();
+  } catch (const client::error& e) {
+    throw cli_error{exit_runtime, std::string{"status failed: "} + e.what()};
+  }
+  const auto job_json = [](const client::job_info& j) {
+    return fmt::format("{{\"job_id\": {}, \"state\": {}, \"dtype\": {}, \"count\": {}, "
+                       "\"bytes\": {}, \"queue_position\": {}, \"round\": {}, "
+                       "\"bytes_done\": {}, \"bytes_total\": {}, \"seconds\": {}, "
+                       "\"client_pid\": {}}}",
+                       j.job_id, json_string(client::name_of(j.state)),
+                       json_string(j.type ? name_of(*j.type) : "?"), j.count, j.bytes,
+                       j.queue_position, j.round, j.bytes_done, j.bytes_total, j.seconds,
+                       j.client_pid);
+  };
+  if (a.has("json")) {
+    std::string devices, jobs;
+    for (const auto& d : st.devices)
+      devices += fmt::format("{}{{\"name\": {}, \"model\": {}, \"memory_total\": {}, "
+                             "\"memory_free\": {}, \"memory_budget\": {}, "
+                             "\"running_jobs\": {}}}",
+                             devices.empty() ? "" : ", ", json_string(d.name),
+                             json_string(d.model), d.memory_total, d.memory_free,
+                             d.memory_budget, d.running_jobs);
+    for (const auto& j : st.jobs) jobs += (jobs.empty() ? "" : ", ") + job_json(j);
+    const auto& t = st.totals;
+    fmt::print("{{\"server_version\": {}, \"uptime_seconds\": {}, \"devices\": [{}], "
+               "\"host_memory_budget\": {}, \"host_memory_used\": {}, "
+               "\"pinned_pool_bytes\": {}, \"pinned_pool_used\": {}, \"buffers\": {}, "
+               "\"clients\": {}, \"queued_jobs\": {}, \"running_jobs\": {}, \"jobs\": [{}], "
+               "\"totals\": {{\"jobs_submitted\": {}, \"jobs_succeeded\": {}, "
+               "\"jobs_failed\": {}, \"jobs_cancelled\": {}, \"jobs_rejected\": {}, "
+               "\"bytes_sorted\": {}, \"connections\": {}}}}}\n",
+               json_string(st.server_version), st.uptime_seconds, devices,
+               st.host_memory_budget, st.host_memory_used, st.pinned_pool_bytes,
+               st.pinned_pool_used, st.buffers, st.clients, st.queued_jobs, st.running_jobs,
+               jobs, t.jobs_submitted, t.jobs_succeeded, t.jobs_failed, t.jobs_cancelled,
+               t.jobs_rejected, t.bytes_sorted, t.connections);
+    std::fflush(stdout);
+    return exit_ok;
+  }
+  fmt::print("gpusortd {} at {}, up {:.1f} s\n", st.server_version, socket, st.uptime_seconds);
+  for (const auto& d : st.devices) {
+    fmt::print("device {}{}: ", d.name, d.model.empty() ? "" : " (" + d.model + ")");
+    if (d.memory_total != 0)
+      fmt::print("memory {} total, {} free, ", format_bytes(d.memory_total),
+                 format_bytes(d.memory_free));
+    fmt::print("budget {}, {} running\n",
+               d.memory_budget == 0 ? std::string{"auto"} : format_bytes(d.memory_budget),
+               plural(d.running_jobs, "job"));
+  }
+  fmt::print("host memory: {} used of {} (host_memory_budget)\n",
+             format_bytes(st.host_memory_used), format_bytes(st.host_memory_budget));
+  fmt::print("shared buffers: {} in use, {} of {} (pinned_pool_bytes)\n", st.buffers,
+             format_bytes(st.pinned_pool_used), format_bytes(st.pinned_pool_bytes));
+  fmt::print("clients: {}\n", st.clients);
+  fmt::print("jobs: {} running, {} queued\n", st.running_jobs, st.queued_jobs);
+  for (const auto& j : st.jobs) {
+    const double percent = j.bytes_total == 0 ? 0.0
+                                              : 100.0 * static_cast<double>(j.bytes_done) /
+                                                    static_cast<double>(j.bytes_total);
+    fmt::print("  job {} {}: {} {} keys ({}), pid {}, ", j.job_id, client::name_of(j.state),
+               j.count, j.type ? name_of(*j.type) : "?", format_bytes(j.bytes), j.client_pid);
+    if (j.state == client::job_state::queued)
+      fmt::print("position {}, ", j.queue_position);
+    else
+      fmt::print("round {} {:.0f}%, ", j.round, percent);
+    fmt::print("{:.1f} s\n", j.seconds);
+  }
+  const auto& t = st.totals;
+  fmt::print("totals: {} submitted, {} succeeded, {} failed, {} cancelled, {} rejected, {} "
+             "sorted, {}\n",
+             t.jobs_submitted, t.jobs_succeeded, t.jobs_failed, t.jobs_cancelled,
+             t.jobs_rejected, format_bytes(t.bytes_sorted), plural(t.connections, "connection"));
+  std::fflush(stdout);
+  return exit_ok;
 }
 
 }  // namespace gpusort::cli

@@ -91,6 +91,33 @@ mapped_input::mapped_input(const fs::path& path) : path_{path}
   if (!failure.empty()) throw cli_error{exit_runtime, failure};
 }
 
+input_file::input_file(const fs::path& path) : path_{path}
+{
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) {
+    const int err = errno;
+    throw cli_error{exit_runtime, "cannot read " + path.string() + ": " + errno_text(err)};
+  }
+  struct stat st {};
+  std::string failure;
+  if (::fstat(fd_, &st) != 0) {
+    const int err = errno;
+    failure = "cannot read " + path.string() + ": " + errno_text(err);
+  } else if (!S_ISREG(st.st_mode)) {
+    failure = "cannot read " + path.string() + ": not a regular file";
+  }
+  if (!failure.empty()) {
+    ::close(fd_);
+    throw cli_error{exit_runtime, failure};
+  }
+  size_ = static_cast<std::uint64_t>(st.st_size);
+}
+
+input_file::~input_file()
+{
+  if (fd_ >= 0) ::close(fd_);
+}
+
 mapped_input::~mapped_input()
 {
   if (data_ != nullptr) ::munmap(data_, size_);

@@ -30,6 +30,26 @@ class mapped_input {
   std::uint64_t size_{};
 };
 
+/// A regular file opened read-only, not mapped: its descriptor goes to the daemon, which reads
+/// the file itself (the daemon never opens a path a client names). Throws cli_error
+/// (exit_runtime) naming the file when it cannot be opened or is not a regular file.
+class input_file {
+ public:
+  explicit input_file(const std::filesystem::path& path);
+  ~input_file();
+  input_file(const input_file&) = delete;
+  input_file& operator=(const input_file&) = delete;
+
+  [[nodiscard]] int fd() const noexcept { return fd_; }
+  [[nodiscard]] std::uint64_t size() const noexcept { return size_; }
+  [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  int fd_{-1};
+  std::uint64_t size_{};
+};
+
 /// An output of `size` bytes, mapped read-write, that lives in a temporary file in the final
 /// path's folder until publish() renames it over the final path. Until then the final path is
 /// untouched; the destructor removes an unpublished temporary, and so does a fatal signal
@@ -46,6 +66,8 @@ class atomic_output {
 
   [[nodiscard]] void* data() const noexcept { return data_; }
   [[nodiscard]] std::uint64_t size() const noexcept { return size_; }
+  /// The temporary file, open read-write: what the daemon writes the sorted data to.
+  [[nodiscard]] int fd() const noexcept { return fd_; }
 
   /// Writes the mapped bytes to disk (msync, fsync); throws cli_error on an I/O error.
   void sync();

@@ -23,22 +23,26 @@ constexpr const char* overview =
     "\n"
     "commands:\n"
     "  gen     write a file of generated keys (and values)\n"
-    "  sort    sort a file of keys (and values), in place or into --out\n"
+    "  sort    sort a file of keys (and values), in place or into --out, through the\n"
+    "          daemon gpusortd (--socket PATH) or in this process (--local)\n"
     "  verify  check that a file is a sorted permutation of an original\n"
+    "  status  show the daemon's devices, memory, jobs and totals\n"
     "  help    show the options of a command: gpusort help sort\n"
     "\n"
     "options:\n"
     "  --help     show this text (gpusort <command> --help: a command's options)\n"
     "  --version  show the version\n"
     "\n"
-    "exit codes: 0 ok, 1 verification failed, 64 usage error, 70 runtime error\n"
-    "(unreadable input, bad size, unwritable output, engine failure), 78 configuration error.\n"
+    "exit codes: 0 ok, 1 verification failed, 64 usage error, 69 daemon unreachable,\n"
+    "70 runtime error (unreadable input, bad size, unwritable output, engine failure, a job\n"
+    "the daemon refused), 78 configuration error.\n"
     "Errors are one line on stderr starting with \"gpusort: \".\n";
 
 int dispatch(std::vector<std::string> args)
 {
   using namespace gpusort::cli;
-  if (args.empty()) throw cli_error{exit_usage, "no command (gen, sort, verify; see --help)"};
+  if (args.empty())
+    throw cli_error{exit_usage, "no command (gen, sort, verify, status; see --help)"};
   const std::string command = args.front();
   args.erase(args.begin());
   if (command == "--help" || command == "-h") {
@@ -51,7 +55,7 @@ int dispatch(std::vector<std::string> args)
       return exit_ok;
     }
     if (find_command(args.front()) == nullptr)
-      throw cli_error{exit_usage, "no command '" + args.front() + "' (gen, sort, verify)"};
+      throw cli_error{exit_usage, "no command '" + args.front() + "' (gen, sort, verify, status)"};
     args = {args.front(), "--help"};
     return dispatch(args);
   }
@@ -62,7 +66,9 @@ int dispatch(std::vector<std::string> args)
   if (command == "gen") return run_gen(args);
   if (command == "sort") return run_sort(args);
   if (command == "verify") return run_verify(args);
-  throw cli_error{exit_usage, "unknown command '" + command + "' (gen, sort, verify; see --help)"};
+  if (command == "status") return run_status(args);
+  throw cli_error{exit_usage,
+                  "unknown command '" + command + "' (gen, sort, verify, status; see --help)"};
 }
 
 }  // namespace

@@ -8,10 +8,9 @@
 #
 # Adding a library to the package is one line, gpusort_package_library(TARGET NAME [DEPENDS
 # pkg...]), which exports it as gpusort::NAME and makes gpusortConfig.cmake find_dependency()
-# each external package it links. The daemon's client library, when it lands, is expected to be
-#   gpusort_package_library(gpusort_client client)
-# (its static dependencies too, such as gpusort_package_library(gpusort_proto proto DEPENDS
-# Protobuf)); a dependency left out is an error at configure time naming it.
+# each external package it links; a dependency left out is an error at configure time naming it.
+#
+#   target_link_libraries(app PRIVATE gpusort::client)   # talk to gpusortd (no CUDA needed)
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -52,7 +51,12 @@ add_library(gpusort_engine_package INTERFACE)
 target_link_libraries(gpusort_engine_package INTERFACE gpusort_pipeline gpusort_config)
 gpusort_package_library(gpusort_engine_package engine)
 
-# The client library joins here when it exists (see above).
+# The daemon's client library and the protocol code under it. Its public header needs neither
+# CUDA nor protobuf; the protobuf archive travels with the package like yaml-cpp's.
+if(TARGET gpusort_client)
+  gpusort_package_library(gpusort_proto proto)
+  gpusort_package_library(gpusort_client client)
+endif()
 
 set(GPUSORT_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/gpusort")
 # yaml-cpp is linked from its static archive, which the machines that use gpusort need not have:
@@ -66,6 +70,10 @@ install(TARGETS ${GPUSORT_PACKAGE_TARGETS}
 install(EXPORT gpusortTargets NAMESPACE gpusort:: DESTINATION ${GPUSORT_CMAKE_DIR})
 install(FILES "${GPUSORT_YAML_CPP_ARCHIVE}" DESTINATION ${GPUSORT_YAML_ARCHIVE_DIR}
         RENAME libyaml-cpp.a)
+if(TARGET gpusort_client)
+  install(FILES "${GPUSORT_PROTOBUF_ARCHIVE}" DESTINATION ${GPUSORT_YAML_ARCHIVE_DIR}
+          RENAME libprotobuf.a)
+endif()
 
 install(TARGETS gpusort_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 if(TARGET gpusortd)
@@ -98,7 +106,11 @@ if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
 endif()
 file(RELATIVE_PATH GPUSORT_PC_TO_PREFIX "/p/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/p")
 string(REGEX REPLACE "/$" "" GPUSORT_PC_TO_PREFIX "${GPUSORT_PC_TO_PREFIX}")
-set(GPUSORT_PC_LIBS "-lgpusort_pipeline")
+set(GPUSORT_PC_LIBS "")
+if(TARGET gpusort_client)
+  set(GPUSORT_PC_LIBS "-lgpusort_client -lgpusort_proto ")
+endif()
+string(APPEND GPUSORT_PC_LIBS "-lgpusort_pipeline")
 if(GPUSORT_HAS_CUDA)
   foreach(t IN ITEMS gpusort_cuda_runtime gpusort_cuda_core)
     if(TARGET ${t})
@@ -108,6 +120,9 @@ if(GPUSORT_HAS_CUDA)
 endif()
 string(APPEND GPUSORT_PC_LIBS " -lgpusort_config -lgpusort_core "
        "\${libdir}/gpusort/libyaml-cpp.a")
+if(TARGET gpusort_client)
+  string(APPEND GPUSORT_PC_LIBS " \${libdir}/gpusort/libprotobuf.a")
+endif()
 if(GPUSORT_HAS_CUDA)
   string(APPEND GPUSORT_PC_LIBS " -L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -ldl -lrt")
 endif()

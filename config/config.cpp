@@ -174,4 +174,14 @@ std::string_view name_of(log_level level) noexcept
   return "unknown";
 }
 
+std::string_view name_of(admission_policy policy) noexcept
+{
+  return policy == admission_policy::reject ? "reject" : "wait";
+}
+
+std::string_view name_of(shutdown_policy policy) noexcept
+{
+  return policy == shutdown_policy::cancel ? "cancel" : "drain";
+}
+
 }  // namespace gpusort

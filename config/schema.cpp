@@ -193,6 +193,62 @@ key_spec incore_engine_key(std::string_view meaning)
   return enum_key("incore_engine", &config::incore, words, meaning);
 }
 
+key_spec admission_key(std::string_view meaning)
+{
+  static constexpr std::array<std::pair<admission_policy, std::string_view>, 2> words{{
+      {admission_policy::wait, "wait"},
+      {admission_policy::reject, "reject"},
+  }};
+  return enum_key("admission", &config::admission, words, meaning);
+}
+
+key_spec shutdown_key(std::string_view meaning)
+{
+  static constexpr std::array<std::pair<shutdown_policy, std::string_view>, 2> words{{
+      {shutdown_policy::drain, "drain"},
+      {shutdown_policy::cancel, "cancel"},
+  }};
+  return enum_key("shutdown", &config::on_shutdown, words, meaning);
+}
+
+/// A list of distinct user or group ids, e.g. [1000, 1001]; empty allowed.
+key_spec id_list_key(std::string_view name, std::vector<std::uint32_t> config::*member,
+                     std::string_view what, std::string_view meaning)
+{
+  // (uid_t)-1 means "no id" to chown and setreuid: it cannot be a peer's id.
+  constexpr std::uint64_t max_id = 4294967294u;
+  return {
+      name,
+      "a list of distinct " + std::string{what} + " ids from 0 to " + std::to_string(max_id) +
+          ", such as `[1000, 1001]`, or `[]`",
+      meaning,
+      [member, what, name](const YAML::Node& value, const YAML::Mark& mark, config& cfg) {
+        const std::string expected = "a list of " + std::string{what} + " ids like [1000]";
+        if (!value.IsSequence()) reject(value, mark, expected);
+        const std::string id_expected =
+            "a " + std::string{what} + " id (an integer from 0 to " + std::to_string(max_id) +
+            ")";
+        std::vector<std::uint32_t> ids;
+        for (const YAML::Node& element : value) {
+          const YAML::Mark element_mark = mark_of(element, mark);
+          const auto id = parse_decimal(scalar(element, element_mark, id_expected));
+          if (!id || *id > max_id) reject(element, element_mark, id_expected);
+          if (std::find(ids.begin(), ids.end(), static_cast<std::uint32_t>(*id)) != ids.end())
+            throw value_error{element_mark, std::string{what} + " id " + std::to_string(*id) +
+                                                " is listed twice in " + std::string{name}};
+          ids.push_back(static_cast<std::uint32_t>(*id));
+        }
+        cfg.*member = std::move(ids);
+      },
+      [member](const config& cfg) {
+        std::string list = "[";
+        for (const std::uint32_t id : cfg.*member)
+          list += (list.size() == 1 ? "" : ", ") + std::to_string(id);
+        return list + "]";
+      },
+  };
+}
+
 key_spec devices_key(std::string_view meaning)
 {
   return {
@@ -290,11 +346,40 @@ const std::vector<key_spec>& config_keys()
                         "Bytes of keys (and values) per round-1 chunk. `auto`: the planner "
                         "derives it from the device memory budget."),
       size_key("pinned_pool_bytes", &config::pinned_pool_bytes, 0,
-               "Page-locked host memory kept for staging copies between host and GPUs."),
+               "Page-locked host memory kept for staging copies between host and GPUs, and the "
+               "cap of the daemon's shared buffers together."),
       integer_key("host_threads", &config::host_threads, 0, 4096,
                   "Threads for work on the host CPU; 0: one per core."),
       path_key("socket", &config::socket, max_socket_path,
                "Path of the daemon's Unix domain socket."),
+      id_list_key("allowed_uids", &config::allowed_uids, "user",
+                  "Users whose programs may use the daemon (checked with SO_PEERCRED), besides "
+                  "those of `allowed_gids`. Both lists empty: only the daemon's own user and "
+                  "root."),
+      id_list_key("allowed_gids", &config::allowed_gids, "group",
+                  "Groups whose members may use the daemon: a peer whose primary group is "
+                  "listed. Both lists empty: only the daemon's own user and root."),
+      integer_key("max_connections", &config::max_connections, 1, 65536,
+                  "Clients connected at once; a connection over the limit gets one "
+                  "REJECTED_BUSY error and is closed."),
+      integer_key("max_running_jobs", &config::max_running_jobs, 1, 1024,
+                  "Jobs sorting at once on the CPU engine. With GPUs one job runs at a time, "
+                  "whatever this says: each alone keeps the PCIe links busy."),
+      integer_key("max_queued_jobs", &config::max_queued_jobs, 0, 65536,
+                  "Jobs waiting to run; a job over the limit is refused with REJECTED_BUSY."),
+      admission_key("A job that fits `host_memory_budget` but not beside the jobs running "
+                    "now: `wait` queues it until memory frees up, `reject` refuses it with "
+                    "REJECTED_BUSY. A job larger than the whole budget is always refused "
+                    "(TOO_LARGE)."),
+      optional_size_key("host_memory_budget", &config::host_memory_budget, 1024 * 1024,
+                        "Host memory the daemon's jobs may use together: staging copies of "
+                        "files and the sort's working memory. `auto`: half of the physical "
+                        "memory."),
+      shutdown_key("What SIGTERM does with jobs: `drain` lets running and queued jobs finish "
+                   "(up to `shutdown_timeout`, then cancels the rest), `cancel` cancels them "
+                   "at once."),
+      integer_key("shutdown_timeout", &config::shutdown_timeout, 0, 86400,
+                  "Seconds SIGTERM waits for jobs to finish before it cancels them."),
       incore_engine_key("How a GPU sorts one chunk in its memory: `radix` CUB's radix sort, "
                         "`sample` the GPU sample sort, `auto` the faster of the two for the key "
                         "type (from the benchmark)."),

@@ -25,6 +25,18 @@ enum class incore_engine : std::uint8_t {
 
 enum class log_level : std::uint8_t { trace, debug, info, warn, error, off };
 
+/// What the daemon does with a job that fits its host memory budget, but not now.
+enum class admission_policy : std::uint8_t {
+  wait,    ///< queue it until running jobs free enough memory
+  reject,  ///< answer REJECTED_BUSY at once; the client retries
+};
+
+/// What the daemon does with running and queued jobs when it is told to stop (SIGTERM).
+enum class shutdown_policy : std::uint8_t {
+  drain,   ///< let running and queued jobs finish, up to shutdown_timeout, then cancel the rest
+  cancel,  ///< cancel every job at once
+};
+
 struct config {
   device_selection devices{device_selection::automatic};
   std::vector<int> gpu_ids;  ///< when devices == listed
@@ -36,6 +48,19 @@ struct config {
   std::uint64_t pinned_pool_bytes{std::uint64_t{4} << 30};
   unsigned host_threads{0};  ///< 0: every core
   std::string socket{"/run/gpusort/gpusort.sock"};
+  /// Peers the daemon serves (SO_PEERCRED): a uid in allowed_uids or a gid in allowed_gids.
+  /// Both empty: only the daemon's own uid and root.
+  std::vector<std::uint32_t> allowed_uids;
+  std::vector<std::uint32_t> allowed_gids;
+  unsigned max_connections{128};  ///< clients connected at once; more are refused
+  unsigned max_running_jobs{2};   ///< CPU jobs sorting at once (GPU jobs: always one at a time)
+  unsigned max_queued_jobs{64};   ///< jobs waiting for admission; more get REJECTED_BUSY
+  admission_policy admission{admission_policy::wait};
+  /// Host memory the daemon's jobs may use together (staging copies of files and the engine's
+  /// working memory), in bytes. nullopt ("auto"): half of the physical memory.
+  std::optional<std::uint64_t> host_memory_budget;
+  shutdown_policy on_shutdown{shutdown_policy::drain};
+  unsigned shutdown_timeout{30};  ///< seconds SIGTERM waits for jobs before cancelling them
   incore_engine incore{incore_engine::automatic};
   log_level level{log_level::info};
 
@@ -53,5 +78,7 @@ config load_config(const std::filesystem::path& path);
 std::string to_yaml(const config& cfg);
 
 std::string_view name_of(log_level level) noexcept;
+std::string_view name_of(admission_policy policy) noexcept;
+std::string_view name_of(shutdown_policy policy) noexcept;
 
 }  // namespace gpusort

@@ -295,6 +295,7 @@ class Cli : public ::testing::Test {
       ::dup2(out, STDOUT_FILENO);
       ::dup2(err, STDERR_FILENO);
       ::unsetenv("GPUSORT_CONFIG");
+      ::unsetenv("GPUSORT_SOCKET");
       for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
       ::execv(argv[0], argv.data());
       ::_exit(122);
@@ -314,11 +315,11 @@ class Cli : public ::testing::Test {
     return r;
   }
 
-  /// gpusort sort with the test's configuration (tiny or default budget).
+  /// gpusort sort --local with the test's configuration (tiny or default budget).
   run_result sort(std::vector<std::string> args) const
   {
     args.insert(args.begin(), "sort");
-    args.insert(args.end(), {"--config", config_.string()});
+    args.insert(args.end(), {"--local", "--config", config_.string()});
     return run(args);
   }
 
@@ -571,8 +572,9 @@ class Terminal : public Cli {
  protected:
   std::string sort_on_terminal(const std::vector<std::string>& extra)
   {
-    std::vector<std::string> args{"sort", path("d.bin"), "--dtype", "u64", "--out",
-                                  path("s.bin"), "--config", config_.string()};
+    std::vector<std::string> args{"sort",         path("d.bin"),   "--dtype",
+                                  "u64",          "--out",         path("s.bin"),
+                                  "--local",      "--config",      config_.string()};
     args.insert(args.end(), extra.begin(), extra.end());
     return run_on_terminal(*this, [&](int tty) {
       const pid_t pid = ::fork();
@@ -700,7 +702,8 @@ TEST_F(Cli, GenCountsWithSuffixesAndSeeds)
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(fs::file_size(path("e.bin")), 8192U);
   const run_result s =
-      run({"sort", "--dtype", "u64", "--quiet", "--config", config_.string(), "--", path("e.bin")});
+      run({"sort", "--dtype", "u64", "--quiet", "--local", "--config", config_.string(), "--",
+           path("e.bin")});
   EXPECT_EQ(s.code, 0) << s.err;
 }
 
@@ -834,7 +837,10 @@ TEST_F(Cli, ErrorsGiveOneLineAndTheirExitCode)
     std::string shown;
     for (const std::string& a : c.args) shown += a + " ";
     SCOPED_TRACE(shown);
-    const run_result r = run(c.args, c.env);
+    // These are the embedded engine's errors: sorts run --local (the daemon's are below).
+    std::vector<std::string> args = c.args;
+    if (!args.empty() && args.front() == "sort") args.push_back("--local");
+    const run_result r = run(args, c.env);
     EXPECT_EQ(r.code, c.code) << r.err;
     expect_one_error_line(r);
     EXPECT_EQ(r.out, "");
@@ -867,8 +873,9 @@ TEST_F(Cli, TerminatedSortLeavesTheOriginalAndNoTemporary)
     const int null = ::open("/dev/null", O_RDWR);
     ::dup2(null, STDOUT_FILENO);
     ::dup2(null, STDERR_FILENO);
-    std::vector<std::string> a{GPUSORT_CLI, "sort",    path("d.bin"), "--dtype", "u64",
-                               "--values",  path("v.bin"), "--config", config_.string()};
+    std::vector<std::string> a{GPUSORT_CLI, "sort",        path("d.bin"), "--dtype",
+                               "u64",       "--values",    path("v.bin"), "--local",
+                               "--config",  config_.string()};
     std::vector<char*> argv;
     for (std::string& s : a) argv.push_back(s.data());
     argv.push_back(nullptr);
@@ -908,7 +915,7 @@ TEST_F(Cli, HelpAndVersion)
   const run_result overview = run({"--help"});
   EXPECT_EQ(overview.code, 0);
   EXPECT_EQ(overview.out.rfind("usage: gpusort <command>", 0), 0U) << overview.out;
-  for (const char* cmd : {"gen", "sort", "verify"})
+  for (const char* cmd : {"gen", "sort", "verify", "status"})
     EXPECT_NE(overview.out.find(std::string{"  "} + cmd + " "), std::string::npos) << cmd;
   EXPECT_EQ(run({"help"}).out, overview.out);
 
@@ -916,11 +923,11 @@ TEST_F(Cli, HelpAndVersion)
   EXPECT_EQ(sort_help.code, 0);
   EXPECT_EQ(sort_help.err, "");
   EXPECT_EQ(sort_help.out.rfind("usage: gpusort sort FILE --dtype T", 0), 0U) << sort_help.out;
-  EXPECT_NE(sort_help.out.find("the daemon arrives with the service; today every sort is local"),
+  EXPECT_NE(sort_help.out.find("sort in this process with the embedded engine, not the daemon"),
             std::string::npos)
       << sort_help.out;
   for (const char* option : {"--out", "--descending", "--values", "--value-bytes", "--values-out",
-                             "--local", "--config", "--json", "--quiet"})
+                             "--socket", "--local", "--config", "--json", "--quiet"})
     EXPECT_NE(sort_help.out.find(std::string{"  "} + option + " "), std::string::npos) << option;
   EXPECT_EQ(run({"help", "sort"}).out, sort_help.out);
   // --help wins over other arguments, even wrong ones.
@@ -953,8 +960,8 @@ TEST_F(Cli, LocalFlagAndConfigFromTheEnvironment)
   EXPECT_EQ(reference_check(type_named("f64"), keys, slurp(path("d.bin")), true), "");
   // --config wins over the environment.
   spit(dir_ / "bad.yaml", "no_such_key: 1\n");
-  const run_result c = run({"sort", path("d.bin"), "--dtype", "f64", "--quiet", "--config",
-                            config_.string()},
+  const run_result c = run({"sort", path("d.bin"), "--dtype", "f64", "--quiet", "--local",
+                            "--config", config_.string()},
                            {{"GPUSORT_CONFIG", (dir_ / "bad.yaml").string()}});
   EXPECT_EQ(c.code, 0) << c.err;
 }

@@ -26,9 +26,12 @@ void PrintTo(const config& c, std::ostream* os) { *os << "\n" << to_yaml(c); }
 
 namespace {
 
-constexpr std::array<std::string_view, 8> all_keys{
-    "devices",      "device_memory_budget", "chunk_bytes",   "pinned_pool_bytes",
-    "host_threads", "socket",               "incore_engine", "log_level"};
+constexpr std::array<std::string_view, 17> all_keys{
+    "devices",          "device_memory_budget", "chunk_bytes",     "pinned_pool_bytes",
+    "host_threads",     "socket",               "allowed_uids",    "allowed_gids",
+    "max_connections",  "max_running_jobs",     "max_queued_jobs", "admission",
+    "host_memory_budget", "shutdown",           "shutdown_timeout", "incore_engine",
+    "log_level"};
 
 /// The message of the config_error that parsing `yaml` throws.
 std::string error_of(std::string_view yaml, std::string_view source = "test.yaml")
@@ -62,6 +65,15 @@ TEST(Defaults, EmptyDocumentsGiveTheDefaults)
     EXPECT_EQ(c.host_threads, 0u);
     EXPECT_EQ(c.socket, "/run/gpusort/gpusort.sock");
     EXPECT_EQ(c.level, log_level::info);
+    EXPECT_TRUE(c.allowed_uids.empty());
+    EXPECT_TRUE(c.allowed_gids.empty());
+    EXPECT_EQ(c.max_connections, 128u);
+    EXPECT_EQ(c.max_running_jobs, 2u);
+    EXPECT_EQ(c.max_queued_jobs, 64u);
+    EXPECT_EQ(c.admission, admission_policy::wait);
+    EXPECT_EQ(c.host_memory_budget, std::nullopt);
+    EXPECT_EQ(c.on_shutdown, shutdown_policy::drain);
+    EXPECT_EQ(c.shutdown_timeout, 30u);
   }
 }
 
@@ -341,6 +353,70 @@ TEST(IncoreEngine, Invalid)
 }
 
 // ---------------------------------------------------------------------------------------------
+// the daemon's keys: peers, limits, admission, shutdown
+
+TEST(AllowedIds, Lists)
+{
+  EXPECT_EQ(parse("allowed_uids: [1000, 0, 4294967294]").allowed_uids,
+            (std::vector<std::uint32_t>{1000, 0, 4294967294u}));
+  EXPECT_EQ(parse("allowed_gids: [27]").allowed_gids, (std::vector<std::uint32_t>{27}));
+  EXPECT_TRUE(parse("allowed_uids: []").allowed_uids.empty());
+  EXPECT_EQ(parse("allowed_gids:\n  - 5\n  - 6\n").allowed_gids,
+            (std::vector<std::uint32_t>{5, 6}));
+}
+
+TEST(AllowedIds, Invalid)
+{
+  EXPECT_EQ(error_of("allowed_uids: 1000"),
+            "test.yaml:1:15: allowed_uids: expected a list of user ids like [1000], got '1000'");
+  EXPECT_EQ(error_of("allowed_uids: [4294967295]"),
+            "test.yaml:1:16: allowed_uids: expected a user id (an integer from 0 to 4294967294), "
+            "got '4294967295'");
+  EXPECT_EQ(error_of("allowed_gids: [-1]"),
+            "test.yaml:1:16: allowed_gids: expected a group id (an integer from 0 to "
+            "4294967294), got '-1'");
+  EXPECT_EQ(error_of("allowed_gids: [5, 5]"),
+            "test.yaml:1:19: allowed_gids: group id 5 is listed twice in allowed_gids");
+}
+
+TEST(DaemonLimits, ValidAndBounds)
+{
+  EXPECT_EQ(parse("max_connections: 1").max_connections, 1u);
+  EXPECT_EQ(parse("max_running_jobs: 8").max_running_jobs, 8u);
+  EXPECT_EQ(parse("max_queued_jobs: 0").max_queued_jobs, 0u);
+  EXPECT_EQ(parse("shutdown_timeout: 0").shutdown_timeout, 0u);
+  EXPECT_EQ(error_of("max_connections: 0"),
+            "test.yaml:1:18: max_connections: expected an integer from 1 to 65536, got '0'");
+  EXPECT_EQ(error_of("max_running_jobs: 0"),
+            "test.yaml:1:19: max_running_jobs: expected an integer from 1 to 1024, got '0'");
+  EXPECT_EQ(error_of("shutdown_timeout: 30s"),
+            "test.yaml:1:19: shutdown_timeout: expected an integer from 0 to 86400, got '30s'");
+}
+
+TEST(DaemonPolicies, EveryNameAndBadOnes)
+{
+  EXPECT_EQ(parse("admission: reject").admission, admission_policy::reject);
+  EXPECT_EQ(parse("admission: wait").admission, admission_policy::wait);
+  EXPECT_EQ(parse("shutdown: cancel").on_shutdown, shutdown_policy::cancel);
+  EXPECT_EQ(parse("shutdown: drain").on_shutdown, shutdown_policy::drain);
+  EXPECT_EQ(error_of("admission: queue"),
+            "test.yaml:1:12: admission: expected one of wait, reject, got 'queue'");
+  EXPECT_EQ(error_of("shutdown: now"),
+            "test.yaml:1:11: shutdown: expected one of drain, cancel, got 'now'");
+  EXPECT_EQ(name_of(admission_policy::reject), "reject");
+  EXPECT_EQ(name_of(shutdown_policy::drain), "drain");
+}
+
+TEST(HostMemoryBudget, AutoSizesAndMinimum)
+{
+  EXPECT_EQ(parse("host_memory_budget: auto").host_memory_budget, std::nullopt);
+  EXPECT_EQ(parse("host_memory_budget: 64GiB").host_memory_budget, std::uint64_t{64} << 30);
+  EXPECT_EQ(error_of("host_memory_budget: 1KiB"),
+            "test.yaml:1:21: host_memory_budget: must be at least 1MiB (1048576 bytes), got "
+            "'1KiB' (1024 bytes)");
+}
+
+// ---------------------------------------------------------------------------------------------
 // log_level
 
 TEST(LogLevel, EveryName)
@@ -490,6 +566,15 @@ std::vector<config> sample_configs()
   all.host_threads = 4096;
   all.socket = "/tmp/gpusort.sock";
   all.level = log_level::off;
+  all.allowed_uids = {1000, 0};
+  all.allowed_gids = {4294967294u};
+  all.max_connections = 65536;
+  all.max_running_jobs = 1;
+  all.max_queued_jobs = 0;
+  all.admission = admission_policy::reject;
+  all.host_memory_budget = std::uint64_t{3} << 20;
+  all.on_shutdown = shutdown_policy::cancel;
+  all.shutdown_timeout = 86400;
   out.push_back(all);
 
   config odd;

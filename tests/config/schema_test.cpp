@@ -22,7 +22,10 @@ TEST(Schema, TheKeysInOrder)
   for (const key_spec& k : config_keys()) names.push_back(k.name);
   EXPECT_EQ(names, (std::vector<std::string_view>{
                        "devices", "device_memory_budget", "chunk_bytes", "pinned_pool_bytes",
-                       "host_threads", "socket", "incore_engine", "log_level"}));
+                       "host_threads", "socket", "allowed_uids", "allowed_gids",
+                       "max_connections", "max_running_jobs", "max_queued_jobs", "admission",
+                       "host_memory_budget", "shutdown", "shutdown_timeout", "incore_engine",
+                       "log_level"}));
 }
 
 TEST(Schema, EveryKeyIsDocumented)
@@ -130,8 +133,17 @@ TEST(ReferenceMarkdown, OneRowPerKeyWithItsDefault)
   EXPECT_EQ(lines[5].rfind("| `pinned_pool_bytes` | `4GiB` | ", 0), 0u) << lines[5];
   EXPECT_EQ(lines[6].rfind("| `host_threads` | `0` | ", 0), 0u) << lines[6];
   EXPECT_EQ(lines[7].rfind("| `socket` | `/run/gpusort/gpusort.sock` | ", 0), 0u) << lines[7];
-  EXPECT_EQ(lines[8].rfind("| `incore_engine` | `auto` | ", 0), 0u) << lines[8];
-  EXPECT_EQ(lines[9].rfind("| `log_level` | `info` | ", 0), 0u) << lines[9];
+  EXPECT_EQ(lines[8].rfind("| `allowed_uids` | `[]` | ", 0), 0u) << lines[8];
+  EXPECT_EQ(lines[9].rfind("| `allowed_gids` | `[]` | ", 0), 0u) << lines[9];
+  EXPECT_EQ(lines[10].rfind("| `max_connections` | `128` | ", 0), 0u) << lines[10];
+  EXPECT_EQ(lines[11].rfind("| `max_running_jobs` | `2` | ", 0), 0u) << lines[11];
+  EXPECT_EQ(lines[12].rfind("| `max_queued_jobs` | `64` | ", 0), 0u) << lines[12];
+  EXPECT_EQ(lines[13].rfind("| `admission` | `wait` | ", 0), 0u) << lines[13];
+  EXPECT_EQ(lines[14].rfind("| `host_memory_budget` | `auto` | ", 0), 0u) << lines[14];
+  EXPECT_EQ(lines[15].rfind("| `shutdown` | `drain` | ", 0), 0u) << lines[15];
+  EXPECT_EQ(lines[16].rfind("| `shutdown_timeout` | `30` | ", 0), 0u) << lines[16];
+  EXPECT_EQ(lines[17].rfind("| `incore_engine` | `auto` | ", 0), 0u) << lines[17];
+  EXPECT_EQ(lines[18].rfind("| `log_level` | `info` | ", 0), 0u) << lines[18];
   for (const std::string& line : lines) {
     // Four cells: a stray '|' inside a text would break the table.
     EXPECT_EQ(std::count(line.begin(), line.end(), '|'), 5) << line;

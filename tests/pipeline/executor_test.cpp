@@ -20,8 +20,8 @@ namespace {
 
 /// A host device that counts the tasks it ran and can fail at its k-th task of a round. A
 /// failing device raises `failed`; a device given `wait_for` holds back in round `hold_round`
-/// until that flag is up (at most 10 s), so that the failing device is sure to reach its k-th
-/// task however the threads are scheduled.
+/// until that flag is up (at most 60 s, for loaded machines), so that the failing device
+/// reaches its k-th task however the threads are scheduled.
 class probe_device final : public device {
  public:
   probe_device(std::uint64_t budget, int index, int fail_round = 0, int fail_at = -1,
@@ -44,7 +44,7 @@ class probe_device final : public device {
   {
     ++round_;
     if (round_ == hold_round_ && wait_for_ != nullptr) {
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{10};
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{60};
       while (!wait_for_->load() && std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds{1});
     }

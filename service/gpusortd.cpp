@@ -1,0 +1,184 @@
+// gpusortd: the sort daemon. Programs hand it arrays in shared memory or files (as descriptors)
+// over a Unix socket; it sorts them with the engine (GPUs, or the CPU) and answers when done.
+//
+//   gpusortd --config FILE [--check-config]
+//
+// Exit codes: 0 after a clean shutdown, 64 usage, 70 runtime failure (socket in use, engine),
+// 78 configuration error.
+#include "service/buffer_pool.hpp"
+#include "service/daemon_context.hpp"
+#include "service/job_queue.hpp"
+#include "service/sd_notify.hpp"
+#include "service/server.hpp"
+#include "service/system_info.hpp"
+
+#include <gpusort/config.hpp>
+#include <gpusort/error.hpp>
+#include <gpusort/gpusort.hpp>
+#include <gpusort/units.hpp>
+
+#include <boost/asio/io_context.hpp>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace {
+
+using namespace gpusort;
+
+constexpr int exit_ok = 0;
+constexpr int exit_usage = 64;
+constexpr int exit_runtime = 70;
+constexpr int exit_config = 78;
+
+constexpr const char* usage =
+    "usage: gpusortd --config FILE [--check-config]\n"
+    "\n"
+    "The gpusort daemon: sorts arrays that local programs pass over a Unix socket.\n"
+    "\n"
+    "  --config FILE   the configuration (YAML; deploy/gpusort.yaml documents every key)\n"
+    "  --check-config  read and check the configuration, print it with every key, and exit\n"
+    "  --help          show this text\n"
+    "  --version       show the version\n"
+    "\n"
+    "SIGTERM or SIGINT: stop accepting, finish or cancel the jobs (keys shutdown and\n"
+    "shutdown_timeout), remove the socket and exit 0; a second signal cancels the jobs.\n"
+    "With $NOTIFY_SOCKET set (systemd Type=notify) it reports READY=1 once the engine is\n"
+    "initialised and the socket bound, and STOPPING=1 when it begins to stop.\n"
+    "exit codes: 0 ok, 64 usage, 70 runtime error, 78 configuration error\n";
+
+spdlog::level::level_enum spd_level(log_level level)
+{
+  static constexpr spdlog::level::level_enum levels[] = {
+      spdlog::level::trace, spdlog::level::debug, spdlog::level::info,
+      spdlog::level::warn,  spdlog::level::err,   spdlog::level::off};
+  return levels[static_cast<int>(level)];
+}
+
+/// Page-locks the pool's buffers with every GPU of the engine, once per buffer: the one place
+/// where the daemon pins. On a CPU engine the registrations are empty.
+class host_pinning {
+ public:
+  explicit host_pinning(engine& eng) : eng_{eng} {}
+  service::pin_hooks hooks()
+  {
+    return service::pin_hooks{
+        .pin = [this](void* p, std::size_t n) {
+          host_registration r = eng_.register_host(p, n);
+          const std::lock_guard lock{mutex_};
+          registrations_.emplace(p, std::move(r));
+        },
+        .unpin = [this](void* p, std::size_t) {
+          const std::lock_guard lock{mutex_};
+          registrations_.erase(p);
+        }};
+  }
+
+ private:
+  engine& eng_;
+  std::mutex mutex_;
+  std::map<void*, host_registration> registrations_;
+};
+
+int serve(const config& cfg)
+{
+  spdlog::info("gpusortd {} starting (pid {})", GPUSORT_VERSION, ::getpid());
+  // The engine first: with GPUs this initialises them, which READY=1 must wait for.
+  engine eng{cfg};
+  const std::vector<std::string> devices = eng.devices();
+  const bool gpus = !devices.empty() && devices.front() != "cpu";
+  host_pinning pinning{eng};
+  service::buffer_pool pool{cfg.pinned_pool_bytes, pinning.hooks()};
+  const std::uint64_t host_budget = cfg.host_memory_budget.value_or(service::default_host_budget());
+  // GPU jobs: one at a time, each takes every GPU and alone saturates the PCIe links.
+  const unsigned workers = gpus ? 1U : cfg.max_running_jobs;
+  service::job_queue queue{service::queue_limits{.workers = workers,
+                                                 .max_queued = cfg.max_queued_jobs,
+                                                 .host_budget = host_budget,
+                                                 .admission = cfg.admission}};
+  service::daemon_context ctx{cfg, eng, pool, queue};
+
+  boost::asio::io_context io{1};
+  service::server srv{io, ctx};
+  srv.listen();
+  srv.start();
+  std::string devices_text;
+  for (const std::string& d : devices) devices_text += (devices_text.empty() ? "" : ",") + d;
+  spdlog::info("ready: devices {}, {} job(s) at once, host memory budget {}, shared buffers {}",
+               devices_text, workers, format_bytes(host_budget),
+               format_bytes(cfg.pinned_pool_bytes));
+  service::sd_notify("READY=1\nSTATUS=serving on " + cfg.socket + " with " + devices_text);
+  io.run();
+  spdlog::info("gpusortd stopped");
+  return exit_ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+  spdlog::set_default_logger(spdlog::stderr_color_mt("gpusortd"));
+  spdlog::set_pattern("gpusortd: %l: %v");
+  std::optional<std::string> config_path;
+  bool check_only = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg{argv[i]};
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(usage, stdout);
+      return exit_ok;
+    }
+    if (arg == "--version") {
+      std::printf("gpusortd %s\n", GPUSORT_VERSION);
+      return exit_ok;
+    }
+    if (arg == "--check-config") {
+      check_only = true;
+    } else if (arg == "--config" && i + 1 < argc && !config_path) {
+      config_path = argv[++i];
+    } else if (arg.starts_with("--config=") && !config_path) {
+      config_path = std::string{arg.substr(9)};
+    } else {
+      std::fprintf(stderr, "gpusortd: unexpected argument '%s' (see --help)\n", argv[i]);
+      return exit_usage;
+    }
+  }
+  if (!config_path) {
+    std::fprintf(stderr, "gpusortd: --config FILE is required (see --help)\n");
+    return exit_usage;
+  }
+  config cfg;
+  try {
+    cfg = load_config(*config_path);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpusortd: %s\n", e.what());
+    return exit_config;
+  }
+  if (check_only) {
+    std::printf("%s", to_yaml(cfg).c_str());
+    std::fflush(stdout);
+    return exit_ok;
+  }
+  spdlog::set_level(spd_level(cfg.level));
+  // A client that disappears must not kill the daemon: sends use MSG_NOSIGNAL, and this covers
+  // every other write.
+  std::signal(SIGPIPE, SIG_IGN);
+  try {
+    return serve(cfg);
+  } catch (const config_error& e) {
+    spdlog::critical("{}", e.what());
+    service::sd_notify_quietly("STATUS=configuration error: " + std::string{e.what()});
+    return exit_config;
+  } catch (const std::exception& e) {
+    spdlog::critical("{}", e.what());
+    service::sd_notify_quietly("STATUS=failed: " + std::string{e.what()});
+    return exit_runtime;
+  }
+}

@@ -1,0 +1,184 @@
+// The daemon's jobs and the queue that admits them against the host memory budget.
+//
+// A job is accepted (SUBMIT_REPLY OK) only when it can ever run: its memory need is at most the
+// whole host budget. It then waits in one FIFO queue until a worker is free and its need fits
+// beside the running jobs' (strict FIFO: a large job at the head is not overtaken by small ones,
+// so it cannot starve). Workers: one with GPUs (each job takes every GPU and alone saturates the
+// PCIe links; the engine would serialise GPU jobs anyway), `max_running_jobs` on the CPU engine.
+// With admission `reject` a job that does not fit now is refused instead of queued.
+#pragma once
+
+#include <gpusort/config.hpp>
+#include <gpusort/gpusort.hpp>
+
+#include "proto/messages.hpp"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace gpusort::service {
+
+enum class job_state : std::uint8_t { queued, running, succeeded, failed, cancelled };
+
+/// How a job ended: a protocol status and, when OK, the engine's report.
+struct job_outcome {
+  wire::StatusCode code{wire::OK};
+  std::string message;
+  sort_report report;
+  double queue_seconds{};
+};
+
+/// One accepted SUBMIT. `run` does the work (staging, engine, copy-out) and throws on failure;
+/// the queue turns its exceptions into statuses (job_queue::status_of).
+class job {
+ public:
+  struct callbacks {
+    /// From a worker thread, at most every few milliseconds, and once per round at its end.
+    std::function<void(const job&, const progress_event&)> on_progress;
+    /// Exactly once, from a worker thread (or from cancel(), for a queued job).
+    std::function<void(const job&, const job_outcome&)> on_finished;
+  };
+
+  job(std::uint64_t id, std::uint64_t session, std::uint32_t client_pid, dtype type,
+      std::uint64_t count, std::uint64_t bytes, std::uint64_t host_bytes,
+      std::function<sort_report(const sort_options&)> run, callbacks cb);
+
+  [[nodiscard]] std::uint64_t id() const noexcept { return id_; }
+  [[nodiscard]] std::uint64_t session() const noexcept { return session_; }
+  [[nodiscard]] std::uint32_t client_pid() const noexcept { return client_pid_; }
+  [[nodiscard]] dtype type() const noexcept { return type_; }
+  [[nodiscard]] std::uint64_t count() const noexcept { return count_; }
+  [[nodiscard]] std::uint64_t bytes() const noexcept { return bytes_; }
+  /// What admission counts against host_memory_budget.
+  [[nodiscard]] std::uint64_t host_bytes() const noexcept { return host_bytes_; }
+  [[nodiscard]] const cancel_token& token() const noexcept { return token_; }
+
+  struct snapshot {
+    job_state state{};
+    int round{};
+    std::uint64_t bytes_done{};
+    std::uint64_t bytes_total{};
+    double seconds{};  ///< since accepted
+  };
+  [[nodiscard]] snapshot status() const;
+  /// Bytes per second over the current round so far.
+  [[nodiscard]] double round_rate() const;
+
+ private:
+  friend class job_queue;
+  void progress(const progress_event& e);
+
+  const std::uint64_t id_;
+  const std::uint64_t session_;
+  const std::uint32_t client_pid_;
+  const dtype type_;
+  const std::uint64_t count_;
+  const std::uint64_t bytes_;
+  const std::uint64_t host_bytes_;
+  // Taken by the worker that runs the job, or dropped when a queued job is cancelled: what it
+  // holds (buffer leases, mappings, descriptors) is released before JOB_FINISHED is sent.
+  std::function<sort_report(const sort_options&)> run_;
+  const callbacks callbacks_;
+  cancel_token token_;
+  const std::chrono::steady_clock::time_point accepted_{std::chrono::steady_clock::now()};
+
+  mutable std::mutex mutex_;
+  job_state state_{job_state::queued};
+  progress_event last_{};
+  std::chrono::steady_clock::time_point started_{};
+  std::chrono::steady_clock::time_point last_sent_{};
+  std::chrono::steady_clock::time_point round_start_{};
+  bool finished_{};
+};
+
+struct queue_limits {
+  unsigned workers{1};
+  unsigned max_queued{64};
+  std::uint64_t host_budget{};
+  admission_policy admission{admission_policy::wait};
+};
+
+struct admission {
+  wire::StatusCode code{wire::OK};
+  std::string message;
+  std::uint32_t queue_position{};  ///< 0: starts at once
+};
+
+struct queue_totals {
+  std::uint64_t submitted{};
+  std::uint64_t succeeded{};
+  std::uint64_t failed{};
+  std::uint64_t cancelled{};
+  std::uint64_t rejected{};
+  std::uint64_t bytes_sorted{};
+};
+
+struct queue_snapshot {
+  std::vector<std::shared_ptr<const job>> running;
+  std::vector<std::shared_ptr<const job>> queued;  ///< in queue order
+  std::uint64_t host_used{};
+  queue_totals totals;
+};
+
+class job_queue {
+ public:
+  explicit job_queue(queue_limits limits);
+  /// Cancels everything left and joins the workers.
+  ~job_queue();
+  job_queue(const job_queue&) = delete;
+  job_queue& operator=(const job_queue&) = delete;
+
+  /// Admits the job or says why not (TOO_LARGE, REJECTED_BUSY, SHUTTING_DOWN); an admitted
+  /// job's callbacks fire later, never from within submit.
+  admission submit(const std::shared_ptr<job>& j);
+
+  /// Cancels a queued job (finished CANCELLED at once, on this thread) or asks a running one to
+  /// stop. False when the job is neither queued nor running any more.
+  bool cancel(const std::shared_ptr<job>& j);
+
+  /// No more submissions (SHUTTING_DOWN); queued and running jobs go on.
+  void stop_accepting();
+  /// Cancels every queued and running job.
+  void cancel_all();
+  /// Nothing queued or running.
+  [[nodiscard]] bool idle() const;
+  [[nodiscard]] queue_snapshot snapshot() const;
+  [[nodiscard]] const queue_limits& limits() const noexcept { return limits_; }
+
+  /// The protocol status of an exception a job threw.
+  static job_outcome outcome_of(std::exception_ptr error);
+
+ private:
+  void work();
+  [[nodiscard]] bool head_fits() const;  // under the lock
+  /// Counts the outcome in the totals; under the lock, together with taking the job off the
+  /// queue or the running list, so that a status never shows a job gone but not counted.
+  void count(const job& j, const job_outcome& outcome);
+  void finish(const std::shared_ptr<job>& j, job_outcome outcome);
+
+  const queue_limits limits_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<job>> queued_;
+  std::vector<std::shared_ptr<job>> running_;
+  std::uint64_t host_used_{};   ///< by running jobs
+  std::uint64_t host_queued_{}; ///< needs of the queued jobs
+  /// Jobs off the queue whose on_finished has not returned yet: the daemon is idle only when
+  /// every JOB_FINISHED has been handed to its session.
+  std::size_t finishing_{};
+  bool accepting_{true};
+  bool stopping_{};
+  queue_totals totals_;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace gpusort::service

@@ -1,0 +1,253 @@
+#include "service/server.hpp"
+
+#include "proto/fd_passing.hpp"
+#include "service/peer.hpp"
+#include "service/sd_notify.hpp"
+
+#include <boost/asio/post.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+#include <stdexcept>
+#include <system_error>
+
+namespace gpusort::service {
+
+namespace {
+
+namespace asio = boost::asio;
+using stream = asio::local::stream_protocol;
+
+// How long, after the jobs are done, sessions get to take their last JOB_FINISHED frames.
+constexpr auto close_grace = std::chrono::seconds{2};
+constexpr auto drain_poll = std::chrono::milliseconds{20};
+
+/// Whether a daemon answers on `path`: connect() succeeds. ECONNREFUSED: a socket file left by
+/// a daemon that died. Other errors (permissions) are the caller's to report.
+bool live_daemon_at(const std::string& path)
+{
+  const unique_fd fd{::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+  if (!fd) throw std::system_error{errno, std::generic_category(), "socket"};
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.data(), path.size());  // the config bounds the length
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0)
+    return true;
+  if (errno == ECONNREFUSED) return false;
+  throw std::system_error{errno, std::generic_category(), "probing the existing socket " + path};
+}
+
+}  // namespace
+
+server::server(asio::io_context& io, daemon_context& ctx)
+    : io_{io},
+      ctx_{ctx},
+      acceptor_{io},
+      signals_{io, SIGTERM, SIGINT},
+      timer_{io},
+      own_uid_{static_cast<std::uint32_t>(::geteuid())}
+{
+}
+
+server::~server() { remove_socket_file(); }
+
+void server::listen()
+{
+  const std::string& path = ctx_.cfg.socket;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode))
+      throw std::runtime_error{path + " exists and is not a socket; not replacing it"};
+    if (live_daemon_at(path))
+      throw std::runtime_error{"another daemon is answering on " + path};
+    if (::unlink(path.c_str()) != 0)
+      throw std::system_error{errno, std::generic_category(), "removing the stale socket " + path};
+    spdlog::info("replaced the stale socket file {}", path);
+  }
+  acceptor_.open(stream{});
+  // The socket file appears with mode 0660 at once (bind honours the umask): no moment in which
+  // others could connect. chmod afterwards in case the umask was stricter.
+  const mode_t old_mask = ::umask(0117);
+  boost::system::error_code ec;
+  acceptor_.bind(stream::endpoint{path}, ec);
+  ::umask(old_mask);
+  if (ec) throw std::system_error{ec.value(), std::generic_category(), "binding " + path};
+  bound_ = true;
+  if (::chmod(path.c_str(), 0660) != 0)
+    throw std::system_error{errno, std::generic_category(), "chmod 0660 " + path};
+  acceptor_.listen(asio::socket_base::max_listen_connections);
+  spdlog::info("listening on {}", path);
+}
+
+void server::start()
+{
+  watch_signals();
+  accept();
+}
+
+void server::watch_signals()
+{
+  signals_.async_wait([this](const boost::system::error_code& ec, int signo) {
+    if (ec) return;
+    spdlog::info("signal {} ({}) received: {}", signo, ::strsignal(signo),
+                 stopping_ ? "cancelling the jobs" : "shutting down");
+    shutdown();
+    if (!closing_sessions_) watch_signals();
+  });
+}
+
+void server::accept()
+{
+  acceptor_.async_accept([this](const boost::system::error_code& ec, stream::socket socket) {
+    if (stopping_) return;
+    if (!ec) {
+      on_accept(std::move(socket));
+    } else if (ec != asio::error::operation_aborted) {
+      // EMFILE and friends: keep serving the connections we have, try again shortly.
+      spdlog::warn("accept failed: {}", ec.message());
+    }
+    if (acceptor_.is_open()) accept();
+  });
+}
+
+void server::refuse(stream::socket& socket, wire::StatusCode code, const std::string& text)
+{
+  wire::ErrorReply reply;
+  *reply.mutable_status() = proto::make_status(code, text);
+  const std::vector<std::byte> frame = proto::encode_frame(0, reply, proto::hello_version);
+  try {
+    // A fresh socket's send buffer takes a small frame whole; never wait on a refused peer.
+    socket.non_blocking(true);
+    static_cast<void>(proto::try_send(socket.native_handle(), frame));
+  } catch (const std::exception& e) {
+    spdlog::debug("refusing a connection: {}", e.what());
+  }
+  boost::system::error_code ignored;
+  socket.shutdown(stream::socket::shutdown_both, ignored);
+  socket.close(ignored);
+}
+
+void server::on_accept(stream::socket socket)
+{
+  ctx_.connections_total.fetch_add(1);
+  peer_credentials peer;
+  try {
+    peer = peer_of(socket.native_handle());
+  } catch (const std::exception& e) {
+    spdlog::warn("cannot read a client's credentials: {}", e.what());
+    refuse(socket, wire::UNAUTHORIZED, "the daemon cannot read the peer's credentials");
+    return;
+  }
+  if (!allowed(peer, ctx_.cfg, own_uid_)) {
+    spdlog::warn("refused a client ({}): not in allowed_uids / allowed_gids", describe(peer));
+    refuse(socket, wire::UNAUTHORIZED,
+           "uid " + std::to_string(peer.uid) + " (gid " + std::to_string(peer.gid) +
+               ") is not allowed to use this daemon (allowed_uids / allowed_gids)");
+    return;
+  }
+  if (sessions_.size() >= ctx_.cfg.max_connections) {
+    spdlog::warn("refused a client ({}): {} connections open (max_connections)", describe(peer),
+                 sessions_.size());
+    refuse(socket, wire::REJECTED_BUSY,
+           "the daemon has " + std::to_string(sessions_.size()) +
+               " connections open, its limit (max_connections); retry later");
+    return;
+  }
+  auto s = std::make_shared<session>(std::move(socket), ctx_, peer,
+                                     [this](const std::shared_ptr<session>& closed) {
+                                       sessions_.erase(closed);
+                                       ctx_.clients_open.store(
+                                           static_cast<std::uint32_t>(sessions_.size()));
+                                     });
+  sessions_.insert(s);
+  ctx_.clients_open.store(static_cast<std::uint32_t>(sessions_.size()));
+  s->start();
+}
+
+void server::shutdown()
+{
+  if (stopping_) {
+    if (!cancelled_) {
+      cancelled_ = true;
+      ctx_.queue.cancel_all();
+    }
+    return;
+  }
+  stopping_ = true;
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
+  remove_socket_file();
+  ctx_.queue.stop_accepting();
+  sd_notify_quietly("STOPPING=1\nSTATUS=stopping: " +
+                    std::string{ctx_.cfg.on_shutdown == shutdown_policy::cancel
+                                    ? "cancelling the jobs"
+                                    : "finishing the jobs"});
+  const auto snapshot = ctx_.queue.snapshot();
+  spdlog::info("shutting down: {} job(s) running, {} queued; shutdown: {}, timeout {} s",
+               snapshot.running.size(), snapshot.queued.size(), name_of(ctx_.cfg.on_shutdown),
+               ctx_.cfg.shutdown_timeout);
+  if (ctx_.cfg.on_shutdown == shutdown_policy::cancel || ctx_.cfg.shutdown_timeout == 0) {
+    cancelled_ = true;
+    ctx_.queue.cancel_all();
+  }
+  drain_deadline_ =
+      std::chrono::steady_clock::now() + std::chrono::seconds{ctx_.cfg.shutdown_timeout};
+  poll_drain();
+}
+
+void server::poll_drain()
+{
+  const auto now = std::chrono::steady_clock::now();
+  if (!closing_sessions_) {
+    if (!ctx_.queue.idle()) {
+      if (!cancelled_ && now >= drain_deadline_) {
+        spdlog::warn("shutdown_timeout ({} s) passed: cancelling the jobs left",
+                     ctx_.cfg.shutdown_timeout);
+        cancelled_ = true;
+        ctx_.queue.cancel_all();
+      }
+    } else {
+      // Every job has ended and its JOB_FINISHED has been posted to its session's thread, this
+      // one: a handler posted now runs after them, so the sessions close with nothing left out.
+      closing_sessions_ = true;
+      close_deadline_ = now + close_grace;
+      asio::post(io_, [this] {
+        const auto all = sessions_;  // closing erases from sessions_
+        for (const auto& s : all) s->close_after_flush();
+      });
+    }
+  }
+  if (closing_sessions_) {
+    if (!sessions_.empty() && now >= close_deadline_) {
+      spdlog::warn("{} client(s) did not take their last frames; closing them",
+                   sessions_.size());
+      const auto all = sessions_;
+      for (const auto& s : all) s->close();
+    }
+    if (sessions_.empty()) {
+      // Nothing left to wait for: with the signals and the timer idle, io.run() returns.
+      signals_.cancel();
+      return;
+    }
+  }
+  timer_.expires_after(drain_poll);
+  timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) poll_drain();
+  });
+}
+
+void server::remove_socket_file() noexcept
+{
+  if (!bound_) return;
+  bound_ = false;
+  ::unlink(ctx_.cfg.socket.c_str());
+}
+
+}  // namespace gpusort::service

@@ -1,0 +1,61 @@
+// The daemon's listening side: the Unix socket (stale file replaced, a live daemon refused, mode
+// 0660), peer authentication with SO_PEERCRED, the connection limit, and the signals that stop
+// it (SIGTERM, SIGINT: graceful shutdown per the `shutdown` and `shutdown_timeout` keys).
+#pragma once
+
+#include "service/daemon_context.hpp"
+#include "service/session.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <unordered_set>
+
+namespace gpusort::service {
+
+class server {
+ public:
+  server(boost::asio::io_context& io, daemon_context& ctx);
+  ~server();
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
+
+  /// Binds and listens on cfg.socket. A socket file nobody answers on is replaced; one a live
+  /// daemon answers on, or a path that is not a socket, is an error (std::runtime_error).
+  void listen();
+  /// Starts accepting and watching the signals; io.run() then serves until shutdown ends.
+  void start();
+  /// Graceful shutdown: stop accepting, drain or cancel the jobs, close the sessions, remove
+  /// the socket. io.run() returns once everything is closed. A second call cancels the jobs.
+  void shutdown();
+
+ private:
+  void watch_signals();
+  void accept();
+  void on_accept(boost::asio::local::stream_protocol::socket socket);
+  void poll_drain();
+  void refuse(boost::asio::local::stream_protocol::socket& socket, wire::StatusCode code,
+              const std::string& text);
+  void remove_socket_file() noexcept;
+
+  boost::asio::io_context& io_;
+  daemon_context& ctx_;
+  boost::asio::local::stream_protocol::acceptor acceptor_;
+  boost::asio::signal_set signals_;
+  boost::asio::steady_timer timer_;
+  std::unordered_set<std::shared_ptr<session>> sessions_;
+  std::uint32_t own_uid_;
+  bool bound_{};
+  bool stopping_{};
+  bool cancelled_{};
+  bool closing_sessions_{};
+  std::chrono::steady_clock::time_point drain_deadline_{};
+  std::chrono::steady_clock::time_point close_deadline_{};
+};
+
+}  // namespace gpusort::service

@@ -1,0 +1,179 @@
+// The `gpusort` command line against a real gpusortd: sort through the daemon (the CLI opens the
+// files and passes descriptors), the socket from --socket, $GPUSORT_SOCKET or the configuration,
+// `gpusort status`, and the exit codes when the daemon is away or refuses a job. Results are
+// checked with the verifier of core/verify.hpp against the original files' fingerprints.
+#include "tests/service/daemon_test_support.hpp"
+
+#include "core/generate.hpp"
+#include "core/verify.hpp"
+
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gpusort::service::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct run_result {
+  int code{-1};
+  std::string out;
+  std::string err;
+};
+
+class CliDaemon : public ::testing::Test {
+ protected:
+  fs::path path(const std::string& name) const { return dir_.path() / "work" / name; }
+  void SetUp() override { fs::create_directories(dir_.path() / "work"); }
+
+  run_result run(const std::vector<std::string>& args,
+                 const std::vector<std::pair<std::string, std::string>>& env = {}) const
+  {
+    const std::string out = (dir_.path() / "stdout.txt").string();
+    const std::string err = (dir_.path() / "stderr.txt").string();
+    std::vector<std::string> a{GPUSORT_CLI};
+    a.insert(a.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& s : a) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(o, STDOUT_FILENO);
+      ::dup2(e, STDERR_FILENO);
+      ::unsetenv("GPUSORT_CONFIG");
+      ::unsetenv("GPUSORT_SOCKET");
+      for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+      ::execv(argv[0], argv.data());
+      ::_exit(122);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return run_result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  }
+
+  /// Writes `n` generated keys (and 8-byte values) and returns their fingerprint.
+  fingerprint write_input(dtype t, std::uint64_t n, const std::string& keys_file,
+                          const std::string& values_file = "")
+  {
+    std::string keys(n * size_of(t), '\0');
+    generate(key_array{keys.data(), n, t}, distribution::uniform, 5);
+    std::optional<value_array> v;
+    std::string values;
+    if (!values_file.empty()) {
+      values.assign(n * 8, '\0');
+      v = value_array{values.data(), n, 8};
+      generate_values(*v, 5);
+      spit(path(values_file), values);
+    }
+    spit(path(keys_file), keys);
+    return fingerprint_of(key_array{keys.data(), n, t}, v);
+  }
+
+  ::testing::AssertionResult sorted_file(dtype t, const std::string& keys_file, order dir,
+                                         const fingerprint& before,
+                                         const std::string& values_file = "")
+  {
+    std::string keys = slurp(path(keys_file));
+    const std::uint64_t n = keys.size() / size_of(t);
+    std::string values;
+    std::optional<value_array> v;
+    if (!values_file.empty()) {
+      values = slurp(path(values_file));
+      v = value_array{values.data(), n, 8};
+    }
+    const verify_result r = verify(key_array{keys.data(), n, t}, v, dir, before);
+    return r.ok ? ::testing::AssertionSuccess() : ::testing::AssertionFailure() << r.message;
+  }
+
+  temp_dir dir_;
+};
+
+TEST_F(CliDaemon, SortsThroughTheDaemonInPlaceAndIntoOutputs)
+{
+  daemon_process d{dir_.path()};
+  const fingerprint before = write_input(dtype::i64, 300'000, "k.bin", "v.bin");
+  const std::string original = slurp(path("k.bin"));
+  run_result r = run({"sort", path("k.bin"), "--dtype", "i64", "--values", path("v.bin"),
+                      "--out", path("ks.bin"), "--values-out", path("vs.bin"), "--socket",
+                      d.socket(), "--json"});
+  ASSERT_EQ(r.code, 0) << r.err << d.log();
+  EXPECT_NE(r.out.find("\"elements\": 300000"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"queue_seconds\": "), std::string::npos) << r.out;
+  EXPECT_TRUE(sorted_file(dtype::i64, "ks.bin", order::ascending, before, "vs.bin"));
+  EXPECT_TRUE(slurp(path("k.bin")) == original) << "the input changed";
+  // In place, descending; only the two files remain (the temporaries were renamed over them).
+  r = run({"sort", path("k.bin"), "--dtype", "i64", "--values", path("v.bin"), "--descending",
+           "--socket", d.socket()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("(daemon)"), std::string::npos) << r.out;
+  EXPECT_TRUE(sorted_file(dtype::i64, "k.bin", order::descending, before, "v.bin"));
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator{path("")}) files.push_back(e.path().filename());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"k.bin", "ks.bin", "v.bin", "vs.bin"}));
+}
+
+TEST_F(CliDaemon, SocketFromTheEnvironmentOrTheConfiguration)
+{
+  daemon_process d{dir_.path()};
+  const fingerprint before = write_input(dtype::f32, 10'000, "k.bin");
+  run_result r = run({"sort", path("k.bin"), "--dtype", "f32", "--quiet"},
+                     {{"GPUSORT_SOCKET", d.socket()}});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_TRUE(sorted_file(dtype::f32, "k.bin", order::ascending, before));
+  spit(dir_.path() / "client.yaml", "socket: " + d.socket() + "\n");
+  r = run({"sort", path("k.bin"), "--dtype", "f32", "--descending", "--config",
+           (dir_.path() / "client.yaml").string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(sorted_file(dtype::f32, "k.bin", order::descending, before));
+}
+
+TEST_F(CliDaemon, Status)
+{
+  daemon_process d{dir_.path()};
+  const run_result text = run({"status", "--socket", d.socket()});
+  ASSERT_EQ(text.code, 0) << text.err;
+  for (const char* part : {"gpusortd ", "device cpu", "host memory:", "shared buffers:",
+                           "clients: 1", "jobs: 0 running, 0 queued", "totals: "})
+    EXPECT_NE(text.out.find(part), std::string::npos) << part << " in\n" << text.out;
+  const run_result json = run({"status", "--socket", d.socket(), "--json"});
+  ASSERT_EQ(json.code, 0) << json.err;
+  EXPECT_EQ(json.out.front(), '{');
+  for (const char* part : {"\"devices\": [{\"name\": \"cpu\"", "\"pinned_pool_bytes\": 268435456",
+                           "\"jobs\": []", "\"totals\": {\"jobs_submitted\": 0"})
+    EXPECT_NE(json.out.find(part), std::string::npos) << part << " in\n" << json.out;
+}
+
+TEST_F(CliDaemon, DaemonAwayOrRefusing)
+{
+  write_input(dtype::u64, 1 << 20, "k.bin");
+  const std::string original = slurp(path("k.bin"));
+  // Nobody listens: exit 69 with a hint, files untouched, nothing left behind.
+  run_result r = run({"sort", path("k.bin"), "--dtype", "u64", "--socket",
+                      (dir_.path() / "nobody.sock").string()});
+  EXPECT_EQ(r.code, 69) << r.err;
+  EXPECT_NE(r.err.find("--local"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(run({"status", "--socket", (dir_.path() / "nobody.sock").string()}).code, 69);
+  // A job larger than the daemon's host memory budget: TOO_LARGE, exit 70.
+  daemon_process d{dir_.path(), "host_memory_budget: 1MiB\n"};
+  r = run({"sort", path("k.bin"), "--dtype", "u64", "--socket", d.socket()});
+  EXPECT_EQ(r.code, 70) << r.err;
+  EXPECT_NE(r.err.find("TOO_LARGE"), std::string::npos) << r.err;
+  EXPECT_TRUE(slurp(path("k.bin")) == original);
+  EXPECT_EQ(std::distance(fs::directory_iterator{path("")}, fs::directory_iterator{}), 1);
+  EXPECT_EQ(run({"sort", path("k.bin"), "--dtype", "u64", "--local", "--socket", d.socket()})
+                .code,
+            64);
+}
+
+}  // namespace
+}  // namespace gpusort::service::testing

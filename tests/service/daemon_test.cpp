@@ -1,0 +1,841 @@
+// The daemon end to end: a real gpusortd (CPU engine) on a temporary socket, driven through the
+// client library and, for what the library never sends, through raw frames. Every sorted result
+// is checked with the verifier of core/verify.hpp (order plus a fingerprint of the original
+// (key, value) multiset), never against the daemon's own output.
+#include "tests/service/daemon_test_support.hpp"
+
+#include "core/generate.hpp"
+#include "core/verify.hpp"
+
+#include <gpusort/client.hpp>
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cstring>
+#include <future>
+#include <thread>
+
+namespace gpusort::service::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using client::status_code;
+
+// A job that runs long enough to be cancelled, killed or drained mid-way: the out-of-core path
+// (a 1 MiB device budget) checks for cancellation at every chunk, and 4Mi u64 keys make about
+// 70 of them (two seconds on two cores).
+constexpr std::uint64_t long_count = std::uint64_t{4} << 20;
+constexpr const char* long_budget = "device_memory_budget: 1MiB\n";
+
+class Daemon : public ::testing::Test {
+ protected:
+  fs::path dir() const { return dir_.path(); }
+  temp_dir dir_;
+};
+
+/// Fills `n` keys (and values) at `keys`/`values` and returns their fingerprint.
+fingerprint fill(void* keys, dtype t, std::uint64_t n, std::uint64_t seed, void* values = nullptr,
+                 std::uint32_t value_bytes = 0, distribution d = distribution::uniform)
+{
+  generate(key_array{keys, n, t}, d, seed);
+  std::optional<value_array> v;
+  if (values != nullptr) {
+    v = value_array{values, n, value_bytes};
+    generate_values(*v, seed);
+  }
+  return fingerprint_of(key_array{keys, n, t}, v);
+}
+
+::testing::AssertionResult sorted(void* keys, dtype t, std::uint64_t n, order dir,
+                                  const fingerprint& original, void* values = nullptr,
+                                  std::uint32_t value_bytes = 0)
+{
+  std::optional<value_array> v;
+  if (values != nullptr) v = value_array{values, n, value_bytes};
+  const verify_result r = verify(key_array{keys, n, t}, v, dir, original);
+  if (r.ok) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << r.message;
+}
+
+/// Waits until `pred(status)` holds, polling the daemon; false after `timeout`.
+template <typename Pred>
+bool eventually(client::connection& c, Pred pred, std::chrono::milliseconds timeout = 20s)
+{
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred(c.status())) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return false;
+}
+
+status_code code_of(const std::function<void()>& f)
+{
+  try {
+    f();
+  } catch (const client::error& e) {
+    return e.code();
+  }
+  return status_code::ok;
+}
+
+// ---- round trips ----------------------------------------------------------------------------
+
+TEST_F(Daemon, EveryDtypeInPlaceBothOrdersThroughSharedBuffers)
+{
+  daemon_process d{dir()};
+  auto c = client::connection::connect(d.socket(), "daemon test");
+  EXPECT_EQ(c.server().devices, std::vector<std::string>{"cpu"});
+  EXPECT_EQ(c.server().protocol_version, 1);
+  constexpr std::uint64_t n = 100'000;
+  for (const dtype t : all_dtypes) {
+    for (const order dir : {order::ascending, order::descending}) {
+      SCOPED_TRACE(std::string{name_of(t)} + (dir == order::ascending ? " asc" : " desc"));
+      client::shared_buffer keys = c.allocate_bytes(n * size_of(t));
+      ASSERT_GE(keys.size(), n * size_of(t));
+      const distribution dist = is_float(t) ? distribution::nanmix : distribution::uniform;
+      const fingerprint before = fill(keys.data(), t, n, 11, nullptr, 0, dist);
+      const client::job_report r =
+          c.sort({.type = t, .count = n, .direction = dir, .keys = client::array_ref::in(keys)});
+      EXPECT_EQ(r.elements, n);
+      EXPECT_EQ(r.bytes, n * size_of(t));
+      EXPECT_TRUE(sorted(keys.data(), t, n, dir, before));
+    }
+  }
+}
+
+TEST_F(Daemon, PairsAndSeparateOutputsLeaveTheInputAlone)
+{
+  daemon_process d{dir()};
+  auto c = client::connection::connect(d.socket());
+  constexpr std::uint64_t n = 50'000;
+  for (const dtype t : all_dtypes) {
+    for (const std::uint32_t vb : {4U, 8U}) {
+      SCOPED_TRACE(std::string{name_of(t)} + " values " + std::to_string(vb));
+      auto in = c.allocate_bytes(n * (size_of(t) + vb));
+      auto out = c.allocate_bytes(n * (size_of(t) + vb));
+      std::byte* values = in.data() + n * size_of(t);
+      const fingerprint before = fill(in.data(), t, n, 5 + vb, values, vb);
+      const std::string original(reinterpret_cast<const char*>(in.data()),
+                                 n * (size_of(t) + vb));
+      c.sort({.type = t,
+              .count = n,
+              .direction = order::descending,
+              .keys = client::array_ref::in(in),
+              .value_bytes = vb,
+              .values = client::array_ref::in(in, n * size_of(t)),
+              .keys_out = client::array_ref::in(out),
+              .values_out = client::array_ref::in(out, n * size_of(t))});
+      EXPECT_TRUE(sorted(out.data(), t, n, order::descending, before,
+                         out.data() + n * size_of(t), vb));
+      EXPECT_EQ(std::memcmp(in.data(), original.data(), original.size()), 0)
+          << "a separate-output job wrote its input";
+    }
+  }
+}
+
+TEST_F(Daemon, TypedBuffersAndEmptyJobs)
+{
+  daemon_process d{dir()};
+  auto c = client::connection::connect(d.socket());
+  auto keys = c.allocate<std::int64_t>(1000);
+  auto values = c.allocate<std::uint32_t>(1000);
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    keys[i] = static_cast<std::int64_t>((i * 7919) % 1000) - 500;
+    values[i] = static_cast<std::uint32_t>(i);
+  }
+  std::vector<std::pair<std::int64_t, std::uint32_t>> expected;
+  for (std::size_t i = 0; i < keys.size(); ++i) expected.emplace_back(keys[i], values[i]);
+  std::sort(expected.begin(), expected.end());
+  c.sort_pairs(keys, values);
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_EQ(keys[i], expected[i].first) << i;
+    ASSERT_EQ(values[i], expected[i].second) << i;
+  }
+  // Zero elements is a job like any other.
+  const auto r = c.sort({.type = dtype::u32, .count = 0, .keys = client::array_ref::in(keys)});
+  EXPECT_EQ(r.elements, 0u);
+}
+
+TEST_F(Daemon, RegularFilesPassedAsDescriptors)
+{
+  daemon_process d{dir()};
+  auto c = client::connection::connect(d.socket());
+  constexpr std::uint64_t n = 200'000;
+  std::vector<std::uint64_t> keys(n), values(n);
+  const fingerprint before = fill(keys.data(), dtype::u64, n, 3, values.data(), 8);
+  // Keys then values in one file: one descriptor serves two arrays.
+  std::string bytes(reinterpret_cast<const char*>(keys.data()), n * 8);
+  bytes.append(reinterpret_cast<const char*>(values.data()), n * 8);
+  spit(dir() / "in.bin", bytes);
+  spit(dir() / "out.bin", std::string(2 * n * 8, '\0'));
+  {
+    const unique_fd in{::open((dir() / "in.bin").c_str(), O_RDONLY | O_CLOEXEC)};
+    const unique_fd out{::open((dir() / "out.bin").c_str(), O_RDWR | O_CLOEXEC)};
+    c.sort({.type = dtype::u64,
+            .count = n,
+            .keys = client::array_ref::of_fd(in.get()),
+            .value_bytes = 8,
+            .values = client::array_ref::of_fd(in.get(), n * 8),
+            .keys_out = client::array_ref::of_fd(out.get()),
+            .values_out = client::array_ref::of_fd(out.get(), n * 8)});
+  }
+  EXPECT_EQ(slurp(dir() / "in.bin"), bytes) << "the input file was written";
+  std::string out = slurp(dir() / "out.bin");
+  EXPECT_TRUE(sorted(out.data(), dtype::u64, n, order::ascending, before, out.data() + n * 8, 8));
+
+  // In place on a file opened read-write.
+  {
+    const unique_fd f{::open((dir() / "in.bin").c_str(), O_RDWR | O_CLOEXEC)};
+    c.sort({.type = dtype::u64,
+            .count = n,
+            .direction = order::descending,
+            .keys = client::array_ref::of_fd(f.get()),
+            .value_bytes = 8,
+            .values = client::array_ref::of_fd(f.get(), n * 8)});
+  }
+  std::string in_place = slurp(dir() / "in.bin");
+  EXPECT_TRUE(sorted(in_place.data(), dtype::u64, n, order::descending, before,
+                     in_place.data() + n * 8, 8));
+}
+
+TEST_F(Daemon, ClientSealedMemfd)
+{
+  daemon_process d{dir()};
+  auto c = client::connection::connect(d.socket());
+  constexpr std::uint64_t n = 100'000;
+  const unique_fd fd = make_memfd(n * 4, F_SEAL_SHRINK);
+  void* p = ::mmap(nullptr, n * 4, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  ASSERT_NE(p, MAP_FAILED);
+  const fingerprint before = fill(p, dtype::f32, n, 9);
+  c.sort({.type = dtype::f32, .count = n, .keys = client::array_ref::of_fd(fd.get())});
+  EXPECT_TRUE(sorted(p, dtype::f32, n, order::ascending, before));
+  ::munmap(p, n * 4);
+}
+
+TEST_F(Daemon, ThirtyTwoClientsAtOnce)
+{
+  daemon_process d{dir(), "max_running_jobs: 4\n"};
+  constexpr int clients = 32;
+  std::vector<std::future<std::string>> results;
+  for (int i = 0; i < clients; ++i) {
+    results.push_back(std::async(std::launch::async, [&d, i]() -> std::string {
+      try {
+        auto c = client::connection::connect(d.socket(), "client " + std::to_string(i));
+        const dtype t = all_dtypes[static_cast<std::size_t>(i) % std::size(all_dtypes)];
+        const std::uint64_t n = 20'000 + static_cast<std::uint64_t>(i) * 1000;
+        auto keys = c.allocate_bytes(n * size_of(t));
+        auto values = c.allocate_bytes(n * 8);
+        const fingerprint before =
+            fill(keys.data(), t, n, static_cast<std::uint64_t>(i), values.data(), 8);
+        const order dir = i % 2 == 0 ? order::ascending : order::descending;
+        c.sort({.type = t,
+                .count = n,
+                .direction = dir,
+                .keys = client::array_ref::in(keys),
+                .value_bytes = 8,
+                .values = client::array_ref::in(values)});
+        const verify_result r = verify(key_array{keys.data(), n, t},
+                                       value_array{values.data(), n, 8}, dir, before);
+        return r.ok ? std::string{} : r.message;
+      } catch (const std::exception& e) {
+        return e.what();
+      }
+    }));
+  }
+  for (int i = 0; i < clients; ++i) EXPECT_EQ(results[i].get(), "") << "client " << i;
+  auto c = client::connection::connect(d.socket());
+  const client::daemon_status s = c.status();
+  EXPECT_EQ(s.totals.jobs_succeeded, static_cast<std::uint64_t>(clients));
+  EXPECT_EQ(s.totals.jobs_failed, 0u);
+  EXPECT_GE(s.totals.connections, static_cast<std::uint64_t>(clients + 1));
+}
+
+// ---- cancel, disconnect, kill ----------------------------------------------------------------
+
+TEST_F(Daemon, CancelRunningAndQueuedJobs)
+{
+  daemon_process d{dir(), std::string{long_budget} + "max_running_jobs: 1\n"};
+  auto c = client::connection::connect(d.socket());
+  auto keys = c.allocate_bytes(long_count * 8);
+  const fingerprint before = fill(keys.data(), dtype::u64, long_count, 21);
+  auto small = c.allocate<std::uint32_t>(1000);
+  std::promise<void> started;
+  std::atomic<bool> once{false};
+  client::job running = c.submit(
+      {.type = dtype::u64, .count = long_count, .keys = client::array_ref::in(keys)},
+      [&](const client::progress&) {
+        if (!once.exchange(true)) started.set_value();
+      });
+  // One worker: this one waits behind the long job.
+  client::job queued = c.submit(
+      {.type = dtype::u32, .count = small.size(), .keys = client::array_ref::in(small)});
+  EXPECT_GT(queued.queue_position(), 0u);
+  EXPECT_EQ(queued.status().state, client::job_state::queued);
+  queued.cancel();
+  EXPECT_EQ(code_of([&] { queued.wait(); }), status_code::cancelled);
+
+  ASSERT_EQ(started.get_future().wait_for(20s), std::future_status::ready);
+  EXPECT_EQ(running.status().state, client::job_state::running);
+  running.cancel();
+  EXPECT_EQ(code_of([&] { running.wait(); }), status_code::cancelled);
+  // In place and cancelled: the buffer holds exactly the original elements.
+  EXPECT_EQ(fingerprint_of(key_array{keys.data(), long_count, dtype::u64}), before);
+  // Finished jobs are forgotten.
+  EXPECT_EQ(code_of([&] { c.job_status(running.id()); }), status_code::not_found);
+  const client::daemon_status s = c.status();
+  EXPECT_EQ(s.totals.jobs_cancelled, 2u);
+  EXPECT_EQ(s.running_jobs + s.queued_jobs, 0u);
+}
+
+TEST_F(Daemon, ClientKilledMidJobFreesItsMemory)
+{
+  daemon_process d{dir(), long_budget};
+  auto c = client::connection::connect(d.socket());
+  const client::daemon_status baseline = c.status();
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(ready[0]);
+    try {
+      auto mine = client::connection::connect(d.socket(), "doomed");
+      auto keys = mine.allocate_bytes(long_count * 8);
+      auto spare = mine.allocate_bytes(1 << 20);
+      // No OpenMP after fork (libgomp's threads stayed with the parent): a plain loop.
+      auto* k = reinterpret_cast<std::uint64_t*>(keys.data());
+      for (std::uint64_t i = 0; i < long_count; ++i) k[i] = (i * 0x9E3779B97F4A7C15ULL) >> 7;
+      std::promise<void> running;
+      std::atomic<bool> once{false};
+      client::job j = mine.submit(
+          {.type = dtype::u64, .count = long_count, .keys = client::array_ref::in(keys)},
+          [&](const client::progress&) {
+            if (!once.exchange(true)) running.set_value();
+          });
+      if (running.get_future().wait_for(20s) != std::future_status::ready) ::_exit(1);
+      const char byte = 1;
+      static_cast<void>(::write(ready[1], &byte, 1));
+      j.wait();
+    } catch (...) {
+    }
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  char byte = 0;
+  pollfd p{.fd = ready[0], .events = POLLIN, .revents = 0};
+  ASSERT_EQ(::poll(&p, 1, 30'000), 1) << "the child did not get its job running\n" << d.log();
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1) << "the child did not get its job running\n"
+                                            << d.log();
+  ::close(ready[0]);
+  EXPECT_GT(c.status().pinned_pool_used, baseline.pinned_pool_used);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  EXPECT_TRUE(eventually(c, [&](const client::daemon_status& s) {
+    return s.running_jobs == 0 && s.buffers == baseline.buffers &&
+           s.pinned_pool_used == baseline.pinned_pool_used && s.host_memory_used == 0 &&
+           s.clients == 1;
+  })) << d.log();
+  EXPECT_EQ(c.status().totals.jobs_cancelled, 1u);
+  // And the daemon serves on.
+  auto keys = c.allocate<std::uint64_t>(10'000);
+  const fingerprint before = fill(keys.data(), dtype::u64, keys.size(), 8);
+  c.sort(keys);
+  EXPECT_TRUE(sorted(keys.data(), dtype::u64, keys.size(), order::ascending, before));
+}
+
+TEST_F(Daemon, DaemonKilledMidJob)
+{
+  constexpr std::uint64_t n = long_count;
+  std::string original;
+  {
+    std::vector<std::uint64_t> keys(n);
+    fill(keys.data(), dtype::u64, n, 77);
+    original.assign(reinterpret_cast<const char*>(keys.data()), n * 8);
+  }
+  spit(dir() / "in.bin", original);
+  spit(dir() / "out.bin", std::string(n * 8, '\0'));
+  auto d = std::make_unique<daemon_process>(dir(), long_budget);
+  const std::string socket = d->socket();
+  {
+    auto c = client::connection::connect(socket);
+    const unique_fd in{::open((dir() / "in.bin").c_str(), O_RDONLY | O_CLOEXEC)};
+    const unique_fd out{::open((dir() / "out.bin").c_str(), O_RDWR | O_CLOEXEC)};
+    std::promise<void> started;
+    std::atomic<bool> once{false};
+    client::job j = c.submit({.type = dtype::u64,
+                              .count = n,
+                              .keys = client::array_ref::of_fd(in.get()),
+                              .keys_out = client::array_ref::of_fd(out.get())},
+                             [&](const client::progress&) {
+                               if (!once.exchange(true)) started.set_value();
+                             });
+    ASSERT_EQ(started.get_future().wait_for(20s), std::future_status::ready);
+    d->signal(SIGKILL);
+    EXPECT_EQ(d->wait(10s), -SIGKILL);
+    EXPECT_EQ(code_of([&] { j.wait(); }), status_code::connection_lost);
+    EXPECT_EQ(code_of([&] { c.status(); }), status_code::connection_lost);
+  }
+  EXPECT_TRUE(slurp(dir() / "in.bin") == original) << "the input of a separate-output job changed";
+  // A new daemon replaces the dead one's socket file.
+  ASSERT_TRUE(fs::exists(socket));
+  d.reset();
+  daemon_process again{dir()};
+  auto c = client::connection::connect(again.socket());
+  EXPECT_NO_THROW(c.status());
+}
+
+TEST_F(Daemon, ReleaseOfABufferAJobUsesIsRefused)
+{
+  daemon_process d{dir(), std::string{long_budget} + "max_running_jobs: 1\n"};
+  // A long job of another client holds the only worker, so the raw client's job stays queued.
+  auto other = client::connection::connect(d.socket());
+  auto keys = other.allocate_bytes(long_count * 8);
+  fill(keys.data(), dtype::u64, long_count, 12);
+  client::job busy =
+      other.submit({.type = dtype::u64, .count = long_count, .keys = client::array_ref::in(keys)});
+  raw_connection raw{d.socket()};
+  raw.hello();
+  wire::AllocateRequest a;
+  a.set_bytes(4096);
+  raw.send(2, a);
+  const std::uint64_t id = std::get<wire::AllocateReply>(raw.next_frame().msg).buffer_id();
+  wire::SubmitRequest sub;
+  sub.set_dtype(wire::DTYPE_U32);
+  sub.set_count(1024);
+  sub.mutable_keys()->set_buffer_id(id);
+  sub.set_in_place(true);
+  raw.send(3, sub);
+  const proto::frame submitted = raw.next_frame();
+  ASSERT_EQ(status_of(submitted).code(), wire::OK);
+  const std::uint64_t job_id = std::get<wire::SubmitReply>(submitted.msg).job_id();
+  wire::ReleaseRequest release;
+  release.set_buffer_id(id);
+  raw.send(4, release);
+  const wire::Status refused = status_of(raw.next_frame());
+  EXPECT_EQ(refused.code(), wire::FAILED_PRECONDITION);
+  EXPECT_NE(refused.message().find("in use by job"), std::string::npos) << refused.message();
+  wire::CancelRequest cancel;
+  cancel.set_job_id(job_id);
+  raw.send(5, cancel);
+  EXPECT_EQ(status_of(raw.next_frame()).code(), wire::OK);
+  const proto::frame finished = raw.next_frame();
+  EXPECT_EQ(finished.type, proto::message_type::job_finished);
+  EXPECT_EQ(finished.header.request_id, 3u);
+  EXPECT_EQ(status_of(finished).code(), wire::CANCELLED);
+  raw.send(6, release);
+  EXPECT_EQ(status_of(raw.next_frame()).code(), wire::OK);
+  busy.cancel();
+  EXPECT_EQ(code_of([&] { busy.wait(); }), status_code::cancelled);
+}
+
+// ---- shutdown -----------------------------------------------------------------------------------
+
+TEST_F(Daemon, SigtermDrainsRunningJobs)
+{
+  daemon_process d{dir(), long_budget};
+  auto c = client::connection::connect(d.socket());
+  auto keys = c.allocate_bytes(long_count * 8);
+  const fingerprint before = fill(keys.data(), dtype::u64, long_count, 31);
+  std::promise<void> started;
+  std::atomic<bool> once{false};
+  client::job j = c.submit(
+      {.type = dtype::u64, .count = long_count, .keys = client::array_ref::in(keys)},
+      [&](const client::progress&) {
+        if (!once.exchange(true)) started.set_value();
+      });
+  ASSERT_EQ(started.get_future().wait_for(20s), std::future_status::ready);
+  d.signal(SIGTERM);
+  EXPECT_TRUE(d.notify().wait_for("STOPPING=1", 10s, nullptr));
+  // No new connections, no new jobs; the running one finishes.
+  EXPECT_THROW(client::connection::connect(d.socket()), client::error);
+  auto more = c.allocate<std::uint32_t>(10);
+  EXPECT_EQ(code_of([&] { c.sort(more); }), status_code::shutting_down);
+  EXPECT_NO_THROW(j.wait());
+  EXPECT_TRUE(sorted(keys.data(), dtype::u64, long_count, order::ascending, before));
+  EXPECT_EQ(d.wait(20s), 0) << d.log();
+  EXPECT_FALSE(fs::exists(d.socket())) << "the socket file is left behind";
+}
+
+TEST_F(Daemon, SigtermWithShutdownCancel)
+{
+  daemon_process d{dir(), std::string{long_budget} + "shutdown: cancel\n"};
+  auto c = client::connection::connect(d.socket());
+  auto keys = c.allocate_bytes(long_count * 8);
+  const fingerprint before = fill(keys.data(), dtype::u64, long_count, 32);
+  std::promise<void> started;
+  std::atomic<bool> once{false};
+  client::job j = c.submit(
+      {.type = dtype::u64, .count = long_count, .keys = client::array_ref::in(keys)},
+      [&](const client::progress&) {
+        if (!once.exchange(true)) started.set_value();
+      });
+  ASSERT_EQ(started.get_future().wait_for(20s), std::future_status::ready);
+  d.signal(SIGTERM);
+  EXPECT_EQ(code_of([&] { j.wait(); }), status_code::cancelled);
+  EXPECT_EQ(fingerprint_of(key_array{keys.data(), long_count, dtype::u64}), before);
+  EXPECT_EQ(d.wait(20s), 0) << d.log();
+}
+
+TEST_F(Daemon, ShutdownTimeoutCancelsWhatIsLeft)
+{
+  daemon_process d{dir(), std::string{long_budget} + "shutdown_timeout: 0\n"};
+  auto c = client::connection::connect(d.socket());
+  auto keys = c.allocate_bytes(long_count * 8);
+  const fingerprint before = fill(keys.data(), dtype::u64, long_count, 33);
+  std::promise<void> started;
+  std::atomic<bool> once{false};
+  client::job j = c.submit(
+      {.type = dtype::u64, .count = long_count, .keys = client::array_ref::in(keys)},
+      [&](const client::progress&) {
+        if (!once.exchange(true)) started.set_value();
+      });
+  ASSERT_EQ(started.get_future().wait_for(20s), std::future_status::ready);
+  d.signal(SIGTERM);
+  EXPECT_EQ(code_of([&] { j.wait(); }), status_code::cancelled);
+  EXPECT_EQ(fingerprint_of(key_array{keys.data(), long_count, dtype::u64}), before);
+  EXPECT_EQ(d.wait(20s), 0) << d.log();
+  EXPECT_NE(d.log().find("timeout 0 s"), std::string::npos) << d.log();
+}
+
+// ---- the socket, peers, readiness --------------------------------------------------------------
+
+TEST_F(Daemon, ReadyOnlyWhenServingAndSocketMode0660)
+{
+  daemon_process d{dir()};
+  EXPECT_NE(d.notices().find("READY=1"), std::string::npos);
+  EXPECT_NE(d.notices().find("STATUS="), std::string::npos);
+  struct stat st {};
+  ASSERT_EQ(::lstat(d.socket().c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  // READY came after the socket was bound: a connection works at once.
+  EXPECT_NO_THROW(client::connection::connect(d.socket()));
+}
+
+TEST_F(Daemon, StaleSocketReplacedLiveDaemonRefused)
+{
+  // A socket file nobody listens on, as a crashed daemon leaves it.
+  const std::string path = (dir() / "gpusortd.sock").string();
+  {
+    const unique_fd s{::socket(AF_UNIX, SOCK_STREAM, 0)};
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+    ASSERT_EQ(::bind(s.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
+  }
+  daemon_process first{dir()};
+  EXPECT_NE(first.log().find("replaced the stale socket"), std::string::npos) << first.log();
+  // A second daemon on the live socket refuses to start and leaves the first alone.
+  temp_dir other;
+  fs::copy_file(dir() / "gpusortd.yaml", other.path() / "copy.yaml");
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, STDERR_FILENO);
+    ::execl(GPUSORTD, GPUSORTD, "--config", (other.path() / "copy.yaml").c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 70) << status;
+  auto c = client::connection::connect(first.socket());
+  EXPECT_NO_THROW(c.status());
+}
+
+TEST_F(Daemon, PeerNotAllowedIsRefused)
+{
+  const std::uint32_t other = static_cast<std::uint32_t>(::geteuid()) + 4242;
+  daemon_process d{dir(), "allowed_uids: [" + std::to_string(other) + "]\n"};
+  EXPECT_EQ(code_of([&] { client::connection::connect(d.socket()); }),
+            status_code::unauthorized);
+  raw_connection raw{d.socket()};
+  const proto::frame f = raw.next_frame();
+  EXPECT_EQ(f.type, proto::message_type::error);
+  EXPECT_EQ(f.header.request_id, 0u);
+  EXPECT_EQ(status_of(f).code(), wire::UNAUTHORIZED);
+  EXPECT_NE(status_of(f).message().find("not allowed"), std::string::npos);
+  EXPECT_TRUE(raw.closed_by_daemon());
+}
+
+TEST_F(Daemon, ConnectionLimit)
+{
+  daemon_process d{dir(), "max_connections: 2\n"};
+  auto a = client::connection::connect(d.socket());
+  auto b = client::connection::connect(d.socket());
+  EXPECT_EQ(code_of([&] { client::connection::connect(d.socket()); }),
+            status_code::rejected_busy);
+  a.close();
+  // The daemon notices the closed connection asynchronously.
+  client::connection c;
+  for (int attempt = 0; attempt < 250 && !c.is_open(); ++attempt) {
+    try {
+      c = client::connection::connect(d.socket(), "after a slot freed");
+    } catch (const client::error& e) {
+      ASSERT_EQ(e.code(), status_code::rejected_busy);
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  ASSERT_TRUE(c.is_open());
+  EXPECT_EQ(c.status().clients, 2u);
+}
+
+TEST_F(Daemon, HostBudgetAdmission)
+{
+  // 4 MiB of host memory: a 1M-key u64 job (8 MiB working memory) can never run.
+  daemon_process d{dir(), "host_memory_budget: 4MiB\n"};
+  auto c = client::connection::connect(d.socket());
+  auto big = c.allocate<std::uint64_t>(1 << 20);
+  EXPECT_EQ(code_of([&] { c.sort(big); }), status_code::too_large);
+  auto fits = c.allocate<std::uint64_t>(1000);
+  const fingerprint before = fill(fits.data(), dtype::u64, fits.size(), 2);
+  c.sort(fits);
+  EXPECT_TRUE(sorted(fits.data(), dtype::u64, fits.size(), order::ascending, before));
+  EXPECT_EQ(c.status().totals.jobs_rejected, 1u);
+}
+
+// ---- malformed input ------------------------------------------------------------------------
+
+class Malformed : public Daemon {
+ protected:
+  void SetUp() override { d_ = std::make_unique<daemon_process>(dir()); }
+
+  /// A SUBMIT of `count` u64 keys from attached descriptor #0 at `offset`, in place.
+  static wire::SubmitRequest submit_fd(std::uint64_t count, std::uint64_t offset = 0)
+  {
+    wire::SubmitRequest s;
+    s.set_dtype(wire::DTYPE_U64);
+    s.set_count(count);
+    s.mutable_keys()->set_attached_fd(0);
+    s.mutable_keys()->set_offset(offset);
+    s.set_in_place(true);
+    return s;
+  }
+
+  /// Sends `frame` (with `fds`) on a fresh connection after HELLO; returns the reply.
+  wire::Status reply_to(const std::vector<std::byte>& frame, std::span<const int> fds = {})
+  {
+    raw_connection raw{d_->socket()};
+    raw.hello();
+    raw.send_bytes(frame, fds);
+    return status_of(raw.next_frame());
+  }
+
+  /// The daemon still serves a well-behaved client.
+  void still_serving()
+  {
+    auto c = client::connection::connect(d_->socket());
+    auto keys = c.allocate<std::uint32_t>(5000);
+    const fingerprint before = fill(keys.data(), dtype::u32, keys.size(), 1);
+    c.sort(keys);
+    EXPECT_TRUE(sorted(keys.data(), dtype::u32, keys.size(), order::ascending, before));
+  }
+
+  std::unique_ptr<daemon_process> d_;
+};
+
+TEST_F(Malformed, BadMagicClosesWithProtocolError)
+{
+  raw_connection raw{d_->socket()};
+  std::vector<std::byte> frame = proto::encode_frame(1, wire::DaemonStatusRequest{});
+  frame[0] = std::byte{'X'};
+  raw.send_bytes(frame);
+  const proto::frame f = raw.next_frame();
+  EXPECT_EQ(f.type, proto::message_type::error);
+  EXPECT_EQ(f.header.request_id, 0u);
+  EXPECT_EQ(status_of(f).code(), wire::PROTOCOL_ERROR);
+  EXPECT_NE(status_of(f).message().find("bad magic"), std::string::npos);
+  EXPECT_TRUE(raw.closed_by_daemon());
+  still_serving();
+}
+
+TEST_F(Malformed, HugeLengthIsTooLarge)
+{
+  raw_connection raw{d_->socket()};
+  raw.hello();
+  std::vector<std::byte> frame = proto::encode_frame(7, wire::DaemonStatusRequest{});
+  const std::uint32_t huge = 0x7fffffff;
+  std::memcpy(frame.data() + 8, &huge, 4);
+  raw.send_bytes(frame);
+  const proto::frame f = raw.next_frame();
+  EXPECT_EQ(f.type, proto::message_type::daemon_status_reply);
+  EXPECT_EQ(f.header.request_id, 7u);
+  EXPECT_EQ(status_of(f).code(), wire::TOO_LARGE);
+  EXPECT_TRUE(raw.closed_by_daemon());
+  still_serving();
+}
+
+TEST_F(Malformed, TruncatedBodyThenHangUp)
+{
+  {
+    raw_connection raw{d_->socket()};
+    raw.hello();
+    std::vector<std::byte> frame = proto::encode_frame(2, submit_fd(10));
+    frame.resize(frame.size() - 3);
+    raw.send_bytes(frame);
+  }
+  still_serving();
+}
+
+TEST_F(Malformed, GarbageProtobufKeepsTheConnection)
+{
+  raw_connection raw{d_->socket()};
+  raw.hello();
+  std::vector<std::byte> frame = proto::encode_frame(3, wire::DaemonStatusRequest{});
+  // A body of a truncated varint field: not a valid protobuf of any message.
+  const std::byte garbage[] = {std::byte{0x08}, std::byte{0xff}, std::byte{0xff}};
+  frame.insert(frame.end(), std::begin(garbage), std::end(garbage));
+  const std::uint32_t length = sizeof garbage;
+  std::memcpy(frame.data() + 8, &length, 4);
+  raw.send_bytes(frame);
+  const proto::frame f = raw.next_frame();
+  EXPECT_EQ(f.header.request_id, 3u);
+  EXPECT_EQ(status_of(f).code(), wire::PROTOCOL_ERROR);
+  raw.send(4, wire::DaemonStatusRequest{});
+  const proto::frame g = raw.next_frame();
+  EXPECT_EQ(g.header.request_id, 4u);
+  EXPECT_EQ(status_of(g).code(), wire::OK);
+}
+
+TEST_F(Malformed, WrongDescriptorCount)
+{
+  EXPECT_EQ(reply_to(proto::encode_frame(5, submit_fd(1))).code(), wire::BAD_FD);
+  const unique_fd extra = make_memfd(4096, F_SEAL_SHRINK);
+  const int fds[] = {extra.get()};
+  EXPECT_EQ(reply_to(proto::encode_frame(5, wire::DaemonStatusRequest{}), fds).code(),
+            wire::BAD_FD);
+  still_serving();
+}
+
+TEST_F(Malformed, DescriptorOfADirectory)
+{
+  const unique_fd dir_fd{::open(dir().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  const int fds[] = {dir_fd.get()};
+  const wire::Status s = reply_to(proto::encode_frame(6, submit_fd(1)), fds);
+  EXPECT_EQ(s.code(), wire::BAD_FD);
+  EXPECT_NE(s.message().find("directory"), std::string::npos) << s.message();
+  still_serving();
+}
+
+TEST_F(Malformed, UnsealedMemfd)
+{
+  const unique_fd fd = make_memfd(4096, 0);
+  const int fds[] = {fd.get()};
+  const wire::Status s = reply_to(proto::encode_frame(7, submit_fd(8)), fds);
+  EXPECT_EQ(s.code(), wire::BAD_FD);
+  EXPECT_NE(s.message().find("unsealed_memfd"), std::string::npos) << s.message();
+  still_serving();
+}
+
+TEST_F(Malformed, SizesAndOffsets)
+{
+  // 12 bytes hold one and a half u64 keys.
+  spit(dir() / "odd.bin", std::string(12, 'x'));
+  const unique_fd odd{::open((dir() / "odd.bin").c_str(), O_RDWR | O_CLOEXEC)};
+  const int fds[] = {odd.get()};
+  wire::Status s = reply_to(proto::encode_frame(8, submit_fd(2)), fds);
+  EXPECT_EQ(s.code(), wire::BAD_FD);
+  EXPECT_NE(s.message().find("too_small"), std::string::npos) << s.message();
+  // An offset that is not a multiple of the element size.
+  s = reply_to(proto::encode_frame(9, submit_fd(1, 4)), fds);
+  EXPECT_EQ(s.code(), wire::BAD_REQUEST);
+  EXPECT_NE(s.message().find("multiple"), std::string::npos) << s.message();
+  // An offset past the end.
+  s = reply_to(proto::encode_frame(10, submit_fd(0, 64)), fds);
+  EXPECT_EQ(s.code(), wire::BAD_FD);
+  EXPECT_NE(s.message().find("bad_offset"), std::string::npos) << s.message();
+  // Past the end of a shared buffer.
+  {
+    raw_connection raw{d_->socket()};
+    raw.hello();
+    wire::AllocateRequest a;
+    a.set_bytes(4096);
+    raw.send(11, a);
+    const proto::frame granted = raw.next_frame();
+    const auto id = std::get<wire::AllocateReply>(granted.msg).buffer_id();
+    wire::SubmitRequest sub;
+    sub.set_dtype(wire::DTYPE_U32);
+    sub.set_count(2000);
+    sub.mutable_keys()->set_buffer_id(id);
+    sub.mutable_keys()->set_offset(4096);
+    sub.set_in_place(true);
+    raw.send(12, sub);
+    s = status_of(raw.next_frame());
+    EXPECT_EQ(s.code(), wire::BAD_REQUEST);
+    EXPECT_NE(s.message().find("past the end"), std::string::npos) << s.message();
+  }
+  still_serving();
+}
+
+TEST_F(Malformed, AClientThatDoesNotReadIsHeldBackNotServedWithoutBound)
+{
+  // 20000 DAEMON_STATUS replies are some MiB, more than the 1 MiB the daemon queues for one
+  // client: it stops reading this client's requests until the client reads, and serves others.
+  constexpr int requests = 20000;
+  raw_connection flood{d_->socket()};
+  flood.hello();
+  std::thread writer{[&] {
+    for (int i = 1; i <= requests; ++i) flood.send(static_cast<std::uint64_t>(i),
+                                                   wire::DaemonStatusRequest{});
+  }};
+  std::this_thread::sleep_for(std::chrono::milliseconds{200});
+  still_serving();
+  int answered = 0;
+  for (; answered < requests; ++answered) {
+    const proto::frame f = flood.next_frame();
+    ASSERT_EQ(f.header.request_id, static_cast<std::uint64_t>(answered + 1));
+    ASSERT_EQ(status_of(f).code(), wire::OK);
+  }
+  writer.join();
+  EXPECT_EQ(answered, requests);
+  EXPECT_NE(d_->log().find("does not read"), std::string::npos);
+}
+
+TEST_F(Malformed, StateAndOwnership)
+{
+  raw_connection a{d_->socket()};
+  // Anything before HELLO.
+  a.send(1, wire::DaemonStatusRequest{});
+  EXPECT_EQ(status_of(a.next_frame()).code(), wire::FAILED_PRECONDITION);
+  a.hello();
+  wire::HelloRequest again;
+  again.set_min_version(1);
+  again.set_max_version(1);
+  a.send(2, again);
+  EXPECT_EQ(status_of(a.next_frame()).code(), wire::FAILED_PRECONDITION);
+  // A buffer and a job of another connection are not found.
+  auto other = client::connection::connect(d_->socket());
+  auto theirs = other.allocate<std::uint64_t>(long_count);
+  wire::ReleaseRequest release;
+  release.set_buffer_id(theirs.raw().id());
+  a.send(3, release);
+  EXPECT_EQ(status_of(a.next_frame()).code(), wire::NOT_FOUND);
+  wire::SubmitRequest sub;
+  sub.set_dtype(wire::DTYPE_U64);
+  sub.set_count(10);
+  sub.mutable_keys()->set_buffer_id(theirs.raw().id());
+  sub.set_in_place(true);
+  a.send(4, sub);
+  EXPECT_EQ(status_of(a.next_frame()).code(), wire::NOT_FOUND);
+  wire::CancelRequest cancel;
+  cancel.set_job_id(1);
+  a.send(5, cancel);
+  EXPECT_EQ(status_of(a.next_frame()).code(), wire::NOT_FOUND);
+  // A version nobody speaks.
+  raw_connection b{d_->socket()};
+  wire::HelloRequest future;
+  future.set_min_version(7);
+  future.set_max_version(9);
+  b.send(1, future);
+  EXPECT_EQ(status_of(b.next_frame()).code(), wire::UNSUPPORTED_VERSION);
+  still_serving();
+}
+
+}  // namespace
+}  // namespace gpusort::service::testing
