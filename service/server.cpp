@@ -8,12 +8,14 @@
 
 #include <spdlog/spdlog.h>
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <system_error>
@@ -44,6 +46,38 @@ bool live_daemon_at(const std::string& path)
   throw std::system_error{errno, std::generic_category(), "probing the existing socket " + path};
 }
 
+/// The listening socket systemd passed (socket activation: LISTEN_PID and LISTEN_FDS, the first
+/// descriptor at 3), or -1 when none was passed to this process. The variables are cleared so
+/// that no child inherits them.
+int activated_socket()
+{
+  const char* pid = std::getenv("LISTEN_PID");
+  const char* fds = std::getenv("LISTEN_FDS");
+  if (pid == nullptr || fds == nullptr) return -1;
+  const bool ours = std::strtol(pid, nullptr, 10) == static_cast<long>(::getpid());
+  const long count = std::strtol(fds, nullptr, 10);
+  ::unsetenv("LISTEN_PID");
+  ::unsetenv("LISTEN_FDS");
+  ::unsetenv("LISTEN_FDNAMES");
+  if (!ours || count < 1) return -1;
+  constexpr int first = 3;  // SD_LISTEN_FDS_START
+  if (count > 1)
+    spdlog::warn("systemd passed {} sockets; gpusortd listens on the first only", count);
+  int type = 0, listening = 0;
+  socklen_t type_len = sizeof type, listening_len = sizeof listening;
+  sockaddr_un addr{};
+  socklen_t addr_len = sizeof addr;
+  if (::getsockopt(first, SOL_SOCKET, SO_TYPE, &type, &type_len) != 0 || type != SOCK_STREAM ||
+      ::getsockname(first, reinterpret_cast<sockaddr*>(&addr), &addr_len) != 0 ||
+      addr.sun_family != AF_UNIX ||
+      ::getsockopt(first, SOL_SOCKET, SO_ACCEPTCONN, &listening, &listening_len) != 0 ||
+      listening == 0)
+    throw std::runtime_error{"the socket systemd passed (descriptor 3) is not a listening Unix "
+                             "stream socket"};
+  ::fcntl(first, F_SETFD, FD_CLOEXEC);
+  return first;
+}
+
 }  // namespace
 
 server::server(asio::io_context& io, daemon_context& ctx)
@@ -61,6 +95,16 @@ server::~server() { remove_socket_file(); }
 void server::listen()
 {
   const std::string& path = ctx_.cfg.socket;
+  if (const int fd = activated_socket(); fd >= 0) {
+    // systemd made the socket, owns its file and mode (gpusortd.socket): use it as it is.
+    acceptor_.assign(stream{}, fd);
+    spdlog::info("listening on the socket systemd passed ({})",
+                 acceptor_.local_endpoint().path());
+    if (acceptor_.local_endpoint().path() != path)
+      spdlog::warn("the socket systemd passed is {}, not the configured {}: clients must use it",
+                   acceptor_.local_endpoint().path(), path);
+    return;
+  }
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode))

@@ -240,14 +240,15 @@ struct round_state {
     const char* mapped = t.src_ordered ? mapped_address(src) : nullptr;
     const std::uint64_t average_bytes =
         t.slices.empty() ? 0 : t.count * element_bytes / t.slices.size();
-    const bool kernel = mapped != nullptr &&
-                        (gather == gather_mode::kernel ||
-                         (gather == gather_mode::automatic && average_bytes < gather_copy_min_bytes));
+    const bool short_slices = average_bytes < gather_copy_min_bytes;
+    const bool kernel = mapped != nullptr && (gather == gather_mode::kernel ||
+                                              (gather == gather_mode::automatic && short_slices));
     if (kernel) {
       gather_mapped(t.slices, mapped, element_bytes, d_out, table_host, table);
       return;
     }
-    if (t.slices.size() > 1 && mapped != nullptr && batch_copies(t.slices, src, element_bytes, d_out))
+    if (t.slices.size() > 1 && mapped != nullptr &&
+        batch_copies(t.slices, src, element_bytes, d_out))
       return;
     std::uint64_t at = 0;
     for (const run& sl : t.slices) {

@@ -518,6 +518,35 @@ TEST_F(Daemon, ReadyOnlyWhenServingAndSocketMode0660)
   EXPECT_NO_THROW(client::connection::connect(d.socket()));
 }
 
+TEST_F(Daemon, SocketActivationUsesThePassedSocketAndLeavesItsFile)
+{
+  // As systemd's gpusortd.socket does: the socket made, bound and listening before the daemon.
+  const std::string path = (dir() / "gpusortd.sock").string();
+  const unique_fd s{::socket(AF_UNIX, SOCK_STREAM, 0)};
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  ASSERT_EQ(::bind(s.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(s.get(), 16), 0);
+  daemon_process d{dir(), "", true, s.get()};
+  EXPECT_NE(d.log().find("listening on the socket systemd passed"), std::string::npos) << d.log();
+  EXPECT_EQ(d.log().find("replaced the stale socket"), std::string::npos) << d.log();
+  auto conn = client::connection::connect(d.socket());
+  auto keys = conn.allocate<std::uint32_t>(10'000);
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    keys[i] = static_cast<std::uint32_t>(i * 2654435761U);
+  const fingerprint before = fingerprint_of(key_array{keys.data(), keys.size(), dtype::u32});
+  conn.sort(keys);
+  EXPECT_TRUE(verify(key_array{keys.data(), keys.size(), dtype::u32}, std::nullopt,
+                     order::ascending, before)
+                  .ok);
+  conn.close();
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait(20s), 0) << d.log();
+  struct stat st {};
+  EXPECT_EQ(::lstat(path.c_str(), &st), 0) << "the socket file is systemd's to remove";
+}
+
 TEST_F(Daemon, StaleSocketReplacedLiveDaemonRefused)
 {
   // A socket file nobody listens on, as a crashed daemon leaves it.

@@ -110,9 +110,11 @@ class notify_socket {
 /// sets the budget itself).
 class daemon_process {
  public:
+  /// `activated`: a listening socket handed over as systemd's socket activation does (descriptor
+  /// 3, LISTEN_PID, LISTEN_FDS), bound at dir/gpusortd.sock.
   explicit daemon_process(const std::filesystem::path& dir, const std::string& extra = "",
-                          bool wait_ready = true)
-      : dir_{dir}, socket_{(dir / "gpusortd.sock").string()}, notify_{dir}
+                          bool wait_ready = true, int activated = -1)
+      : dir_{dir}, socket_{(dir / "gpusortd.sock").string()}, notify_{dir}, activated_{activated}
   {
     std::string yaml = "devices: cpu\nsocket: " + socket_ +
                        "\npinned_pool_bytes: 256MiB\nlog_level: debug\n" + extra;
@@ -170,6 +172,11 @@ class daemon_process {
       ::dup2(out, STDERR_FILENO);
       ::dup2(out, STDOUT_FILENO);
       ::setenv("NOTIFY_SOCKET", notify_.path().c_str(), 1);
+      if (activated_ >= 0) {
+        ::dup2(activated_, 3);
+        ::setenv("LISTEN_PID", std::to_string(::getpid()).c_str(), 1);
+        ::setenv("LISTEN_FDS", "1", 1);
+      }
       ::execl(GPUSORTD, GPUSORTD, "--config", config.c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }
@@ -178,6 +185,7 @@ class daemon_process {
   std::filesystem::path dir_;
   std::string socket_;
   notify_socket notify_;
+  int activated_{-1};
   std::string notices_;
   pid_t pid_{-1};
 };
