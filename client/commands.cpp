@@ -201,9 +201,10 @@ std::uint64_t seed_option(const parsed_args& a)
   return seed;
 }
 
-/// Elements in a file of `bytes`, which must hold a whole number of `element_bytes`.
-std::uint64_t element_count(const mapped_input& file, std::uint64_t element_bytes,
-                            std::string_view what)
+/// Elements in a file (mapped_input or input_file) of `bytes`, which must hold a whole number of
+/// `element_bytes`.
+template <typename File>
+std::uint64_t element_count(const File& file, std::uint64_t element_bytes, std::string_view what)
 {
   if (file.size() % element_bytes != 0)
     throw cli_error{exit_runtime, fmt::format("{}: {} bytes is not a whole number of {}-byte {}",
@@ -404,15 +405,29 @@ int run_gen(const std::vector<std::string>& args)
 
 namespace {
 
-/// The elements in an input of `bytes`, which must hold a whole number of `element_bytes`.
-std::uint64_t element_count(const input_file& file, std::uint64_t element_bytes,
-                            std::string_view what)
+/// The keys' element count, after checking what both ways of sorting need of the inputs: whole
+/// elements, as many values as keys, and (in place) files this user may write: renaming over a
+/// file needs only the folder's permission, but a read-only file must stay so.
+template <typename File>
+std::uint64_t checked_inputs(const File& keys, const std::optional<File>& values, dtype t,
+                             std::uint32_t value_bytes, const fs::path& input_path,
+                             const std::optional<std::string>& values_path, bool in_place)
 {
-  if (file.size() % element_bytes != 0)
-    throw cli_error{exit_runtime, fmt::format("{}: {} bytes is not a whole number of {}-byte {}",
-                                              file.path().string(), file.size(), element_bytes,
-                                              what)};
-  return file.size() / element_bytes;
+  const std::uint64_t n = element_count(keys, size_of(t), std::string{name_of(t)} + " keys");
+  if (values) {
+    const std::uint64_t vn = element_count(*values, value_bytes, "values");
+    if (vn != n)
+      throw cli_error{exit_runtime, fmt::format("{} holds {} {}-byte values but {} holds {} keys",
+                                                *values_path, vn, value_bytes,
+                                                input_path.string(), n)};
+  }
+  for (const fs::path& p : {input_path, fs::path{values_path.value_or("")}}) {
+    if (!in_place || p.empty() || ::access(p.c_str(), W_OK) == 0) continue;
+    const int err = errno;
+    throw cli_error{exit_runtime, "cannot sort " + p.string() + " in place: " +
+                                      std::strerror(err)};
+  }
+  return n;
 }
 
 /// `gpusort sort` through the daemon: the files are opened here and their descriptors passed;
@@ -429,22 +444,10 @@ int sort_with_daemon(const parsed_args& a, const fs::path& input_path, dtype t,
   const bool in_place = !a.has("out");
 
   const input_file keys{input_path};
-  const std::uint64_t n = element_count(keys, size_of(t), std::string{name_of(t)} + " keys");
   std::optional<input_file> values;
-  if (values_path) {
-    values.emplace(*values_path);
-    const std::uint64_t vn = element_count(*values, value_bytes, "values");
-    if (vn != n)
-      throw cli_error{exit_runtime, fmt::format("{} holds {} {}-byte values but {} holds {} keys",
-                                                *values_path, vn, value_bytes,
-                                                input_path.string(), n)};
-  }
-  for (const fs::path& p : {input_path, fs::path{values_path.value_or("")}}) {
-    if (!in_place || p.empty() || ::access(p.c_str(), W_OK) == 0) continue;
-    const int err = errno;
-    throw cli_error{exit_runtime, "cannot sort " + p.string() + " in place: " +
-                                      std::strerror(err)};
-  }
+  if (values_path) values.emplace(*values_path);
+  const std::uint64_t n =
+      checked_inputs(keys, values, t, value_bytes, input_path, values_path, in_place);
   client::connection conn = connect_daemon(socket);
 
   atomic_output keys_out{keys_out_path, keys.size()};
@@ -540,23 +543,10 @@ int run_sort(const std::vector<std::string>& args)
   set_log_level(cfg.level, quiet || json);
 
   const mapped_input keys{input_path};
-  const std::uint64_t n = element_count(keys, size_of(t), std::string{name_of(t)} + " keys");
   std::optional<mapped_input> values;
-  if (values_path) {
-    values.emplace(*values_path);
-    const std::uint64_t vn = element_count(*values, value_bytes, "values");
-    if (vn != n)
-      throw cli_error{exit_runtime, fmt::format("{} holds {} {}-byte values but {} holds {} keys",
-                                                *values_path, vn, value_bytes,
-                                                input_path.string(), n)};
-  }
-  // Renaming over a file needs only the folder's permission; a read-only file must stay so.
-  for (const fs::path& p : {input_path, fs::path{values_path.value_or("")}}) {
-    if (!in_place || p.empty() || ::access(p.c_str(), W_OK) == 0) continue;
-    const int err = errno;
-    throw cli_error{exit_runtime, "cannot sort " + p.string() + " in place: " +
-                                      std::strerror(err)};
-  }
+  if (values_path) values.emplace(*values_path);
+  const std::uint64_t n =
+      checked_inputs(keys, values, t, value_bytes, input_path, values_path, in_place);
 
   atomic_output keys_out{keys_out_path, keys.size()};
   std::optional<atomic_output> values_out;

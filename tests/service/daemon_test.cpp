@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstring>
 #include <future>
+#include <memory>
 #include <thread>
 
 namespace gpusort::service::testing {
@@ -73,6 +74,20 @@ bool eventually(client::connection& c, Pred pred, std::chrono::milliseconds time
     std::this_thread::sleep_for(20ms);
   }
   return false;
+}
+
+/// Submits `request` and returns once the daemon reports the job's first progress, so that it is
+/// running when the test acts on it.
+client::job submit_running(client::connection& c, const client::sort_request& request)
+{
+  auto started = std::make_shared<std::promise<void>>();
+  auto once = std::make_shared<std::atomic<bool>>(false);
+  std::future<void> running = started->get_future();
+  client::job j = c.submit(request, [started, once](const client::progress&) {
+    if (!once->exchange(true)) started->set_value();
+  });
+  EXPECT_EQ(running.wait_for(20s), std::future_status::ready) << "the job never started";
+  return j;
 }
 
 status_code code_of(const std::function<void()>& f)
@@ -266,13 +281,8 @@ TEST_F(Daemon, CancelRunningAndQueuedJobs)
   auto keys = c.allocate_bytes(long_count * 8);
   const fingerprint before = fill(keys.data(), dtype::u64, long_count, 21);
   auto small = c.allocate<std::uint32_t>(1000);
-  std::promise<void> started;
-  std::atomic<bool> once{false};
-  client::job running = c.submit(
-      {.type = dtype::u64, .count = long_count, .keys = client::array_ref::in(keys)},
-      [&](const client::progress&) {
-        if (!once.exchange(true)) started.set_value();
-      });
+  client::job running = submit_running(
+      c, {.type = dtype::u64, .count = long_count, .keys = client::array_ref::in(keys)});
   // One worker: this one waits behind the long job.
   client::job queued = c.submit(
       {.type = dtype::u32, .count = small.size(), .keys = client::array_ref::in(small)});
@@ -281,7 +291,6 @@ TEST_F(Daemon, CancelRunningAndQueuedJobs)
   queued.cancel();
   EXPECT_EQ(code_of([&] { queued.wait(); }), status_code::cancelled);
 
-  ASSERT_EQ(started.get_future().wait_for(20s), std::future_status::ready);
   EXPECT_EQ(running.status().state, client::job_state::running);
   running.cancel();
   EXPECT_EQ(code_of([&] { running.wait(); }), status_code::cancelled);
@@ -366,16 +375,10 @@ TEST_F(Daemon, DaemonKilledMidJob)
     auto c = client::connection::connect(socket);
     const unique_fd in{::open((dir() / "in.bin").c_str(), O_RDONLY | O_CLOEXEC)};
     const unique_fd out{::open((dir() / "out.bin").c_str(), O_RDWR | O_CLOEXEC)};
-    std::promise<void> started;
-    std::atomic<bool> once{false};
-    client::job j = c.submit({.type = dtype::u64,
-                              .count = n,
-                              .keys = client::array_ref::of_fd(in.get()),
-                              .keys_out = client::array_ref::of_fd(out.get())},
-                             [&](const client::progress&) {
-                               if (!once.exchange(true)) started.set_value();
-                             });
-    ASSERT_EQ(started.get_future().wait_for(20s), std::future_status::ready);
+    client::job j = submit_running(c, {.type = dtype::u64,
+                                       .count = n,
+                                       .keys = client::array_ref::of_fd(in.get()),
+                                       .keys_out = client::array_ref::of_fd(out.get())});
     d->signal(SIGKILL);
     EXPECT_EQ(d->wait(10s), -SIGKILL);
     EXPECT_EQ(code_of([&] { j.wait(); }), status_code::connection_lost);
@@ -442,14 +445,8 @@ TEST_F(Daemon, SigtermDrainsRunningJobs)
   auto c = client::connection::connect(d.socket());
   auto keys = c.allocate_bytes(long_count * 8);
   const fingerprint before = fill(keys.data(), dtype::u64, long_count, 31);
-  std::promise<void> started;
-  std::atomic<bool> once{false};
-  client::job j = c.submit(
-      {.type = dtype::u64, .count = long_count, .keys = client::array_ref::in(keys)},
-      [&](const client::progress&) {
-        if (!once.exchange(true)) started.set_value();
-      });
-  ASSERT_EQ(started.get_future().wait_for(20s), std::future_status::ready);
+  client::job j = submit_running(
+      c, {.type = dtype::u64, .count = long_count, .keys = client::array_ref::in(keys)});
   d.signal(SIGTERM);
   EXPECT_TRUE(d.notify().wait_for("STOPPING=1", 10s, nullptr));
   // No new connections, no new jobs; the running one finishes.
@@ -468,14 +465,8 @@ TEST_F(Daemon, SigtermWithShutdownCancel)
   auto c = client::connection::connect(d.socket());
   auto keys = c.allocate_bytes(long_count * 8);
   const fingerprint before = fill(keys.data(), dtype::u64, long_count, 32);
-  std::promise<void> started;
-  std::atomic<bool> once{false};
-  client::job j = c.submit(
-      {.type = dtype::u64, .count = long_count, .keys = client::array_ref::in(keys)},
-      [&](const client::progress&) {
-        if (!once.exchange(true)) started.set_value();
-      });
-  ASSERT_EQ(started.get_future().wait_for(20s), std::future_status::ready);
+  client::job j = submit_running(
+      c, {.type = dtype::u64, .count = long_count, .keys = client::array_ref::in(keys)});
   d.signal(SIGTERM);
   EXPECT_EQ(code_of([&] { j.wait(); }), status_code::cancelled);
   EXPECT_EQ(fingerprint_of(key_array{keys.data(), long_count, dtype::u64}), before);
@@ -488,14 +479,8 @@ TEST_F(Daemon, ShutdownTimeoutCancelsWhatIsLeft)
   auto c = client::connection::connect(d.socket());
   auto keys = c.allocate_bytes(long_count * 8);
   const fingerprint before = fill(keys.data(), dtype::u64, long_count, 33);
-  std::promise<void> started;
-  std::atomic<bool> once{false};
-  client::job j = c.submit(
-      {.type = dtype::u64, .count = long_count, .keys = client::array_ref::in(keys)},
-      [&](const client::progress&) {
-        if (!once.exchange(true)) started.set_value();
-      });
-  ASSERT_EQ(started.get_future().wait_for(20s), std::future_status::ready);
+  client::job j = submit_running(
+      c, {.type = dtype::u64, .count = long_count, .keys = client::array_ref::in(keys)});
   d.signal(SIGTERM);
   EXPECT_EQ(code_of([&] { j.wait(); }), status_code::cancelled);
   EXPECT_EQ(fingerprint_of(key_array{keys.data(), long_count, dtype::u64}), before);
