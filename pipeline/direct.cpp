@@ -1,11 +1,10 @@
 #include "pipeline/direct.hpp"
 
-#include <algorithm>
-#include <type_traits>
-
 #include "core/cpu_sort.hpp"
 #include "core/keys.hpp"
 #include "pipeline/host_memory.hpp"
+
+#include <type_traits>
 
 namespace gpusort::detail {
 
@@ -20,9 +19,10 @@ execution_stats sort_direct(const job_arrays& arrays, const element_layout& layo
     V* values = static_cast<V*>(arrays.dst_values);
     const bool identity = ordered_is_identity(layout.type, layout.direction);
     // Allocated before the input is touched, so that running out of memory changes nothing.
+    // Keys alone need scratch only for the small-job radix sort (cpu_sort takes none for them).
     constexpr bool keys_alone = std::is_same_v<V, no_value>;
-    const host_buffer scratch{keys_alone ? std::max(cpu_sort_scratch_bytes<K, V>(arrays.n),
-                                                    small_radix_scratch_bytes<K>(arrays.n))
+    static_assert(!keys_alone || cpu_sort_scratch_bytes<K, V>(1) == 0);
+    const host_buffer scratch{keys_alone ? small_radix_scratch_bytes<K>(arrays.n)
                                          : cpu_sort_scratch_bytes<K, V>(arrays.n)};
     if (!arrays.in_place()) {
       // One pass either way: the transform doubles as the copy.
@@ -31,8 +31,7 @@ execution_stats sort_direct(const job_arrays& arrays, const element_layout& layo
       else
         to_ordered_bits<K>(static_cast<const K*>(arrays.src_keys), keys, arrays.n, layout.type,
                            layout.direction);
-      if constexpr (!std::is_same_v<V, no_value>)
-        parallel_copy(values, arrays.src_values, arrays.n * sizeof(V));
+      if constexpr (!keys_alone) parallel_copy(values, arrays.src_values, arrays.n * sizeof(V));
     } else if (!identity) {
       to_ordered_bits<K>(keys, keys, arrays.n, layout.type, layout.direction);
     }
