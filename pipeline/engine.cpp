@@ -130,6 +130,8 @@ constexpr std::uint64_t min_pipeline_chunk_bytes = std::uint64_t{64} << 20;
 /// are busy and drains after: about T/d per round, T the round's time at the link rate. Round 2
 /// gathers d^2 slices per final chunk, d^3 in all, each costing about `per_slice` beside its bytes.
 /// d^3 * per_slice + T/d is least near d = (T / (3 per_slice))^(1/4): 11 for 8 GiB, 15 for 32 GiB.
+/// The optimum is flat: on the H100 with batched gathers (bench/results/h100-20261122-*), 8 GiB
+/// took a median 0.461, 0.406, 0.417, 0.417 and 0.482 s at d = 8, 11, 16, 24 and 32.
 /// GPUSORT_PIPELINE_CHUNKS overrides it, for measuring.
 std::uint64_t pipeline_chunks(std::uint64_t job_bytes)
 {

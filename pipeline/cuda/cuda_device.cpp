@@ -6,6 +6,7 @@
 #include "core/cuda/ordered_keys.cuh"
 #include "pipeline/cuda/resources.hpp"
 #include "pipeline/cuda/stage_queue.hpp"
+#include "pipeline/cuda/stage_totals.hpp"
 #include "pipeline/cuda/staging.hpp"
 
 #include <gpusort/error.hpp>
@@ -63,37 +64,22 @@ struct slot {
 /// Where a device's stages spent one round, from the slots' timing events.
 class round_profile {
  public:
-  enum stage : unsigned { copy_in, sort, copy_out, stages };
-
   void begin(cudaStream_t s) { start_.record(s); }
   /// Adds a finished chunk: its marks hold (begin, end) of each stage.
-  void add(const slot& sl, const std::array<std::uint64_t, stages>& bytes)
+  void add(const slot& sl, std::uint64_t bytes)
   {
-    for (unsigned st = 0; st < stages; ++st) {
-      const double b = cuda::elapsed_ms(start_, sl.marks[2 * st]) / 1e3;
-      const double e = cuda::elapsed_ms(start_, sl.marks[2 * st + 1]) / 1e3;
-      stage_profile& p = stages_[st];
-      p.busy_seconds += e - b;
-      p.first_start = p.chunks == 0 ? b : std::min(p.first_start, b);
-      p.last_end = std::max(p.last_end, e);
-      p.bytes += bytes[st];
-      ++p.chunks;
-    }
+    for (unsigned st = 0; st < gpu_stage_count; ++st)
+      totals_.add(static_cast<gpu_stage>(st), cuda::elapsed_ms(start_, sl.marks[2 * st]) / 1e3,
+                  cuda::elapsed_ms(start_, sl.marks[2 * st + 1]) / 1e3, bytes);
   }
-  void report(job_context& ctx, const std::string& device, int round)
+  void report(job_context& ctx, const std::string& device, int round) const
   {
-    static constexpr std::array<const char*, stages> names{"copy in", "sort", "copy out"};
-    for (unsigned st = 0; st < stages; ++st) {
-      stages_[st].device = device;
-      stages_[st].round = round;
-      stages_[st].stage = names[st];
-      if (stages_[st].chunks > 0) ctx.add_profile(stages_[st]);
-    }
+    totals_.report(ctx, device, round);
   }
 
  private:
   cuda::cuda_event start_{cuda::event_timing::enabled};
-  std::array<stage_profile, stages> stages_{};
+  stage_totals totals_;
 };
 
 /// Device address of mapped pinned host memory, or null when kernels cannot read it.
@@ -481,44 +467,48 @@ void cuda_device::shrink_budget() noexcept
   }
 }
 
+namespace {
+
+/// Besides its buffers of `per_element` bytes an element, the budget holds scratch that grows
+/// with the element count and a margin for gather tables, staging and what CUB and the runtime
+/// take: the largest count c with margin + c * per_element + scratch(c) <= budget, by bisection.
+constexpr std::uint64_t budget_margin = std::uint64_t{64} << 20;
+
+template <typename Scratch>
+std::uint64_t largest_fitting(std::uint64_t budget, std::uint64_t per_element, Scratch&& scratch)
+{
+  std::uint64_t lo = 0, hi = budget / per_element + 1;
+  while (lo + 1 < hi) {
+    const std::uint64_t mid = lo + (hi - lo) / 2;
+    (budget_margin + per_element * mid + scratch(mid) <= budget ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+}  // namespace
+
 device_capacity cuda_device::capacity(const element_layout& layout) const
 {
-  // Besides the chunk buffers the budget holds the sort's scratch (which grows with the chunk)
-  // and a margin for gather tables, staging and what CUB and the runtime take: the largest
-  // capacity C with margin + scratch(C) + C * per_element <= budget, by bisection.
-  constexpr std::uint64_t margin = std::uint64_t{64} << 20;
   const std::uint64_t per_element = buffers_per_element * layout.bytes();
   const cuda::set_device_guard guard{options_.id};
   const chunk_sorter with = sorter(layout);
-  auto need = [&](std::uint64_t c) {
-    return margin + per_element * c + with.scratch_bytes(c, layout.key_bytes, layout.value_bytes);
+  auto scratch = [&](std::uint64_t c) -> std::uint64_t {
+    return with.scratch_bytes(c, layout.key_bytes, layout.value_bytes);
   };
-  std::uint64_t lo = 0, hi = budget_bytes_ / per_element + 1;
-  while (lo + 1 < hi) {
-    const std::uint64_t mid = lo + (hi - lo) / 2;
-    (need(mid) <= budget_bytes_ ? lo : hi) = mid;
-  }
-  const std::uint64_t elements = std::max<std::uint64_t>(lo, 1);
+  const std::uint64_t elements =
+      std::max<std::uint64_t>(largest_fitting(budget_bytes_, per_element, scratch), 1);
   return device_capacity{.elements = elements,
                          .bytes_per_element = per_element,
-                         .fixed_bytes = need(elements) - per_element * elements};
+                         .fixed_bytes = budget_margin + scratch(elements)};
 }
 
 std::uint64_t cuda_device::resident_capacity(const element_layout& layout) const
 {
-  constexpr std::uint64_t margin = std::uint64_t{64} << 20;
-  const std::uint64_t per_element = 2 * layout.bytes();
   const cuda::set_device_guard guard{options_.id};
-  auto need = [&](std::uint64_t c) {
-    return margin + per_element * c +
-           resident_buffers::scratch_bytes(layout, c, options_, sorter(layout));
-  };
-  std::uint64_t lo = 0, hi = budget_bytes_ / per_element + 1;
-  while (lo + 1 < hi) {
-    const std::uint64_t mid = lo + (hi - lo) / 2;
-    (need(mid) <= budget_bytes_ ? lo : hi) = mid;
-  }
-  return lo;
+  const chunk_sorter with = sorter(layout);
+  return largest_fitting(budget_bytes_, 2 * layout.bytes(), [&](std::uint64_t c) -> std::uint64_t {
+    return resident_buffers::scratch_bytes(layout, c, options_, with);
+  });
 }
 
 resident_buffers& cuda_device::resident(const element_layout& layout, std::uint64_t elements)
@@ -609,7 +599,7 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
             state.store(**s, t);
             if (state.profiling) {
               const std::uint64_t bytes = t.count * layout.bytes();
-              profile.add(**s, {bytes, bytes, bytes});
+              profile.add(**s, bytes);
             }
             ctx.add_done(t.total());
             free_slots.push(*s);

@@ -4,6 +4,7 @@
 #include "core/cuda/merge_ops.cuh"
 #include "core/cuda/ordered_keys.cuh"
 #include "pipeline/cuda/resources.hpp"
+#include "pipeline/cuda/stage_totals.hpp"
 #include "pipeline/cuda/staging.hpp"
 
 #include <gpusort/error.hpp>
@@ -23,8 +24,6 @@ namespace gpusort::detail {
 
 namespace {
 
-enum stage : unsigned { copy_in, sort_stage, copy_out, stage_count };
-
 /// Timing events around each stage's work on one GPU, for sort_options::profile.
 class timeline {
  public:
@@ -36,7 +35,7 @@ class timeline {
   }
   /// Runs `issue` (which queues work on `s`) between two timing events of `st`.
   template <typename F>
-  void span(stage st, cudaStream_t s, std::uint64_t bytes, F&& issue)
+  void span(gpu_stage st, cudaStream_t s, std::uint64_t bytes, F&& issue)
   {
     if (!on_) {
       issue();
@@ -52,30 +51,16 @@ class timeline {
   void report(job_context& ctx, const std::string& device) const
   {
     if (!on_) return;
-    static constexpr std::array<const char*, stage_count> names{"copy in", "sort", "copy out"};
-    std::array<stage_profile, stage_count> p{};
-    for (const mark& m : marks_) {
-      const double b = cuda::elapsed_ms(origin_, m.begin) / 1e3;
-      const double e = cuda::elapsed_ms(origin_, m.end) / 1e3;
-      stage_profile& s = p[m.st];
-      s.first_start = s.chunks == 0 ? b : std::min(s.first_start, b);
-      s.last_end = std::max(s.last_end, e);
-      s.busy_seconds += e - b;
-      s.bytes += m.bytes;
-      ++s.chunks;
-    }
-    for (unsigned st = 0; st < stage_count; ++st) {
-      if (p[st].chunks == 0) continue;
-      p[st].device = device;
-      p[st].round = 1;
-      p[st].stage = names[st];
-      ctx.add_profile(p[st]);
-    }
+    stage_totals totals;
+    for (const mark& m : marks_)
+      totals.add(m.st, cuda::elapsed_ms(origin_, m.begin) / 1e3,
+                 cuda::elapsed_ms(origin_, m.end) / 1e3, m.bytes);
+    totals.report(ctx, device, 1);
   }
 
  private:
   struct mark {
-    stage st;
+    gpu_stage st;
     std::uint64_t bytes;
     cuda::cuda_event begin, end;
   };
@@ -208,7 +193,7 @@ class resident_job {
   {
     const cudaStream_t s = p.buf->h2d.value();
     const std::uint64_t src = p.first + at;
-    p.tl.span(copy_in, s, len * layout_.bytes(), [&] {
+    p.tl.span(gpu_stage::copy_in, s, len * layout_.bytes(), [&] {
       copy_to_device(keys(p, 0, at), static_cast<const char*>(a_.src_keys) + src * kb_,
                      len * kb_, s, p.buf->in_staging);
       if (vb_ > 0)
@@ -222,7 +207,7 @@ class resident_job {
   {
     const cudaStream_t s = p.buf->compute.value();
     p.ready.make_wait(s);
-    p.tl.span(sort_stage, s, len * layout_.bytes(), [&] {
+    p.tl.span(gpu_stage::sort, s, len * layout_.bytes(), [&] {
       cuda::to_ordered(keys(p, 0, at), len, layout_.type, layout_.direction, s);
       const bool in_alt = p.buf->sorter.sort(keys(p, 0, at), keys(p, 1, at), values(p, 0, at),
                                              values(p, 1, at), len, kb_, vb_,
@@ -248,7 +233,7 @@ class resident_job {
         const sorted_run r1 = p.runs[i];
         const unsigned to = 1 - r1.buffer;
         if (i + 1 == p.runs.size()) {  // the odd one out moves to where the level goes
-          p.tl.span(sort_stage, s, 0, [&] {
+          p.tl.span(gpu_stage::sort, s, 0, [&] {
             GPUSORT_CUDA_TRY(cudaMemcpyAsync(keys(p, to, r1.offset), keys(p, r1.buffer, r1.offset),
                                              r1.length * kb_, cudaMemcpyDeviceToDevice, s));
             if (vb_ > 0)
@@ -260,7 +245,7 @@ class resident_job {
           continue;
         }
         const sorted_run r2 = p.runs[i + 1];
-        p.tl.span(sort_stage, s, (r1.length + r2.length) * layout_.bytes(), [&] {
+        p.tl.span(gpu_stage::sort, s, (r1.length + r2.length) * layout_.bytes(), [&] {
           cuda::merge(keys(p, r1.buffer, r1.offset), values(p, r1.buffer, r1.offset), r1.length,
                       keys(p, r2.buffer, r2.offset), values(p, r2.buffer, r2.offset), r2.length,
                       keys(p, to, r1.offset), values(p, to, r1.offset), kb_, vb_,
@@ -386,7 +371,7 @@ class resident_job {
             GPUSORT_CUDA_TRY(cudaMemcpyPeerAsync(d, dd, sp, sd, bytes, s));
           }
         };
-        dst.tl.span(copy_in, s, 0, [&] {
+        dst.tl.span(gpu_stage::copy_in, s, 0, [&] {
           copy(keys(dst, to, at), dst.dev->id(), keys(src, r.buffer, r.offset + from),
                src.dev->id(), len * kb_);
           if (vb_ > 0)
@@ -431,7 +416,7 @@ class resident_job {
     p.ranges.resize(wanted);
     for (std::uint64_t r = 0; r < wanted; ++r) {
       const std::uint64_t k0 = bounds[r], k1 = bounds[r + 1];
-      p.tl.span(sort_stage, s, (k1 - k0) * layout_.bytes(), [&] {
+      p.tl.span(gpu_stage::sort, s, (k1 - k0) * layout_.bytes(), [&] {
         if (p.runs.size() == 2) {
           const sorted_run r1 = p.runs[0], r2 = p.runs[1];
           const std::uint64_t a0 = run1[r], a1 = run1[r + 1];
@@ -455,7 +440,7 @@ class resident_job {
       const std::uint64_t k0 = bounds[r], k1 = bounds[r + 1];
       p.ranges[r].make_wait(out);
       const std::uint64_t dst = p.first + k0;
-      p.tl.span(copy_out, out, (k1 - k0) * layout_.bytes(), [&] {
+      p.tl.span(gpu_stage::copy_out, out, (k1 - k0) * layout_.bytes(), [&] {
         copy_to_host(static_cast<char*>(a_.dst_keys) + dst * kb_, keys(p, buffer, k0),
                      (k1 - k0) * kb_, out, p.buf->out_staging);
         if (vb_ > 0)

@@ -1,0 +1,51 @@
+// Per-stage totals of one GPU in one round, for sort_options::profile: the out-of-core ring and
+// the resident sort both time their copy-in, sort and copy-out work with events and report it
+// the same way.
+#pragma once
+
+#include "pipeline/device.hpp"
+
+#include <gpusort/gpusort.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <string>
+
+namespace gpusort::detail {
+
+enum class gpu_stage : unsigned { copy_in, sort, copy_out };
+inline constexpr unsigned gpu_stage_count = 3;
+
+class stage_totals {
+ public:
+  /// One piece of work of `st`, from `begin` to `end` seconds after the round's origin.
+  void add(gpu_stage st, double begin, double end, std::uint64_t bytes) noexcept
+  {
+    stage_profile& p = stages_[static_cast<unsigned>(st)];
+    p.first_start = p.chunks == 0 ? begin : std::min(p.first_start, begin);
+    p.last_end = std::max(p.last_end, end);
+    p.busy_seconds += end - begin;
+    p.bytes += bytes;
+    ++p.chunks;
+  }
+  /// Every stage that did work, into the job's profile.
+  void report(job_context& ctx, const std::string& device, int round) const
+  {
+    static constexpr std::array<const char*, gpu_stage_count> names{"copy in", "sort",
+                                                                    "copy out"};
+    for (unsigned st = 0; st < gpu_stage_count; ++st) {
+      if (stages_[st].chunks == 0) continue;
+      stage_profile p = stages_[st];
+      p.device = device;
+      p.round = round;
+      p.stage = names[st];
+      ctx.add_profile(std::move(p));
+    }
+  }
+
+ private:
+  std::array<stage_profile, gpu_stage_count> stages_{};
+};
+
+}  // namespace gpusort::detail
