@@ -6,6 +6,7 @@
 #include "core/generate.hpp"
 #include "core/plan/chunk_plan.hpp"
 #include "core/verify.hpp"
+#include "pipeline/gpu_probe.hpp"
 
 #include <gpusort/error.hpp>
 #include <gpusort/gpusort.hpp>
@@ -369,12 +370,19 @@ TEST(Engine, SortsFromSeveralThreadsAtOnce)
   }
 }
 
-TEST(Engine, DevicesAutoFallsBackToTheCpuWithoutAGpu)
+// `devices: auto` takes every usable GPU, and the host only where there is none.
+TEST(Engine, DevicesAutoTakesTheGpusElseTheCpu)
 {
   engine e{config{}};
   const auto devs = e.devices();
   ASSERT_FALSE(devs.empty());
-  EXPECT_EQ(devs.front(), "cpu");
+  const std::size_t gpus = detail::probe_gpus().gpus.size();
+  if (gpus == 0) {
+    EXPECT_EQ(devs, std::vector<std::string>{"cpu"});
+    return;
+  }
+  ASSERT_EQ(devs.size(), gpus);
+  for (const std::string& d : devs) EXPECT_TRUE(d.starts_with("cuda:")) << d;
 }
 
 }  // namespace
