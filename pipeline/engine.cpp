@@ -132,8 +132,12 @@ constexpr std::uint64_t min_pipeline_chunk_bytes = std::uint64_t{64} << 20;
 /// d^3 * per_slice + T/d is least near d = (T / (3 per_slice))^(1/4): 11 for 8 GiB, 15 for 32 GiB.
 /// The optimum is flat: on the H100 with batched gathers (bench/results/h100-20261122-*), 8 GiB
 /// took a median 0.461, 0.406, 0.417, 0.417 and 0.482 s at d = 8, 11, 16, 24 and 32.
+/// With g GPUs each one pipelines its own share (its own links, its own fill and drain) while
+/// the slices spread over g sets of copy engines: g times the count for a g-th of the job, a
+/// multiple of g so that no GPU waits for another's extra chunk at the end of a round (on 2 H200s,
+/// d = 11 left one GPU idle for the last 10% of each round).
 /// GPUSORT_PIPELINE_CHUNKS overrides it, for measuring.
-std::uint64_t pipeline_chunks(std::uint64_t job_bytes)
+std::uint64_t pipeline_chunks(std::uint64_t job_bytes, std::uint64_t gpus)
 {
   if (const char* v = std::getenv("GPUSORT_PIPELINE_CHUNKS")) {
     const auto forced = parse_count(v);
@@ -141,9 +145,11 @@ std::uint64_t pipeline_chunks(std::uint64_t job_bytes)
   }
   constexpr double link_bytes_per_second = 50e9;
   constexpr double per_slice_seconds = 4e-6;
-  const double round_seconds = static_cast<double>(job_bytes) / link_bytes_per_second;
+  gpus = std::max<std::uint64_t>(gpus, 1);
+  const double round_seconds =
+      static_cast<double>(job_bytes) / static_cast<double>(gpus) / link_bytes_per_second;
   const double d = std::pow(round_seconds / (3 * per_slice_seconds), 0.25);
-  return std::clamp<std::uint64_t>(static_cast<std::uint64_t>(std::llround(d)), 4, 32);
+  return gpus * std::clamp<std::uint64_t>(static_cast<std::uint64_t>(std::llround(d)), 4, 32);
 }
 
 struct engine::impl {
@@ -184,7 +190,7 @@ detail::execution_stats engine::impl::sort_on_gpus(const detail::job_arrays& arr
             detail::resident_gpus(arrays.n, layout, all);
         if (!resident.empty()) return detail::sort_resident(arrays, layout, resident, ctx);
       }
-      const std::uint64_t chunks = pipeline_chunks(arrays.n * layout.bytes());
+      const std::uint64_t chunks = pipeline_chunks(arrays.n * layout.bytes(), devs.size());
       const std::uint64_t pipelined =
           std::max<std::uint64_t>((arrays.n + chunks - 1) / chunks,
                                   min_pipeline_chunk_bytes / layout.bytes());
