@@ -329,6 +329,53 @@ std::string json_list(const std::vector<std::string>& items)
   return "[" + out + "]";
 }
 
+/// What `gpusort sort` reports, whichever path sorted.
+struct sort_summary {
+  std::uint64_t elements{};
+  std::uint64_t bytes{};
+  double seconds{};
+  double rate{};  ///< bytes per second
+  std::string engine;
+  std::vector<std::string> devices;
+  std::uint64_t chunks{};
+  int rounds{};
+  std::uint64_t compensated_chunks{};
+  std::optional<double> queue_seconds;  ///< through the daemon only
+};
+
+/// The end of both sort paths: the outputs made durable and renamed into place, then the report
+/// (JSON, or a line unless --quiet).
+int finish_sort(progress_bar& bar, atomic_output& keys_out,
+                std::optional<atomic_output>& values_out, const sort_summary& r, bool json,
+                bool quiet)
+{
+  bar.finish();
+  keys_out.sync();
+  if (values_out) values_out->sync();
+  keys_out.publish();
+  if (values_out) values_out->publish();
+
+  if (json) {
+    const std::string queued =
+        r.queue_seconds ? fmt::format(", \"queue_seconds\": {}", *r.queue_seconds) : "";
+    fmt::print("{{\"elements\": {}, \"bytes\": {}, \"seconds\": {}, \"rate\": {}, "
+               "\"engine\": {}, \"devices\": {}, \"chunks\": {}, \"rounds\": {}, "
+               "\"compensated_chunks\": {}{}}}\n",
+               r.elements, r.bytes, r.seconds, r.rate, json_string(r.engine),
+               json_list(r.devices), r.chunks, r.rounds, r.compensated_chunks, queued);
+  } else if (!quiet) {
+    std::string devices;
+    for (const std::string& d : r.devices) devices += (devices.empty() ? "" : ",") + d;
+    fmt::print("sorted {} ({}) in {:.3f} s: {:.3f} GB/s, engine {} on {}, {}, {}{}\n",
+               plural(r.elements, "element"), format_bytes(r.bytes), r.seconds, r.rate / 1e9,
+               r.engine, devices, plural(r.chunks, "chunk"),
+               plural(static_cast<std::uint64_t>(r.rounds), "round"),
+               r.queue_seconds ? " (daemon)" : "");
+  }
+  std::fflush(stdout);
+  return exit_ok;
+}
+
 }  // namespace
 
 std::string one_line(std::string text)
@@ -479,29 +526,18 @@ int sort_with_daemon(const parsed_args& a, const fs::path& input_path, dtype t,
                                                                      : exit_runtime,
                     std::string{"sort failed: "} + e.what()};
   }
-  bar.finish();
-  keys_out.sync();
-  if (values_out) values_out->sync();
-  keys_out.publish();
-  if (values_out) values_out->publish();
-
-  if (json) {
-    fmt::print("{{\"elements\": {}, \"bytes\": {}, \"seconds\": {}, \"rate\": {}, "
-               "\"engine\": {}, \"devices\": {}, \"chunks\": {}, \"rounds\": {}, "
-               "\"compensated_chunks\": {}, \"queue_seconds\": {}}}\n",
-               report.elements, report.bytes, report.seconds, report.rate,
-               json_string(report.engine), json_list(report.devices), report.chunks,
-               report.rounds, report.compensated_chunks, report.queue_seconds);
-  } else if (!quiet) {
-    std::string devices;
-    for (const std::string& d : report.devices) devices += (devices.empty() ? "" : ",") + d;
-    fmt::print("sorted {} ({}) in {:.3f} s: {:.3f} GB/s, engine {} on {}, {}, {} (daemon)\n",
-               plural(report.elements, "element"), format_bytes(report.bytes), report.seconds,
-               report.rate / 1e9, report.engine, devices, plural(report.chunks, "chunk"),
-               plural(static_cast<std::uint64_t>(report.rounds), "round"));
-  }
-  std::fflush(stdout);
-  return exit_ok;
+  return finish_sort(bar, keys_out, values_out,
+                     sort_summary{.elements = report.elements,
+                                  .bytes = report.bytes,
+                                  .seconds = report.seconds,
+                                  .rate = report.rate,
+                                  .engine = report.engine,
+                                  .devices = report.devices,
+                                  .chunks = report.chunks,
+                                  .rounds = report.rounds,
+                                  .compensated_chunks = report.compensated_chunks,
+                                  .queue_seconds = report.queue_seconds},
+                     json, quiet);
 }
 
 }  // namespace
@@ -562,34 +598,17 @@ int run_sort(const std::vector<std::string>& args)
     job.values_out = values_out->data();
   }
   const sort_report report = run_engine(cfg, job, options);
-  bar.finish();
-
-  keys_out.sync();
-  if (values_out) values_out->sync();
-  keys_out.publish();
-  if (values_out) values_out->publish();
-
-  if (json) {
-    std::string devices;
-    for (const std::string& d : report.devices)
-      devices += (devices.empty() ? "" : ", ") + json_string(d);
-    fmt::print("{{\"elements\": {}, \"bytes\": {}, \"seconds\": {}, \"rate\": {}, "
-               "\"engine\": {}, \"devices\": [{}], \"chunks\": {}, \"rounds\": {}, "
-               "\"compensated_chunks\": {}}}\n",
-               report.elements, report.bytes, report.seconds, report.rate_bytes_per_second(),
-               json_string(report.engine), devices, report.chunks, report.rounds,
-               report.compensated_chunks);
-  } else if (!quiet) {
-    std::string devices;
-    for (const std::string& d : report.devices) devices += (devices.empty() ? "" : ",") + d;
-    fmt::print("sorted {} ({}) in {:.3f} s: {:.3f} GB/s, engine {} on {}, {}, {}\n",
-               plural(report.elements, "element"), format_bytes(report.bytes), report.seconds,
-               report.rate_bytes_per_second() / 1e9, report.engine, devices,
-               plural(report.chunks, "chunk"),
-               plural(static_cast<std::uint64_t>(report.rounds), "round"));
-  }
-  std::fflush(stdout);
-  return exit_ok;
+  return finish_sort(bar, keys_out, values_out,
+                     sort_summary{.elements = report.elements,
+                                  .bytes = report.bytes,
+                                  .seconds = report.seconds,
+                                  .rate = report.rate_bytes_per_second(),
+                                  .engine = report.engine,
+                                  .devices = report.devices,
+                                  .chunks = report.chunks,
+                                  .rounds = report.rounds,
+                                  .compensated_chunks = report.compensated_chunks},
+                     json, quiet);
 }
 
 // ---- verify ----------------------------------------------------------------------------------
