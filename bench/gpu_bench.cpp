@@ -180,7 +180,8 @@ double cub_baseline(std::uint64_t* keys, std::uint64_t n)
   gpusort::cuda::cuda_stream s;
   return best_of(3, [&] {
     const auto t0 = clock_type::now();
-    GPUSORT_CUDA_TRY(cudaMemcpyAsync(d_keys.data(), keys, n * 8, cudaMemcpyHostToDevice, s.value()));
+    GPUSORT_CUDA_TRY(
+        cudaMemcpyAsync(d_keys.data(), keys, n * 8, cudaMemcpyHostToDevice, s.value()));
     const bool alt = gpusort::cuda::radix_sort(d_keys.data(), d_alt.data(), nullptr, nullptr, n, 8,
                                                0, scratch.data(), scratch_bytes, s.value());
     GPUSORT_CUDA_TRY(cudaMemcpyAsync(keys, alt ? d_alt.data() : d_keys.data(), n * 8,
@@ -270,7 +271,8 @@ int main(int argc, char** argv)
   const double cpu_seconds = seconds_since(t0);
   const double cpu_rate = static_cast<double>(cpu_count) * 8 / cpu_seconds / 1e9;
   std::printf("parallel CPU sort, %d threads: %llu keys in %.3f s (%.2f GB/s)\n",
-              omp_get_max_threads(), static_cast<unsigned long long>(cpu_count), cpu_seconds, cpu_rate);
+              omp_get_max_threads(), static_cast<unsigned long long>(cpu_count), cpu_seconds,
+              cpu_rate);
   cpu_keys = {};
 
   for (const std::uint64_t n : sizes) {
