@@ -28,6 +28,7 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace gpusort {
@@ -291,15 +292,12 @@ TEST_F(gpu_sample_sort_bits, small_sizes_over_every_path)
 // (and moves them to the result buffers); the copy of finished equal-key ranges is exercised by
 // the odd level count.
 template <typename Bits, typename Value>
-void expect_fallback_sorts(std::uint64_t n, int levels, std::uint64_t modulus)
+void expect_pairs_sort(std::vector<Bits> keys, int levels, const std::string& what)
 {
-  std::mt19937_64 rng{n + static_cast<std::uint64_t>(levels)};
-  std::vector<Bits> keys(n);
+  const std::uint64_t n = keys.size();
   std::vector<Value> values(n);
-  for (std::uint64_t i = 0; i < n; ++i) {
-    keys[i] = static_cast<Bits>(rng() % modulus);
+  for (std::uint64_t i = 0; i < n; ++i)
     values[i] = static_cast<Value>(keys[i] * 3 + 1);  // a function of the key: checkable
-  }
   const std::uint64_t kb = n * sizeof(Bits), vb = n * sizeof(Value);
   device_buffer k{kb}, k_alt{kb}, v{vb}, v_alt{vb};
   constexpr auto key_width = static_cast<unsigned>(sizeof(Bits));
@@ -321,10 +319,20 @@ void expect_fallback_sorts(std::uint64_t n, int levels, std::uint64_t modulus)
       cudaMemcpy(out_values.data(), alt ? v_alt.data() : v.data(), vb, cudaMemcpyDeviceToHost),
       cudaSuccess);
   std::sort(keys.begin(), keys.end());
-  EXPECT_TRUE(out_keys == keys) << "n=" << n << " levels=" << levels << " modulus=" << modulus;
+  EXPECT_TRUE(out_keys == keys) << what << " n=" << n << " levels=" << levels;
   for (std::uint64_t i = 0; i < n; ++i) {
-    ASSERT_EQ(out_values[i], static_cast<Value>(out_keys[i] * 3 + 1)) << "value at " << i;
+    ASSERT_EQ(out_values[i], static_cast<Value>(out_keys[i] * 3 + 1))
+        << what << ": value at " << i;
   }
+}
+
+template <typename Bits, typename Value>
+void expect_fallback_sorts(std::uint64_t n, int levels, std::uint64_t modulus)
+{
+  std::mt19937_64 rng{n + static_cast<std::uint64_t>(levels)};
+  std::vector<Bits> keys(n);
+  for (auto& k : keys) k = static_cast<Bits>(rng() % modulus);
+  expect_pairs_sort<Bits, Value>(std::move(keys), levels, "modulus " + std::to_string(modulus));
 }
 
 TEST_F(gpu_sample_sort_bits, too_few_levels_take_the_fallback)
@@ -340,6 +348,54 @@ TEST_F(gpu_sample_sort_bits, too_few_levels_take_the_fallback)
         expect_fallback_sorts<std::uint64_t, std::uint32_t>(3'000'017, levels, modulus);
       }
     }
+  }
+}
+
+// The bucket sort of one job (n below the capacity: no levels): two counting passes over the top
+// 16 bits of the bits that differ, then runs of keys agreeing in those bits insertion-sorted by
+// one thread each; a run above 16 keys sends the job back to LSD passes over all bits. Keys sit
+// in every `spacing`-th value of the top 8 bits, so runs grow with n * spacing; seven copies of
+// the largest key make one run of equal keys, with their values (a function of the key) checked.
+template <typename Bits, typename Value>
+void expect_digit_paths_sort(std::uint64_t n, unsigned spacing, std::uint64_t seed)
+{
+  constexpr int top = 8 * sizeof(Bits) - 8;
+  std::mt19937_64 rng{seed};
+  std::vector<Bits> keys(n);
+  for (auto& k : keys) {
+    const auto digit = static_cast<Bits>(rng() % (256 / spacing) * spacing);
+    k = static_cast<Bits>(digit << top | static_cast<Bits>(rng() & ((Bits{1} << top) - 1)));
+  }
+  for (int i = 0; i < 7; ++i) keys[rng() % n] = static_cast<Bits>(~Bits{0});
+  expect_pairs_sort<Bits, Value>(std::move(keys), -1, "spacing " + std::to_string(spacing));
+}
+
+/// A job whose keys all but a few agree in their top 16 bits: the LSD fallback.
+template <typename Bits, typename Value>
+void expect_skewed_job_sorts(std::uint64_t n, std::uint64_t seed)
+{
+  std::mt19937_64 rng{seed};
+  std::vector<Bits> keys(n);
+  for (auto& k : keys) k = static_cast<Bits>(rng() % 65536);
+  for (int i = 0; i < 10; ++i) keys[rng() % n] = static_cast<Bits>(~Bits{0} - rng() % 3);
+  expect_pairs_sort<Bits, Value>(std::move(keys), -1, "skewed");
+}
+
+TEST_F(gpu_sample_sort_bits, bucket_sort_digit_paths_and_fallback)
+{
+  // 6000 and 2600 pairs: one job of the large class, with runs of up to a few keys; 700: the
+  // small class
+  for (const auto& [n, spacing] : {std::pair{6000ULL, 1U}, std::pair{6000ULL, 2U},
+                                   std::pair{6000ULL, 8U}, std::pair{2600ULL, 8U},
+                                   std::pair{700ULL, 2U}}) {
+    expect_digit_paths_sort<std::uint32_t, std::uint32_t>(n, spacing, n + spacing);
+    expect_digit_paths_sort<std::uint32_t, std::uint64_t>(n, spacing, n + spacing + 1);
+    expect_digit_paths_sort<std::uint64_t, std::uint32_t>(n, spacing, n + spacing + 2);
+    expect_digit_paths_sort<std::uint64_t, std::uint64_t>(n, spacing, n + spacing + 3);
+  }
+  for (const std::uint64_t n : {700ULL, 6000ULL}) {
+    expect_skewed_job_sorts<std::uint32_t, std::uint32_t>(n, n);
+    expect_skewed_job_sorts<std::uint64_t, std::uint64_t>(n, n + 1);
   }
 }
 

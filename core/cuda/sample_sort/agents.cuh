@@ -410,31 +410,49 @@ struct scatter_agent {
 
 // ---- bucket sort: one block per job, in shared memory ----
 
-/// Sorts up to Threads * Items elements in shared memory by LSD radix passes of 8-bit digits over
-/// only the bits in which the job's keys differ (keys are ranked by key - min, over
-/// bit_width(max - min) bits), so a bucket between close splitters needs few passes; a job of
-/// equal keys is only moved. Ranking is by warp: each warp owns Items * 32 consecutive positions
-/// and its own digit counters, and match.any groups the lanes of one digit, so a pass is stable
-/// without atomics. Only warps holding elements work, so a job costs what its size costs.
+__host__ __device__ constexpr int floor_log2(int x) { return x <= 1 ? 0 : 1 + floor_log2(x / 2); }
+
+/// Sorts up to Threads * Items elements in shared memory. Keys are ranked by key - min over
+/// bit_width(max - min) bits, so a job between close splitters has few bits to sort; a job of
+/// equal keys is only moved.
+///  1. Two stable counting passes (LSD order) over the top 2 * msd_bits of those bits, about 3
+///     bits more than the log2 of the capacity: uniform data in a bucket stays uniform between
+///     its splitters, so few keys share those top bits.
+///  2. Each run of keys that agree in the top bits (mostly 1 or 2 keys) is insertion-sorted by
+///     one thread. Where fewer bits differ, the passes alone sort.
+///  A job with a run above `run_max` (a skewed job: far outliers, or many keys agreeing in
+///  their top bits that no equality bucket caught) is loaded again and sorted by LSD passes of
+///  8-bit digits over all its bits: at most two passes slower than the LSD sort alone.
+/// A counting pass ranks by warp: each warp owns Items * 32 consecutive positions and its own
+/// digit counters, and ballots group the lanes of one digit, so a pass is stable and the output
+/// deterministic without atomics. Only warps holding elements work, so a job costs what its size
+/// costs.
 ///
-/// Measured on an H100 (bench/sample_bench, 2^26 uniform keys, whole sort): CUB's
-/// BlockRadixSort (4-bit digits, tile padded to the capacity) gave 12.3 Gkeys/s for u32 and
-/// 8.1 for u64; this agent replaced it (see tuning.cuh for its numbers).
+/// Measured on an H100 (bench/sample_bench, 2^26 uniform keys, whole sort; kernel times by ncu):
+///  - CUB's BlockRadixSort (4-bit digits, tile padded to the capacity): 12.3 Gkeys/s for u32, 8.1
+///    for u64;
+///  - LSD passes of 8 bits alone: 14.5 and 8.2 Gkeys/s; the bucket sort took 4.8 of the 8.2 ms
+///    of a u64 sort, as a bucket of uniform 64-bit keys still spans ~50 bits (7 passes);
+///  - one top pass, then a warp per digit sorting it in registers with a bitonic network: the
+///    u64 bucket sort 2.7-3.1 ms, u32 2.3 ms (from 1.9), pairs slower: ~180 instructions per
+///    element for a 32-element network, most of it on padding (1.7 G instructions issued);
 template <typename K, typename V, int Threads, int Items>
 struct bucket_sort_agent {
   static constexpr int capacity = Threads * Items;
   static constexpr int warps = Threads / 32;
-  static constexpr int digit_bits = 8;
-  static constexpr int digits = 1 << digit_bits;
-  static constexpr int scan_items = digits * warps / Threads;
-  static_assert(digits * warps % Threads == 0);
+  static constexpr int lsd_bits = 8;
+  static constexpr int msd_bits = (floor_log2(capacity) + 4) / 2 < 5   ? 5
+                                  : (floor_log2(capacity) + 4) / 2 > 9 ? 9
+                                                                       : (floor_log2(capacity) + 4) / 2;
+  static constexpr int max_digits = 1 << (msd_bits > lsd_bits ? msd_bits : lsd_bits);
+  static constexpr std::uint32_t run_max = 16;  ///< longest run one thread insertion-sorts
   using block_scan = cub::BlockScan<std::uint32_t, Threads>;
   using reduce = cub::BlockReduce<K, Threads>;
   using value_t = std::conditional_t<has_values_v<V>, V, char>;
   // Keys live in two shared buffers (a pass reads one and writes the other), so that only the
   // ranks stay in registers; values too where both copies fit the 227 KiB of an SM, else they
   // wait in registers during a pass.
-  static constexpr std::size_t counter_bytes = std::size_t{digits + 1} * warps * 4;
+  static constexpr std::size_t counter_bytes = std::size_t{max_digits + 1} * warps * 4;
   static constexpr bool values_twice =
       has_values_v<V> &&
       2 * (sizeof(K) + sizeof(value_t)) * capacity + counter_bytes <= 216 * 1024;
@@ -442,7 +460,7 @@ struct bucket_sort_agent {
   struct storage {
     K keys[2][capacity];
     value_t values[value_buffers][has_values_v<V> ? capacity : 1];
-    std::uint32_t count[warps][digits + 1];  ///< warp-major, padded: see scatter_agent
+    std::uint32_t count[warps][max_digits + 1];  ///< warp-major, padded: see scatter_agent
     union {
       typename block_scan::TempStorage scan;
       typename reduce::TempStorage reduce;
@@ -453,8 +471,98 @@ struct bucket_sort_agent {
 
   storage& s;
 
-  __device__ __forceinline__ void run(const K* keys_in, const V* values_in, K* keys_out,
-                                      V* values_out, std::uint64_t begin, std::uint32_t size)
+  /// One stable counting pass by digit_of(key) < 2^Bits from keys[from] to keys[from ^ 1] (and
+  /// the values); leaves in count[0][d] the first position of digit d.
+  template <int Bits, typename DigitOf>
+  __device__ __forceinline__ void pass(int from, std::uint32_t size, DigitOf digit_of)
+  {
+    constexpr int digits = 1 << Bits;
+    constexpr int scan_items = digits * warps / Threads;
+    static_assert(digits * warps % Threads == 0 && digits <= max_digits);
+    const int warp = static_cast<int>(threadIdx.x) / 32;
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    const unsigned lanes_below = (1U << lane) - 1;
+    // Items per thread for this job, not for the capacity: every warp takes a share, so a job
+    // of half the capacity runs half as long rather than on half the warps.
+    const std::uint32_t per_thread = (size + Threads - 1) / Threads;
+    const std::uint32_t warp_base = static_cast<std::uint32_t>(warp) * 32 * per_thread;
+    constexpr std::uint32_t none = digits;  // one label above every digit
+    std::uint32_t* flat = &s.count[0][0];
+    for (int i = threadIdx.x; i < (max_digits + 1) * warps; i += Threads) flat[i] = 0;
+    __syncthreads();
+    const K* src = s.keys[from];
+    K* dst = s.keys[from ^ 1];
+    // ranks within a warp's positions are below 2^16: two to a register, as the counters of
+    // 512 digits and 16 items a thread would spill at 64 registers
+    static_assert(32 * Items < 65536);
+    std::uint32_t rank[(Items + 1) / 2] = {};
+    value_t value[values_twice ? 1 : Items];
+#pragma unroll
+    for (int i = 0; i < Items; ++i) {
+      const std::uint32_t first = warp_base + static_cast<std::uint32_t>(i) * 32;
+      // warp-uniform: a warp past the end skips its work (a `break` here would stop the
+      // unrolling and put the arrays in local memory)
+      if (static_cast<std::uint32_t>(i) < per_thread && first < size) {
+        const std::uint32_t p = first + static_cast<std::uint32_t>(lane);
+        std::uint32_t d = none;
+        if (p < size) {
+          d = digit_of(src[p]);
+          if constexpr (has_values_v<V> && !values_twice) value[i] = s.values[0][p];
+        }
+        const unsigned peers = match_label<Bits + 1>(d);
+        const int leader = __ffs(peers) - 1;
+        std::uint32_t before = 0;
+        if (d != none && lane == leader) {
+          before = s.count[warp][d];
+          s.count[warp][d] = before + __popc(peers);
+        }
+        const std::uint32_t r =
+            __shfl_sync(0xffffffffU, before, leader) + __popc(peers & lanes_below);
+        rank[i / 2] |= r << (16 * (i % 2));
+        __syncwarp();
+      }
+    }
+    __syncthreads();
+    // (digit, warp) counters -> first positions, digit-major: stable. The counters are read
+    // twice rather than kept, which would spill at 64 registers (16 of them for 512 digits).
+    std::uint32_t sum = 0;
+#pragma unroll
+    for (int j = 0; j < scan_items; ++j) {
+      const int e = static_cast<int>(threadIdx.x) * scan_items + j;
+      sum += s.count[e % warps][e / warps];
+    }
+    std::uint32_t prefix = 0;
+    block_scan(s.u.scan).ExclusiveSum(sum, prefix);
+#pragma unroll
+    for (int j = 0; j < scan_items; ++j) {
+      const int e = static_cast<int>(threadIdx.x) * scan_items + j;
+      const std::uint32_t here = s.count[e % warps][e / warps];
+      s.count[e % warps][e / warps] = prefix;
+      prefix += here;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < Items; ++i) {
+      const std::uint32_t p = warp_base + static_cast<std::uint32_t>(i) * 32 +
+                              static_cast<std::uint32_t>(lane);
+      if (static_cast<std::uint32_t>(i) < per_thread && p < size) {
+        const K key = src[p];
+        const std::uint32_t to =
+            s.count[warp][digit_of(key)] + ((rank[i / 2] >> (16 * (i % 2))) & 0xffffU);
+        dst[to] = key;
+        if constexpr (values_twice) {
+          s.values[from ^ 1][to] = s.values[from][p];
+        } else if constexpr (has_values_v<V>) {
+          s.values[0][to] = value[i];
+        }
+      }
+    }
+    __syncthreads();
+  }
+
+  /// Loads the job into keys[0] (and values[0]); returns bit_width(max - min) and sets s.min.
+  __device__ __forceinline__ int load(const K* keys_in, const V* values_in, std::uint64_t begin,
+                                      std::uint32_t size)
   {
     K lo = static_cast<K>(~K{0});
     K hi = 0;
@@ -473,97 +581,88 @@ struct bucket_sort_agent {
       s.max = block_hi;
     }
     __syncthreads();
-    const K base = s.min;
-    const K range = static_cast<K>(s.max - base);
-    int bits = 0;
-    if (range != 0) {
-      if constexpr (sizeof(K) == 4) {
-        bits = 32 - __clz(static_cast<int>(range));
-      } else {
-        bits = 64 - __clzll(static_cast<long long>(range));
+    const K range = static_cast<K>(s.max - s.min);
+    if (range == 0) return 0;
+    if constexpr (sizeof(K) == 4) {
+      return 32 - __clz(static_cast<int>(range));
+    } else {
+      return 64 - __clzll(static_cast<long long>(range));
+    }
+  }
+
+  /// Sorts each run of keys[from] whose keys agree above bit `shift` (of key - base) by one
+  /// thread's insertion sort; false (and nothing changed) if some run is above run_max.
+  __device__ __forceinline__ bool finish_runs(int from, std::uint32_t size, K base, int shift)
+  {
+    K* keys = s.keys[from];
+    value_t* values = s.values[values_twice ? from : 0];
+    auto prefix = [&](std::uint32_t p) { return static_cast<K>(keys[p] - base) >> shift; };
+    bool too_long = false;
+    for (std::uint32_t p = threadIdx.x; p < size; p += Threads) {
+      const K here = prefix(p);
+      std::uint32_t end = p + 1;
+      if (p > 0 && prefix(p - 1) == here) continue;  // not the first of its run
+      while (end < size && end - p <= run_max && prefix(end) == here) ++end;
+      too_long = too_long || end - p > run_max;
+    }
+    if (__syncthreads_or(too_long) != 0) return false;
+    for (std::uint32_t p = threadIdx.x; p < size; p += Threads) {
+      const K here = prefix(p);
+      if (p > 0 && prefix(p - 1) == here) continue;
+      std::uint32_t end = p + 1;
+      while (end < size && prefix(end) == here) ++end;
+      for (std::uint32_t i = p + 1; i < end; ++i) {
+        const K key = keys[i];
+        value_t value{};
+        if constexpr (has_values_v<V>) value = values[i];
+        std::uint32_t j = i;
+        for (; j > p && keys[j - 1] > key; --j) {
+          keys[j] = keys[j - 1];
+          if constexpr (has_values_v<V>) values[j] = values[j - 1];
+        }
+        keys[j] = key;
+        if constexpr (has_values_v<V>) values[j] = value;
       }
     }
-    const int warp = static_cast<int>(threadIdx.x) / 32;
-    const int lane = static_cast<int>(threadIdx.x) % 32;
-    const unsigned lanes_below = (1U << lane) - 1;
-    // Items per thread for this job, not for the capacity: every warp takes a share, so a job
-    // of half the capacity runs half as long rather than on half the warps.
-    const std::uint32_t per_thread = (size + Threads - 1) / Threads;
-    const std::uint32_t warp_base = static_cast<std::uint32_t>(warp) * 32 * per_thread;
-    constexpr std::uint32_t none = digits;  // one label above every digit
-    std::uint32_t* flat = &s.count[0][0];
-    int from = 0;
+    __syncthreads();
+    return true;
+  }
 
-    for (int shift = 0; shift < bits; shift += digit_bits) {
-      for (int i = threadIdx.x; i < (digits + 1) * warps; i += Threads) flat[i] = 0;
-      __syncthreads();
-      const K* src = s.keys[from];
-      K* dst = s.keys[from ^ 1];
-      std::uint32_t rank[Items];
-      value_t value[values_twice ? 1 : Items];
-#pragma unroll
-      for (int i = 0; i < Items; ++i) {
-        const std::uint32_t first = warp_base + static_cast<std::uint32_t>(i) * 32;
-        // warp-uniform: a warp past the end skips its work (a `break` here would stop the
-        // unrolling and put the arrays in local memory)
-        if (static_cast<std::uint32_t>(i) < per_thread && first < size) {
-          const std::uint32_t p = first + static_cast<std::uint32_t>(lane);
-          std::uint32_t d = none;
-          if (p < size) {
-            d = static_cast<std::uint32_t>(static_cast<K>(src[p] - base) >> shift) & (digits - 1);
-            if constexpr (has_values_v<V> && !values_twice) value[i] = s.values[0][p];
-          }
-          const unsigned peers = match_label<digit_bits + 1>(d);
-          const int leader = __ffs(peers) - 1;
-          std::uint32_t before = 0;
-          if (d != none && lane == leader) {
-            before = s.count[warp][d];
-            s.count[warp][d] = before + __popc(peers);
-          }
-          rank[i] = __shfl_sync(0xffffffffU, before, leader) + __popc(peers & lanes_below);
-          __syncwarp();
-        }
-      }
-      __syncthreads();
-      // (digit, warp) counters -> first positions, digit-major: stable
-      std::uint32_t local[scan_items];
-      std::uint32_t sum = 0;
-#pragma unroll
-      for (int j = 0; j < scan_items; ++j) {
-        const int e = static_cast<int>(threadIdx.x) * scan_items + j;
-        local[j] = s.count[e % warps][e / warps];
-        sum += local[j];
-      }
-      std::uint32_t prefix = 0;
-      block_scan(s.u.scan).ExclusiveSum(sum, prefix);
-#pragma unroll
-      for (int j = 0; j < scan_items; ++j) {
-        const int e = static_cast<int>(threadIdx.x) * scan_items + j;
-        s.count[e % warps][e / warps] = prefix;
-        prefix += local[j];
-      }
-      __syncthreads();
-#pragma unroll
-      for (int i = 0; i < Items; ++i) {
-        const std::uint32_t p = warp_base + static_cast<std::uint32_t>(i) * 32 +
-                                static_cast<std::uint32_t>(lane);
-        if (static_cast<std::uint32_t>(i) < per_thread && p < size) {
-          const K key = src[p];
-          const std::uint32_t d =
-              static_cast<std::uint32_t>(static_cast<K>(key - base) >> shift) & (digits - 1);
-          const std::uint32_t to = s.count[warp][d] + rank[i];
-          dst[to] = key;
-          if constexpr (values_twice) {
-            s.values[from ^ 1][to] = s.values[from][p];
-          } else if constexpr (has_values_v<V>) {
-            s.values[0][to] = value[i];
-          }
-        }
-      }
-      __syncthreads();
+  /// LSD passes of lsd_bits over all `bits` from keys[from]; returns where the result is.
+  __device__ __forceinline__ int lsd_sort(int from, std::uint32_t size, K base, int bits)
+  {
+    for (int shift = 0; shift < bits; shift += lsd_bits) {
+      pass<lsd_bits>(from, size, [=](K key) {
+        return static_cast<std::uint32_t>(static_cast<K>(key - base) >> shift) &
+               ((1U << lsd_bits) - 1);
+      });
       from ^= 1;
     }
+    return from;
+  }
+
+  __device__ __forceinline__ void run(const K* keys_in, const V* values_in, K* keys_out,
+                                      V* values_out, std::uint64_t begin, std::uint32_t size)
+  {
+    const int bits = load(keys_in, values_in, begin, size);
     if (bits == 0 && keys_in == keys_out) return;  // equal keys, already in place
+    const K base = s.min;
+    // two passes over the top 2 * msd_bits of the bits that differ (fewer where fewer differ)
+    const int shift = bits > 2 * msd_bits ? bits - 2 * msd_bits : 0;
+    int from = 0;
+    for (int at = shift; at < bits; at += msd_bits) {
+      pass<msd_bits>(from, size, [=](K key) {
+        return static_cast<std::uint32_t>(static_cast<K>(key - base) >> at) &
+               ((1U << msd_bits) - 1);
+      });
+      from ^= 1;
+    }
+    if (shift > 0 && !finish_runs(from, size, base, shift)) {
+      // a skewed job (far outliers, or many keys that agree in their top bits): the input is
+      // still in device memory, so sort it again by LSD passes over all its bits
+      load(keys_in, values_in, begin, size);
+      from = lsd_sort(0, size, base, bits);
+    }
     const int value_from = values_twice ? from : 0;
     for (std::uint32_t p = threadIdx.x; p < size; p += Threads) {
       keys_out[begin + p] = s.keys[from][p];
