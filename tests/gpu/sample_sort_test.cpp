@@ -351,11 +351,12 @@ TEST_F(gpu_sample_sort_bits, too_few_levels_take_the_fallback)
   }
 }
 
-// The bucket sort of one job (n below the capacity: no levels): two counting passes over the top
-// 16 bits of the bits that differ, then runs of keys agreeing in those bits insertion-sorted by
-// one thread each; a run above 16 keys sends the job back to LSD passes over all bits. Keys sit
-// in every `spacing`-th value of the top 8 bits, so runs grow with n * spacing; seven copies of
-// the largest key make one run of equal keys, with their values (a function of the key) checked.
+// The bucket sort of one job (n below the capacity: no levels): one counting pass over the top
+// log2(capacity) bits of the bits that differ, then runs of keys agreeing in those bits sorted
+// by one thread each; a run above 16 keys sends the job back to LSD passes over all bits. Keys
+// sit in every `spacing`-th value of the top 8 bits, so runs grow with n * spacing; seven copies
+// of the largest key make one run of equal keys, with their values (a function of the key)
+// checked.
 template <typename Bits, typename Value>
 void expect_digit_paths_sort(std::uint64_t n, unsigned spacing, std::uint64_t seed)
 {
@@ -370,7 +371,7 @@ void expect_digit_paths_sort(std::uint64_t n, unsigned spacing, std::uint64_t se
   expect_pairs_sort<Bits, Value>(std::move(keys), -1, "spacing " + std::to_string(spacing));
 }
 
-/// A job whose keys all but a few agree in their top 16 bits: the LSD fallback.
+/// A job whose keys all but a few agree in their top bits: the LSD fallback.
 template <typename Bits, typename Value>
 void expect_skewed_job_sorts(std::uint64_t n, std::uint64_t seed)
 {

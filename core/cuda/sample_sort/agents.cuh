@@ -415,15 +415,17 @@ __host__ __device__ constexpr int floor_log2(int x) { return x <= 1 ? 0 : 1 + fl
 /// Sorts up to Threads * Items elements in shared memory. Keys are ranked by key - min over
 /// bit_width(max - min) bits, so a job between close splitters has few bits to sort; a job of
 /// equal keys is only moved.
-///  1. Two stable counting passes (LSD order) over the top 2 * msd_bits of those bits, about 3
-///     bits more than the log2 of the capacity: uniform data in a bucket stays uniform between
-///     its splitters, so few keys share those top bits.
-///  2. Each run of keys that agree in the top bits (mostly 1 or 2 keys) is insertion-sorted by
-///     one thread. Where fewer bits differ, the passes alone sort.
+///  1. One counting pass on the top log2(capacity) of those bits (one digit per element at the
+///     capacity; uniform data in a bucket stays uniform between its splitters), ranked by
+///     shared atomics on 16-bit counters, each key's input position carried along.
+///  2. Each run of keys that agree in those bits (mostly 1 or 2 keys) is insertion-sorted by
+///     (key, input position) by one thread, so the output is deterministic. Values are not
+///     moved until the end, when each output position gathers its value from the input
+///     position.
 ///  A job with a run above `run_max` (a skewed job: far outliers, or many keys agreeing in
 ///  their top bits that no equality bucket caught) is loaded again and sorted by LSD passes of
-///  8-bit digits over all its bits: at most two passes slower than the LSD sort alone.
-/// A counting pass ranks by warp: each warp owns Items * 32 consecutive positions and its own
+///  8-bit digits over all its bits: one pass slower than the LSD sort alone.
+/// An LSD pass ranks by warp: each warp owns Items * 32 consecutive positions and its own
 /// digit counters, and ballots group the lanes of one digit, so a pass is stable and the output
 /// deterministic without atomics. Only warps holding elements work, so a job costs what its size
 /// costs.
@@ -436,15 +438,18 @@ __host__ __device__ constexpr int floor_log2(int x) { return x <= 1 ? 0 : 1 + fl
 ///  - one top pass, then a warp per digit sorting it in registers with a bitonic network: the
 ///    u64 bucket sort 2.7-3.1 ms, u32 2.3 ms (from 1.9), pairs slower: ~180 instructions per
 ///    element for a 32-element network, most of it on padding (1.7 G instructions issued);
+///  - two stable warp-ranked passes over the top 16 (u32: 18) bits, then the runs: u64 2.21 ms,
+///    pairs 2.90, u32 1.78 (1.1 G instructions for u64: ~60 a key and pass in the ballots);
 template <typename K, typename V, int Threads, int Items>
 struct bucket_sort_agent {
   static constexpr int capacity = Threads * Items;
   static constexpr int warps = Threads / 32;
   static constexpr int lsd_bits = 8;
-  static constexpr int msd_bits = (floor_log2(capacity) + 4) / 2 < 5   ? 5
-                                  : (floor_log2(capacity) + 4) / 2 > 9 ? 9
-                                                                       : (floor_log2(capacity) + 4) / 2;
-  static constexpr int max_digits = 1 << (msd_bits > lsd_bits ? msd_bits : lsd_bits);
+  static constexpr int max_digits = 1 << lsd_bits;
+  /// the top pass: one digit per element at the capacity, two 16-bit counters a word
+  static constexpr int top_bits = floor_log2(capacity);
+  static constexpr int top_words = (1 << top_bits) / 2;
+  static_assert((1 << top_bits) == capacity && capacity <= 65536 && top_words % Threads == 0);
   static constexpr std::uint32_t run_max = 16;  ///< longest run one thread insertion-sorts
   using block_scan = cub::BlockScan<std::uint32_t, Threads>;
   using reduce = cub::BlockReduce<K, Threads>;
@@ -452,15 +457,24 @@ struct bucket_sort_agent {
   // Keys live in two shared buffers (a pass reads one and writes the other), so that only the
   // ranks stay in registers; values too where both copies fit the 227 KiB of an SM, else they
   // wait in registers during a pass.
-  static constexpr std::size_t counter_bytes = std::size_t{max_digits + 1} * warps * 4;
+  static constexpr std::size_t counter_bytes =
+      (std::size_t{max_digits + 1} * warps > std::size_t{top_words}
+           ? std::size_t{max_digits + 1} * warps
+           : std::size_t{top_words}) *
+      4;
   static constexpr bool values_twice =
-      has_values_v<V> &&
-      2 * (sizeof(K) + sizeof(value_t)) * capacity + counter_bytes <= 216 * 1024;
+      has_values_v<V> && 2 * (sizeof(K) + sizeof(value_t)) * capacity + counter_bytes +
+                                 capacity * sizeof(std::uint16_t) <=
+                             216 * 1024;
   static constexpr int value_buffers = values_twice ? 2 : 1;
   struct storage {
     K keys[2][capacity];
     value_t values[value_buffers][has_values_v<V> ? capacity : 1];
-    std::uint32_t count[warps][max_digits + 1];  ///< warp-major, padded: see scatter_agent
+    union {
+      std::uint32_t count[warps][max_digits + 1];  ///< warp-major, padded: see scatter_agent
+      std::uint32_t top_count[top_words];
+    };
+    std::uint16_t index[capacity];  ///< after the top pass: each key's position in the input
     union {
       typename block_scan::TempStorage scan;
       typename reduce::TempStorage reduce;
@@ -590,12 +604,68 @@ struct bucket_sort_agent {
     }
   }
 
-  /// Sorts each run of keys[from] whose keys agree above bit `shift` (of key - base) by one
-  /// thread's insertion sort; false (and nothing changed) if some run is above run_max.
-  __device__ __forceinline__ bool finish_runs(int from, std::uint32_t size, K base, int shift)
+  /// The top pass: keys[0] to keys[1] by digit (key - base) >> shift, ranked by shared atomics
+  /// on 16-bit counters, so the order within a digit is arbitrary; index[] records each key's
+  /// input position, which the runs then sort by, so the result is deterministic.
+  __device__ __forceinline__ void top_pass(std::uint32_t size, K base, int shift)
   {
-    K* keys = s.keys[from];
-    value_t* values = s.values[values_twice ? from : 0];
+    constexpr int words = top_words / Threads;
+    for (int i = threadIdx.x; i < top_words; i += Threads) s.top_count[i] = 0;
+    __syncthreads();
+    auto digit = [&](K key) {
+      return static_cast<std::uint32_t>(static_cast<K>(key - base) >> shift);
+    };
+    std::uint32_t rank[(Items + 1) / 2] = {};  // two 16-bit ranks a register
+#pragma unroll
+    for (int i = 0; i < Items; ++i) {
+      const std::uint32_t p = static_cast<std::uint32_t>(i * Threads) + threadIdx.x;
+      if (p < size) {
+        const std::uint32_t d = digit(s.keys[0][p]);
+        const std::uint32_t half = 16 * (d % 2);
+        const std::uint32_t old = atomicAdd(&s.top_count[d / 2], 1U << half);
+        rank[i / 2] |= ((old >> half) & 0xffffU) << (16 * (i % 2));
+      }
+    }
+    __syncthreads();
+    std::uint32_t sum = 0;
+#pragma unroll
+    for (int j = 0; j < words; ++j) {
+      const std::uint32_t w = s.top_count[threadIdx.x * words + j];
+      sum += (w & 0xffffU) + (w >> 16);
+    }
+    std::uint32_t prefix = 0;
+    block_scan(s.u.scan).ExclusiveSum(sum, prefix);
+#pragma unroll
+    for (int j = 0; j < words; ++j) {
+      const std::uint32_t w = s.top_count[threadIdx.x * words + j];
+      const std::uint32_t low = prefix;
+      const std::uint32_t high = prefix + (w & 0xffffU);
+      prefix = high + (w >> 16);
+      s.top_count[threadIdx.x * words + j] = low | high << 16;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < Items; ++i) {
+      const std::uint32_t p = static_cast<std::uint32_t>(i * Threads) + threadIdx.x;
+      if (p < size) {
+        const K key = s.keys[0][p];
+        const std::uint32_t d = digit(key);
+        const std::uint32_t to = ((s.top_count[d / 2] >> (16 * (d % 2))) & 0xffffU) +
+                                 ((rank[i / 2] >> (16 * (i % 2))) & 0xffffU);
+        s.keys[1][to] = key;
+        s.index[to] = static_cast<std::uint16_t>(p);
+      }
+    }
+    __syncthreads();
+  }
+
+  /// Sorts each run of keys[1] whose keys agree above bit `shift` (of key - base) by (key, input
+  /// position) with one thread's insertion sort; false (nothing changed) if a run is above
+  /// run_max.
+  __device__ __forceinline__ bool finish_runs(std::uint32_t size, K base, int shift)
+  {
+    K* keys = s.keys[1];
+    std::uint16_t* index = s.index;
     auto prefix = [&](std::uint32_t p) { return static_cast<K>(keys[p] - base) >> shift; };
     bool too_long = false;
     for (std::uint32_t p = threadIdx.x; p < size; p += Threads) {
@@ -613,15 +683,14 @@ struct bucket_sort_agent {
       while (end < size && prefix(end) == here) ++end;
       for (std::uint32_t i = p + 1; i < end; ++i) {
         const K key = keys[i];
-        value_t value{};
-        if constexpr (has_values_v<V>) value = values[i];
+        const std::uint16_t at = index[i];
         std::uint32_t j = i;
-        for (; j > p && keys[j - 1] > key; --j) {
+        for (; j > p && (keys[j - 1] > key || (keys[j - 1] == key && index[j - 1] > at)); --j) {
           keys[j] = keys[j - 1];
-          if constexpr (has_values_v<V>) values[j] = values[j - 1];
+          index[j] = index[j - 1];
         }
         keys[j] = key;
-        if constexpr (has_values_v<V>) values[j] = value;
+        index[j] = at;
       }
     }
     __syncthreads();
@@ -647,22 +716,23 @@ struct bucket_sort_agent {
     const int bits = load(keys_in, values_in, begin, size);
     if (bits == 0 && keys_in == keys_out) return;  // equal keys, already in place
     const K base = s.min;
-    // two passes over the top 2 * msd_bits of the bits that differ (fewer where fewer differ)
-    const int shift = bits > 2 * msd_bits ? bits - 2 * msd_bits : 0;
-    int from = 0;
-    for (int at = shift; at < bits; at += msd_bits) {
-      pass<msd_bits>(from, size, [=](K key) {
-        return static_cast<std::uint32_t>(static_cast<K>(key - base) >> at) &
-               ((1U << msd_bits) - 1);
-      });
-      from ^= 1;
-    }
-    if (shift > 0 && !finish_runs(from, size, base, shift)) {
-      // a skewed job (far outliers, or many keys that agree in their top bits): the input is
-      // still in device memory, so sort it again by LSD passes over all its bits
+    if (bits > 0) {
+      // the top top_bits of the bits that differ; where no more differ, each digit holds equal
+      // keys, which only pairs need ordered (by input position)
+      const int shift = bits > top_bits ? bits - top_bits : 0;
+      top_pass(size, base, shift);
+      if ((shift == 0 && !has_values_v<V>) || finish_runs(size, base, shift)) {
+        for (std::uint32_t p = threadIdx.x; p < size; p += Threads) {
+          keys_out[begin + p] = s.keys[1][p];
+          if constexpr (has_values_v<V>) values_out[begin + p] = s.values[0][s.index[p]];
+        }
+        return;
+      }
+      // a skewed job (far outliers, or many keys agreeing in their top bits that no equality
+      // bucket caught): the input is still in device memory, so sort it again by LSD passes
       load(keys_in, values_in, begin, size);
-      from = lsd_sort(0, size, base, bits);
     }
+    const int from = lsd_sort(0, size, base, bits);
     const int value_from = values_twice ? from : 0;
     for (std::uint32_t p = threadIdx.x; p < size; p += Threads) {
       keys_out[begin + p] = s.keys[from][p];
