@@ -473,6 +473,7 @@ struct bucket_sort_agent {
     union {
       std::uint32_t count[warps][max_digits + 1];  ///< warp-major, padded: see scatter_agent
       std::uint32_t top_count[top_words];
+      std::uint16_t run_length[capacity];  ///< at each run's first position, else 0
     };
     std::uint16_t index[capacity];  ///< after the top pass: each key's position in the input
     union {
@@ -667,20 +668,21 @@ struct bucket_sort_agent {
     K* keys = s.keys[1];
     std::uint16_t* index = s.index;
     auto prefix = [&](std::uint32_t p) { return static_cast<K>(keys[p] - base) >> shift; };
+    // Runs are found before any moves, so that no thread reads a run another thread sorts.
     bool too_long = false;
     for (std::uint32_t p = threadIdx.x; p < size; p += Threads) {
       const K here = prefix(p);
-      std::uint32_t end = p + 1;
-      if (p > 0 && prefix(p - 1) == here) continue;  // not the first of its run
-      while (end < size && end - p <= run_max && prefix(end) == here) ++end;
+      std::uint32_t end = p;
+      if (p == 0 || prefix(p - 1) != here) {  // the first of its run
+        end = p + 1;
+        while (end < size && end - p <= run_max && prefix(end) == here) ++end;
+      }
       too_long = too_long || end - p > run_max;
+      s.run_length[p] = static_cast<std::uint16_t>(end - p);
     }
     if (__syncthreads_or(too_long) != 0) return false;
     for (std::uint32_t p = threadIdx.x; p < size; p += Threads) {
-      const K here = prefix(p);
-      if (p > 0 && prefix(p - 1) == here) continue;
-      std::uint32_t end = p + 1;
-      while (end < size && prefix(end) == here) ++end;
+      const std::uint32_t end = p + s.run_length[p];
       for (std::uint32_t i = p + 1; i < end; ++i) {
         const K key = keys[i];
         const std::uint16_t at = index[i];
