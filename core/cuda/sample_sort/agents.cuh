@@ -440,12 +440,16 @@ __host__ __device__ constexpr int floor_log2(int x) { return x <= 1 ? 0 : 1 + fl
 ///    element for a 32-element network, most of it on padding (1.7 G instructions issued);
 ///  - two stable warp-ranked passes over the top 16 (u32: 18) bits, then the runs: u64 2.21 ms,
 ///    pairs 2.90, u32 1.78 (1.1 G instructions for u64: ~60 a key and pass in the ballots);
+///  - this agent (one atomic top pass, runs by position): u64 1.82 ms, pairs 2.53, u32 1.42;
+///    whole sorts u64 13.0, u64/u64 9.4, u32 16.3 Gkeys/s (bench/results/h100-20261122-d328eb3*).
 template <typename K, typename V, int Threads, int Items>
 struct bucket_sort_agent {
   static constexpr int capacity = Threads * Items;
   static constexpr int warps = Threads / 32;
-  static constexpr int lsd_bits = 8;
-  static constexpr int max_digits = 1 << lsd_bits;
+  static constexpr int digit_bits = 8;  ///< of the LSD passes
+  static constexpr int digits = 1 << digit_bits;
+  static constexpr int scan_items = digits * warps / Threads;
+  static_assert(digits * warps % Threads == 0);
   /// the top pass: one digit per element at the capacity, two 16-bit counters a word
   static constexpr int top_bits = floor_log2(capacity);
   static constexpr int top_words = (1 << top_bits) / 2;
@@ -458,9 +462,8 @@ struct bucket_sort_agent {
   // ranks stay in registers; values too where both copies fit the 227 KiB of an SM, else they
   // wait in registers during a pass.
   static constexpr std::size_t counter_bytes =
-      (std::size_t{max_digits + 1} * warps > std::size_t{top_words}
-           ? std::size_t{max_digits + 1} * warps
-           : std::size_t{top_words}) *
+      (std::size_t{digits + 1} * warps > std::size_t{top_words} ? std::size_t{digits + 1} * warps
+                                                                 : std::size_t{top_words}) *
       4;
   static constexpr bool values_twice =
       has_values_v<V> && 2 * (sizeof(K) + sizeof(value_t)) * capacity + counter_bytes +
@@ -471,7 +474,7 @@ struct bucket_sort_agent {
     K keys[2][capacity];
     value_t values[value_buffers][has_values_v<V> ? capacity : 1];
     union {
-      std::uint32_t count[warps][max_digits + 1];  ///< warp-major, padded: see scatter_agent
+      std::uint32_t count[warps][digits + 1];  ///< warp-major, padded: see scatter_agent
       std::uint32_t top_count[top_words];
       std::uint16_t run_length[capacity];  ///< at each run's first position, else 0
     };
@@ -486,14 +489,13 @@ struct bucket_sort_agent {
 
   storage& s;
 
-  /// One stable counting pass by digit_of(key) < 2^Bits from keys[from] to keys[from ^ 1] (and
-  /// the values); leaves in count[0][d] the first position of digit d.
-  template <int Bits, typename DigitOf>
-  __device__ __forceinline__ void pass(int from, std::uint32_t size, DigitOf digit_of)
+  /// One stable LSD pass by the digit at `shift` of key - base, from keys[from] to
+  /// keys[from ^ 1] (and the values).
+  __device__ __forceinline__ void pass(int from, std::uint32_t size, K base, int shift)
   {
-    constexpr int digits = 1 << Bits;
-    constexpr int scan_items = digits * warps / Threads;
-    static_assert(digits * warps % Threads == 0 && digits <= max_digits);
+    auto digit_of = [=](K key) {
+      return static_cast<std::uint32_t>(static_cast<K>(key - base) >> shift) & (digits - 1);
+    };
     const int warp = static_cast<int>(threadIdx.x) / 32;
     const int lane = static_cast<int>(threadIdx.x) % 32;
     const unsigned lanes_below = (1U << lane) - 1;
@@ -503,12 +505,12 @@ struct bucket_sort_agent {
     const std::uint32_t warp_base = static_cast<std::uint32_t>(warp) * 32 * per_thread;
     constexpr std::uint32_t none = digits;  // one label above every digit
     std::uint32_t* flat = &s.count[0][0];
-    for (int i = threadIdx.x; i < (max_digits + 1) * warps; i += Threads) flat[i] = 0;
+    for (int i = threadIdx.x; i < (digits + 1) * warps; i += Threads) flat[i] = 0;
     __syncthreads();
     const K* src = s.keys[from];
     K* dst = s.keys[from ^ 1];
-    // ranks within a warp's positions are below 2^16: two to a register, as the counters of
-    // 512 digits and 16 items a thread would spill at 64 registers
+    // ranks within a warp's positions are below 2^16: two to a register, against spills at the
+    // 64 registers of 1024 threads
     static_assert(32 * Items < 65536);
     std::uint32_t rank[(Items + 1) / 2] = {};
     value_t value[values_twice ? 1 : Items];
@@ -524,7 +526,7 @@ struct bucket_sort_agent {
           d = digit_of(src[p]);
           if constexpr (has_values_v<V> && !values_twice) value[i] = s.values[0][p];
         }
-        const unsigned peers = match_label<Bits + 1>(d);
+        const unsigned peers = match_label<digit_bits + 1>(d);
         const int leader = __ffs(peers) - 1;
         std::uint32_t before = 0;
         if (d != none && lane == leader) {
@@ -539,7 +541,7 @@ struct bucket_sort_agent {
     }
     __syncthreads();
     // (digit, warp) counters -> first positions, digit-major: stable. The counters are read
-    // twice rather than kept, which would spill at 64 registers (16 of them for 512 digits).
+    // twice rather than kept in registers, again against spills.
     std::uint32_t sum = 0;
 #pragma unroll
     for (int j = 0; j < scan_items; ++j) {
@@ -699,14 +701,11 @@ struct bucket_sort_agent {
     return true;
   }
 
-  /// LSD passes of lsd_bits over all `bits` from keys[from]; returns where the result is.
+  /// LSD passes over all `bits` from keys[from]; returns where the result is.
   __device__ __forceinline__ int lsd_sort(int from, std::uint32_t size, K base, int bits)
   {
-    for (int shift = 0; shift < bits; shift += lsd_bits) {
-      pass<lsd_bits>(from, size, [=](K key) {
-        return static_cast<std::uint32_t>(static_cast<K>(key - base) >> shift) &
-               ((1U << lsd_bits) - 1);
-      });
+    for (int shift = 0; shift < bits; shift += digit_bits) {
+      pass(from, size, base, shift);
       from ^= 1;
     }
     return from;

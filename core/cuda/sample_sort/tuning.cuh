@@ -21,8 +21,8 @@
 //  - Buckets are classified: above the capacity, the next level; equality buckets above half the
 //    capacity are finished as they are; the rest become jobs of at most `bucket_capacity`
 //    elements (neighbouring small buckets share one job), sorted by one block each in shared
-//    memory by 8-bit LSD radix passes over the bits in which the job's keys differ, the large
-//    size class first.
+//    memory (one counting pass on the top bits in which the job's keys differ, then the runs
+//    that share those bits; see bucket_sort_agent), the large size class first.
 //  Levels run with no host synchronization: work lists live in device memory and persistent grids
 //  loop over them, so the host launches a fixed number of levels predicted from n (plus spare
 //  levels that find no work). A segment still above the capacity after the last level (not seen
@@ -36,13 +36,15 @@
 //  - scatter: 2.0 ms with match.any and bucket-major counters (16-way bank conflicts on the
 //    counter updates), 1.1 ms with ballot matching, warp-major counters and 64 registers;
 //  - bucket sort: CUB's BlockRadixSort (4-bit digits, padded tiles) 12.3 Gkeys/s for the whole
-//    sort, the 8-bit warp-ranked LSD sort of agents.cuh 14.5 Gkeys/s once its counters were
-//    warp-major and every warp took a share of each job.
-// Whole sorts: u32 14.5 / 12.9, u64 8.2 / 7.6, u64 pairs 6.8 / 6.0 Gkeys/s at 2^26 / 2^29 on
-// uniform keys (CUB radix: 46.7 / 49.2, 15.4 / 16.1, 8.2 / 8.5; CUB merge: 19.7 / 17.3,
-// 8.8 / 7.6, 4.7 / 4.1); 27 to 48 Gkeys/s on zero and detdupes, where equality buckets finish
-// the keys in one level. What bounds it is instruction latency in the shared-memory passes,
-// not memory bandwidth: the modelled bytes per key move at 15-30% of the copy bandwidth.
+//    sort, an 8-bit warp-ranked LSD sort 14.5 Gkeys/s once its counters were warp-major and
+//    every warp took a share of each job; the top pass and runs of agents.cuh 16.3 (its own
+//    history is in its comment).
+// Whole sorts (bench/results/h100-20261122-d328eb3*): u32 16.3 / 13.6, u64 13.0 / 10.4, u64
+// pairs 9.4 / 7.5 Gkeys/s at 2^26 / 2^29 on uniform keys (CUB radix: 46.6 / 48.9, 15.3 / 16.0,
+// 8.2 / 8.5; CUB merge: 19.7 / 17.3, 8.7 / 7.6, 4.7 / 4.1); 25.7 to 47.7 Gkeys/s on zero and
+// detdupes, where equality buckets finish the keys in one level. What bounds it is instruction
+// latency in the shared-memory passes, not memory bandwidth: the modelled bytes per key move at
+// 17-38% of the copy bandwidth; per u64 level the scatter takes 1.05-1.14 ms (ncu).
 #pragma once
 
 #include <cub/block/block_radix_sort.cuh>
