@@ -18,6 +18,30 @@ __device__ __forceinline__ std::uint64_t tiles_of(std::uint64_t size)
   return (size + P::tile_items - 1) / P::tile_items;
 }
 
+/// Tile t of a level: its segment (and that segment's index), its place within the segment, and
+/// the elements it covers (the last tile of a segment may be short).
+struct tile_view {
+  std::uint32_t index;
+  segment seg;
+  std::uint64_t in_seg;
+  std::uint64_t begin;
+  std::uint32_t size;
+};
+
+template <typename P>
+__device__ __forceinline__ tile_view tile_at(const segment* segs, const std::uint32_t* tile_map,
+                                             std::uint32_t t)
+{
+  tile_view tv;
+  tv.index = tile_map[t];
+  tv.seg = segs[tv.index];
+  tv.in_seg = t - tv.seg.tile_base;
+  tv.begin = tv.seg.begin + tv.in_seg * P::tile_items;
+  const std::uint64_t left = tv.seg.size - tv.in_seg * P::tile_items;
+  tv.size = static_cast<std::uint32_t>(left < P::tile_items ? left : P::tile_items);
+  return tv;
+}
+
 /// Level 0: the whole input is one segment, or one job when it fits a block.
 template <typename K, typename V>
 __global__ void init_kernel(work<K, V> w)
@@ -78,17 +102,12 @@ __global__ void __launch_bounds__(active_policy<K, V>::dist_threads)
   const auto* split = static_cast<const splitters<K, P::buckets>*>(w.splitter_data);
   const std::uint32_t tiles = w.count->levels[w.level].tiles;
   for (std::uint32_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    const std::uint32_t s = w.tile_map[t];
-    const segment seg = segs[s];
-    const std::uint64_t in_seg = t - seg.tile_base;
-    const std::uint64_t begin = seg.begin + in_seg * P::tile_items;
-    const auto size = static_cast<std::uint32_t>(
-        seg.size - in_seg * P::tile_items < P::tile_items ? seg.size - in_seg * P::tile_items
-                                                          : P::tile_items);
-    storage.split.load(split[s]);
+    const tile_view tv = tile_at<P>(segs, w.tile_map, t);
+    storage.split.load(split[tv.index]);
     __syncthreads();
-    agent{storage}.run(keys, begin, size, w.bucket_counts + seg.tile_base * P::counters + in_seg,
-                       tiles_of<P>(seg.size));
+    agent{storage}.run(keys, tv.begin, tv.size,
+                       w.bucket_counts + tv.seg.tile_base * P::counters + tv.in_seg,
+                       tiles_of<P>(tv.seg.size));
     __syncthreads();
   }
 }
@@ -111,19 +130,13 @@ __global__ void __launch_bounds__(active_policy<K, V>::dist_threads, 2)
   const auto* split = static_cast<const splitters<K, P::buckets>*>(w.splitter_data);
   const std::uint32_t tiles = w.count->levels[w.level].tiles;
   for (std::uint32_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    const std::uint32_t s = w.tile_map[t];
-    const segment seg = segs[s];
-    const std::uint64_t in_seg = t - seg.tile_base;
-    const std::uint64_t begin = seg.begin + in_seg * P::tile_items;
-    const auto size = static_cast<std::uint32_t>(
-        seg.size - in_seg * P::tile_items < P::tile_items ? seg.size - in_seg * P::tile_items
-                                                          : P::tile_items);
-    const std::uint64_t first = seg.tile_base * P::counters;
-    storage.split.load(split[s]);
+    const tile_view tv = tile_at<P>(segs, w.tile_map, t);
+    const std::uint64_t first = tv.seg.tile_base * P::counters;
+    storage.split.load(split[tv.index]);
     __syncthreads();
-    agent{storage}.run(keys_in, values_in, keys_out, values_out, begin, size,
-                       w.bucket_offsets + first + in_seg, tiles_of<P>(seg.size),
-                       w.bucket_offsets[first], seg.begin);
+    agent{storage}.run(keys_in, values_in, keys_out, values_out, tv.begin, tv.size,
+                       w.bucket_offsets + first + tv.in_seg, tiles_of<P>(tv.seg.size),
+                       w.bucket_offsets[first], tv.seg.begin);
     __syncthreads();
   }
 }
