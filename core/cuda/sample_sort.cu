@@ -152,6 +152,10 @@ launch_setup make_setup(int device)
   constexpr std::size_t scatter_smem = sizeof(typename scatter::storage);
   constexpr std::size_t large_smem = sizeof(typename large::storage);
   constexpr std::size_t small_smem = sizeof(typename small::storage);
+  // Hopper's 228 KiB an SM, less 1 KiB the system keeps per block: the bucket sort of keys
+  // alone runs two blocks an SM (measured: see bucket_sort_agent)
+  static_assert(!std::is_same_v<P, ss::policy_sm90<K, V>> || ss::has_values_v<V> ||
+                P::sort_threads > 512 || 2 * (large_smem + 1024) <= 228 * 1024);
   launch_setup l;
   GPUSORT_CUDA_TRY(cudaDeviceGetAttribute(&l.sms, cudaDevAttrMultiProcessorCount, device));
   GPUSORT_CUDA_TRY(cudaFuncSetAttribute(ss::scatter_kernel<K, V>,

@@ -288,21 +288,34 @@ struct histogram_agent {
 
 // ---- scatter: one block per tile ----
 
+/// Moves a tile's keys (and values) to their buckets: each bucket's part of the tile is gathered
+/// in shared memory and written out as one contiguous run. Keys alone take their places from
+/// shared atomics on counters that start at the tile's bucket starts (the histogram pass's
+/// counts, scanned), as equal keys cannot be told apart in any order. Pairs are ranked
+/// deterministically instead (per-warp counters, ballot matching, no atomics), so that the same
+/// input always gives the same order of values among equal keys.
 template <typename P, typename K, typename V>
 struct scatter_agent {
   static constexpr int warps = P::dist_threads / 32;
   static constexpr int tile = P::tile_items;
-  static constexpr int scan_items = P::counters * warps / P::dist_threads;
-  static_assert(P::counters * warps % P::dist_threads == 0);
+  static constexpr bool by_atomics = !has_values_v<V>;
+  /// counters: one row of bucket starts (atomics), or one row per warp (ballots)
+  static constexpr int rows = by_atomics ? 1 : warps;
+  static constexpr int scan_items = P::counters * rows / P::dist_threads;
+  static_assert(P::counters * rows % P::dist_threads == 0);
   using block_scan = cub::BlockScan<std::uint32_t, P::dist_threads>;
   using value_t = std::conditional_t<has_values_v<V>, V, char>;
+  /// 32 bits for atomics; per-warp counters count at most a tile, and in 16 bits the storage
+  /// of 64-bit pairs fits two blocks an SM
+  using counter_t = std::conditional_t<by_atomics, std::uint32_t, std::uint16_t>;
+  static_assert(tile < 65536);
   struct storage {
     shared_splitters<P, K> split;
     typename block_scan::TempStorage scan;
-    /// per warp its bucket counters, then each (bucket, warp)'s start; warp-major so that the
+    /// per row its bucket counters, then each (bucket, row)'s start; warp-major so that the
     /// lanes updating one warp's counters spread over the banks (bucket-major put all of a
     /// warp's updates in one bank: 16-way conflicts), padded for the bucket-major scan
-    std::uint32_t offset[warps][P::counters + 1];
+    counter_t offset[rows][P::counters + 1];
     std::uint64_t dst[P::counters];  ///< output index of the tile's bucket b, less its start
     K keys[tile];
     value_t values[has_values_v<V> ? tile : 1];
@@ -311,21 +324,67 @@ struct scatter_agent {
 
   storage& s;
 
+  /// Exclusive scan of the (bucket, row) counters in bucket-major order, in place.
+  __device__ __forceinline__ void scan_counters()
+  {
+    std::uint32_t local[scan_items];
+    std::uint32_t sum = 0;
+#pragma unroll
+    for (int j = 0; j < scan_items; ++j) {
+      const int e = static_cast<int>(threadIdx.x) * scan_items + j;
+      local[j] = s.offset[e % rows][e / rows];
+      sum += local[j];
+    }
+    std::uint32_t prefix = 0;
+    block_scan(s.scan).ExclusiveSum(sum, prefix);
+#pragma unroll
+    for (int j = 0; j < scan_items; ++j) {
+      const int e = static_cast<int>(threadIdx.x) * scan_items + j;
+      s.offset[e % rows][e / rows] = static_cast<counter_t>(prefix);
+      prefix += local[j];
+    }
+  }
+
+  /// s.dst[b] from the scanned global offsets and the tile's bucket starts in s.offset[0].
+  __device__ __forceinline__ void bucket_destinations(const std::uint64_t* tile_offsets,
+                                                      std::uint64_t stride,
+                                                      std::uint64_t segment_first,
+                                                      std::uint64_t segment_begin)
+  {
+    const int nb = 2 << s.split.depth;
+    for (int b = threadIdx.x; b < nb; b += P::dist_threads) {
+      // differences of the scan stay exact modulo 2^64 even where other segments' unused
+      // counters left garbage in between
+      const std::uint64_t global =
+          segment_begin + (tile_offsets[static_cast<std::uint64_t>(b) * stride] - segment_first);
+      s.dst[b] = global - s.offset[0][b];
+    }
+  }
+
   __device__ __forceinline__ void run(const K* keys_in, const V* values_in, K* keys_out,
                                       V* values_out, std::uint64_t begin, std::uint32_t size,
+                                      const std::uint32_t* tile_counts,
                                       const std::uint64_t* tile_offsets, std::uint64_t stride,
                                       std::uint64_t segment_first, std::uint64_t segment_begin)
   {
-    const int warp = static_cast<int>(threadIdx.x) / 32;
     const int lane = static_cast<int>(threadIdx.x) % 32;
-    for (int i = threadIdx.x; i < warps * (P::counters + 1); i += P::dist_threads)
-      (&s.offset[0][0])[i] = 0;
+    if constexpr (by_atomics) {
+      const int nb = 2 << s.split.depth;
+      // the tile's bucket counts, as the histogram pass found them; buckets past this segment's
+      // 2k count nothing
+      for (int e = threadIdx.x; e < P::counters; e += P::dist_threads)
+        s.offset[0][e] = e < nb ? tile_counts[static_cast<std::uint64_t>(e) * stride] : 0U;
+      __syncthreads();
+      scan_counters();
+      __syncthreads();
+      bucket_destinations(tile_offsets, stride, segment_first, segment_begin);
+    } else {
+      for (int i = threadIdx.x; i < rows * (P::counters + 1); i += P::dist_threads)
+        (&s.offset[0][0])[i] = 0;
+    }
     __syncthreads();
     const classifier<P, K> cls = s.split.get();
-    // one label above every bucket: MatchAny compares label_bits bits
-    constexpr std::uint32_t none = P::counters;
-    constexpr int label_bits = P::log_buckets + 2;
-    const unsigned lanes_below = (1U << lane) - 1;
+    constexpr std::uint32_t none = P::counters;  // the label of no key
 
     // Registers hold the keys and (bucket << 16 | rank) only; values go from device memory
     // straight to their shared slot once the ranks are known, so that two blocks fit an SM.
@@ -341,61 +400,61 @@ struct scatter_agent {
       const std::uint32_t at = static_cast<std::uint32_t>(i * P::dist_threads) + threadIdx.x;
       slot[i] = at < size ? cls(key[i]) : none;
     }
-    // Ranks within (bucket, warp), items in order: each warp owns its counters, so no atomics
-    // and the same input always gives the same output.
+    if constexpr (by_atomics) {
+      // A warp whose lanes all hit one bucket (runs of equal or sorted keys) takes 32 places
+      // with one atomic instead of contending 32 times.
 #pragma unroll
-    for (int i = 0; i < P::dist_items; ++i) {
-      const std::uint32_t b = slot[i];
-      const unsigned peers = match_label<label_bits>(b);
-      const int leader = __ffs(peers) - 1;
-      std::uint32_t base = 0;
-      if (b != none && lane == leader) {
-        base = s.offset[warp][b];
-        s.offset[warp][b] = base + __popc(peers);
+      for (int i = 0; i < P::dist_items; ++i) {
+        const std::uint32_t b = slot[i];
+        const std::uint32_t first = __shfl_sync(0xffffffffU, b, 0);
+        std::uint32_t pos = 0;
+        if (__all_sync(0xffffffffU, b == first)) {
+          if (lane == 0 && b != none) pos = atomicAdd(&s.offset[0][b], 32U);
+          pos = __shfl_sync(0xffffffffU, pos, 0) + static_cast<std::uint32_t>(lane);
+        } else if (b != none) {
+          pos = atomicAdd(&s.offset[0][b], 1U);
+        }
+        if (b != none) {
+          s.keys[pos] = key[i];
+          s.bucket[pos] = static_cast<std::uint16_t>(b);
+        }
       }
-      const std::uint32_t rank =
-          __shfl_sync(0xffffffffU, base, leader) + __popc(peers & lanes_below);
-      slot[i] = b << 16 | rank;
-      __syncwarp();
-    }
-    __syncthreads();
-
-    // (bucket, warp) counters -> starts within the tile, bucket-major
-    // (bucket, warp) counters -> starts within the tile, in bucket-major order
-    std::uint32_t local[scan_items];
-    std::uint32_t sum = 0;
+    } else {
+      // Ranks within (bucket, warp), items in order: each warp owns its counters, so no atomics
+      // and the same input always gives the same output. MatchAny compares label_bits bits,
+      // enough for `none`.
+      const int warp = static_cast<int>(threadIdx.x) / 32;
+      constexpr int label_bits = P::log_buckets + 2;
+      const unsigned lanes_below = (1U << lane) - 1;
 #pragma unroll
-    for (int j = 0; j < scan_items; ++j) {
-      const int e = static_cast<int>(threadIdx.x) * scan_items + j;
-      local[j] = s.offset[e % warps][e / warps];
-      sum += local[j];
-    }
-    std::uint32_t prefix = 0;
-    block_scan(s.scan).ExclusiveSum(sum, prefix);
+      for (int i = 0; i < P::dist_items; ++i) {
+        const std::uint32_t b = slot[i];
+        const unsigned peers = match_label<label_bits>(b);
+        const int leader = __ffs(peers) - 1;
+        std::uint32_t base = 0;
+        if (b != none && lane == leader) {
+          base = s.offset[warp][b];
+          s.offset[warp][b] = static_cast<counter_t>(base + __popc(peers));
+        }
+        const std::uint32_t rank =
+            __shfl_sync(0xffffffffU, base, leader) + __popc(peers & lanes_below);
+        slot[i] = b << 16 | rank;
+        __syncwarp();
+      }
+      __syncthreads();
+      scan_counters();
+      __syncthreads();
+      bucket_destinations(tile_offsets, stride, segment_first, segment_begin);
 #pragma unroll
-    for (int j = 0; j < scan_items; ++j) {
-      const int e = static_cast<int>(threadIdx.x) * scan_items + j;
-      s.offset[e % warps][e / warps] = prefix;
-      prefix += local[j];
-    }
-    __syncthreads();
-    const int nb = 2 << s.split.depth;
-    for (int b = threadIdx.x; b < nb; b += P::dist_threads) {
-      // differences of the scan stay exact modulo 2^64 even where other segments' unused
-      // counters left garbage in between
-      const std::uint64_t global =
-          segment_begin + (tile_offsets[static_cast<std::uint64_t>(b) * stride] - segment_first);
-      s.dst[b] = global - s.offset[0][b];
-    }
-#pragma unroll
-    for (int i = 0; i < P::dist_items; ++i) {
-      const std::uint32_t at = static_cast<std::uint32_t>(i * P::dist_threads) + threadIdx.x;
-      if (at < size) {
-        const std::uint32_t b = slot[i] >> 16;
-        const std::uint32_t pos = s.offset[warp][b] + (slot[i] & 0xffffU);
-        s.keys[pos] = key[i];
-        if constexpr (has_values_v<V>) s.values[pos] = values_in[begin + at];
-        s.bucket[pos] = static_cast<std::uint16_t>(b);
+      for (int i = 0; i < P::dist_items; ++i) {
+        const std::uint32_t at = static_cast<std::uint32_t>(i * P::dist_threads) + threadIdx.x;
+        if (at < size) {
+          const std::uint32_t b = slot[i] >> 16;
+          const std::uint32_t pos = s.offset[warp][b] + (slot[i] & 0xffffU);
+          s.keys[pos] = key[i];
+          s.values[pos] = values_in[begin + at];
+          s.bucket[pos] = static_cast<std::uint16_t>(b);
+        }
       }
     }
     __syncthreads();
@@ -412,23 +471,23 @@ struct scatter_agent {
 
 __host__ __device__ constexpr int floor_log2(int x) { return x <= 1 ? 0 : 1 + floor_log2(x / 2); }
 
-/// Sorts up to Threads * Items elements in shared memory. Keys are ranked by key - min over
-/// bit_width(max - min) bits, so a job between close splitters has few bits to sort; a job of
-/// equal keys is only moved.
+/// Sorts up to Threads * Items elements. Keys are ranked by key - min over bit_width(max - min)
+/// bits, so a job between close splitters has few bits to sort; a job of equal keys is only
+/// moved. Keys stay in registers from the load to the final store, so one shared buffer is all a
+/// job needs and two blocks of 512 threads share an SM.
 ///  1. One counting pass on the top log2(capacity) of those bits (one digit per element at the
 ///     capacity; uniform data in a bucket stays uniform between its splitters), ranked by
-///     shared atomics on 16-bit counters, each key's input position carried along.
-///  2. Each run of keys that agree in those bits (mostly 1 or 2 keys) is insertion-sorted by
-///     (key, input position) by one thread, so the output is deterministic. Values are not
-///     moved until the end, when each output position gathers its value from the input
-///     position.
+///     shared atomics on 16-bit counters, puts the keys in shared memory grouped by digit.
+///  2. Each key counts the keys of its digit's run (mostly 1 or 2) that go before it, by (key,
+///     input position) for pairs so that the output is deterministic, and is stored straight to
+///     its place in device memory; its value goes there from device memory too.
 ///  A job with a run above `run_max` (a skewed job: far outliers, or many keys agreeing in
-///  their top bits that no equality bucket caught) is loaded again and sorted by LSD passes of
-///  8-bit digits over all its bits: one pass slower than the LSD sort alone.
+///  their top bits that no equality bucket caught) is sorted by LSD passes of 8-bit digits over
+///  all its bits instead: the keys stay at their input positions and the passes move 16-bit
+///  positions between two arrays.
 /// An LSD pass ranks by warp: each warp owns Items * 32 consecutive positions and its own
 /// digit counters, and ballots group the lanes of one digit, so a pass is stable and the output
-/// deterministic without atomics. Only warps holding elements work, so a job costs what its size
-/// costs.
+/// deterministic without atomics.
 ///
 /// Measured on an H100 (bench/sample_bench, 2^26 uniform keys, whole sort; kernel times by ncu):
 ///  - CUB's BlockRadixSort (4-bit digits, tile padded to the capacity): 12.3 Gkeys/s for u32, 8.1
@@ -440,8 +499,9 @@ __host__ __device__ constexpr int floor_log2(int x) { return x <= 1 ? 0 : 1 + fl
 ///    element for a 32-element network, most of it on padding (1.7 G instructions issued);
 ///  - two stable warp-ranked passes over the top 16 (u32: 18) bits, then the runs: u64 2.21 ms,
 ///    pairs 2.90, u32 1.78 (1.1 G instructions for u64: ~60 a key and pass in the ballots);
-///  - this agent (one atomic top pass, runs by position): u64 1.82 ms, pairs 2.53, u32 1.42;
-///    whole sorts u64 13.0, u64/u64 9.4, u32 16.3 Gkeys/s (bench/results/h100-20261122-d328eb3*).
+///  - one atomic top pass into a second shared buffer, then one thread insertion-sorting each
+///    run, then a copy out (d328eb3): u64 1.61-1.82 ms, pairs 2.53, u32 1.22-1.42; one block per
+///    SM, 20 of 32 lanes active (the runs), 529 K spill requests per sort.
 template <typename K, typename V, int Threads, int Items>
 struct bucket_sort_agent {
   static constexpr int capacity = Threads * Items;
@@ -454,31 +514,24 @@ struct bucket_sort_agent {
   static constexpr int top_bits = floor_log2(capacity);
   static constexpr int top_words = (1 << top_bits) / 2;
   static_assert((1 << top_bits) == capacity && capacity <= 65536 && top_words % Threads == 0);
-  static constexpr std::uint32_t run_max = 16;  ///< longest run one thread insertion-sorts
-  using block_scan = cub::BlockScan<std::uint32_t, Threads>;
+  static constexpr std::uint32_t run_max = 16;  ///< longest run whose keys count their places
+  static constexpr bool pairs = has_values_v<V>;
+  // warp scans: raking storage would take the last KiB that two blocks of an SM need
+  using block_scan = cub::BlockScan<std::uint32_t, Threads, cub::BLOCK_SCAN_WARP_SCANS>;
   using reduce = cub::BlockReduce<K, Threads>;
-  using value_t = std::conditional_t<has_values_v<V>, V, char>;
-  // Keys live in two shared buffers (a pass reads one and writes the other), so that only the
-  // ranks stay in registers; values too where both copies fit the 227 KiB of an SM, else they
-  // wait in registers during a pass.
-  static constexpr std::size_t counter_bytes =
-      (std::size_t{digits + 1} * warps > std::size_t{top_words} ? std::size_t{digits + 1} * warps
-                                                                 : std::size_t{top_words}) *
-      4;
-  static constexpr bool values_twice =
-      has_values_v<V> && 2 * (sizeof(K) + sizeof(value_t)) * capacity + counter_bytes +
-                                 capacity * sizeof(std::uint16_t) <=
-                             216 * 1024;
-  static constexpr int value_buffers = values_twice ? 2 : 1;
+  using value_t = std::conditional_t<pairs, V, char>;
   struct storage {
-    K keys[2][capacity];
-    value_t values[value_buffers][has_values_v<V> ? capacity : 1];
+    K keys[capacity];
+    value_t values[pairs ? capacity : 1];  ///< at their input positions
+    /// index[0]: each key's input position after the top pass (the order among equal keys of
+    /// pairs); both: positions of the keys in the LSD passes of a skewed job
+    std::uint16_t index[2][capacity];
     union {
-      std::uint32_t count[warps][digits + 1];  ///< warp-major, padded: see scatter_agent
-      std::uint32_t top_count[top_words];
-      std::uint16_t run_length[capacity];  ///< at each run's first position, else 0
+      /// LSD counters, warp-major and padded (see scatter_agent); 16 bits, as they count at
+      /// most the capacity, so that two blocks of 64-bit keys fit an SM
+      std::uint16_t count[warps][digits + 1];
+      std::uint32_t top_count[top_words];  ///< after the scan: each digit's first position
     };
-    std::uint16_t index[capacity];  ///< after the top pass: each key's position in the input
     union {
       typename block_scan::TempStorage scan;
       typename reduce::TempStorage reduce;
@@ -489,106 +542,29 @@ struct bucket_sort_agent {
 
   storage& s;
 
-  /// One stable LSD pass by the digit at `shift` of key - base, from keys[from] to
-  /// keys[from ^ 1] (and the values).
-  __device__ __forceinline__ void pass(int from, std::uint32_t size, K base, int shift)
+  /// Keys of this thread: position i * Threads + threadIdx.x of the job.
+  __device__ __forceinline__ static std::uint32_t position(int i)
   {
-    auto digit_of = [=](K key) {
-      return static_cast<std::uint32_t>(static_cast<K>(key - base) >> shift) & (digits - 1);
-    };
-    const int warp = static_cast<int>(threadIdx.x) / 32;
-    const int lane = static_cast<int>(threadIdx.x) % 32;
-    const unsigned lanes_below = (1U << lane) - 1;
-    // Items per thread for this job, not for the capacity: every warp takes a share, so a job
-    // of half the capacity runs half as long rather than on half the warps.
-    const std::uint32_t per_thread = (size + Threads - 1) / Threads;
-    const std::uint32_t warp_base = static_cast<std::uint32_t>(warp) * 32 * per_thread;
-    constexpr std::uint32_t none = digits;  // one label above every digit
-    std::uint32_t* flat = &s.count[0][0];
-    for (int i = threadIdx.x; i < (digits + 1) * warps; i += Threads) flat[i] = 0;
-    __syncthreads();
-    const K* src = s.keys[from];
-    K* dst = s.keys[from ^ 1];
-    // ranks within a warp's positions are below 2^16: two to a register, against spills at the
-    // 64 registers of 1024 threads
-    static_assert(32 * Items < 65536);
-    std::uint32_t rank[(Items + 1) / 2] = {};
-    value_t value[values_twice ? 1 : Items];
-#pragma unroll
-    for (int i = 0; i < Items; ++i) {
-      const std::uint32_t first = warp_base + static_cast<std::uint32_t>(i) * 32;
-      // warp-uniform: a warp past the end skips its work (a `break` here would stop the
-      // unrolling and put the arrays in local memory)
-      if (static_cast<std::uint32_t>(i) < per_thread && first < size) {
-        const std::uint32_t p = first + static_cast<std::uint32_t>(lane);
-        std::uint32_t d = none;
-        if (p < size) {
-          d = digit_of(src[p]);
-          if constexpr (has_values_v<V> && !values_twice) value[i] = s.values[0][p];
-        }
-        const unsigned peers = match_label<digit_bits + 1>(d);
-        const int leader = __ffs(peers) - 1;
-        std::uint32_t before = 0;
-        if (d != none && lane == leader) {
-          before = s.count[warp][d];
-          s.count[warp][d] = before + __popc(peers);
-        }
-        const std::uint32_t r =
-            __shfl_sync(0xffffffffU, before, leader) + __popc(peers & lanes_below);
-        rank[i / 2] |= r << (16 * (i % 2));
-        __syncwarp();
-      }
-    }
-    __syncthreads();
-    // (digit, warp) counters -> first positions, digit-major: stable. The counters are read
-    // twice rather than kept in registers, again against spills.
-    std::uint32_t sum = 0;
-#pragma unroll
-    for (int j = 0; j < scan_items; ++j) {
-      const int e = static_cast<int>(threadIdx.x) * scan_items + j;
-      sum += s.count[e % warps][e / warps];
-    }
-    std::uint32_t prefix = 0;
-    block_scan(s.u.scan).ExclusiveSum(sum, prefix);
-#pragma unroll
-    for (int j = 0; j < scan_items; ++j) {
-      const int e = static_cast<int>(threadIdx.x) * scan_items + j;
-      const std::uint32_t here = s.count[e % warps][e / warps];
-      s.count[e % warps][e / warps] = prefix;
-      prefix += here;
-    }
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < Items; ++i) {
-      const std::uint32_t p = warp_base + static_cast<std::uint32_t>(i) * 32 +
-                              static_cast<std::uint32_t>(lane);
-      if (static_cast<std::uint32_t>(i) < per_thread && p < size) {
-        const K key = src[p];
-        const std::uint32_t to =
-            s.count[warp][digit_of(key)] + ((rank[i / 2] >> (16 * (i % 2))) & 0xffffU);
-        dst[to] = key;
-        if constexpr (values_twice) {
-          s.values[from ^ 1][to] = s.values[from][p];
-        } else if constexpr (has_values_v<V>) {
-          s.values[0][to] = value[i];
-        }
-      }
-    }
-    __syncthreads();
+    return static_cast<std::uint32_t>(i * Threads) + threadIdx.x;
   }
 
-  /// Loads the job into keys[0] (and values[0]); returns bit_width(max - min) and sets s.min.
+  /// Loads the job's keys into registers and its values into shared memory (so that a job
+  /// sorted in place has read all it needs before anything is written); returns
+  /// bit_width(max - min) and sets s.min.
   __device__ __forceinline__ int load(const K* keys_in, const V* values_in, std::uint64_t begin,
-                                      std::uint32_t size)
+                                      std::uint32_t size, K (&key)[Items])
   {
     K lo = static_cast<K>(~K{0});
     K hi = 0;
-    for (std::uint32_t p = threadIdx.x; p < size; p += Threads) {
-      const K key = keys_in[begin + p];
-      s.keys[0][p] = key;
-      if constexpr (has_values_v<V>) s.values[0][p] = values_in[begin + p];
-      lo = key < lo ? key : lo;
-      hi = key > hi ? key : hi;
+#pragma unroll
+    for (int i = 0; i < Items; ++i) {
+      key[i] = 0;
+      if (position(i) < size) {
+        key[i] = keys_in[begin + position(i)];
+        if constexpr (pairs) s.values[position(i)] = values_in[begin + position(i)];
+        lo = key[i] < lo ? key[i] : lo;
+        hi = key[i] > hi ? key[i] : hi;
+      }
     }
     const K block_lo = reduce(s.u.reduce).Reduce(lo, [](K x, K y) { return x < y ? x : y; });
     __syncthreads();
@@ -607,23 +583,27 @@ struct bucket_sort_agent {
     }
   }
 
-  /// The top pass: keys[0] to keys[1] by digit (key - base) >> shift, ranked by shared atomics
-  /// on 16-bit counters, so the order within a digit is arbitrary; index[] records each key's
-  /// input position, which the runs then sort by, so the result is deterministic.
-  __device__ __forceinline__ void top_pass(std::uint32_t size, K base, int shift)
+  __device__ __forceinline__ std::uint32_t start_of(std::uint32_t d) const
+  {
+    return (s.top_count[d / 2] >> (16 * (d % 2))) & 0xffffU;
+  }
+
+  /// The top pass: keys to s.keys grouped by digit (key - base) >> shift, ranked by shared
+  /// atomics on 16-bit counters, so the order within a digit is arbitrary; s.index[0] records
+  /// each key's input position. False, with nothing moved, if a digit holds more than run_max
+  /// keys that still need ordering.
+  __device__ __forceinline__ bool top_pass(const K (&key)[Items], std::uint32_t size, K base,
+                                           int shift)
   {
     constexpr int words = top_words / Threads;
     for (int i = threadIdx.x; i < top_words; i += Threads) s.top_count[i] = 0;
     __syncthreads();
-    auto digit = [&](K key) {
-      return static_cast<std::uint32_t>(static_cast<K>(key - base) >> shift);
-    };
+    auto digit = [&](K k) { return static_cast<std::uint32_t>(static_cast<K>(k - base) >> shift); };
     std::uint32_t rank[(Items + 1) / 2] = {};  // two 16-bit ranks a register
 #pragma unroll
     for (int i = 0; i < Items; ++i) {
-      const std::uint32_t p = static_cast<std::uint32_t>(i * Threads) + threadIdx.x;
-      if (p < size) {
-        const std::uint32_t d = digit(s.keys[0][p]);
+      if (position(i) < size) {
+        const std::uint32_t d = digit(key[i]);
         const std::uint32_t half = 16 * (d % 2);
         const std::uint32_t old = atomicAdd(&s.top_count[d / 2], 1U << half);
         rank[i / 2] |= ((old >> half) & 0xffffU) << (16 * (i % 2));
@@ -631,10 +611,12 @@ struct bucket_sort_agent {
     }
     __syncthreads();
     std::uint32_t sum = 0;
+    bool too_long = false;
 #pragma unroll
     for (int j = 0; j < words; ++j) {
       const std::uint32_t w = s.top_count[threadIdx.x * words + j];
       sum += (w & 0xffffU) + (w >> 16);
+      too_long = too_long || (w & 0xffffU) > run_max || (w >> 16) > run_max;
     }
     std::uint32_t prefix = 0;
     block_scan(s.u.scan).ExclusiveSum(sum, prefix);
@@ -646,98 +628,181 @@ struct bucket_sort_agent {
       prefix = high + (w >> 16);
       s.top_count[threadIdx.x * words + j] = low | high << 16;
     }
-    __syncthreads();
+    // where every digit holds equal keys (shift 0), keys alone are in order already
+    if (__syncthreads_or(too_long) != 0 && (shift != 0 || pairs)) return false;
 #pragma unroll
     for (int i = 0; i < Items; ++i) {
-      const std::uint32_t p = static_cast<std::uint32_t>(i * Threads) + threadIdx.x;
-      if (p < size) {
-        const K key = s.keys[0][p];
-        const std::uint32_t d = digit(key);
-        const std::uint32_t to = ((s.top_count[d / 2] >> (16 * (d % 2))) & 0xffffU) +
-                                 ((rank[i / 2] >> (16 * (i % 2))) & 0xffffU);
-        s.keys[1][to] = key;
-        s.index[to] = static_cast<std::uint16_t>(p);
-      }
-    }
-    __syncthreads();
-  }
-
-  /// Sorts each run of keys[1] whose keys agree above bit `shift` (of key - base) by (key, input
-  /// position) with one thread's insertion sort; false (nothing changed) if a run is above
-  /// run_max.
-  __device__ __forceinline__ bool finish_runs(std::uint32_t size, K base, int shift)
-  {
-    K* keys = s.keys[1];
-    std::uint16_t* index = s.index;
-    auto prefix = [&](std::uint32_t p) { return static_cast<K>(keys[p] - base) >> shift; };
-    // Runs are found before any moves, so that no thread reads a run another thread sorts.
-    bool too_long = false;
-    for (std::uint32_t p = threadIdx.x; p < size; p += Threads) {
-      const K here = prefix(p);
-      std::uint32_t end = p;
-      if (p == 0 || prefix(p - 1) != here) {  // the first of its run
-        end = p + 1;
-        while (end < size && end - p <= run_max && prefix(end) == here) ++end;
-      }
-      too_long = too_long || end - p > run_max;
-      s.run_length[p] = static_cast<std::uint16_t>(end - p);
-    }
-    if (__syncthreads_or(too_long) != 0) return false;
-    for (std::uint32_t p = threadIdx.x; p < size; p += Threads) {
-      const std::uint32_t end = p + s.run_length[p];
-      for (std::uint32_t i = p + 1; i < end; ++i) {
-        const K key = keys[i];
-        const std::uint16_t at = index[i];
-        std::uint32_t j = i;
-        for (; j > p && (keys[j - 1] > key || (keys[j - 1] == key && index[j - 1] > at)); --j) {
-          keys[j] = keys[j - 1];
-          index[j] = index[j - 1];
-        }
-        keys[j] = key;
-        index[j] = at;
+      if (position(i) < size) {
+        const std::uint32_t at =
+            start_of(digit(key[i])) + ((rank[i / 2] >> (16 * (i % 2))) & 0xffffU);
+        s.keys[at] = key[i];
+        if constexpr (pairs) s.index[0][at] = static_cast<std::uint16_t>(position(i));
       }
     }
     __syncthreads();
     return true;
   }
 
-  /// LSD passes over all `bits` from keys[from]; returns where the result is.
-  __device__ __forceinline__ int lsd_sort(int from, std::uint32_t size, K base, int bits)
+  /// After the top pass: each key of s.keys counts the keys of its run that go before it and
+  /// goes to its place in the output, which lies within its run, so the stores stay nearly
+  /// coalesced; its value comes from its input position.
+  __device__ __forceinline__ void place_runs(K* keys_out, V* values_out, std::uint64_t begin,
+                                             std::uint32_t size, K base, int shift)
   {
+#pragma unroll
+    for (int i = 0; i < Items; ++i) {
+      const std::uint32_t q = position(i);
+      if (q < size) {
+        const K key = s.keys[q];
+        std::uint32_t place = q;
+        if (shift != 0 || pairs) {
+          const std::uint32_t d = static_cast<std::uint32_t>(static_cast<K>(key - base) >> shift);
+          const std::uint32_t first = start_of(d);
+          const std::uint32_t end =
+              d + 1 < static_cast<std::uint32_t>(capacity) ? start_of(d + 1) : size;
+          const std::uint32_t from = pairs ? s.index[0][q] : q;
+          place = first;
+          for (std::uint32_t r = first; r < end; ++r) {
+            const K other = s.keys[r];
+            // ties: by input position for pairs; keys alone by place in the buffer, any order
+            const bool before = (pairs ? s.index[0][r] : r) < from;
+            place += (other < key || (other == key && before)) ? 1U : 0U;
+          }
+        }
+        keys_out[begin + place] = key;
+        if constexpr (pairs) values_out[begin + place] = s.values[s.index[0][q]];
+      }
+    }
+  }
+
+  /// One stable LSD pass by the digit at `shift` of key - base over the positions in
+  /// s.index[from], into s.index[from ^ 1]: keys stay where the top pass's caller left them and
+  /// are read through their positions, so that a pass holds only 16-bit positions and ranks in
+  /// registers.
+  __device__ __forceinline__ void pass(int from, std::uint32_t size, K base, int shift)
+  {
+    auto digit_of = [=](K key) {
+      return static_cast<std::uint32_t>(static_cast<K>(key - base) >> shift) & (digits - 1);
+    };
+    const int warp = static_cast<int>(threadIdx.x) / 32;
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    const unsigned lanes_below = (1U << lane) - 1;
+    // Items per thread for this job, not for the capacity: every warp takes a share, so a job
+    // of half the capacity runs half as long rather than on half the warps.
+    const std::uint32_t per_thread = (size + Threads - 1) / Threads;
+    const std::uint32_t warp_base = static_cast<std::uint32_t>(warp) * 32 * per_thread;
+    constexpr std::uint32_t none = digits;  // one label above every digit
+    std::uint16_t* flat = &s.count[0][0];
+    for (int i = threadIdx.x; i < (digits + 1) * warps; i += Threads) flat[i] = 0;
+    __syncthreads();
+    const std::uint16_t* src = s.index[from];
+    std::uint16_t* dst = s.index[from ^ 1];
+    static_assert(32 * Items < 65536);
+    std::uint32_t rank[(Items + 1) / 2] = {};  // two 16-bit ranks a register
+#pragma unroll
+    for (int i = 0; i < Items; ++i) {
+      const std::uint32_t first = warp_base + static_cast<std::uint32_t>(i) * 32;
+      // warp-uniform: a warp past the end skips its work (a `break` here would stop the
+      // unrolling and put the arrays in local memory)
+      if (static_cast<std::uint32_t>(i) < per_thread && first < size) {
+        const std::uint32_t p = first + static_cast<std::uint32_t>(lane);
+        const std::uint32_t d = p < size ? digit_of(s.keys[src[p]]) : none;
+        const unsigned peers = match_label<digit_bits + 1>(d);
+        const int leader = __ffs(peers) - 1;
+        std::uint32_t before = 0;
+        if (d != none && lane == leader) {
+          before = s.count[warp][d];
+          s.count[warp][d] = static_cast<std::uint16_t>(before + __popc(peers));
+        }
+        const std::uint32_t r =
+            __shfl_sync(0xffffffffU, before, leader) + __popc(peers & lanes_below);
+        rank[i / 2] |= r << (16 * (i % 2));
+        __syncwarp();
+      }
+    }
+    __syncthreads();
+    // (digit, warp) counters -> first positions, digit-major: stable. The counters are read
+    // twice rather than kept in registers.
+    std::uint32_t sum = 0;
+#pragma unroll
+    for (int j = 0; j < scan_items; ++j) {
+      const int e = static_cast<int>(threadIdx.x) * scan_items + j;
+      sum += s.count[e % warps][e / warps];
+    }
+    std::uint32_t prefix = 0;
+    block_scan(s.u.scan).ExclusiveSum(sum, prefix);
+#pragma unroll
+    for (int j = 0; j < scan_items; ++j) {
+      const int e = static_cast<int>(threadIdx.x) * scan_items + j;
+      const std::uint32_t here = s.count[e % warps][e / warps];
+      s.count[e % warps][e / warps] = static_cast<std::uint16_t>(prefix);
+      prefix += here;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < Items; ++i) {
+      const std::uint32_t p = warp_base + static_cast<std::uint32_t>(i) * 32 +
+                              static_cast<std::uint32_t>(lane);
+      if (static_cast<std::uint32_t>(i) < per_thread && p < size) {
+        const std::uint16_t at = src[p];
+        dst[s.count[warp][digit_of(s.keys[at])] + ((rank[i / 2] >> (16 * (i % 2))) & 0xffffU)] =
+            at;
+      }
+    }
+    __syncthreads();
+  }
+
+  /// The skewed job: the keys at their input positions, LSD passes over all `bits` on the
+  /// positions, then out.
+  __device__ __forceinline__ void lsd_sort(const K (&key)[Items], K* keys_out,
+                                           V* values_out, std::uint64_t begin,
+                                           std::uint32_t size, K base, int bits)
+  {
+#pragma unroll
+    for (int i = 0; i < Items; ++i) {
+      if (position(i) < size) {
+        s.keys[position(i)] = key[i];
+        s.index[0][position(i)] = static_cast<std::uint16_t>(position(i));
+      }
+    }
+    __syncthreads();
+    int from = 0;
     for (int shift = 0; shift < bits; shift += digit_bits) {
       pass(from, size, base, shift);
       from ^= 1;
     }
-    return from;
+    for (std::uint32_t p = threadIdx.x; p < size; p += Threads) {
+      const std::uint16_t at = s.index[from][p];
+      keys_out[begin + p] = s.keys[at];
+      if constexpr (pairs) values_out[begin + p] = s.values[at];
+    }
   }
 
   __device__ __forceinline__ void run(const K* keys_in, const V* values_in, K* keys_out,
                                       V* values_out, std::uint64_t begin, std::uint32_t size)
   {
-    const int bits = load(keys_in, values_in, begin, size);
-    if (bits == 0 && keys_in == keys_out) return;  // equal keys, already in place
-    const K base = s.min;
-    if (bits > 0) {
-      // the top top_bits of the bits that differ; where no more differ, each digit holds equal
-      // keys, which only pairs need ordered (by input position)
-      const int shift = bits > top_bits ? bits - top_bits : 0;
-      top_pass(size, base, shift);
-      if ((shift == 0 && !has_values_v<V>) || finish_runs(size, base, shift)) {
-        for (std::uint32_t p = threadIdx.x; p < size; p += Threads) {
-          keys_out[begin + p] = s.keys[1][p];
-          if constexpr (has_values_v<V>) values_out[begin + p] = s.values[0][s.index[p]];
+    K key[Items];
+    const int bits = load(keys_in, values_in, begin, size, key);
+    if (bits == 0) {  // equal keys: in input order, already in place or copied
+      if (keys_in != keys_out) {
+#pragma unroll
+        for (int i = 0; i < Items; ++i) {
+          if (position(i) < size) {
+            keys_out[begin + position(i)] = key[i];
+            if constexpr (pairs) values_out[begin + position(i)] = s.values[position(i)];
+          }
         }
-        return;
       }
-      // a skewed job (far outliers, or many keys agreeing in their top bits that no equality
-      // bucket caught): the input is still in device memory, so sort it again by LSD passes
-      load(keys_in, values_in, begin, size);
+      return;
     }
-    const int from = lsd_sort(0, size, base, bits);
-    const int value_from = values_twice ? from : 0;
-    for (std::uint32_t p = threadIdx.x; p < size; p += Threads) {
-      keys_out[begin + p] = s.keys[from][p];
-      if constexpr (has_values_v<V>) values_out[begin + p] = s.values[value_from][p];
+    const K base = s.min;
+    // the top top_bits of the bits that differ; where no more differ, each digit holds equal
+    // keys, which only pairs need ordered (by input position)
+    const int shift = bits > top_bits ? bits - top_bits : 0;
+    if (top_pass(key, size, base, shift)) {
+      place_runs(keys_out, values_out, begin, size, base, shift);
+    } else {
+      lsd_sort(key, keys_out, values_out, begin, size, base, bits);
     }
   }
 };

@@ -135,7 +135,8 @@ __global__ void __launch_bounds__(active_policy<K, V>::dist_threads, 2)
     storage.split.load(split[tv.index]);
     __syncthreads();
     agent{storage}.run(keys_in, values_in, keys_out, values_out, tv.begin, tv.size,
-                       w.bucket_offsets + first + tv.in_seg, tiles_of<P>(tv.seg.size),
+                       w.bucket_counts + first + tv.in_seg, w.bucket_offsets + first + tv.in_seg,
+                       tiles_of<P>(tv.seg.size),
                        w.bucket_offsets[first], tv.seg.begin);
     __syncthreads();
   }
@@ -222,10 +223,16 @@ __global__ void classify_kernel(work<K, V> w)
   }
 }
 
-/// Sorts the jobs of one size class into the alt buffers, one block per job.
 template <typename K, typename V, int Class>
-__global__ void __launch_bounds__(Class == 0 ? active_policy<K, V>::sort_threads
-                                             : active_policy<K, V>::small_sort_threads)
+inline constexpr int sort_threads_v = Class == 0 ? active_policy<K, V>::sort_threads
+                                                 : active_policy<K, V>::small_sort_threads;
+
+/// Sorts the jobs of one size class into the alt buffers, one block per job. Within 64
+/// registers a thread, so that blocks of up to 512 threads fit two to an SM.
+template <typename K, typename V, int Class>
+__global__ void __launch_bounds__(sort_threads_v<K, V, Class>,
+                                  sort_threads_v<K, V, Class> <= 512
+                                      ? 1024 / sort_threads_v<K, V, Class> : 1)
     bucket_sort_kernel(work<K, V> w)
 {
   using P = active_policy<K, V>;

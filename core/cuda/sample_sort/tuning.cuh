@@ -99,8 +99,9 @@ using policy_sm80 =
 template <typename K, typename V>
 using policy_sm90 =
     policy<256, sizeof(K) == 4 ? 30 : 15, 256, 512,
-           (sizeof(K) == 4 && keys_only_v<K, V>) ? 16 : 8, keys_only_v<K, V> ? 1024 : 512,
-           (sizeof(K) == 4 && keys_only_v<K, V>) ? 16 : keys_only_v<K, V> ? 8 : 16, 128,
+           (sizeof(K) == 4 && keys_only_v<K, V>) ? 16 : 8,
+           (sizeof(K) == 4 && keys_only_v<K, V>) ? 1024 : 512,
+           keys_only_v<K, V> ? 16 : 8, 128,
            (sizeof(K) == 4 && keys_only_v<K, V>) ? 16 : 8>;
 
 template <typename K, typename V>
