@@ -205,11 +205,25 @@ void expect_matches_radix_sort(std::uint64_t n, std::uint64_t seed, std::uint64_
   const std::size_t radix_bytes = cuda::radix_sort_scratch_bytes(n, width, 0);
   device_buffer sample_scratch{sample_bytes}, radix_scratch{radix_bytes};
   cuda_stream stream;
+  // what earlier users left in the buffers must not matter: fill them with garbage
+  for (device_buffer* buffer : {&a_alt, &b_alt, &sample_scratch, &radix_scratch})
+    ASSERT_EQ(cudaMemset(buffer->data(), 0xa5, buffer->size()), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(a.data(), keys.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(b.data(), keys.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+  // a pageable copy may return before its DMA lands, and the non-blocking stream does not wait
+  // for the legacy stream: without this the radix sort once read b early (after other tests)
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const bool sample_alt = cuda::sample_sort(a.data(), a_alt.data(), nullptr, nullptr, n, width,
                                             0, sample_scratch.data(), sample_bytes,
                                             stream.value());
+  {
+    // the sample sort touches nothing of the radix sort's input
+    stream.synchronize();
+    std::vector<Bits> untouched(n);
+    ASSERT_EQ(cudaMemcpy(untouched.data(), b.data(), bytes, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    EXPECT_TRUE(untouched == keys) << "radix input changed, n=" << n << " modulus=" << modulus;
+  }
   const bool radix_alt = cuda::radix_sort(b.data(), b_alt.data(), nullptr, nullptr, n, width, 0,
                                           radix_scratch.data(), radix_bytes, stream.value());
   stream.synchronize();
@@ -223,6 +237,7 @@ void expect_matches_radix_sort(std::uint64_t n, std::uint64_t seed, std::uint64_
   std::sort(keys.begin(), keys.end());
   EXPECT_TRUE(from_sample == keys) << "against std::sort, n=" << n << " modulus=" << modulus;
   EXPECT_TRUE(from_sample == from_radix) << "against CUB, n=" << n << " modulus=" << modulus;
+  EXPECT_TRUE(from_radix == keys) << "CUB against std::sort, n=" << n << " modulus=" << modulus;
 }
 
 class gpu_sample_sort_bits : public test::gpu_test {};
@@ -307,6 +322,7 @@ void expect_pairs_sort(std::vector<Bits> keys, int levels, const std::string& wh
   cuda_stream stream;
   ASSERT_EQ(cudaMemcpy(k.data(), keys.data(), kb, cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(v.data(), values.data(), vb, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // see expect_matches_radix_sort
   const bool alt = cuda::detail::sample_sort_with_levels(
       k.data(), k_alt.data(), v.data(), v_alt.data(), n, key_width, value_width, scratch.data(),
       bytes, stream.value(), cuda::default_sample_seed, levels);

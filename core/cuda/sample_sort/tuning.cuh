@@ -15,9 +15,11 @@
 //    inputs with many equal keys finish instead of recursing ("zero", "detdupes").
 //  - CUB's device-wide exclusive scan over the counters, laid out segment by segment, bucket-major
 //    within a segment, gives every (tile, bucket) its global output offset.
-//  - A scatter pass recomputes the bucket indices, ranks the tile's keys by bucket in shared
-//    memory (deterministically: per-warp counters, ballot matching, no atomics) and writes each
-//    bucket's run of the tile contiguously.
+//  - A scatter pass recomputes the bucket indices and gathers each bucket's part of the tile in
+//    shared memory: keys alone take places from shared atomics on counters that start at the
+//    tile's scanned counts (equal keys cannot be told apart in any order); pairs are ranked
+//    deterministically (per-warp counters, ballot matching, no atomics). Each bucket's part
+//    goes out as one contiguous run.
 //  - Buckets are classified: above the capacity, the next level; equality buckets above half the
 //    capacity are finished as they are; the rest become jobs of at most `bucket_capacity`
 //    elements (neighbouring small buckets share one job), sorted by one block each in shared
@@ -35,16 +37,17 @@
 //    and their bank conflicts bound it: about 25% of the copy bandwidth);
 //  - scatter: 2.0 ms with match.any and bucket-major counters (16-way bank conflicts on the
 //    counter updates), 1.1 ms with ballot matching, warp-major counters and 64 registers;
-//  - bucket sort: CUB's BlockRadixSort (4-bit digits, padded tiles) 12.3 Gkeys/s for the whole
-//    sort, an 8-bit warp-ranked LSD sort 14.5 Gkeys/s once its counters were warp-major and
-//    every warp took a share of each job; the top pass and runs of agents.cuh 16.3 (its own
-//    history is in its comment).
-// Whole sorts (bench/results/h100-20261122-d328eb3*): u32 16.3 / 13.6, u64 13.0 / 10.4, u64
-// pairs 9.4 / 7.5 Gkeys/s at 2^26 / 2^29 on uniform keys (CUB radix: 46.6 / 48.9, 15.3 / 16.0,
-// 8.2 / 8.5; CUB merge: 19.7 / 17.3, 8.7 / 7.6, 4.7 / 4.1); 25.7 to 47.7 Gkeys/s on zero and
+//    keys alone by atomics from the histogram's counts 0.45 ms (u64: 0.67 ms, from 1.1); 64-bit
+//    pairs 1.7 ms a level until 16-bit counters let two blocks share an SM;
+//  - bucket sort: see bucket_sort_agent (u64 1.2 ms, u32 0.79 ms in the current form).
+// Whole sorts (bench/results/h100-20261122-24c0c40*): u32 25.9 / 22.0, u64 17.9 / 14.6, u64
+// pairs 10.7 / 8.9 Gkeys/s at 2^26 / 2^29 on uniform keys (CUB radix: 46.5 / 48.9, 15.3 / 16.0,
+// 8.2 / 8.5; CUB merge: 19.7 / 17.3, 8.7 / 7.6, 4.7 / 4.1); 26 to 73 Gkeys/s on zero and
 // detdupes, where equality buckets finish the keys in one level. What bounds it is instruction
 // latency in the shared-memory passes, not memory bandwidth: the modelled bytes per key move at
-// 17-38% of the copy bandwidth; per u64 level the scatter takes 1.05-1.14 ms (ncu).
+// 28-45% of the copy bandwidth on uniform keys. 64-bit keys need three levels at 2^29 (the
+// capacity of 8 Ki elements is what one shared buffer of two blocks an SM holds), which is
+// where they lose to the radix sort.
 #pragma once
 
 #include <cub/block/block_radix_sort.cuh>
@@ -93,9 +96,9 @@ using policy_sm80 =
 
 /// sm_90 (H100/H200: 228 KiB shared memory per SM, 132 SMs). Distribution tiles of 512 threads
 /// with 16 (32-bit keys alone) or 8 keys each: two blocks per SM within 64 registers a thread,
-/// and 2k counters per tile stay a few percent of the bytes moved. M = 16 Ki 32-bit keys or 8 Ki
-/// elements otherwise, sorted by 1024 threads (keys alone) or 512 (pairs, whose values need the
-/// shared memory that the counters of 32 warps would take).
+/// and 2k counters per tile stay a few percent of the bytes moved. M = 16 Ki 32-bit keys (1024
+/// threads), 8 Ki 64-bit keys or 4 Ki pairs (512 threads, two blocks an SM: pairs at 4 Ki ran
+/// 11.2 / 8.6 Gkeys/s against 10.6 / 8.3 at 8 Ki and one block an SM).
 template <typename K, typename V>
 using policy_sm90 =
     policy<256, sizeof(K) == 4 ? 30 : 15, 256, 512,
