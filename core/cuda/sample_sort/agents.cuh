@@ -473,14 +473,16 @@ __host__ __device__ constexpr int floor_log2(int x) { return x <= 1 ? 0 : 1 + fl
 
 /// Sorts up to Threads * Items elements. Keys are ranked by key - min over bit_width(max - min)
 /// bits, so a job between close splitters has few bits to sort; a job of equal keys is only
-/// moved. Keys stay in registers from the load to the final store, so one shared buffer is all a
-/// job needs and two blocks of 512 threads share an SM.
+/// moved. Keys wait in registers while the first pass counts, so one shared key buffer is all a
+/// job needs and two blocks of 512 threads share an SM; values wait in shared memory at their
+/// input positions.
 ///  1. One counting pass on the top log2(capacity) of those bits (one digit per element at the
 ///     capacity; uniform data in a bucket stays uniform between its splitters), ranked by
 ///     shared atomics on 16-bit counters, puts the keys in shared memory grouped by digit.
-///  2. Each key counts the keys of its digit's run (mostly 1 or 2) that go before it, by (key,
-///     input position) for pairs so that the output is deterministic, and is stored straight to
-///     its place in device memory; its value goes there from device memory too.
+///  2. Each key of that buffer counts the keys of its digit's run (mostly 1 or 2) that go
+///     before it, by (key, input position) for pairs so that the output is deterministic, and
+///     is stored straight to its place in device memory, within its run, so nearly coalesced;
+///     its value goes there from its input position.
 ///  A job with a run above `run_max` (a skewed job: far outliers, or many keys agreeing in
 ///  their top bits that no equality bucket caught) is sorted by LSD passes of 8-bit digits over
 ///  all its bits instead: the keys stay at their input positions and the passes move 16-bit
