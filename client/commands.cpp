@@ -329,26 +329,17 @@ std::string json_list(const std::vector<std::string>& items)
   return "[" + out + "]";
 }
 
-/// What `gpusort sort` reports, whichever path sorted.
-struct sort_summary {
-  std::uint64_t elements{};
-  std::uint64_t bytes{};
-  double seconds{};
-  double rate{};  ///< bytes per second
-  std::string engine;
-  std::vector<std::string> devices;
-  std::uint64_t chunks{};
-  int rounds{};
-  std::uint64_t compensated_chunks{};
-  std::optional<double> queue_seconds;  ///< through the daemon only
-};
+/// How a sort finished, for its report: the daemon's own numbers, or the local engine's in the
+/// same shape.
+enum class sorted_by : std::uint8_t { daemon, local };
 
 /// The end of both sort paths: the outputs made durable and renamed into place, then the report
-/// (JSON, or a line unless --quiet).
+/// (JSON, or a line unless --quiet); only the daemon's report has a queue time.
 int finish_sort(progress_bar& bar, atomic_output& keys_out,
-                std::optional<atomic_output>& values_out, const sort_summary& r, bool json,
-                bool quiet)
+                std::optional<atomic_output>& values_out, const client::job_report& r,
+                sorted_by by, bool json, bool quiet)
 {
+  const bool daemon = by == sorted_by::daemon;
   bar.finish();
   keys_out.sync();
   if (values_out) values_out->sync();
@@ -357,7 +348,7 @@ int finish_sort(progress_bar& bar, atomic_output& keys_out,
 
   if (json) {
     const std::string queued =
-        r.queue_seconds ? fmt::format(", \"queue_seconds\": {}", *r.queue_seconds) : "";
+        daemon ? fmt::format(", \"queue_seconds\": {}", r.queue_seconds) : "";
     fmt::print("{{\"elements\": {}, \"bytes\": {}, \"seconds\": {}, \"rate\": {}, "
                "\"engine\": {}, \"devices\": {}, \"chunks\": {}, \"rounds\": {}, "
                "\"compensated_chunks\": {}{}}}\n",
@@ -370,7 +361,7 @@ int finish_sort(progress_bar& bar, atomic_output& keys_out,
                plural(r.elements, "element"), format_bytes(r.bytes), r.seconds, r.rate / 1e9,
                r.engine, devices, plural(r.chunks, "chunk"),
                plural(static_cast<std::uint64_t>(r.rounds), "round"),
-               r.queue_seconds ? " (daemon)" : "");
+               daemon ? " (daemon)" : "");
   }
   std::fflush(stdout);
   return exit_ok;
@@ -526,18 +517,7 @@ int sort_with_daemon(const parsed_args& a, const fs::path& input_path, dtype t,
                                                                      : exit_runtime,
                     std::string{"sort failed: "} + e.what()};
   }
-  return finish_sort(bar, keys_out, values_out,
-                     sort_summary{.elements = report.elements,
-                                  .bytes = report.bytes,
-                                  .seconds = report.seconds,
-                                  .rate = report.rate,
-                                  .engine = report.engine,
-                                  .devices = report.devices,
-                                  .chunks = report.chunks,
-                                  .rounds = report.rounds,
-                                  .compensated_chunks = report.compensated_chunks,
-                                  .queue_seconds = report.queue_seconds},
-                     json, quiet);
+  return finish_sort(bar, keys_out, values_out, report, sorted_by::daemon, json, quiet);
 }
 
 }  // namespace
@@ -599,16 +579,16 @@ int run_sort(const std::vector<std::string>& args)
   }
   const sort_report report = run_engine(cfg, job, options);
   return finish_sort(bar, keys_out, values_out,
-                     sort_summary{.elements = report.elements,
-                                  .bytes = report.bytes,
-                                  .seconds = report.seconds,
-                                  .rate = report.rate_bytes_per_second(),
-                                  .engine = report.engine,
-                                  .devices = report.devices,
-                                  .chunks = report.chunks,
-                                  .rounds = report.rounds,
-                                  .compensated_chunks = report.compensated_chunks},
-                     json, quiet);
+                     client::job_report{.elements = report.elements,
+                                        .bytes = report.bytes,
+                                        .seconds = report.seconds,
+                                        .rate = report.rate_bytes_per_second(),
+                                        .engine = report.engine,
+                                        .devices = report.devices,
+                                        .chunks = report.chunks,
+                                        .rounds = report.rounds,
+                                        .compensated_chunks = report.compensated_chunks},
+                     sorted_by::local, json, quiet);
 }
 
 // ---- verify ----------------------------------------------------------------------------------
