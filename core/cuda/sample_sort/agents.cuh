@@ -589,6 +589,12 @@ struct bucket_sort_agent {
     }
   }
 
+  /// (key - base) >> shift: the top pass's digit; an LSD pass keeps its low 8 bits.
+  __device__ __forceinline__ static std::uint32_t digit_at(K key, K base, int shift)
+  {
+    return static_cast<std::uint32_t>(static_cast<K>(key - base) >> shift);
+  }
+
   __device__ __forceinline__ std::uint32_t start_of(std::uint32_t d) const
   {
     return (s.top_count[d / 2] >> (16 * (d % 2))) & 0xffffU;
@@ -604,12 +610,11 @@ struct bucket_sort_agent {
     constexpr int words = top_words / Threads;
     for (int i = threadIdx.x; i < top_words; i += Threads) s.top_count[i] = 0;
     __syncthreads();
-    auto digit = [&](K k) { return static_cast<std::uint32_t>(static_cast<K>(k - base) >> shift); };
     std::uint32_t rank[(Items + 1) / 2] = {};  // two 16-bit ranks a register
 #pragma unroll
     for (int i = 0; i < Items; ++i) {
       if (position(i) < size) {
-        const std::uint32_t d = digit(key[i]);
+        const std::uint32_t d = digit_at(key[i], base, shift);
         const std::uint32_t half = 16 * (d % 2);
         const std::uint32_t old = atomicAdd(&s.top_count[d / 2], 1U << half);
         rank[i / 2] |= ((old >> half) & 0xffffU) << (16 * (i % 2));
@@ -640,7 +645,7 @@ struct bucket_sort_agent {
     for (int i = 0; i < Items; ++i) {
       if (position(i) < size) {
         const std::uint32_t at =
-            start_of(digit(key[i])) + ((rank[i / 2] >> (16 * (i % 2))) & 0xffffU);
+            start_of(digit_at(key[i], base, shift)) + ((rank[i / 2] >> (16 * (i % 2))) & 0xffffU);
         s.keys[at] = key[i];
         if constexpr (pairs) s.index[0][at] = static_cast<std::uint16_t>(position(i));
       }
@@ -662,7 +667,7 @@ struct bucket_sort_agent {
         const K key = s.keys[q];
         std::uint32_t place = q;
         if (shift != 0 || pairs) {
-          const std::uint32_t d = static_cast<std::uint32_t>(static_cast<K>(key - base) >> shift);
+          const std::uint32_t d = digit_at(key, base, shift);
           const std::uint32_t first = start_of(d);
           const std::uint32_t end =
               d + 1 < static_cast<std::uint32_t>(capacity) ? start_of(d + 1) : size;
@@ -688,7 +693,7 @@ struct bucket_sort_agent {
   __device__ __forceinline__ void pass(int from, std::uint32_t size, K base, int shift)
   {
     auto digit_of = [=](K key) {
-      return static_cast<std::uint32_t>(static_cast<K>(key - base) >> shift) & (digits - 1);
+      return digit_at(key, base, shift) & (digits - 1);
     };
     const int warp = static_cast<int>(threadIdx.x) / 32;
     const int lane = static_cast<int>(threadIdx.x) % 32;
