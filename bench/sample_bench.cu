@@ -123,7 +123,7 @@ result run_case(gpusort::dtype t, gpusort::distribution d, std::uint64_t n, int 
   result r;
   const double gkeys = static_cast<double>(n) / 1e9;
 
-  // sample sort, through the typed entry (ordered-bits transforms included)
+  // sample sort, through the typed entry
   {
     const std::size_t bytes =
         gpusort::cuda::sample_sort_scratch_bytes(n, sizeof(Key), value_bytes);
@@ -156,12 +156,10 @@ result run_case(gpusort::dtype t, gpusort::distribution d, std::uint64_t n, int 
         gpusort::cuda::detail::sample_sort_shape_of(n, sizeof(Key), value_bytes, major);
     r.levels = shape.levels;
     // per level: keys read twice (histogram, scatter) and written once, values read and written
-    // once; the bucket sort reads and writes everything once; floats and signed keys pay two
-    // in-place transform passes (read + write each)
+    // once; the bucket sort reads and writes everything once (floats and signed keys are mapped
+    // to ordered bits and back as the passes read and write them: no bytes of their own)
     const double kw = sizeof(Key), vw = value_bytes;
-    const double transforms =
-        gpusort::detail::ordered_is_identity(t, gpusort::order::ascending) ? 0.0 : 4.0 * kw;
-    r.bytes_per_key = shape.levels * (3 * kw + 2 * vw) + 2 * (kw + vw) + transforms;
+    r.bytes_per_key = shape.levels * (3 * kw + 2 * vw) + 2 * (kw + vw);
   }
   // CUB radix sort, on the native key type
   {

@@ -50,6 +50,31 @@ GPUSORT_HD constexpr Bits from_ordered(Bits o, dtype t, order dir) noexcept
   return o;
 }
 
+/// to_ordered or from_ordered as one conditional xor, x ^ (x's top bit ? set : clear), which is
+/// the form of both for every type and order: kernels apply it in passing as they read raw keys
+/// or write them back, instead of a transform pass of their own.
+template <typename Bits>
+struct sign_xor {
+  Bits set{};
+  Bits clear{};
+
+  GPUSORT_HD constexpr Bits operator()(Bits x) const noexcept
+  {
+    return x ^ ((x & sign_bit<Bits>) != 0 ? set : clear);
+  }
+};
+
+/// to_ordered (forward) or from_ordered of `t` and `dir` as a sign_xor: the masks are what the
+/// transform does to a key with only its top bit set and to zero.
+template <typename Bits>
+GPUSORT_HD constexpr sign_xor<Bits> ordered_xor(dtype t, order dir, bool forward) noexcept
+{
+  const auto map = [&](Bits x) {
+    return forward ? to_ordered<Bits>(x, t, dir) : from_ordered<Bits>(x, t, dir);
+  };
+  return {static_cast<Bits>(map(sign_bit<Bits>) ^ sign_bit<Bits>), map(Bits{0})};
+}
+
 /// True when ordered bits equal raw bits, so a transform pass can be skipped.
 constexpr bool ordered_is_identity(dtype t, order dir) noexcept
 {

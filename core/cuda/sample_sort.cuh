@@ -37,8 +37,8 @@ bool sample_sort(void* d_keys, void* d_keys_alt, void* d_values, void* d_values_
                  std::uint64_t seed = default_sample_seed);
 
 /// Sorts n raw keys of type `t` in direction `dir` (floats by IEEE 754 totalOrder), values along:
-/// the keys go to ordered bits in place, are sorted, and the sorted buffer goes back to raw keys.
-/// The same buffers and result convention as above; value_bytes is 0, 4 or 8.
+/// the passes map keys to ordered bits as they read the input and back as they write the
+/// result. The same buffers and result convention as above; value_bytes is 0, 4 or 8.
 bool sample_sort(dtype t, order dir, void* d_keys, void* d_keys_alt, void* d_values,
                  void* d_values_alt, std::uint64_t n, unsigned value_bytes, void* d_scratch,
                  std::size_t scratch_bytes, cudaStream_t stream,
@@ -78,10 +78,10 @@ struct sample_sort_shape {
 sample_sort_shape sample_sort_shape_of(std::uint64_t n, unsigned key_bytes, unsigned value_bytes,
                                        int sm_major);
 
-/// sample_sort with the number of levels forced (tests): with too few, segments above the
-/// bucket capacity remain and take the fallback path. levels < 0: as predicted.
-bool sample_sort_with_levels(void* d_keys, void* d_keys_alt, void* d_values, void* d_values_alt,
-                             std::uint64_t n, unsigned key_bytes, unsigned value_bytes,
+/// The typed sample_sort with the number of levels forced (tests): with too few, segments above
+/// the bucket capacity remain and take the fallback path. levels < 0: as predicted.
+bool sample_sort_with_levels(dtype t, order dir, void* d_keys, void* d_keys_alt, void* d_values,
+                             void* d_values_alt, std::uint64_t n, unsigned value_bytes,
                              void* d_scratch, std::size_t scratch_bytes, cudaStream_t stream,
                              std::uint64_t seed, int levels);
 

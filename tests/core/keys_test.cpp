@@ -19,6 +19,7 @@ using gpusort::dtype;
 using gpusort::order;
 using gpusort::detail::from_ordered;
 using gpusort::detail::raw_bits;
+using gpusort::detail::sign_bit;
 using gpusort::detail::to_ordered;
 
 template <typename T>
@@ -190,6 +191,36 @@ TEST(Keys, KnownOrderedValues)
   EXPECT_EQ(to_ordered<std::uint32_t>(0x80000000U, dtype::f32, order::ascending), 0x7FFFFFFFU);
   EXPECT_EQ(to_ordered<std::uint32_t>(0x00000000U, dtype::f32, order::ascending), 0x80000000U);
   EXPECT_EQ(to_ordered<std::uint64_t>(5, dtype::u64, order::ascending), 5U);
+}
+
+template <typename Bits>
+void check_xor_form(std::mt19937_64& rng)
+{
+  std::vector<Bits> values = {0, 1, sign_bit<Bits>, static_cast<Bits>(sign_bit<Bits> - 1),
+                              static_cast<Bits>(sign_bit<Bits> + 1), static_cast<Bits>(~Bits{0})};
+  for (int i = 0; i < 1000; ++i) values.push_back(static_cast<Bits>(rng()));
+  for (const dtype t : gpusort::all_dtypes) {
+    if (gpusort::size_of(t) != sizeof(Bits)) continue;
+    for (const order dir : {order::ascending, order::descending}) {
+      const auto to = gpusort::detail::ordered_xor<Bits>(t, dir, true);
+      const auto from = gpusort::detail::ordered_xor<Bits>(t, dir, false);
+      for (const Bits x : values) {
+        ASSERT_EQ(to(x), to_ordered(x, t, dir)) << gpusort::name_of(t) << " " << x;
+        ASSERT_EQ(from(x), from_ordered(x, t, dir)) << gpusort::name_of(t) << " " << x;
+      }
+    }
+  }
+}
+
+TEST(Keys, XorFormEqualsTheTransforms)
+{
+  std::mt19937_64 rng{42};
+  check_xor_form<std::uint32_t>(rng);
+  check_xor_form<std::uint64_t>(rng);
+  // identity where the ordered bits are the raw bits
+  const auto id = gpusort::detail::ordered_xor<std::uint64_t>(dtype::u64, order::ascending, true);
+  EXPECT_EQ(id.set, 0U);
+  EXPECT_EQ(id.clear, 0U);
 }
 
 TEST(Keys, OrderedIsIdentity)

@@ -77,8 +77,10 @@ host_case make_case(dtype t, distribution d, std::uint64_t n, unsigned value_byt
   return c;
 }
 
-/// Sorts the case on the device through the typed entry and copies the result back over it.
-void sort_on_device(host_case& c, order dir, std::uint64_t seed = cuda::default_sample_seed)
+/// Sorts the case on the device through the typed entry (with `levels` distribution levels
+/// forced, if not negative) and copies the result back over it.
+void sort_on_device(host_case& c, order dir, std::uint64_t seed = cuda::default_sample_seed,
+                    int levels = -1)
 {
   const std::uint64_t key_bytes = c.n * size_of(c.type);
   const std::uint64_t value_bytes = c.n * c.value_bytes;
@@ -98,9 +100,15 @@ void sort_on_device(host_case& c, order dir, std::uint64_t seed = cuda::default_
                               cudaMemcpyHostToDevice, stream.value()),
               cudaSuccess);
   }
-  const bool alt = cuda::sample_sort(c.type, dir, keys.data(), keys_alt.data(), values.data(),
-                                     values_alt.data(), c.n, c.value_bytes, scratch.data(),
-                                     scratch_bytes, stream.value(), seed);
+  const bool alt =
+      levels < 0
+          ? cuda::sample_sort(c.type, dir, keys.data(), keys_alt.data(), values.data(),
+                              values_alt.data(), c.n, c.value_bytes, scratch.data(),
+                              scratch_bytes, stream.value(), seed)
+          : cuda::detail::sample_sort_with_levels(c.type, dir, keys.data(), keys_alt.data(),
+                                                  values.data(), values_alt.data(), c.n,
+                                                  c.value_bytes, scratch.data(), scratch_bytes,
+                                                  stream.value(), seed, levels);
   ASSERT_EQ(cudaMemcpyAsync(c.keys.data(), alt ? keys_alt.data() : keys.data(), key_bytes,
                             cudaMemcpyDeviceToHost, stream.value()),
             cudaSuccess);
@@ -113,14 +121,15 @@ void sort_on_device(host_case& c, order dir, std::uint64_t seed = cuda::default_
 }
 
 void expect_sorts(dtype t, order dir, distribution d, std::uint64_t n, unsigned value_bytes,
-                  std::uint64_t seed = 1)
+                  std::uint64_t seed = 1, int levels = -1)
 {
   host_case c = make_case(t, d, n, value_bytes, seed);
   const fingerprint before = fingerprint_of(c.key_view(), c.value_view());
-  sort_on_device(c, dir);
+  sort_on_device(c, dir, cuda::default_sample_seed, levels);
   const verify_result v = verify(c.key_view(), c.value_view(), dir, before);
   EXPECT_TRUE(v.ok) << name_of(t) << (dir == order::ascending ? " asc " : " desc ") << name_of(d)
-                    << " n=" << n << " values=" << value_bytes << ": " << v.message;
+                    << " n=" << n << " values=" << value_bytes << " levels=" << levels << ": "
+                    << v.message;
 }
 
 // ---- every dtype x order x distribution, keys only and pairs ----
@@ -155,8 +164,9 @@ INSTANTIATE_TEST_SUITE_P(all, gpu_sample_sort_dist,
                                             ::testing::ValuesIn(all_distributions)),
                          dist_name);
 
-// ---- sizes: empty, tiny, primes, the bucket capacity M (16 Ki 32-bit keys alone, 8 Ki
-// otherwise), the small class (2 Ki / 1 Ki), the sample a*k (7680 / 3840), level boundaries ----
+// ---- sizes: empty, tiny, primes, the bucket capacity M (16 Ki keys alone, 4 Ki pairs on sm_90;
+// 8 Ki and 4 Ki on sm_80), the small class (2 Ki / 1 Ki), the sample a*k (7680 / 3840), level
+// boundaries ----
 
 std::vector<std::uint64_t> boundary_sizes()
 {
@@ -324,8 +334,9 @@ void expect_pairs_sort(std::vector<Bits> keys, int levels, const std::string& wh
   ASSERT_EQ(cudaMemcpy(v.data(), values.data(), vb, cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // see expect_matches_radix_sort
   const bool alt = cuda::detail::sample_sort_with_levels(
-      k.data(), k_alt.data(), v.data(), v_alt.data(), n, key_width, value_width, scratch.data(),
-      bytes, stream.value(), cuda::default_sample_seed, levels);
+      key_width == 4 ? dtype::u32 : dtype::u64, order::ascending, k.data(), k_alt.data(),
+      v.data(), v_alt.data(), n, value_width, scratch.data(), bytes, stream.value(),
+      cuda::default_sample_seed, levels);
   stream.synchronize();
   std::vector<Bits> out_keys(n);
   std::vector<Value> out_values(n);
@@ -363,6 +374,24 @@ TEST_F(gpu_sample_sort_bits, too_few_levels_take_the_fallback)
         expect_fallback_sorts<std::uint32_t, std::uint64_t>(3'000'017, levels, modulus);
         expect_fallback_sorts<std::uint64_t, std::uint32_t>(3'000'017, levels, modulus);
       }
+    }
+  }
+}
+
+// Raw keys (floats, signed, descending) are mapped to ordered bits where the passes read the
+// input and back where they write the result: the fallback after 0 levels (raw keys in the
+// primary buffer), after 1 level (in the result buffer), after 2; finished equal-key buckets in
+// the result buffer (zero, level 0) and in the primary buffer (fewunique, level 1).
+TEST_F(gpu_sample_sort_bits, raw_keys_on_every_path)
+{
+  for (const auto& [n, levels] : {std::pair{40'009ULL, 0}, std::pair{3'000'017ULL, 1},
+                                  std::pair{3'000'017ULL, 2}, std::pair{3'000'017ULL, -1}}) {
+    if (n > max_test_n()) continue;
+    for (const distribution d :
+         {distribution::uniform, distribution::zero, distribution::fewunique}) {
+      expect_sorts(dtype::f64, order::descending, d, n, 0, n + 1, levels);
+      expect_sorts(dtype::i32, order::ascending, d, n, 8, n + 2, levels);
+      expect_sorts(dtype::f32, order::ascending, d, n, 4, n + 3, levels);
     }
   }
 }

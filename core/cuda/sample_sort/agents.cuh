@@ -4,6 +4,7 @@
 #pragma once
 
 #include "core/cuda/sample_sort/tuning.cuh"
+#include "core/keys.hpp"
 
 #include <cub/block/block_exchange.cuh>
 #include <cub/block/block_radix_sort.cuh>
@@ -32,10 +33,12 @@ struct job {
   std::uint32_t in_primary;  ///< 1: the elements are in d_keys, 0: in d_keys_alt
 };
 
-/// A range that is finished (equal keys) but lies in the primary buffer: copied to the result.
+/// A finished range (equal keys): copied to the result from the primary buffer, or where it
+/// lies in the result already, mapped back to raw keys in place (the typed entry).
 struct copy_range {
   std::uint64_t begin;
   std::uint64_t size;
+  std::uint32_t in_primary;
 };
 
 struct level_count {
@@ -59,8 +62,21 @@ struct splitters {
   std::uint32_t depth;                ///< log2 k of this segment
 };
 
+/// Ordered bits <-> raw keys (gpusort::detail::sign_xor): all zero for ordered-bits input.
+template <typename K>
+using key_map = gpusort::detail::sign_xor<K>;
+
+template <typename K>
+__host__ __device__ __forceinline__ bool is_identity(const key_map<K>& m)
+{
+  return m.set == 0 && m.clear == 0;
+}
+
 /// Everything a level's kernels touch. Level L reads keys[L % 2 == 0 ? primary : alt] and writes
-/// the other; the result is always assembled in the alt buffers.
+/// the other; the result is always assembled in the alt buffers. The input may hold raw keys:
+/// whatever reads it (level 0, or the one job of a small sort) maps them with `to_ordered`, and
+/// every write of the result maps them back with `from_ordered`, so that floats and signed or
+/// descending keys cost no passes of their own.
 template <typename K, typename V>
 struct work {
   K* keys;
@@ -77,6 +93,8 @@ struct work {
   std::uint64_t* bucket_offsets;  ///< exclusive scan of bucket_counts
   job* jobs[2];
   copy_range* copies;
+  key_map<K> to_ordered;
+  key_map<K> from_ordered;
   std::uint32_t level;
 };
 
@@ -110,18 +128,30 @@ __device__ __forceinline__ unsigned match_label(std::uint32_t label)
   return peers;
 }
 
-/// log2 of the number of buckets for a segment of `size` elements: the levels still needed to
-/// reach half the capacity, with the splitting spread evenly over them.
+/// ceil(log2(ceil(size / part))): the splitting in bits that takes `size` elements to parts of
+/// at most `part`.
+__host__ __device__ __forceinline__ int split_bits(std::uint64_t size, std::uint64_t part)
+{
+  const std::uint64_t need = (size + part - 1) / part;
+  int bits = 0;
+  while ((std::uint64_t{1} << bits) < need) ++bits;
+  return bits;
+}
+
+/// log2 of the number of buckets for a segment of `size` elements. The levels still needed are
+/// those that take it to 3/4 of the capacity; the splitting, spread evenly over them, aims at
+/// half the capacity, at most k a level. (Counting levels to half the capacity sent a segment
+/// just above k times that through one more level: at 2^29 u64 keys on an H100, half the data
+/// took a third level, 37 ms against an estimated 31.)
 template <typename P>
 __host__ __device__ __forceinline__ int depth_for(std::uint64_t size)
 {
-  const std::uint64_t half = P::bucket_capacity / 2;
-  const std::uint64_t need = (size + half - 1) / half;  // >= 3 for size > capacity
-  int bits = 0;
-  while ((std::uint64_t{1} << bits) < need) ++bits;
-  const int levels = (bits + P::log_buckets - 1) / P::log_buckets;
+  constexpr std::uint64_t capacity = P::bucket_capacity;
+  const int levels_bits = split_bits(size, capacity / 4 * 3);
+  const int levels = levels_bits < 1 ? 1 : (levels_bits + P::log_buckets - 1) / P::log_buckets;
+  const int bits = split_bits(size, capacity / 2);
   const int depth = (bits + levels - 1) / levels;
-  return depth < 1 ? 1 : depth;
+  return depth < 1 ? 1 : depth > P::log_buckets ? P::log_buckets : depth;
 }
 
 /// Bucket of a key: the branch-free descent of Leischner et al. (j = 2j + (e > bt[j])) gives
@@ -184,7 +214,7 @@ struct sample_agent {
   storage& s;
 
   __device__ __forceinline__ void run(const K* keys, const segment& seg, std::uint64_t seed,
-                                      splitters<K, P::buckets>& out)
+                                      key_map<K> map, splitters<K, P::buckets>& out)
   {
     const int depth = depth_for<P>(seg.size);
     const int k = 1 << depth;
@@ -196,7 +226,7 @@ struct sample_agent {
       const int at = static_cast<int>(threadIdx.x) * P::sample_items + i;
       if (at < count) {
         const std::uint64_t r = mix64(stream + static_cast<std::uint64_t>(at));
-        items[i] = keys[seg.begin + __umul64hi(r, seg.size)];
+        items[i] = map(keys[seg.begin + __umul64hi(r, seg.size)]);
       } else {
         items[i] = static_cast<K>(~K{0});  // after every sampled key (stable sort)
       }
@@ -246,8 +276,9 @@ struct histogram_agent {
   storage& s;
 
   /// Counts the tile's keys per bucket into counts[b * stride] for b < 2k.
-  __device__ __forceinline__ void run(const K* keys, std::uint64_t begin, std::uint32_t size,
-                                      std::uint32_t* counts, std::uint64_t stride)
+  __device__ __forceinline__ void run(const K* keys, key_map<K> map, std::uint64_t begin,
+                                      std::uint32_t size, std::uint32_t* counts,
+                                      std::uint64_t stride)
   {
     const int warp = static_cast<int>(threadIdx.x) / 32;
     const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -261,7 +292,7 @@ struct histogram_agent {
 #pragma unroll
     for (int i = 0; i < P::dist_items; ++i) {
       const std::uint32_t at = static_cast<std::uint32_t>(i * P::dist_threads) + threadIdx.x;
-      bkt[i] = at < size ? cls(keys[begin + at]) : none;
+      bkt[i] = at < size ? cls(map(keys[begin + at])) : none;
     }
     // Shared-memory atomics on the warp's own counters; a warp whose lanes all hit one bucket
     // (runs of equal or sorted keys) adds once instead of contending 32 times. (match.any for
@@ -361,9 +392,9 @@ struct scatter_agent {
     }
   }
 
-  __device__ __forceinline__ void run(const K* keys_in, const V* values_in, K* keys_out,
-                                      V* values_out, std::uint64_t begin, std::uint32_t size,
-                                      const std::uint32_t* tile_counts,
+  __device__ __forceinline__ void run(const K* keys_in, key_map<K> map, const V* values_in,
+                                      K* keys_out, V* values_out, std::uint64_t begin,
+                                      std::uint32_t size, const std::uint32_t* tile_counts,
                                       const std::uint64_t* tile_offsets, std::uint64_t stride,
                                       std::uint64_t segment_first, std::uint64_t segment_begin)
   {
@@ -393,7 +424,7 @@ struct scatter_agent {
 #pragma unroll
     for (int i = 0; i < P::dist_items; ++i) {
       const std::uint32_t at = static_cast<std::uint32_t>(i * P::dist_threads) + threadIdx.x;
-      if (at < size) key[i] = keys_in[begin + at];
+      if (at < size) key[i] = map(keys_in[begin + at]);
     }
 #pragma unroll
     for (int i = 0; i < P::dist_items; ++i) {
@@ -474,8 +505,8 @@ __host__ __device__ constexpr int floor_log2(int x) { return x <= 1 ? 0 : 1 + fl
 /// Sorts up to Threads * Items elements. Keys are ranked by key - min over bit_width(max - min)
 /// bits, so a job between close splitters has few bits to sort; a job of equal keys is only
 /// moved. Keys wait in registers while the first pass counts, so one shared key buffer is all a
-/// job needs and two blocks of 512 threads share an SM; values wait in shared memory at their
-/// input positions.
+/// job needs (two blocks of 4 Ki pairs share an SM, and 16 Ki 64-bit keys fit one block);
+/// values wait in shared memory at their input positions.
 ///  1. One counting pass on the top log2(capacity) of those bits (one digit per element at the
 ///     capacity; uniform data in a bucket stays uniform between its splitters), ranked by
 ///     shared atomics on 16-bit counters, puts the keys in shared memory grouped by digit.
@@ -557,8 +588,8 @@ struct bucket_sort_agent {
   /// Loads the job's keys into registers and its values into shared memory (so that a job
   /// sorted in place has read all it needs before anything is written); returns
   /// bit_width(max - min) and sets s.min.
-  __device__ __forceinline__ int load(const K* keys_in, const V* values_in, std::uint64_t begin,
-                                      std::uint32_t size, K (&key)[Items])
+  __device__ __forceinline__ int load(const K* keys_in, key_map<K> map, const V* values_in,
+                                      std::uint64_t begin, std::uint32_t size, K (&key)[Items])
   {
     K lo = static_cast<K>(~K{0});
     K hi = 0;
@@ -566,7 +597,7 @@ struct bucket_sort_agent {
     for (int i = 0; i < Items; ++i) {
       key[i] = 0;
       if (position(i) < size) {
-        key[i] = keys_in[begin + position(i)];
+        key[i] = map(keys_in[begin + position(i)]);
         if constexpr (pairs) s.values[position(i)] = values_in[begin + position(i)];
         lo = key[i] < lo ? key[i] : lo;
         hi = key[i] > hi ? key[i] : hi;
@@ -657,8 +688,9 @@ struct bucket_sort_agent {
   /// After the top pass: each key of s.keys counts the keys of its run that go before it and
   /// goes to its place in the output, which lies within its run, so the stores stay nearly
   /// coalesced; its value comes from its input position.
-  __device__ __forceinline__ void place_runs(K* keys_out, V* values_out, std::uint64_t begin,
-                                             std::uint32_t size, K base, int shift)
+  __device__ __forceinline__ void place_runs(K* keys_out, key_map<K> map, V* values_out,
+                                             std::uint64_t begin, std::uint32_t size, K base,
+                                             int shift)
   {
 #pragma unroll
     for (int i = 0; i < Items; ++i) {
@@ -680,7 +712,7 @@ struct bucket_sort_agent {
             place += (other < key || (other == key && before)) ? 1U : 0U;
           }
         }
-        keys_out[begin + place] = key;
+        keys_out[begin + place] = map(key);
         if constexpr (pairs) values_out[begin + place] = s.values[s.index[0][q]];
       }
     }
@@ -765,7 +797,7 @@ struct bucket_sort_agent {
 
   /// The skewed job: the keys at their input positions, LSD passes over all `bits` on the
   /// positions, then out.
-  __device__ __forceinline__ void lsd_sort(const K (&key)[Items], K* keys_out,
+  __device__ __forceinline__ void lsd_sort(const K (&key)[Items], K* keys_out, key_map<K> map,
                                            V* values_out, std::uint64_t begin,
                                            std::uint32_t size, K base, int bits)
   {
@@ -784,23 +816,29 @@ struct bucket_sort_agent {
     }
     for (std::uint32_t p = threadIdx.x; p < size; p += Threads) {
       const std::uint16_t at = s.index[from][p];
-      keys_out[begin + p] = s.keys[at];
+      keys_out[begin + p] = map(s.keys[at]);
       if constexpr (pairs) values_out[begin + p] = s.values[at];
     }
   }
 
-  __device__ __forceinline__ void run(const K* keys_in, const V* values_in, K* keys_out,
-                                      V* values_out, std::uint64_t begin, std::uint32_t size)
+  /// Sorts keys_in[begin, begin + size) (read through in_map) and the values along into
+  /// keys_out (written through out_map), which may be the same buffers.
+  __device__ __forceinline__ void run(const K* keys_in, key_map<K> in_map, const V* values_in,
+                                      K* keys_out, key_map<K> out_map, V* values_out,
+                                      std::uint64_t begin, std::uint32_t size)
   {
     K key[Items];
-    const int bits = load(keys_in, values_in, begin, size, key);
+    const int bits = load(keys_in, in_map, values_in, begin, size, key);
     if (bits == 0) {  // equal keys: in input order, already in place or copied
-      if (keys_in != keys_out) {
+      const bool moved = keys_in != keys_out;
+      if (moved || !is_identity(out_map)) {
 #pragma unroll
         for (int i = 0; i < Items; ++i) {
           if (position(i) < size) {
-            keys_out[begin + position(i)] = key[i];
-            if constexpr (pairs) values_out[begin + position(i)] = s.values[position(i)];
+            keys_out[begin + position(i)] = out_map(key[i]);
+            if constexpr (pairs) {
+              if (moved) values_out[begin + position(i)] = s.values[position(i)];
+            }
           }
         }
       }
@@ -811,9 +849,9 @@ struct bucket_sort_agent {
     // keys, which only pairs need ordered (by input position)
     const int shift = bits > top_bits ? bits - top_bits : 0;
     if (top_pass(key, size, base, shift)) {
-      place_runs(keys_out, values_out, begin, size, base, shift);
+      place_runs(keys_out, out_map, values_out, begin, size, base, shift);
     } else {
-      lsd_sort(key, keys_out, values_out, begin, size, base, bits);
+      lsd_sort(key, keys_out, out_map, values_out, begin, size, base, bits);
     }
   }
 };

@@ -12,6 +12,21 @@ namespace gpusort::cuda::detail::sample {
 template <typename K, typename V>
 using active_policy = typename policy_hub<K, V>::active;
 
+/// The maps of raw keys a kernel applies (see work): instances that read or write no raw keys
+/// get zero maps, which fold away (applied as runtime zero maps, they cost 64-bit keys 5% of a
+/// 2^26 sort on an H100).
+template <bool Mapped, typename K, typename V>
+__device__ __forceinline__ key_map<K> to_ordered_in(const work<K, V>& w)
+{
+  return Mapped ? w.to_ordered : key_map<K>{};
+}
+
+template <bool Mapped, typename K, typename V>
+__device__ __forceinline__ key_map<K> from_ordered_in(const work<K, V>& w)
+{
+  return Mapped ? w.from_ordered : key_map<K>{};
+}
+
 template <typename P>
 __device__ __forceinline__ std::uint64_t tiles_of(std::uint64_t size)
 {
@@ -73,7 +88,8 @@ __global__ void tile_map_kernel(work<K, V> w)
   }
 }
 
-template <typename K, typename V>
+/// Mapped: level 0 of a sort of raw keys (likewise the histogram and the scatter).
+template <typename K, typename V, bool Mapped>
 __global__ void __launch_bounds__(active_policy<K, V>::sample_threads)
     sample_kernel(work<K, V> w)
 {
@@ -85,12 +101,12 @@ __global__ void __launch_bounds__(active_policy<K, V>::sample_threads)
   auto* out = static_cast<splitters<K, P::buckets>*>(w.splitter_data);
   const std::uint32_t count = w.count->levels[w.level].segments;
   for (std::uint32_t s = blockIdx.x; s < count; s += gridDim.x) {
-    agent{storage}.run(keys, segs[s], w.seed, out[s]);
+    agent{storage}.run(keys, segs[s], w.seed, to_ordered_in<Mapped>(w), out[s]);
     __syncthreads();
   }
 }
 
-template <typename K, typename V>
+template <typename K, typename V, bool Mapped>
 __global__ void __launch_bounds__(active_policy<K, V>::dist_threads)
     histogram_kernel(work<K, V> w)
 {
@@ -105,7 +121,7 @@ __global__ void __launch_bounds__(active_policy<K, V>::dist_threads)
     const tile_view tv = tile_at<P>(segs, w.tile_map, t);
     storage.split.load(split[tv.index]);
     __syncthreads();
-    agent{storage}.run(keys, tv.begin, tv.size,
+    agent{storage}.run(keys, to_ordered_in<Mapped>(w), tv.begin, tv.size,
                        w.bucket_counts + tv.seg.tile_base * P::counters + tv.in_seg,
                        tiles_of<P>(tv.seg.size));
     __syncthreads();
@@ -113,7 +129,7 @@ __global__ void __launch_bounds__(active_policy<K, V>::dist_threads)
 }
 
 // two blocks per SM: 64 registers a thread (ptxas took 128 without the bound, one block per SM)
-template <typename K, typename V>
+template <typename K, typename V, bool Mapped>
 __global__ void __launch_bounds__(active_policy<K, V>::dist_threads, 2)
     scatter_kernel(work<K, V> w)
 {
@@ -134,7 +150,8 @@ __global__ void __launch_bounds__(active_policy<K, V>::dist_threads, 2)
     const std::uint64_t first = tv.seg.tile_base * P::counters;
     storage.split.load(split[tv.index]);
     __syncthreads();
-    agent{storage}.run(keys_in, values_in, keys_out, values_out, tv.begin, tv.size,
+    agent{storage}.run(keys_in, to_ordered_in<Mapped>(w), values_in, keys_out, values_out, tv.begin,
+                       tv.size,
                        w.bucket_counts + first + tv.in_seg, w.bucket_offsets + first + tv.in_seg,
                        tiles_of<P>(tv.seg.size),
                        w.bucket_offsets[first], tv.seg.begin);
@@ -191,13 +208,15 @@ __global__ void classify_kernel(work<K, V> w)
                                          static_cast<std::uint32_t>(tiles_of<P>(size)));
         next[at] = segment{begin, size, tile_base};
       } else if (kind[b] == kind_done) {
-        if (out_primary != 0) {
+        // in the primary buffer: copied to the result; in the result already: mapped back to
+        // raw keys there, unless the keys are ordered bits
+        if (out_primary != 0 || !is_identity(w.from_ordered)) {
           const std::uint64_t chunks = (size + copy_chunk - 1) / copy_chunk;
           const std::uint32_t at = atomicAdd(&w.count->copies, static_cast<std::uint32_t>(chunks));
           for (std::uint64_t c = 0; c < chunks; ++c) {
             const std::uint64_t from = c * copy_chunk;
-            w.copies[at + c] =
-                copy_range{begin + from, size - from < copy_chunk ? size - from : copy_chunk};
+            w.copies[at + c] = copy_range{
+                begin + from, size - from < copy_chunk ? size - from : copy_chunk, out_primary};
           }
         }
       } else {
@@ -228,8 +247,9 @@ inline constexpr int sort_threads_v = Class == 0 ? active_policy<K, V>::sort_thr
                                                  : active_policy<K, V>::small_sort_threads;
 
 /// Sorts the jobs of one size class into the alt buffers, one block per job. Within 64
-/// registers a thread, so that blocks of up to 512 threads fit two to an SM.
-template <typename K, typename V, int Class>
+/// registers a thread, so that blocks of up to 512 threads fit two to an SM. Mapped: a sort of
+/// raw keys, whose result goes back to raw keys.
+template <typename K, typename V, int Class, bool Mapped>
 __global__ void __launch_bounds__(sort_threads_v<K, V, Class>,
                                   sort_threads_v<K, V, Class> <= 512
                                       ? 1024 / sort_threads_v<K, V, Class> : 1)
@@ -246,21 +266,28 @@ __global__ void __launch_bounds__(sort_threads_v<K, V, Class>,
     const job jb = w.jobs[Class][j];
     const K* keys_in = jb.in_primary != 0 ? w.keys : w.keys_alt;
     const V* values_in = jb.in_primary != 0 ? w.values : w.values_alt;
-    agent{storage}.run(keys_in, values_in, w.keys_alt, w.values_alt, jb.begin, jb.size);
+    // only the one job of a sort without levels reads the (raw) input
+    const key_map<K> in = w.level == 0 ? to_ordered_in<Mapped>(w) : key_map<K>{};
+    agent{storage}.run(keys_in, in, values_in, w.keys_alt, from_ordered_in<Mapped>(w),
+                       w.values_alt, jb.begin, jb.size);
     __syncthreads();
   }
 }
 
-/// Finished ranges left in the primary buffers go to the alt buffers.
+/// Finished ranges: from the primary buffers to the alt buffers, or mapped back to raw keys
+/// where they lie in the alt buffers already.
 template <typename K, typename V>
 __global__ void copy_kernel(work<K, V> w)
 {
   const std::uint32_t count = w.count->copies;
   for (std::uint32_t c = blockIdx.x; c < count; c += gridDim.x) {
     const copy_range r = w.copies[c];
+    const K* from = r.in_primary != 0 ? w.keys : w.keys_alt;
     for (std::uint64_t i = r.begin + threadIdx.x; i < r.begin + r.size; i += blockDim.x) {
-      w.keys_alt[i] = w.keys[i];
-      if constexpr (has_values_v<V>) w.values_alt[i] = w.values[i];
+      w.keys_alt[i] = w.from_ordered(from[i]);
+      if constexpr (has_values_v<V>) {
+        if (r.in_primary != 0) w.values_alt[i] = w.values[i];
+      }
     }
   }
 }
@@ -273,15 +300,22 @@ __global__ void leftover_kernel(work<K, V> w)
   const segment* segs = w.segments[w.level % 2];
   const std::uint32_t count = w.count->levels[w.level].segments;
   const bool in_primary = w.level % 2 == 0;
+  const key_map<K> to = w.level == 0 ? w.to_ordered : key_map<K>{};
   for (std::uint32_t s = blockIdx.x; s < count; s += gridDim.x) {
     const segment seg = segs[s];
     K* keys = (in_primary ? w.keys : w.keys_alt) + seg.begin;
     V* values = has_values_v<V> ? (in_primary ? w.values : w.values_alt) + seg.begin : nullptr;
+    if (!is_identity(to)) {  // no level ran: the raw input
+      for (std::uint64_t i = threadIdx.x; i < seg.size; i += blockDim.x) keys[i] = to(keys[i]);
+      __syncthreads();
+    }
     bitonic_segment<K, V>(keys, values, seg.size);
-    if (in_primary) {
+    if (in_primary || !is_identity(w.from_ordered)) {
       for (std::uint64_t i = seg.begin + threadIdx.x; i < seg.begin + seg.size; i += blockDim.x) {
-        w.keys_alt[i] = w.keys[i];
-        if constexpr (has_values_v<V>) w.values_alt[i] = w.values[i];
+        w.keys_alt[i] = w.from_ordered(in_primary ? w.keys[i] : w.keys_alt[i]);
+        if constexpr (has_values_v<V>) {
+          if (in_primary) w.values_alt[i] = w.values[i];
+        }
       }
     }
     __syncthreads();

@@ -96,14 +96,16 @@ using policy_sm80 =
 
 /// sm_90 (H100/H200: 228 KiB shared memory per SM, 132 SMs). Distribution tiles of 512 threads
 /// with 16 (32-bit keys alone) or 8 keys each: two blocks per SM within 64 registers a thread,
-/// and 2k counters per tile stay a few percent of the bytes moved. M = 16 Ki 32-bit keys (1024
-/// threads), 8 Ki 64-bit keys or 4 Ki pairs (512 threads, two blocks an SM: pairs at 4 Ki ran
-/// 11.2 / 8.6 Gkeys/s against 10.6 / 8.3 at 8 Ki and one block an SM).
+/// and 2k counters per tile stay a few percent of the bytes moved. M = 16 Ki keys alone (1024
+/// threads, one block an SM; 64-bit keys fill 224 KiB: at 8 Ki and two blocks an SM, 2^29 keys
+/// took three levels, 13.9 against 14.5 Gkeys/s in one run) or 4 Ki pairs (512 threads, two
+/// blocks an SM: pairs at 4 Ki ran 11.2 / 8.6 Gkeys/s against 10.6 / 8.3 at 8 Ki and one block
+/// an SM).
 template <typename K, typename V>
 using policy_sm90 =
     policy<256, sizeof(K) == 4 ? 30 : 15, 256, 512,
            (sizeof(K) == 4 && keys_only_v<K, V>) ? 16 : 8,
-           (sizeof(K) == 4 && keys_only_v<K, V>) ? 1024 : 512,
+           keys_only_v<K, V> ? 1024 : 512,
            keys_only_v<K, V> ? 16 : 8, 128,
            (sizeof(K) == 4 && keys_only_v<K, V>) ? 16 : 8>;
 
