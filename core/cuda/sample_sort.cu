@@ -302,6 +302,12 @@ bool run(dtype t, order dir, K* keys, K* keys_alt, V* values, V* values_alt, std
   GPUSORT_CUDA_TRY(cudaMemsetAsync(w.count, 0, sizeof(ss::counters), stream));
   ss::init_kernel<K, V><<<1, 32, 0, stream>>>(w);
   GPUSORT_CHECK_LAUNCH();
+  if (mapped && l.levels == 0) {
+    ss::map_input_kernel<K, V>
+        <<<grid_of((n + list_threads - 1) / list_threads, setup.map), list_threads, 0, stream>>>(
+            w);
+    GPUSORT_CHECK_LAUNCH();
+  }
   if (l.levels > 0) {
     w.level = 0;
     ss::tile_map_kernel<K, V><<<1, list_threads, 0, stream>>>(w);

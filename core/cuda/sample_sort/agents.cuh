@@ -74,9 +74,9 @@ __host__ __device__ __forceinline__ bool is_identity(const key_map<K>& m)
 
 /// Everything a level's kernels touch. Level L reads keys[L % 2 == 0 ? primary : alt] and writes
 /// the other; the result is always assembled in the alt buffers. The input may hold raw keys:
-/// whatever reads it (level 0, or the one job of a small sort) maps them with `to_ordered`, and
-/// every write of the result maps them back with `from_ordered`, so that floats and signed or
-/// descending keys cost no passes of their own.
+/// level 0 maps them with `to_ordered` as it reads them (a sort without levels maps its few
+/// keys in place first), and every write of the result maps them back with `from_ordered`, so
+/// that floats and signed or descending keys cost no passes of their own.
 template <typename K, typename V>
 struct work {
   K* keys;
@@ -588,8 +588,8 @@ struct bucket_sort_agent {
   /// Loads the job's keys into registers and its values into shared memory (so that a job
   /// sorted in place has read all it needs before anything is written); returns
   /// bit_width(max - min) and sets s.min.
-  __device__ __forceinline__ int load(const K* keys_in, key_map<K> map, const V* values_in,
-                                      std::uint64_t begin, std::uint32_t size, K (&key)[Items])
+  __device__ __forceinline__ int load(const K* keys_in, const V* values_in, std::uint64_t begin,
+                                      std::uint32_t size, K (&key)[Items])
   {
     K lo = static_cast<K>(~K{0});
     K hi = 0;
@@ -597,7 +597,7 @@ struct bucket_sort_agent {
     for (int i = 0; i < Items; ++i) {
       key[i] = 0;
       if (position(i) < size) {
-        key[i] = map(keys_in[begin + position(i)]);
+        key[i] = keys_in[begin + position(i)];
         if constexpr (pairs) s.values[position(i)] = values_in[begin + position(i)];
         lo = key[i] < lo ? key[i] : lo;
         hi = key[i] > hi ? key[i] : hi;
@@ -821,14 +821,14 @@ struct bucket_sort_agent {
     }
   }
 
-  /// Sorts keys_in[begin, begin + size) (read through in_map) and the values along into
-  /// keys_out (written through out_map), which may be the same buffers.
-  __device__ __forceinline__ void run(const K* keys_in, key_map<K> in_map, const V* values_in,
-                                      K* keys_out, key_map<K> out_map, V* values_out,
-                                      std::uint64_t begin, std::uint32_t size)
+  /// Sorts keys_in[begin, begin + size) and the values along into keys_out (written through
+  /// out_map), which may be the same buffers.
+  __device__ __forceinline__ void run(const K* keys_in, const V* values_in, K* keys_out,
+                                      key_map<K> out_map, V* values_out, std::uint64_t begin,
+                                      std::uint32_t size)
   {
     K key[Items];
-    const int bits = load(keys_in, in_map, values_in, begin, size, key);
+    const int bits = load(keys_in, values_in, begin, size, key);
     if (bits == 0) {  // equal keys: in input order, already in place or copied
       const bool moved = keys_in != keys_out;
       if (moved || !is_identity(out_map)) {

@@ -73,6 +73,18 @@ __global__ void init_kernel(work<K, V> w)
   }
 }
 
+/// A sort of raw keys without levels (n within the capacity, or levels forced to none): the
+/// input to ordered bits in place, for the bucket sort or the fallback, which read ordered bits
+/// only (so that the bucket sort of the levels carries no map of its input).
+template <typename K, typename V>
+__global__ void map_input_kernel(work<K, V> w)
+{
+  const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
+  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < w.n;
+       i += stride)
+    w.keys[i] = w.to_ordered(w.keys[i]);
+}
+
 /// Tile -> segment map of level w.level, one block per segment.
 template <typename K, typename V>
 __global__ void tile_map_kernel(work<K, V> w)
@@ -266,10 +278,8 @@ __global__ void __launch_bounds__(sort_threads_v<K, V, Class>,
     const job jb = w.jobs[Class][j];
     const K* keys_in = jb.in_primary != 0 ? w.keys : w.keys_alt;
     const V* values_in = jb.in_primary != 0 ? w.values : w.values_alt;
-    // only the one job of a sort without levels reads the (raw) input
-    const key_map<K> in = w.level == 0 ? to_ordered_in<Mapped>(w) : key_map<K>{};
-    agent{storage}.run(keys_in, in, values_in, w.keys_alt, from_ordered_in<Mapped>(w),
-                       w.values_alt, jb.begin, jb.size);
+    agent{storage}.run(keys_in, values_in, w.keys_alt, from_ordered_in<Mapped>(w), w.values_alt,
+                       jb.begin, jb.size);
     __syncthreads();
   }
 }
@@ -300,15 +310,10 @@ __global__ void leftover_kernel(work<K, V> w)
   const segment* segs = w.segments[w.level % 2];
   const std::uint32_t count = w.count->levels[w.level].segments;
   const bool in_primary = w.level % 2 == 0;
-  const key_map<K> to = w.level == 0 ? w.to_ordered : key_map<K>{};
   for (std::uint32_t s = blockIdx.x; s < count; s += gridDim.x) {
     const segment seg = segs[s];
     K* keys = (in_primary ? w.keys : w.keys_alt) + seg.begin;
     V* values = has_values_v<V> ? (in_primary ? w.values : w.values_alt) + seg.begin : nullptr;
-    if (!is_identity(to)) {  // no level ran: the raw input
-      for (std::uint64_t i = threadIdx.x; i < seg.size; i += blockDim.x) keys[i] = to(keys[i]);
-      __syncthreads();
-    }
     bitonic_segment<K, V>(keys, values, seg.size);
     if (in_primary || !is_identity(w.from_ordered)) {
       for (std::uint64_t i = seg.begin + threadIdx.x; i < seg.begin + seg.size; i += blockDim.x) {
