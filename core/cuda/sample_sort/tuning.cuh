@@ -4,9 +4,11 @@
 //
 // The algorithm (Leischner, Osipov and Sanders, "GPU sample sort", IPDPS 2010), as run here:
 //  - A level takes every segment (bucket) above `bucket_capacity` elements: one block per segment
-//    draws a random sample of oversampling * k keys (k a power of two up to `buckets`, chosen so
-//    that the remaining levels split evenly down to half the capacity), sorts it in shared
-//    memory and keeps k - 1 splitters as a complete binary search tree.
+//    draws a random sample of oversampling * k keys (k a power of two up to `buckets`: as many
+//    levels as take the segment to 3/4 of the capacity, split evenly and aiming at half of it;
+//    see depth_for), sorts it in shared memory and keeps k - 1 splitters as a complete binary
+//    search tree. Raw keys (floats, signed, descending) are mapped to ordered bits as level 0
+//    reads them and back as the bucket sorts write the result.
 //  - A histogram pass: tiles of `tile_items` keys, each in one segment, walk the tree branch-free
 //    (j = 2j + (e > bt[j]), unrolled) and count buckets in per-warp counter arrays in shared
 //    memory (one array per warp against contention; a warp whose keys all fall in one bucket
@@ -39,15 +41,18 @@
 //    counter updates), 1.1 ms with ballot matching, warp-major counters and 64 registers;
 //    keys alone by atomics from the histogram's counts 0.45 ms (u64: 0.67 ms, from 1.1); 64-bit
 //    pairs 1.7 ms a level until 16-bit counters let two blocks share an SM;
-//  - bucket sort: see bucket_sort_agent (u64 1.2 ms, u32 0.79 ms in the current form).
-// Whole sorts (bench/results/h100-20261122-24c0c40*): u32 25.9 / 22.0, u64 17.9 / 14.6, u64
-// pairs 10.7 / 8.9 Gkeys/s at 2^26 / 2^29 on uniform keys (CUB radix: 46.5 / 48.9, 15.3 / 16.0,
-// 8.2 / 8.5; CUB merge: 19.7 / 17.3, 8.7 / 7.6, 4.7 / 4.1); 26 to 73 Gkeys/s on zero and
-// detdupes, where equality buckets finish the keys in one level. What bounds it is instruction
-// latency in the shared-memory passes, not memory bandwidth: the modelled bytes per key move at
-// 28-45% of the copy bandwidth on uniform keys. 64-bit keys need three levels at 2^29 (the
-// capacity of 8 Ki elements is what one shared buffer of two blocks an SM holds), which is
-// where they lose to the radix sort.
+//  - bucket sort: see bucket_sort_agent (u64 1.24 ms at 16 Ki, u32 0.79 ms in the current form).
+// Whole sorts (bench/results/h100-20261122-6138ee1*): u32 26.0 / 26.2, u64 18.0 / 17.4, f64
+// 17.9 / 17.4, u64 pairs 10.6 / 8.8 Gkeys/s at 2^26 / 2^29 on uniform keys (CUB radix: 46.4 /
+// 48.9, 15.3 / 16.0, 15.3 / 15.8, 8.1 / 8.5; CUB merge: 19.7 / 17.3, 8.75 / 7.6, 8.75 / 7.6, 4.7 /
+// 4.1); 25 to 73 Gkeys/s on zero and detdupes, where equality buckets finish the keys in one
+// level. Floats, signed and descending keys run as fast as u64: level 0 maps them to ordered
+// bits as it reads them and the bucket sorts map them back as they write (separate transform
+// passes cost f64 0.7 ms of 4.5 at 2^26). What bounds it is instruction latency in the
+// shared-memory passes, not memory bandwidth: the modelled bytes per key move at 28-51% of the
+// copy bandwidth on uniform keys. 32-bit keys reach 1.3 to 1.5 times CUB's merge sort, not 2:
+// two levels of histogram and scatter (0.34 and 0.46 ms each at 2^26, the tree walks and the
+// shared atomics) and the bucket sort (0.79 ms) take 2.6 ms against the radix sort's 1.4.
 #pragma once
 
 #include <cub/block/block_radix_sort.cuh>
