@@ -65,6 +65,19 @@ int predicted_levels(std::uint64_t n)
   return levels == 0 ? 0 : std::min(levels + 1, ss::max_levels);
 }
 
+/// Levels that a segment of average size goes through (what the bulk of the data does, for the
+/// benchmark's bytes model); predicted_levels bounds the largest buckets instead.
+template <typename P>
+int expected_levels(std::uint64_t n)
+{
+  int levels = 0;
+  for (std::uint64_t size = n; size > static_cast<std::uint64_t>(P::bucket_capacity) &&
+                               levels < ss::max_levels;
+       ++levels)
+    size >>= ss::depth_for<P>(size);
+  return levels;
+}
+
 /// Segments of level `level`: one at level 0, at most k times the previous level's, at most
 /// segment_cap.
 template <typename P>
@@ -387,8 +400,7 @@ sample_sort_shape sample_sort_shape_of(std::uint64_t n, unsigned key_bytes, unsi
 {
   return visit_widths(key_bytes, value_bytes, [&]<typename K, typename V>() {
     auto shape = [&]<typename P>() {
-      const int launched = predicted_levels<P>(n);
-      return sample_sort_shape{std::max(launched - 1, 0), launched,
+      return sample_sort_shape{expected_levels<P>(n), predicted_levels<P>(n),
                                std::uint32_t{P::bucket_capacity}, std::uint32_t{P::tile_items},
                                std::uint32_t{P::buckets}};
     };

@@ -497,6 +497,24 @@ TEST(sample_sort_arguments, bad_widths_null_buffers_and_small_scratch_are_reject
   EXPECT_THROW((void)cuda::sample_sort_preferred(4, 3, 9), invalid_argument);
 }
 
+// The level count of the bulk of the data on sm_90 (16 Ki keys alone a bucket, 4 Ki pairs):
+// counted to 3/4 of the capacity, 1.25 * 2^29 keys alone take two levels; counted to half the
+// capacity (2^16 buckets of 8 Ki) they took three.
+TEST(sample_sort_arguments, levels_of_an_average_segment)
+{
+  using cuda::detail::sample_sort_shape_of;
+  constexpr std::uint64_t past_two_to_the_29 = std::uint64_t{5} << 27;
+  EXPECT_EQ(sample_sort_shape_of(16384, 8, 0, 9).levels, 0);
+  EXPECT_EQ(sample_sort_shape_of(16385, 8, 0, 9).levels, 1);
+  EXPECT_EQ(sample_sort_shape_of(std::uint64_t{1} << 26, 4, 0, 9).levels, 2);
+  EXPECT_EQ(sample_sort_shape_of(std::uint64_t{1} << 29, 8, 0, 9).levels, 2);
+  EXPECT_EQ(sample_sort_shape_of(past_two_to_the_29, 8, 0, 9).levels, 2);
+  EXPECT_EQ(sample_sort_shape_of(past_two_to_the_29, 4, 0, 9).levels, 2);
+  EXPECT_EQ(sample_sort_shape_of(std::uint64_t{1} << 29, 8, 8, 9).levels, 3);
+  // launched: enough for the largest buckets, and a spare
+  EXPECT_GT(sample_sort_shape_of(std::uint64_t{1} << 29, 8, 0, 9).launched_levels, 2);
+}
+
 class gpu_sample_sort_scratch : public test::gpu_test {};
 
 // The size query asks CUB for its scan's scratch, which needs the runtime: a GPU test.
