@@ -445,6 +445,29 @@ TEST_F(gpu_sample_sort_bits, bucket_sort_digit_paths_and_fallback)
   }
 }
 
+// One key in a hundred far above the rest: the splitter range is wide, the other splitters
+// crowd the first cells, and their keys take the tree walk instead of the cell compares.
+template <typename Bits>
+void expect_outliers_sort(std::uint64_t n, std::uint64_t seed)
+{
+  std::mt19937_64 rng{seed};
+  std::vector<Bits> keys(n);
+  for (auto& k : keys) {
+    const bool far = rng() % 100 == 0;
+    k = static_cast<Bits>(far ? ~Bits{0} - rng() % 1000 : rng() % 4096);
+  }
+  expect_pairs_sort<Bits, std::uint32_t>(std::move(keys), -1, "outliers");
+}
+
+TEST_F(gpu_sample_sort_bits, far_outliers_crowd_the_cells)
+{
+  for (const std::uint64_t n : {70'001ULL, 3'000'017ULL}) {
+    if (n > max_test_n()) continue;
+    expect_outliers_sort<std::uint32_t>(n, n);
+    expect_outliers_sort<std::uint64_t>(n, n + 1);
+  }
+}
+
 // ---- large: a few hundred million, and past 2^31 ----
 
 bool fits_device(std::uint64_t bytes)

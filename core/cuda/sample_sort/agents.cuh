@@ -53,13 +53,24 @@ struct counters {
   std::uint32_t copies;
 };
 
+/// Cells of a segment's splitter range, a shortcut past the tree walk: cell c covers the keys
+/// lo + [c, c + 1) * 2^shift (the last one everything above) and holds the number of splitters
+/// below it (low byte) and in it (high byte).
+inline constexpr int cell_bits = 12;
+inline constexpr int cells = 1 << cell_bits;
+/// a key whose cell holds more splitters walks the tree
+inline constexpr std::uint32_t cell_compares = 3;
+
 /// The per-segment splitter data a level keeps in scratch.
 template <typename K, int Buckets>
-struct splitters {
+struct alignas(16) splitters {
+  std::uint16_t cell[cells];
   K tree[Buckets];   ///< complete binary search tree, root at [1]
   K sorted[Buckets]; ///< the k - 1 splitters in order
   std::uint32_t heavy[Buckets / 32];  ///< bit i: splitter i occurs more than once
   std::uint32_t depth;                ///< log2 k of this segment
+  K lo;                               ///< the smallest splitter
+  std::uint32_t shift;
 };
 
 /// Ordered bits <-> raw keys (gpusort::detail::sign_xor): all zero for ordered-bits input.
@@ -154,24 +165,42 @@ __host__ __device__ __forceinline__ int depth_for(std::uint64_t size)
   return depth < 1 ? 1 : depth > P::log_buckets ? P::log_buckets : depth;
 }
 
-/// Bucket of a key: the branch-free descent of Leischner et al. (j = 2j + (e > bt[j])) gives
-/// b = the number of splitters below e; keys equal to a splitter that occurs more than once go to
-/// its equality bucket 2b + 1, all others to 2b.
+/// Bucket of a key: b = the number of splitters below it; keys equal to a splitter that occurs
+/// more than once go to its equality bucket 2b + 1, all others to 2b. The key's cell gives the
+/// splitters below the cell and at most cell_compares in it to compare with (independent loads);
+/// a key in a crowded cell takes the branch-free descent of Leischner et al. (j = 2j + (e >
+/// bt[j])), a chain of log2 k dependent loads.
 template <typename P, typename K>
 struct classifier {
   const K* tree;
   const K* sorted;
   const std::uint32_t* heavy;
+  const std::uint16_t* cell;
+  K lo;
+  int shift;
   int depth;
 
   __device__ __forceinline__ std::uint32_t operator()(K key) const
   {
-    std::uint32_t j = 1;
+    const K above = key > lo ? static_cast<K>(key - lo) : K{0};
+    const K wide = static_cast<K>(above >> shift);
+    const std::uint32_t entry =
+        cell[wide < static_cast<K>(cells) ? static_cast<std::uint32_t>(wide) : cells - 1];
+    const std::uint32_t first = entry & 0xffU;
+    const std::uint32_t in_cell = entry >> 8;
+    std::uint32_t b = first;
+    if (in_cell <= cell_compares) {
 #pragma unroll
-    for (int l = 0; l < P::log_buckets; ++l) {
-      if (l < depth) j = 2 * j + (key > tree[j] ? 1U : 0U);
+      for (std::uint32_t i = 0; i < cell_compares; ++i)
+        b += (i < in_cell && key > sorted[first + i]) ? 1U : 0U;
+    } else {
+      std::uint32_t j = 1;
+#pragma unroll
+      for (int l = 0; l < P::log_buckets; ++l) {
+        if (l < depth) j = 2 * j + (key > tree[j] ? 1U : 0U);
+      }
+      b = j - (1U << depth);
     }
-    const std::uint32_t b = j - (1U << depth);
     const bool eq = b + 1 < (1U << depth) && ((heavy[b >> 5] >> (b & 31)) & 1U) != 0 &&
                     key == sorted[b];
     return 2 * b + (eq ? 1U : 0U);
@@ -181,9 +210,12 @@ struct classifier {
 /// Shared copy of one segment's splitters, loaded by a whole block.
 template <typename P, typename K>
 struct shared_splitters {
+  alignas(16) std::uint16_t cell[cells];
   K tree[P::buckets];
   K sorted[P::buckets];
   std::uint32_t heavy[P::buckets / 32];
+  K lo;
+  int shift;
   int depth;
 
   __device__ __forceinline__ void load(const splitters<K, P::buckets>& s)
@@ -193,11 +225,21 @@ struct shared_splitters {
       tree[i] = s.tree[i];
       sorted[i] = s.sorted[i];
     }
+    constexpr int vectors = cells * sizeof(std::uint16_t) / sizeof(uint4);
+    for (int i = threadIdx.x; i < vectors; i += blockDim.x)
+      reinterpret_cast<uint4*>(cell)[i] = reinterpret_cast<const uint4*>(s.cell)[i];
     for (int i = threadIdx.x; i < P::buckets / 32; i += blockDim.x) heavy[i] = s.heavy[i];
-    if (threadIdx.x == 0) depth = static_cast<int>(s.depth);
+    if (threadIdx.x == 0) {
+      depth = static_cast<int>(s.depth);
+      lo = s.lo;
+      shift = static_cast<int>(s.shift);
+    }
   }
 
-  __device__ __forceinline__ classifier<P, K> get() const { return {tree, sorted, heavy, depth}; }
+  __device__ __forceinline__ classifier<P, K> get() const
+  {
+    return {tree, sorted, heavy, cell, lo, shift, depth};
+  }
 };
 
 // ---- sampling: one block per segment ----
@@ -259,7 +301,48 @@ struct sample_agent {
         out.tree[i] = s.sample[(idx + 1) * a];
       }
     }
+    cells_of(k, out);
     if (threadIdx.x == 0) out.depth = static_cast<std::uint32_t>(depth);
+  }
+
+  /// The cells of the k - 1 splitters s.sample[(i + 1) * a] (see splitters::cell).
+  __device__ __forceinline__ void cells_of(int k, splitters<K, P::buckets>& out) const
+  {
+    constexpr int a = P::oversampling;
+    const K lo = s.sample[a];
+    const K range = static_cast<K>(s.sample[(k - 1) * a] - lo);
+    int width = 0;
+    if constexpr (sizeof(K) == 4) {
+      width = 32 - __clz(static_cast<int>(range));
+    } else {
+      width = 64 - __clzll(static_cast<long long>(range));
+    }
+    const int shift = width > cell_bits ? width - cell_bits : 0;
+    // splitters below the first key of cell c (lower bound; k - 1 past the top of the keys)
+    auto below = [&](int c) {
+      const K step = static_cast<K>(static_cast<K>(c) << shift);
+      if (c >= cells || step > static_cast<K>(~K{0} - lo)) return k - 1;
+      const K v = static_cast<K>(lo + step);
+      int low = 0;
+      int high = k - 1;
+      while (low < high) {
+        const int mid = (low + high) / 2;
+        if (s.sample[(mid + 1) * a] < v) {
+          low = mid + 1;
+        } else {
+          high = mid;
+        }
+      }
+      return low;
+    };
+    for (int c = threadIdx.x; c < cells; c += P::sample_threads) {
+      const int first = below(c);
+      out.cell[c] = static_cast<std::uint16_t>(first | (below(c + 1) - first) << 8);
+    }
+    if (threadIdx.x == 0) {
+      out.lo = lo;
+      out.shift = static_cast<std::uint32_t>(shift);
+    }
   }
 };
 
