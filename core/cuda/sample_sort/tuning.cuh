@@ -7,10 +7,13 @@
 //    draws a random sample of oversampling * k keys (k a power of two up to `buckets`: as many
 //    levels as take the segment to 3/4 of the capacity, split evenly and aiming at half of it;
 //    see depth_for), sorts it in shared memory and keeps k - 1 splitters as a complete binary
-//    search tree. Raw keys (floats, signed, descending) are mapped to ordered bits as level 0
-//    reads them and back as the bucket sorts write the result.
-//  - A histogram pass: tiles of `tile_items` keys, each in one segment, walk the tree branch-free
-//    (j = 2j + (e > bt[j]), unrolled) and count buckets in per-warp counter arrays in shared
+//    search tree, and 4096 cells over the splitters' range, each with the number of splitters
+//    below it and in it. Raw keys (floats, signed, descending) are mapped to ordered bits as
+//    level 0 reads them and back as the bucket sorts write the result.
+//  - A histogram pass: tiles of `tile_items` keys, each in one segment, find each key's bucket
+//    from its cell and at most 3 compares, or where the cell holds more splitters, by the walk
+//    of the tree, branch-free (j = 2j + (e > bt[j]), unrolled; see classifier), and count
+//    buckets in per-warp counter arrays in shared
 //    memory (one array per warp against contention; a warp whose keys all fall in one bucket
 //    adds once, so runs of equal keys do not contend). Splitters that occur more than once get
 //    an equality bucket beside them (bucket 2i+1 holds the keys equal to splitter i), so that
@@ -41,18 +44,22 @@
 //    counter updates), 1.1 ms with ballot matching, warp-major counters and 64 registers;
 //    keys alone by atomics from the histogram's counts 0.45 ms (u64: 0.67 ms, from 1.1); 64-bit
 //    pairs 1.7 ms a level until 16-bit counters let two blocks share an SM;
-//  - bucket sort: see bucket_sort_agent (u64 1.24 ms at 16 Ki, u32 0.79 ms in the current form).
-// Whole sorts (bench/results/h100-20261122-6138ee1*): u32 26.0 / 26.2, u64 18.0 / 17.4, f64
-// 17.9 / 17.4, u64 pairs 10.6 / 8.8 Gkeys/s at 2^26 / 2^29 on uniform keys (CUB radix: 46.4 /
-// 48.9, 15.3 / 16.0, 15.3 / 15.8, 8.1 / 8.5; CUB merge: 19.7 / 17.3, 8.75 / 7.6, 8.75 / 7.6, 4.7 /
-// 4.1); 25 to 73 Gkeys/s on zero and detdupes, where equality buckets finish the keys in one
-// level. Floats, signed and descending keys run as fast as u64: level 0 maps them to ordered
-// bits as it reads them and the bucket sorts map them back as they write (separate transform
-// passes cost f64 0.7 ms of 4.5 at 2^26). What bounds it is instruction latency in the
-// shared-memory passes, not memory bandwidth: the modelled bytes per key move at 28-51% of the
-// copy bandwidth on uniform keys. 32-bit keys reach 1.3 to 1.5 times CUB's merge sort, not 2:
-// two levels of histogram and scatter (0.34 and 0.46 ms each at 2^26, the tree walks and the
-// shared atomics) and the bucket sort (0.79 ms) take 2.6 ms against the radix sort's 1.4.
+//  - bucket sort: see bucket_sort_agent (u64 1.24 ms at 16 Ki, u32 0.79 ms in the current form);
+//  - cells (85ab686, 5e1a2ba): most keys skip the tree walk: u32 26.0 -> 28.9 / 29.3 Gkeys/s
+//    at 2^26 / 2^29, u64 +3-5%, pairs +2-4%; with cells everywhere f64 lost 5% and zero inputs
+//    10% (floats crowd the cells where one exponent's keys are, equal keys crowd them all), so
+//    a segment whose sample crowds them walks the tree only; 7 compares instead of 3 lost 5-7%.
+// Whole sorts (bench/results/h100-20261122-5e1a2ba*): u32 28.9 / 29.3, u64 18.7 / 18.3, f64
+// 18.0 / 17.8, u64 pairs 11.0 / 9.0 Gkeys/s at 2^26 / 2^29 on uniform keys (CUB radix: 46.5 /
+// 48.9, 15.4 / 16.0, 15.3 / 15.8, 8.1 / 8.5; CUB merge: 19.7 / 17.3, 8.7 / 7.6, 8.7 / 7.6, 4.7 /
+// 4.1); 37 to 72 Gkeys/s on zero, where equality buckets finish the keys in one level. Floats,
+// signed and descending keys run about as fast as u64: level 0 maps them to ordered bits as it
+// reads them and the bucket sorts map them back as they write (separate transform passes cost
+// f64 0.7 ms of 4.5 at 2^26). What bounds it is instruction latency in the shared-memory
+// passes, not memory bandwidth: the modelled bytes per key move at 29-46% of the copy
+// bandwidth on uniform keys. 32-bit keys reach 1.3 to 1.7 times CUB's merge sort, not 2: two
+// levels of histogram and scatter and the bucket sort (0.79 ms at 2^26) take 2.3 ms against the
+// radix sort's 1.4.
 #pragma once
 
 #include <cub/block/block_radix_sort.cuh>
