@@ -140,6 +140,17 @@ __device__ __forceinline__ unsigned match_label(std::uint32_t label)
   return peers;
 }
 
+/// The bits that x needs: 0 for 0, else one more than the index of its top set bit.
+template <typename K>
+__device__ __forceinline__ int bit_width_of(K x)
+{
+  if constexpr (sizeof(K) == 4) {
+    return 32 - __clz(static_cast<int>(x));
+  } else {
+    return 64 - __clzll(static_cast<long long>(x));
+  }
+}
+
 /// ceil(log2(ceil(size / part))): the splitting in bits that takes `size` elements to parts of
 /// at most `part`.
 __host__ __device__ __forceinline__ int split_bits(std::uint64_t size, std::uint64_t part)
@@ -166,6 +177,16 @@ __host__ __device__ __forceinline__ int depth_for(std::uint64_t size)
   return depth < 1 ? 1 : depth > P::log_buckets ? P::log_buckets : depth;
 }
 
+/// The entry of the cell that holds `key` (see splitters::cell).
+template <typename K>
+__device__ __forceinline__ std::uint32_t cell_entry(const std::uint16_t* cell, K lo, int shift,
+                                                    K key)
+{
+  const K above = key > lo ? static_cast<K>(key - lo) : K{0};
+  const K wide = static_cast<K>(above >> shift);
+  return cell[wide < static_cast<K>(cells) ? static_cast<std::uint32_t>(wide) : cells - 1];
+}
+
 /// Bucket of a key: b = the number of splitters below it; keys equal to a splitter that occurs
 /// more than once go to its equality bucket 2b + 1, all others to 2b. The key's cell gives the
 /// splitters below the cell and at most cell_compares in it to compare with (independent loads);
@@ -183,18 +204,10 @@ struct classifier {
   int depth;
   bool use_cells;
 
-  /// The cell entry of a key (see splitters::cell).
-  __device__ __forceinline__ std::uint32_t cell_of(K key) const
-  {
-    const K above = key > lo ? static_cast<K>(key - lo) : K{0};
-    const K wide = static_cast<K>(above >> shift);
-    return cell[wide < static_cast<K>(cells) ? static_cast<std::uint32_t>(wide) : cells - 1];
-  }
-
   __device__ __forceinline__ std::uint32_t operator()(K key) const
   {
     // use_cells is the same for the whole block: no divergence
-    const std::uint32_t entry = use_cells ? cell_of(key) : 0xff00U;
+    const std::uint32_t entry = use_cells ? cell_entry(cell, lo, shift, key) : 0xff00U;
     const std::uint32_t first = entry & 0xffU;
     const std::uint32_t in_cell = entry >> 8;
     std::uint32_t b = first;
@@ -321,13 +334,7 @@ struct sample_agent {
   {
     constexpr int a = P::oversampling;
     const K lo = s.sample[a];
-    const K range = static_cast<K>(s.sample[(k - 1) * a] - lo);
-    int width = 0;
-    if constexpr (sizeof(K) == 4) {
-      width = 32 - __clz(static_cast<int>(range));
-    } else {
-      width = 64 - __clzll(static_cast<long long>(range));
-    }
+    const int width = bit_width_of(static_cast<K>(s.sample[(k - 1) * a] - lo));
     const int shift = width > cell_bits ? width - cell_bits : 0;
     // splitters below the first key of cell c (lower bound; k - 1 past the top of the keys)
     auto below = [&](int c) {
@@ -357,10 +364,9 @@ struct sample_agent {
     __shared__ int crowded;
     if (threadIdx.x == 0) crowded = 0;
     __syncthreads();  // the cells written above are visible to the block from here
-    const classifier<P, K> cls{nullptr, nullptr, nullptr, out.cell, lo, shift, 0, true};
     int mine = 0;
     for (int i = threadIdx.x; i < P::oversampling * k; i += P::sample_threads)
-      mine += (cls.cell_of(s.sample[i]) >> 8) > cell_compares ? 1 : 0;
+      mine += (cell_entry(out.cell, lo, shift, s.sample[i]) >> 8) > cell_compares ? 1 : 0;
     atomicAdd(&crowded, mine);
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -723,11 +729,7 @@ struct bucket_sort_agent {
     __syncthreads();
     const K range = static_cast<K>(s.max - s.min);
     if (range == 0) return 0;
-    if constexpr (sizeof(K) == 4) {
-      return 32 - __clz(static_cast<int>(range));
-    } else {
-      return 64 - __clzll(static_cast<long long>(range));
-    }
+    return bit_width_of(range);
   }
 
   /// (key - base) >> shift: the top pass's digit; an LSD pass keeps its low 8 bits.

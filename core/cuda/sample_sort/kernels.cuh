@@ -12,19 +12,13 @@ namespace gpusort::cuda::detail::sample {
 template <typename K, typename V>
 using active_policy = typename policy_hub<K, V>::active;
 
-/// The maps of raw keys a kernel applies (see work): instances that read or write no raw keys
-/// get zero maps, which fold away (applied as runtime zero maps, they cost 64-bit keys 5% of a
-/// 2^26 sort on an H100).
-template <bool Mapped, typename K, typename V>
-__device__ __forceinline__ key_map<K> to_ordered_in(const work<K, V>& w)
+/// A map of raw keys (see work) as a kernel instance applies it: instances that read or write
+/// no raw keys get a zero map, which folds away (applied as runtime zero maps, the maps cost
+/// 64-bit keys 5% of a 2^26 sort on an H100).
+template <bool Mapped, typename K>
+__device__ __forceinline__ key_map<K> map_if(const key_map<K>& m)
 {
-  return Mapped ? w.to_ordered : key_map<K>{};
-}
-
-template <bool Mapped, typename K, typename V>
-__device__ __forceinline__ key_map<K> from_ordered_in(const work<K, V>& w)
-{
-  return Mapped ? w.from_ordered : key_map<K>{};
+  return Mapped ? m : key_map<K>{};
 }
 
 template <typename P>
@@ -113,7 +107,7 @@ __global__ void __launch_bounds__(active_policy<K, V>::sample_threads)
   auto* out = static_cast<splitters<K, P::buckets>*>(w.splitter_data);
   const std::uint32_t count = w.count->levels[w.level].segments;
   for (std::uint32_t s = blockIdx.x; s < count; s += gridDim.x) {
-    agent{storage}.run(keys, segs[s], w.seed, to_ordered_in<Mapped>(w), out[s]);
+    agent{storage}.run(keys, segs[s], w.seed, map_if<Mapped>(w.to_ordered), out[s]);
     __syncthreads();
   }
 }
@@ -133,7 +127,7 @@ __global__ void __launch_bounds__(active_policy<K, V>::dist_threads)
     const tile_view tv = tile_at<P>(segs, w.tile_map, t);
     storage.split.load(split[tv.index]);
     __syncthreads();
-    agent{storage}.run(keys, to_ordered_in<Mapped>(w), tv.begin, tv.size,
+    agent{storage}.run(keys, map_if<Mapped>(w.to_ordered), tv.begin, tv.size,
                        w.bucket_counts + tv.seg.tile_base * P::counters + tv.in_seg,
                        tiles_of<P>(tv.seg.size));
     __syncthreads();
@@ -162,8 +156,8 @@ __global__ void __launch_bounds__(active_policy<K, V>::dist_threads, 2)
     const std::uint64_t first = tv.seg.tile_base * P::counters;
     storage.split.load(split[tv.index]);
     __syncthreads();
-    agent{storage}.run(keys_in, to_ordered_in<Mapped>(w), values_in, keys_out, values_out, tv.begin,
-                       tv.size,
+    agent{storage}.run(keys_in, map_if<Mapped>(w.to_ordered), values_in, keys_out, values_out,
+                       tv.begin, tv.size,
                        w.bucket_counts + first + tv.in_seg, w.bucket_offsets + first + tv.in_seg,
                        tiles_of<P>(tv.seg.size),
                        w.bucket_offsets[first], tv.seg.begin);
@@ -278,7 +272,7 @@ __global__ void __launch_bounds__(sort_threads_v<K, V, Class>,
     const job jb = w.jobs[Class][j];
     const K* keys_in = jb.in_primary != 0 ? w.keys : w.keys_alt;
     const V* values_in = jb.in_primary != 0 ? w.values : w.values_alt;
-    agent{storage}.run(keys_in, values_in, w.keys_alt, from_ordered_in<Mapped>(w), w.values_alt,
+    agent{storage}.run(keys_in, values_in, w.keys_alt, map_if<Mapped>(w.from_ordered), w.values_alt,
                        jb.begin, jb.size);
     __syncthreads();
   }
