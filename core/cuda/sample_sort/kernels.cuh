@@ -278,21 +278,29 @@ __global__ void __launch_bounds__(sort_threads_v<K, V, Class>,
   }
 }
 
-/// Finished ranges: from the primary buffers to the alt buffers, or mapped back to raw keys
-/// where they lie in the alt buffers already.
+/// One block puts the finished range [begin, begin + size) into the result: from the primary
+/// buffers to the alt buffers, or mapped back to raw keys where it lies there already.
+template <typename K, typename V>
+__device__ __forceinline__ void finish_range(const work<K, V>& w, std::uint64_t begin,
+                                             std::uint64_t size, bool in_primary)
+{
+  const K* from = in_primary ? w.keys : w.keys_alt;
+  for (std::uint64_t i = begin + threadIdx.x; i < begin + size; i += blockDim.x) {
+    w.keys_alt[i] = w.from_ordered(from[i]);
+    if constexpr (has_values_v<V>) {
+      if (in_primary) w.values_alt[i] = w.values[i];
+    }
+  }
+}
+
+/// Finished ranges (equal keys) left by the levels, one block per range.
 template <typename K, typename V>
 __global__ void copy_kernel(work<K, V> w)
 {
   const std::uint32_t count = w.count->copies;
   for (std::uint32_t c = blockIdx.x; c < count; c += gridDim.x) {
     const copy_range r = w.copies[c];
-    const K* from = r.in_primary != 0 ? w.keys : w.keys_alt;
-    for (std::uint64_t i = r.begin + threadIdx.x; i < r.begin + r.size; i += blockDim.x) {
-      w.keys_alt[i] = w.from_ordered(from[i]);
-      if constexpr (has_values_v<V>) {
-        if (r.in_primary != 0) w.values_alt[i] = w.values[i];
-      }
-    }
+    finish_range(w, r.begin, r.size, r.in_primary != 0);
   }
 }
 
@@ -309,14 +317,8 @@ __global__ void leftover_kernel(work<K, V> w)
     K* keys = (in_primary ? w.keys : w.keys_alt) + seg.begin;
     V* values = has_values_v<V> ? (in_primary ? w.values : w.values_alt) + seg.begin : nullptr;
     bitonic_segment<K, V>(keys, values, seg.size);
-    if (in_primary || !is_identity(w.from_ordered)) {
-      for (std::uint64_t i = seg.begin + threadIdx.x; i < seg.begin + seg.size; i += blockDim.x) {
-        w.keys_alt[i] = w.from_ordered(in_primary ? w.keys[i] : w.keys_alt[i]);
-        if constexpr (has_values_v<V>) {
-          if (in_primary) w.values_alt[i] = w.values[i];
-        }
-      }
-    }
+    if (in_primary || !is_identity(w.from_ordered))
+      finish_range(w, seg.begin, seg.size, in_primary);
     __syncthreads();
   }
 }
