@@ -71,7 +71,7 @@ namespace detail {
 /// benchmark's bytes-moved model and for tests that aim at level boundaries.
 struct sample_sort_shape {
   int levels{};                      ///< levels of an average segment (each reads keys twice)
-  int launched_levels{};             ///< levels launched: enough for the largest, and a spare
+  int launched_levels{};             ///< levels launched: those, and a spare one
   std::uint32_t bucket_capacity{};   ///< M: the largest bucket one block sorts
   std::uint32_t tile_items{};        ///< elements per block in the distribution passes
   std::uint32_t buckets{};           ///< k, the most buckets of one level

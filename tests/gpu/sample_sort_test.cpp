@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <ostream>
 #include <random>
@@ -396,6 +397,40 @@ TEST_F(gpu_sample_sort_bits, raw_keys_on_every_path)
   }
 }
 
+// Uniform floats crowd the cells of their ordered bits, so level 0 indexes the cells by value,
+// clamped between the smallest and the largest splitter: NaNs of both signs, infinities and
+// both zeros, one key in 4000 (too few to be splitters), go through that clamp.
+TEST_F(gpu_sample_sort_bits, value_cells_take_nans_and_infinities)
+{
+  constexpr std::uint64_t n = 3'000'017;
+  if (n > max_test_n()) GTEST_SKIP() << "GPUSORT_TEST_MAX_N is below " << n;
+  for (const dtype t : {dtype::f32, dtype::f64}) {
+    for (const order dir : {order::ascending, order::descending}) {
+      host_case c = make_case(t, distribution::uniform, n, 4, n + size_of(t));
+      std::mt19937_64 rng{n};
+      for (std::uint64_t i = 0; i < n / 4000; ++i) {
+        const std::uint64_t at = rng() % n;
+        const double special[] = {std::numeric_limits<double>::quiet_NaN(),
+                                  -std::numeric_limits<double>::quiet_NaN(),
+                                  std::numeric_limits<double>::infinity(),
+                                  -std::numeric_limits<double>::infinity(), 0.0, -0.0};
+        const double v = special[i % 6];
+        if (t == dtype::f32) {
+          const auto f = static_cast<float>(v);
+          std::memcpy(c.keys.data() + at * 4, &f, 4);
+        } else {
+          std::memcpy(c.keys.data() + at * 8, &v, 8);
+        }
+      }
+      const fingerprint before = fingerprint_of(c.key_view(), c.value_view());
+      sort_on_device(c, dir);
+      const verify_result v = verify(c.key_view(), c.value_view(), dir, before);
+      EXPECT_TRUE(v.ok) << name_of(t) << (dir == order::ascending ? " asc" : " desc") << ": "
+                        << v.message;
+    }
+  }
+}
+
 // The bucket sort of one job (n below the capacity: no levels): one counting pass over the top
 // log2(capacity) bits of the bits that differ, then runs of keys agreeing in those bits sorted
 // by one thread each; a run above 16 keys sends the job back to LSD passes over all bits. Keys
@@ -534,8 +569,10 @@ TEST(sample_sort_arguments, levels_of_an_average_segment)
   EXPECT_EQ(sample_sort_shape_of(past_two_to_the_29, 8, 0, 9).levels, 2);
   EXPECT_EQ(sample_sort_shape_of(past_two_to_the_29, 4, 0, 9).levels, 2);
   EXPECT_EQ(sample_sort_shape_of(std::uint64_t{1} << 29, 8, 8, 9).levels, 3);
-  // launched: enough for the largest buckets, and a spare
-  EXPECT_GT(sample_sort_shape_of(std::uint64_t{1} << 29, 8, 0, 9).launched_levels, 2);
+  // launched: those and one spare level, none where one block sorts everything
+  EXPECT_EQ(sample_sort_shape_of(std::uint64_t{1} << 29, 8, 0, 9).launched_levels, 3);
+  EXPECT_EQ(sample_sort_shape_of(std::uint64_t{1} << 29, 8, 8, 9).launched_levels, 4);
+  EXPECT_EQ(sample_sort_shape_of(16384, 8, 0, 9).launched_levels, 0);
 }
 
 class gpu_sample_sort_scratch : public test::gpu_test {};

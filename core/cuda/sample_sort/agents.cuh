@@ -53,25 +53,75 @@ struct counters {
   std::uint32_t copies;
 };
 
-/// Cells of a segment's splitter range, a shortcut past the tree walk: cell c covers the keys
-/// lo + [c, c + 1) * 2^shift (the last one everything above) and holds the number of splitters
-/// below it (low byte) and in it (high byte).
+/// Cells of a segment's splitter range, a shortcut past the tree walk: cell c holds the number of
+/// splitters whose cell is below c (low byte) and c (high byte); see cell_index.
 inline constexpr int cell_bits = 12;
 inline constexpr int cells = 1 << cell_bits;
 /// a key whose cell holds more splitters walks the tree
 inline constexpr std::uint32_t cell_compares = 3;
 
+/// How a segment finds the cell of a key (cell_index::mode).
+enum cell_mode : std::uint32_t { cells_off = 0, cells_linear = 1, cells_value = 2 };
+
+/// The cell of a key. Any function of the ordered bits that never decreases would do: splitters
+/// in cells below a key's are below the key, those in cells above it above. Linear: (key - lo)
+/// >> shift. Value: linear in the value of the float (of K's size) whose ascending ordered bits
+/// the key is, between the smallest and the largest splitter. The ordered bits of floats crowd
+/// where one exponent's keys are (uniform floats in [-1, 1) put a quarter of the keys into 1/256
+/// of the bits between their splitters), their values do not. Descending floats are the
+/// negated values, so linear in value as well.
+template <typename K>
+struct cell_index {
+  using real = std::conditional_t<sizeof(K) == 4, float, double>;
+  static constexpr K top_bit = static_cast<K>(K{1} << (sizeof(K) * 8 - 1));
+  K lo;  ///< the smallest and the largest splitter
+  K hi;
+  real offset;  ///< value mode: cell = value * scale + offset
+  real scale;
+  std::uint32_t shift;  ///< linear mode
+  std::uint32_t mode;
+
+  /// The float of ascending ordered bits o (ordered_xor's inverse for floats).
+  __device__ __forceinline__ static real value_of(K o)
+  {
+    const K bits = (o & top_bit) != 0 ? static_cast<K>(o ^ top_bit) : static_cast<K>(~o);
+    if constexpr (sizeof(K) == 4) {
+      return __uint_as_float(bits);
+    } else {
+      return __longlong_as_double(static_cast<long long>(bits));
+    }
+  }
+
+  __device__ __forceinline__ std::uint32_t operator()(K key) const
+  {
+    if (mode == cells_value) {
+      const K o = key < lo ? lo : key > hi ? hi : key;
+      // one rounding (a fused multiply-add) keeps the map non-decreasing; below zero and NaN
+      // cannot occur between two finite splitters, and the conversion saturates anyway
+      std::uint32_t c;
+      if constexpr (sizeof(K) == 4) {
+        c = __float2uint_rz(__fmaf_rn(value_of(o), scale, offset));
+      } else {
+        c = __double2uint_rz(__fma_rn(value_of(o), scale, offset));
+      }
+      return c < static_cast<std::uint32_t>(cells) ? c : cells - 1;
+    }
+    const K above = key > lo ? static_cast<K>(key - lo) : K{0};
+    const K wide = static_cast<K>(above >> shift);
+    return wide < static_cast<K>(cells) ? static_cast<std::uint32_t>(wide) : cells - 1;
+  }
+};
+
 /// The per-segment splitter data a level keeps in scratch.
 template <typename K, int Buckets>
 struct alignas(16) splitters {
   std::uint16_t cell[cells];
-  K tree[Buckets];   ///< complete binary search tree, root at [1]
-  K sorted[Buckets]; ///< the k - 1 splitters in order
+  K tree[Buckets];                    ///< complete binary search tree, root at [1]
+  K sorted[Buckets];                  ///< the k - 1 splitters in order
   std::uint32_t heavy[Buckets / 32];  ///< bit i: splitter i occurs more than once
   std::uint32_t depth;                ///< log2 k of this segment
-  K lo;                               ///< the smallest splitter
-  std::uint32_t shift;
-  std::uint32_t use_cells;  ///< 0: too many sampled keys sit in crowded cells, walk the tree
+  std::uint32_t any_heavy;            ///< some bit of heavy is set
+  cell_index<K> index;                ///< mode cells_off: too crowded, walk the tree
 };
 
 /// Ordered bits <-> raw keys (gpusort::detail::sign_xor): all zero for ordered-bits input.
@@ -107,6 +157,7 @@ struct work {
   copy_range* copies;
   key_map<K> to_ordered;
   key_map<K> from_ordered;
+  std::uint32_t float_keys;  ///< f32 or f64: cells may index by value (cell_index)
   std::uint32_t level;
 };
 
@@ -177,41 +228,32 @@ __host__ __device__ __forceinline__ int depth_for(std::uint64_t size)
   return depth < 1 ? 1 : depth > P::log_buckets ? P::log_buckets : depth;
 }
 
-/// The entry of the cell that holds `key` (see splitters::cell).
-template <typename K>
-__device__ __forceinline__ std::uint32_t cell_entry(const std::uint16_t* cell, K lo, int shift,
-                                                    K key)
-{
-  const K above = key > lo ? static_cast<K>(key - lo) : K{0};
-  const K wide = static_cast<K>(above >> shift);
-  return cell[wide < static_cast<K>(cells) ? static_cast<std::uint32_t>(wide) : cells - 1];
-}
-
 /// Bucket of a key: b = the number of splitters below it; keys equal to a splitter that occurs
 /// more than once go to its equality bucket 2b + 1, all others to 2b. The key's cell gives the
 /// splitters below the cell and at most cell_compares in it to compare with (independent loads);
 /// a key in a crowded cell takes the branch-free descent of Leischner et al. (j = 2j + (e >
 /// bt[j])), a chain of log2 k dependent loads, and so do all keys of a segment whose sample
-/// crowds the cells (use_cells).
+/// crowds the cells (cells_off).
 template <typename P, typename K>
 struct classifier {
   const K* tree;
   const K* sorted;
   const std::uint32_t* heavy;
   const std::uint16_t* cell;
-  K lo;
-  int shift;
+  cell_index<K> index;
   int depth;
-  bool use_cells;
+  bool any_heavy;
 
   __device__ __forceinline__ std::uint32_t operator()(K key) const
   {
-    // use_cells is the same for the whole block: no divergence
-    const std::uint32_t entry = use_cells ? cell_entry(cell, lo, shift, key) : 0xff00U;
+    // the mode and any_heavy are the same for the whole block: no divergence
+    const std::uint32_t entry = index.mode != cells_off ? cell[index(key)] : 0xff00U;
     const std::uint32_t first = entry & 0xffU;
     const std::uint32_t in_cell = entry >> 8;
     std::uint32_t b = first;
     if (in_cell <= cell_compares) {
+      // Guarded: most cells hold no splitter, so whole warps skip the later loads (unguarded
+      // compares against a padded array lost 2-7%, u64 the most)
 #pragma unroll
       for (std::uint32_t i = 0; i < cell_compares; ++i)
         b += (i < in_cell && key > sorted[first + i]) ? 1U : 0U;
@@ -223,8 +265,8 @@ struct classifier {
       }
       b = j - (1U << depth);
     }
-    const bool eq = b + 1 < (1U << depth) && ((heavy[b >> 5] >> (b & 31)) & 1U) != 0 &&
-                    key == sorted[b];
+    // heavy holds no bit past the last splitter
+    const bool eq = any_heavy && ((heavy[b >> 5] >> (b & 31)) & 1U) != 0 && key == sorted[b];
     return 2 * b + (eq ? 1U : 0U);
   }
 };
@@ -236,10 +278,9 @@ struct shared_splitters {
   K tree[P::buckets];
   K sorted[P::buckets];
   std::uint32_t heavy[P::buckets / 32];
-  K lo;
-  int shift;
+  cell_index<K> index;
   int depth;
-  bool use_cells;
+  bool any_heavy;
 
   __device__ __forceinline__ void load(const splitters<K, P::buckets>& s)
   {
@@ -248,21 +289,22 @@ struct shared_splitters {
       tree[i] = s.tree[i];
       sorted[i] = s.sorted[i];
     }
-    constexpr int vectors = cells * sizeof(std::uint16_t) / sizeof(uint4);
-    for (int i = threadIdx.x; i < vectors; i += blockDim.x)
-      reinterpret_cast<uint4*>(cell)[i] = reinterpret_cast<const uint4*>(s.cell)[i];
+    if (s.index.mode != cells_off) {
+      constexpr int vectors = cells * sizeof(std::uint16_t) / sizeof(uint4);
+      for (int i = threadIdx.x; i < vectors; i += blockDim.x)
+        reinterpret_cast<uint4*>(cell)[i] = reinterpret_cast<const uint4*>(s.cell)[i];
+    }
     for (int i = threadIdx.x; i < P::buckets / 32; i += blockDim.x) heavy[i] = s.heavy[i];
     if (threadIdx.x == 0) {
       depth = static_cast<int>(s.depth);
-      lo = s.lo;
-      shift = static_cast<int>(s.shift);
-      use_cells = s.use_cells != 0;
+      index = s.index;
+      any_heavy = s.any_heavy != 0;
     }
   }
 
   __device__ __forceinline__ classifier<P, K> get() const
   {
-    return {tree, sorted, heavy, cell, lo, shift, depth, use_cells};
+    return {tree, sorted, heavy, cell, index, depth, any_heavy};
   }
 };
 
@@ -280,7 +322,8 @@ struct sample_agent {
   storage& s;
 
   __device__ __forceinline__ void run(const K* keys, const segment& seg, std::uint64_t seed,
-                                      key_map<K> map, splitters<K, P::buckets>& out)
+                                      key_map<K> map, bool float_keys,
+                                      splitters<K, P::buckets>& out)
   {
     const int depth = depth_for<P>(seg.size);
     const int k = 1 << depth;
@@ -305,6 +348,7 @@ struct sample_agent {
     __syncthreads();
 
     const int a = P::oversampling;
+    bool any_heavy = false;
     for (int base = 0; base < P::buckets; base += P::sample_threads) {
       const int i = base + static_cast<int>(threadIdx.x);
       bool heavy = false;
@@ -314,6 +358,7 @@ struct sample_agent {
         heavy = (i > 0 && s.sample[i * a] == key) ||
                 (i + 1 < k - 1 && s.sample[(i + 2) * a] == key);
       }
+      any_heavy = any_heavy || heavy;
       const unsigned mask = __ballot_sync(0xffffffffU, heavy);
       if ((threadIdx.x & 31) == 0 && i / 32 < P::buckets / 32) out.heavy[i / 32] = mask;
       if (i >= 1 && i < k) {
@@ -325,27 +370,61 @@ struct sample_agent {
         out.tree[i] = s.sample[(idx + 1) * a];
       }
     }
-    cells_of(k, out);
-    if (threadIdx.x == 0) out.depth = static_cast<std::uint32_t>(depth);
+    any_heavy = __syncthreads_or(any_heavy) != 0;
+    if (threadIdx.x == 0) {
+      out.depth = static_cast<std::uint32_t>(depth);
+      out.any_heavy = any_heavy ? 1U : 0U;
+    }
+    cells_of(k, float_keys, out);
   }
 
-  /// The cells of the k - 1 splitters s.sample[(i + 1) * a] (see splitters::cell).
-  __device__ __forceinline__ void cells_of(int k, splitters<K, P::buckets>& out) const
+  /// The cells of the k - 1 splitters s.sample[(i + 1) * a]: linear in the ordered bits, or for
+  /// floats whose bits crowd the cells, linear in their values; off where both crowd them.
+  __device__ __forceinline__ void cells_of(int k, bool float_keys,
+                                           splitters<K, P::buckets>& out) const
   {
     constexpr int a = P::oversampling;
-    const K lo = s.sample[a];
-    const int width = bit_width_of(static_cast<K>(s.sample[(k - 1) * a] - lo));
-    const int shift = width > cell_bits ? width - cell_bits : 0;
-    // splitters below the first key of cell c (lower bound; k - 1 past the top of the keys)
+    cell_index<K> index{};
+    index.lo = s.sample[a];
+    index.hi = s.sample[(k - 1) * a];
+    const int width = bit_width_of(static_cast<K>(index.hi - index.lo));
+    index.shift = static_cast<std::uint32_t>(width > cell_bits ? width - cell_bits : 0);
+    index.mode = cells_linear;
+    if (fill_cells(k, index, out)) return;
+    if (float_keys) {
+      using real = typename cell_index<K>::real;
+      const real low = cell_index<K>::value_of(index.lo);
+      const real high = cell_index<K>::value_of(index.hi);
+      const real scale = static_cast<real>(cells) / (high - low);
+      if (isfinite(low) && isfinite(high) && high > low && isfinite(scale)) {
+        index.mode = cells_value;
+        index.scale = scale;
+        index.offset = -low * scale;
+        if (fill_cells(k, index, out)) return;
+      }
+    }
+    if (threadIdx.x == 0) {
+      index.mode = cells_off;
+      out.index = index;
+    }
+  }
+
+  /// Fills out.cell by `index` and keeps the index (true), unless more than 1 in 64 keys of the
+  /// sample sits in a cell of more than cell_compares splitters: then most warps would walk the
+  /// tree as well (floats by their bits; many equal keys) and the cells are not worth their
+  /// lookup. (With cells throughout, f64 keys in [-1, 1) lost 5% and zero inputs 10%; H100,
+  /// 85ab686.)
+  __device__ __forceinline__ bool fill_cells(int k, const cell_index<K>& index,
+                                             splitters<K, P::buckets>& out) const
+  {
+    constexpr int a = P::oversampling;
+    // splitters whose cell is below c: a lower bound, as the index never decreases
     auto below = [&](int c) {
-      const K step = static_cast<K>(static_cast<K>(c) << shift);
-      if (c >= cells || step > static_cast<K>(~K{0} - lo)) return k - 1;
-      const K v = static_cast<K>(lo + step);
       int low = 0;
       int high = k - 1;
       while (low < high) {
         const int mid = (low + high) / 2;
-        if (s.sample[(mid + 1) * a] < v) {
+        if (index(s.sample[(mid + 1) * a]) < static_cast<std::uint32_t>(c)) {
           low = mid + 1;
         } else {
           high = mid;
@@ -357,23 +436,18 @@ struct sample_agent {
       const int first = below(c);
       out.cell[c] = static_cast<std::uint16_t>(first | (below(c + 1) - first) << 8);
     }
-    // Where more than 1 in 64 keys of the sample sits in a cell of more than cell_compares
-    // splitters, most warps would walk the tree as well (floats, whose ordered bits crowd where
-    // one exponent's keys are; many equal keys): the segment walks the tree only. (With cells
-    // throughout, f64 keys in [-1, 1) lost 5% and zero inputs 10%; H100, 85ab686.)
     __shared__ int crowded;
+    __syncthreads();  // every thread has read the count of a previous call
     if (threadIdx.x == 0) crowded = 0;
-    __syncthreads();  // the cells written above are visible to the block from here
+    __syncthreads();  // and the cells written above are visible to the block
     int mine = 0;
     for (int i = threadIdx.x; i < P::oversampling * k; i += P::sample_threads)
-      mine += (cell_entry(out.cell, lo, shift, s.sample[i]) >> 8) > cell_compares ? 1 : 0;
+      mine += (out.cell[index(s.sample[i])] >> 8) > cell_compares ? 1 : 0;
     atomicAdd(&crowded, mine);
     __syncthreads();
-    if (threadIdx.x == 0) {
-      out.lo = lo;
-      out.shift = static_cast<std::uint32_t>(shift);
-      out.use_cells = crowded * 64 <= P::oversampling * k ? 1U : 0U;
-    }
+    const bool fits = crowded * 64 <= P::oversampling * k;
+    if (fits && threadIdx.x == 0) out.index = index;
+    return fits;
   }
 };
 
@@ -401,12 +475,15 @@ struct histogram_agent {
     __syncthreads();
     const classifier<P, K> cls = s.split.get();
     constexpr std::uint32_t none = 0xffffffffU;
-    // all descents first, so that the independent tree walks overlap their latencies
+    // All descents first, so that the independent tree walks overlap their latencies. Past the
+    // end of a short tile a lane classifies the tile's last key again and drops it: a branch
+    // around each classification costs more than the few tiles that are short (2% for u32).
     std::uint32_t bkt[P::dist_items];
 #pragma unroll
     for (int i = 0; i < P::dist_items; ++i) {
       const std::uint32_t at = static_cast<std::uint32_t>(i * P::dist_threads) + threadIdx.x;
-      bkt[i] = at < size ? cls(map(keys[begin + at])) : none;
+      const std::uint32_t b = cls(map(keys[begin + min(at, size - 1)]));
+      bkt[i] = at < size ? b : none;
     }
     // Shared-memory atomics on the warp's own counters; a warp whose lanes all hit one bucket
     // (runs of equal or sorted keys) adds once instead of contending 32 times. (match.any for
@@ -535,15 +612,19 @@ struct scatter_agent {
     // straight to their shared slot once the ranks are known, so that two blocks fit an SM.
     K key[P::dist_items];
     std::uint32_t slot[P::dist_items];
+    // all loads first; past the end of a short tile, lanes take the tile's last key and drop it
+    // (see histogram_agent; a full-tile and a short-tile copy of these loops, each with one
+    // loop, lost 10% on u32)
 #pragma unroll
     for (int i = 0; i < P::dist_items; ++i) {
       const std::uint32_t at = static_cast<std::uint32_t>(i * P::dist_threads) + threadIdx.x;
-      if (at < size) key[i] = map(keys_in[begin + at]);
+      key[i] = map(keys_in[begin + min(at, size - 1)]);
     }
 #pragma unroll
     for (int i = 0; i < P::dist_items; ++i) {
       const std::uint32_t at = static_cast<std::uint32_t>(i * P::dist_threads) + threadIdx.x;
-      slot[i] = at < size ? cls(key[i]) : none;
+      const std::uint32_t b = cls(key[i]);
+      slot[i] = at < size ? b : none;
     }
     if constexpr (by_atomics) {
       // A warp whose lanes all hit one bucket (runs of equal or sorted keys) takes 32 places

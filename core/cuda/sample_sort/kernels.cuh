@@ -107,13 +107,15 @@ __global__ void __launch_bounds__(active_policy<K, V>::sample_threads)
   auto* out = static_cast<splitters<K, P::buckets>*>(w.splitter_data);
   const std::uint32_t count = w.count->levels[w.level].segments;
   for (std::uint32_t s = blockIdx.x; s < count; s += gridDim.x) {
-    agent{storage}.run(keys, segs[s], w.seed, map_if<Mapped>(w.to_ordered), out[s]);
+    agent{storage}.run(keys, segs[s], w.seed, map_if<Mapped>(w.to_ordered), w.float_keys != 0,
+                       out[s]);
     __syncthreads();
   }
 }
 
+// four blocks per SM: 32 registers a thread (ptxas took 40 for the cell compares, three blocks)
 template <typename K, typename V, bool Mapped>
-__global__ void __launch_bounds__(active_policy<K, V>::dist_threads)
+__global__ void __launch_bounds__(active_policy<K, V>::dist_threads, 4)
     histogram_kernel(work<K, V> w)
 {
   using P = active_policy<K, V>;

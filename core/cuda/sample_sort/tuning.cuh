@@ -7,8 +7,9 @@
 //    draws a random sample of oversampling * k keys (k a power of two up to `buckets`: as many
 //    levels as take the segment to 3/4 of the capacity, split evenly and aiming at half of it;
 //    see depth_for), sorts it in shared memory and keeps k - 1 splitters as a complete binary
-//    search tree, and 4096 cells over the splitters' range, each with the number of splitters
-//    below it and in it. Raw keys (floats, signed, descending) are mapped to ordered bits as
+//    search tree, and 4096 cells over the splitters' range (linear in the ordered bits, or for
+//    floats whose bits crowd them, in their values; see cell_index), each with the number of
+//    splitters below it and in it. Raw keys (floats, signed, descending) are mapped to ordered bits as
 //    level 0 reads them and back as the bucket sorts write the result.
 //  - A histogram pass: tiles of `tile_items` keys, each in one segment, find each key's bucket
 //    from its cell and at most 3 compares, or where the cell holds more splitters, by the walk
@@ -49,6 +50,10 @@
 //    at 2^26 / 2^29, u64 +3-5%, pairs +2-4%; with cells everywhere f64 lost 5% and zero inputs
 //    10% (floats crowd the cells where one exponent's keys are, equal keys crowd them all), so
 //    a segment whose sample crowds them walks the tree only; 7 compares instead of 3 lost 5-7%.
+//    Cells linear in the value for floats whose bits crowd them, the equality check only where
+//    a splitter repeats, four histogram blocks an SM and one spare level (not two): against
+//    ee35aca in one run (bench/results/h100-20261122-ee35aca/ab3.txt), u32 +5% / +7%, f32
+//    +10% / +18%, u64 +3%, f64 +4% / +7% at 2^26 / 2^29, pairs as before.
 // Whole sorts (bench/results/h100-20261122-5e1a2ba*): u32 28.9 / 29.3, u64 18.7 / 18.3, f64
 // 18.0 / 17.8, u64 pairs 11.0 / 9.0 Gkeys/s at 2^26 / 2^29 on uniform keys (CUB radix: 46.5 /
 // 48.9, 15.4 / 16.0, 15.3 / 15.8, 8.1 / 8.5; CUB merge: 19.7 / 17.3, 8.7 / 7.6, 8.7 / 7.6, 4.7 /
