@@ -54,17 +54,19 @@
 //    a splitter repeats, four histogram blocks an SM and one spare level (not two): against
 //    ee35aca in one run (bench/results/h100-20261122-ee35aca/ab3.txt), u32 +5% / +7%, f32
 //    +10% / +18%, u64 +3%, f64 +4% / +7% at 2^26 / 2^29, pairs as before.
-// Whole sorts (bench/results/h100-20261122-5e1a2ba*): u32 28.9 / 29.3, u64 18.7 / 18.3, f64
-// 18.0 / 17.8, u64 pairs 11.0 / 9.0 Gkeys/s at 2^26 / 2^29 on uniform keys (CUB radix: 46.5 /
-// 48.9, 15.4 / 16.0, 15.3 / 15.8, 8.1 / 8.5; CUB merge: 19.7 / 17.3, 8.7 / 7.6, 8.7 / 7.6, 4.7 /
-// 4.1); 37 to 72 Gkeys/s on zero, where equality buckets finish the keys in one level. Floats,
-// signed and descending keys run about as fast as u64: level 0 maps them to ordered bits as it
+// Whole sorts (bench/results/h100-20261122-3a3900a*): u32 30.3 / 31.2, f32 29.9 / 31.8, u64
+// 18.8 / 18.3, f64 18.9 / 18.7, u64 pairs 10.9 / 9.1 Gkeys/s at 2^26 / 2^29 on uniform keys (CUB
+// radix: 46.5 / 48.8, 44.6 / 46.7, 15.4 / 16.0, 15.3 / 15.8, 8.2 / 8.5; CUB merge: 19.6 / 17.3
+// for 32-bit keys, 8.7 / 7.6 for 64-bit keys, 4.7 / 4.1 for pairs); 35 to 79 Gkeys/s on zero
+// and detdupes, where equality buckets finish the keys in one level. Floats, signed and
+// descending keys run about as fast as unsigned ones: level 0 maps them to ordered bits as it
 // reads them and the bucket sorts map them back as they write (separate transform passes cost
-// f64 0.7 ms of 4.5 at 2^26). What bounds it is instruction latency in the shared-memory
-// passes, not memory bandwidth: the modelled bytes per key move at 29-46% of the copy
-// bandwidth on uniform keys. 32-bit keys reach 1.3 to 1.7 times CUB's merge sort, not 2: two
-// levels of histogram and scatter and the bucket sort (0.79 ms at 2^26) take 2.3 ms against the
-// radix sort's 1.4.
+// f64 0.7 ms of 4.5 at 2^26). What bounds it is instructions and latency in the shared-memory
+// passes, not memory bandwidth: the modelled bytes per key move at 32-46% of the copy bandwidth
+// on uniform keys (ncu at ee35aca, 2^26 u32: histogram 76 instructions a key, 63% of issue
+// slots; scatter 97, at 50% occupancy). 32-bit keys reach 1.4 to 1.9 times CUB's merge sort,
+// not 2: two levels of histogram and scatter and the bucket sort (0.79 ms at 2^26) take about
+// 2.2 ms against the radix sort's 1.4.
 #pragma once
 
 #include <cub/block/block_radix_sort.cuh>
