@@ -53,6 +53,10 @@ struct counters {
   std::uint32_t copies;
 };
 
+/// Ordered bits <-> raw keys (gpusort::detail::sign_xor): all zero for ordered-bits input.
+template <typename K>
+using key_map = gpusort::detail::sign_xor<K>;
+
 /// Cells of a segment's splitter range, a shortcut past the tree walk: cell c holds the number of
 /// splitters whose cell is below c (low byte) and c (high byte); see cell_index.
 inline constexpr int cell_bits = 12;
@@ -73,7 +77,6 @@ enum cell_mode : std::uint32_t { cells_off = 0, cells_linear = 1, cells_value = 
 template <typename K>
 struct cell_index {
   using real = std::conditional_t<sizeof(K) == 4, float, double>;
-  static constexpr K top_bit = static_cast<K>(K{1} << (sizeof(K) * 8 - 1));
   K lo;  ///< the smallest and the largest splitter
   K hi;
   real offset;  ///< value mode: cell = value * scale + offset
@@ -81,10 +84,12 @@ struct cell_index {
   std::uint32_t shift;  ///< linear mode
   std::uint32_t mode;
 
-  /// The float of ascending ordered bits o (ordered_xor's inverse for floats).
+  /// The float of ascending ordered bits o.
   __device__ __forceinline__ static real value_of(K o)
   {
-    const K bits = (o & top_bit) != 0 ? static_cast<K>(o ^ top_bit) : static_cast<K>(~o);
+    constexpr key_map<K> to_value = gpusort::detail::ordered_xor<K>(
+        sizeof(K) == 4 ? dtype::f32 : dtype::f64, order::ascending, false);
+    const K bits = to_value(o);
     if constexpr (sizeof(K) == 4) {
       return __uint_as_float(bits);
     } else {
@@ -123,10 +128,6 @@ struct alignas(16) splitters {
   std::uint32_t any_heavy;            ///< some bit of heavy is set
   cell_index<K> index;                ///< mode cells_off: too crowded, walk the tree
 };
-
-/// Ordered bits <-> raw keys (gpusort::detail::sign_xor): all zero for ordered-bits input.
-template <typename K>
-using key_map = gpusort::detail::sign_xor<K>;
 
 template <typename K>
 __host__ __device__ __forceinline__ bool is_identity(const key_map<K>& m)
