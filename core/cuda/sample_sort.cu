@@ -38,7 +38,7 @@ struct scratch_layout {
   std::uint64_t job_cap{};      ///< jobs of one size class over all levels
   std::uint64_t copy_cap{};
   std::size_t counters{}, segments[2]{}, tile_map{}, splitters{}, counts{}, offsets{}, jobs[2]{},
-      copies{}, scan_temp{}, scan_temp_bytes{}, total{};
+      copies{}, scan_temp{}, scan_temp_bytes{}, ids{}, total{};
 };
 
 std::size_t scan_temp_bytes(std::uint64_t items)
@@ -126,6 +126,8 @@ scratch_layout make_layout(std::uint64_t n, int forced_levels = -1)
   l.jobs[1] = take(l.job_cap * sizeof(ss::job));
   l.copies = take(l.copy_cap * sizeof(ss::copy_range));
   l.scan_temp = take(l.scan_temp_bytes);
+  // a byte an element: each key's bucket from the histogram pass to the scatter
+  l.ids = take(l.levels > 0 ? n : 0);
   l.total = at;
   return l;
 }
@@ -306,6 +308,7 @@ bool run(dtype t, order dir, K* keys, K* keys_alt, V* values, V* values_alt, std
   w.jobs[0] = reinterpret_cast<ss::job*>(base + l.jobs[0]);
   w.jobs[1] = reinterpret_cast<ss::job*>(base + l.jobs[1]);
   w.copies = reinterpret_cast<ss::copy_range*>(base + l.copies);
+  w.bucket_ids = base + l.ids;
   w.to_ordered = gpusort::detail::ordered_xor<K>(t, dir, true);
   w.from_ordered = gpusort::detail::ordered_xor<K>(t, dir, false);
   w.float_keys = is_float(t) ? 1U : 0U;

@@ -154,6 +154,7 @@ struct work {
   void* splitter_data;      ///< splitters<K, buckets>[segment]
   std::uint32_t* bucket_counts;
   std::uint64_t* bucket_offsets;  ///< exclusive scan of bucket_counts
+  std::uint8_t* bucket_ids;       ///< [i]: the bucket of element i, from the histogram pass
   job* jobs[2];
   copy_range* copies;
   key_map<K> to_ordered;
@@ -229,25 +230,40 @@ __host__ __device__ __forceinline__ int depth_for(std::uint64_t size)
   return depth < 1 ? 1 : depth > P::log_buckets ? P::log_buckets : depth;
 }
 
-/// Bucket of a key: b = the number of splitters below it; keys equal to a splitter that occurs
-/// more than once go to its equality bucket 2b + 1, all others to 2b. The key's cell gives the
-/// splitters below the cell and at most cell_compares in it to compare with (independent loads);
-/// a key in a crowded cell takes the branch-free descent of Leischner et al. (j = 2j + (e >
-/// bt[j])), a chain of log2 k dependent loads, and so do all keys of a segment whose sample
-/// crowds the cells (cells_off).
+/// The label of a key in bucket b (b splitters below it): keys equal to a splitter that occurs
+/// more than once go to its equality bucket 2b + 1, all others to 2b. The scatter takes b from
+/// the histogram pass (bucket_ids) and tells only the equality buckets apart again.
+template <typename K>
+struct equality_labels {
+  const K* sorted;
+  const std::uint32_t* heavy;
+  bool any_heavy;
+
+  __device__ __forceinline__ std::uint32_t operator()(K key, std::uint32_t b) const
+  {
+    // any_heavy is the same for the whole block: no divergence; heavy holds no bit past the
+    // last splitter
+    const bool eq = any_heavy && ((heavy[b >> 5] >> (b & 31)) & 1U) != 0 && key == sorted[b];
+    return 2 * b + (eq ? 1U : 0U);
+  }
+};
+
+/// Bucket of a key: b = the number of splitters below it (bucket()), labelled with its equality
+/// bucket (operator()). The key's cell gives the splitters below the cell and at most
+/// cell_compares in it to compare with (independent loads); a key in a crowded cell takes the
+/// branch-free descent of Leischner et al. (j = 2j + (e > bt[j])), a chain of log2 k dependent
+/// loads, and so do all keys of a segment whose sample crowds the cells (cells_off).
 template <typename P, typename K>
 struct classifier {
   const K* tree;
-  const K* sorted;
-  const std::uint32_t* heavy;
   const std::uint16_t* cell;
+  equality_labels<K> label;
   cell_index<K> index;
   int depth;
-  bool any_heavy;
 
-  __device__ __forceinline__ std::uint32_t operator()(K key) const
+  __device__ __forceinline__ std::uint32_t bucket(K key) const
   {
-    // the mode and any_heavy are the same for the whole block: no divergence
+    // the mode is the same for the whole block: no divergence
     const std::uint32_t entry = index.mode != cells_off ? cell[index(key)] : 0xff00U;
     const std::uint32_t first = entry & 0xffU;
     const std::uint32_t in_cell = entry >> 8;
@@ -257,7 +273,7 @@ struct classifier {
       // compares against a padded array lost 2-7%, u64 the most)
 #pragma unroll
       for (std::uint32_t i = 0; i < cell_compares; ++i)
-        b += (i < in_cell && key > sorted[first + i]) ? 1U : 0U;
+        b += (i < in_cell && key > label.sorted[first + i]) ? 1U : 0U;
     } else {
       std::uint32_t j = 1;
 #pragma unroll
@@ -266,46 +282,60 @@ struct classifier {
       }
       b = j - (1U << depth);
     }
-    // heavy holds no bit past the last splitter
-    const bool eq = any_heavy && ((heavy[b >> 5] >> (b & 31)) & 1U) != 0 && key == sorted[b];
-    return 2 * b + (eq ? 1U : 0U);
+    return b;
   }
+
+  __device__ __forceinline__ std::uint32_t operator()(K key) const { return label(key, bucket(key)); }
 };
 
-/// Shared copy of one segment's splitters, loaded by a whole block.
+/// Shared copy of what the scatter needs of one segment's splitters, loaded by a whole block.
 template <typename P, typename K>
-struct shared_splitters {
-  alignas(16) std::uint16_t cell[cells];
-  K tree[P::buckets];
+struct shared_labels {
   K sorted[P::buckets];
   std::uint32_t heavy[P::buckets / 32];
-  cell_index<K> index;
   int depth;
   bool any_heavy;
 
   __device__ __forceinline__ void load(const splitters<K, P::buckets>& s)
   {
     const int k = 1 << s.depth;
-    for (int i = threadIdx.x; i < k; i += blockDim.x) {
-      tree[i] = s.tree[i];
-      sorted[i] = s.sorted[i];
+    for (int i = threadIdx.x; i < k; i += blockDim.x) sorted[i] = s.sorted[i];
+    for (int i = threadIdx.x; i < P::buckets / 32; i += blockDim.x) heavy[i] = s.heavy[i];
+    if (threadIdx.x == 0) {
+      depth = static_cast<int>(s.depth);
+      any_heavy = s.any_heavy != 0;
     }
+  }
+
+  __device__ __forceinline__ equality_labels<K> get() const { return {sorted, heavy, any_heavy}; }
+};
+
+/// Shared copy of one segment's splitters for the histogram pass, loaded by a whole block.
+template <typename P, typename K>
+struct shared_splitters {
+  alignas(16) std::uint16_t cell[cells];
+  K tree[P::buckets];
+  shared_labels<P, K> labels;
+  cell_index<K> index;
+
+  __device__ __forceinline__ void load(const splitters<K, P::buckets>& s)
+  {
+    labels.load(s);
+    const int k = 1 << s.depth;
+    for (int i = threadIdx.x; i < k; i += blockDim.x) tree[i] = s.tree[i];
     if (s.index.mode != cells_off) {
       constexpr int vectors = cells * sizeof(std::uint16_t) / sizeof(uint4);
       for (int i = threadIdx.x; i < vectors; i += blockDim.x)
         reinterpret_cast<uint4*>(cell)[i] = reinterpret_cast<const uint4*>(s.cell)[i];
     }
-    for (int i = threadIdx.x; i < P::buckets / 32; i += blockDim.x) heavy[i] = s.heavy[i];
-    if (threadIdx.x == 0) {
-      depth = static_cast<int>(s.depth);
-      index = s.index;
-      any_heavy = s.any_heavy != 0;
-    }
+    if (threadIdx.x == 0) index = s.index;
   }
+
+  __device__ __forceinline__ int depth() const { return labels.depth; }
 
   __device__ __forceinline__ classifier<P, K> get() const
   {
-    return {tree, sorted, heavy, cell, index, depth, any_heavy};
+    return {tree, cell, labels.get(), index, labels.depth};
   }
 };
 
@@ -464,10 +494,11 @@ struct histogram_agent {
 
   storage& s;
 
-  /// Counts the tile's keys per bucket into counts[b * stride] for b < 2k.
+  /// Counts the tile's keys per bucket into counts[b * stride] for b < 2k, and keeps each key's
+  /// bucket b (its label without the equality bit) in ids[i] for the scatter.
   __device__ __forceinline__ void run(const K* keys, key_map<K> map, std::uint64_t begin,
                                       std::uint32_t size, std::uint32_t* counts,
-                                      std::uint64_t stride)
+                                      std::uint64_t stride, std::uint8_t* ids)
   {
     const int warp = static_cast<int>(threadIdx.x) / 32;
     const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -483,8 +514,10 @@ struct histogram_agent {
 #pragma unroll
     for (int i = 0; i < P::dist_items; ++i) {
       const std::uint32_t at = static_cast<std::uint32_t>(i * P::dist_threads) + threadIdx.x;
-      const std::uint32_t b = cls(map(keys[begin + min(at, size - 1)]));
-      bkt[i] = at < size ? b : none;
+      const K key = map(keys[begin + min(at, size - 1)]);
+      const std::uint32_t b = cls.bucket(key);
+      if (at < size) ids[at] = static_cast<std::uint8_t>(b);
+      bkt[i] = at < size ? cls.label(key, b) : none;
     }
     // Shared-memory atomics on the warp's own counters; a warp whose lanes all hit one bucket
     // (runs of equal or sorted keys) adds once instead of contending 32 times. (match.any for
@@ -499,7 +532,7 @@ struct histogram_agent {
       }
     }
     __syncthreads();
-    const int nb = 2 << s.split.depth;
+    const int nb = 2 << s.split.depth();
     for (int b = threadIdx.x; b < nb; b += P::dist_threads) {
       std::uint32_t sum = 0;
 #pragma unroll
@@ -533,7 +566,7 @@ struct scatter_agent {
   using counter_t = std::conditional_t<by_atomics, std::uint32_t, std::uint16_t>;
   static_assert(tile < 65536);
   struct storage {
-    shared_splitters<P, K> split;
+    shared_labels<P, K> split;  ///< no cells or tree: the buckets come from bucket_ids
     typename block_scan::TempStorage scan;
     /// per row its bucket counters, then each (bucket, row)'s start; warp-major so that the
     /// lanes updating one warp's counters spread over the banks (bucket-major put all of a
@@ -588,7 +621,8 @@ struct scatter_agent {
                                       K* keys_out, V* values_out, std::uint64_t begin,
                                       std::uint32_t size, const std::uint32_t* tile_counts,
                                       const std::uint64_t* tile_offsets, std::uint64_t stride,
-                                      std::uint64_t segment_first, std::uint64_t segment_begin)
+                                      std::uint64_t segment_first, std::uint64_t segment_begin,
+                                      const std::uint8_t* ids)
   {
     const int lane = static_cast<int>(threadIdx.x) % 32;
     if constexpr (by_atomics) {
@@ -606,26 +640,28 @@ struct scatter_agent {
         (&s.offset[0][0])[i] = 0;
     }
     __syncthreads();
-    const classifier<P, K> cls = s.split.get();
+    const equality_labels<K> label = s.split.get();
     constexpr std::uint32_t none = P::counters;  // the label of no key
 
     // Registers hold the keys and (bucket << 16 | rank) only; values go from device memory
     // straight to their shared slot once the ranks are known, so that two blocks fit an SM.
     K key[P::dist_items];
     std::uint32_t slot[P::dist_items];
-    // all loads first; past the end of a short tile, lanes take the tile's last key and drop it
+    // All loads first; past the end of a short tile, lanes take the tile's last key and drop it
     // (see histogram_agent; a full-tile and a short-tile copy of these loops, each with one
-    // loop, lost 10% on u32)
+    // loop, lost 10% on u32). The buckets are the histogram pass's: a byte a key moved is
+    // cheaper than classifying it again.
 #pragma unroll
     for (int i = 0; i < P::dist_items; ++i) {
-      const std::uint32_t at = static_cast<std::uint32_t>(i * P::dist_threads) + threadIdx.x;
-      key[i] = map(keys_in[begin + min(at, size - 1)]);
+      const std::uint32_t at = min(static_cast<std::uint32_t>(i * P::dist_threads) + threadIdx.x,
+                                   size - 1);
+      key[i] = map(keys_in[begin + at]);
+      slot[i] = ids[at];
     }
 #pragma unroll
     for (int i = 0; i < P::dist_items; ++i) {
       const std::uint32_t at = static_cast<std::uint32_t>(i * P::dist_threads) + threadIdx.x;
-      const std::uint32_t b = cls(key[i]);
-      slot[i] = at < size ? b : none;
+      slot[i] = at < size ? label(key[i], slot[i]) : none;
     }
     if constexpr (by_atomics) {
       // A warp whose lanes all hit one bucket (runs of equal or sorted keys) takes 32 places

@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(active_policy<K, V>::dist_threads, 4)
     __syncthreads();
     agent{storage}.run(keys, map_if<Mapped>(w.to_ordered), tv.begin, tv.size,
                        w.bucket_counts + tv.seg.tile_base * P::counters + tv.in_seg,
-                       tiles_of<P>(tv.seg.size));
+                       tiles_of<P>(tv.seg.size), w.bucket_ids + tv.begin);
     __syncthreads();
   }
 }
@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(active_policy<K, V>::dist_threads, 2)
                        tv.begin, tv.size,
                        w.bucket_counts + first + tv.in_seg, w.bucket_offsets + first + tv.in_seg,
                        tiles_of<P>(tv.seg.size),
-                       w.bucket_offsets[first], tv.seg.begin);
+                       w.bucket_offsets[first], tv.seg.begin, w.bucket_ids + tv.begin);
     __syncthreads();
   }
 }

@@ -81,7 +81,7 @@ template <int Buckets, int Oversampling, int SampleThreads, int DistThreads, int
           int SortThreads, int SortItems, int SmallSortThreads, int SmallSortItems>
 struct policy {
   static constexpr int buckets = Buckets;  ///< k, the most buckets of one level (power of two)
-  static constexpr int log_buckets = Buckets == 512 ? 9 : Buckets == 256 ? 8 : 7;
+  static constexpr int log_buckets = Buckets == 256 ? 8 : 7;
   static constexpr int oversampling = Oversampling;  ///< a: sample keys per bucket
   static constexpr int sample_threads = SampleThreads;
   static constexpr int sample_items = Oversampling * Buckets / SampleThreads;
@@ -95,7 +95,7 @@ struct policy {
   static constexpr int small_sort_items = SmallSortItems;
   static constexpr int small_capacity = SmallSortThreads * SmallSortItems;
   static constexpr int counters = 2 * Buckets;  ///< bucket + equality bucket per splitter
-  static_assert(Buckets == 128 || Buckets == 256 || Buckets == 512);
+  static_assert(Buckets == 128 || Buckets == 256);  // a bucket id is one byte (work::bucket_ids)
   static_assert(Oversampling * Buckets % SampleThreads == 0);
   static_assert(DistThreads % 32 == 0 && SortThreads % 32 == 0 && SmallSortThreads % 32 == 0);
   static_assert(SmallSortThreads * SmallSortItems < SortThreads * SortItems);
