@@ -784,7 +784,7 @@ struct bucket_sort_agent {
   /// the top pass: one digit per element at the capacity, two 16-bit counters a word
   static constexpr int top_bits = floor_log2(capacity);
   static constexpr int top_words = (1 << top_bits) / 2;
-  static_assert((1 << top_bits) == capacity && capacity <= 65536 && top_words % Threads == 0);
+  static_assert((1 << top_bits) == capacity && capacity < 65536 && top_words % Threads == 0);
   static constexpr std::uint32_t run_max = 16;  ///< longest run whose keys count their places
   static constexpr bool pairs = has_values_v<V>;
   // warp scans: raking storage would take the last KiB that two blocks of an SM need
@@ -801,7 +801,9 @@ struct bucket_sort_agent {
       /// LSD counters, warp-major and padded (see scatter_agent); 16 bits, as they count at
       /// most the capacity, so that two blocks of 64-bit keys fit an SM
       std::uint16_t count[warps][digits + 1];
-      std::uint32_t top_count[top_words];  ///< after the scan: each digit's first position
+      std::uint32_t top_count[top_words];  ///< the top pass's counters, two digits a word
+      /// after the scan: each digit's first position, and the job's size after the last digit
+      std::uint16_t starts[capacity + 2];
     };
     union {
       typename block_scan::TempStorage scan;
@@ -819,6 +821,14 @@ struct bucket_sort_agent {
     return static_cast<std::uint32_t>(i * Threads) + threadIdx.x;
   }
 
+  /// Whether item i of this thread is in a job of `size`. The first test is the same for the
+  /// whole block, so that items past the job branch around their work instead of running it
+  /// predicated off (jobs are half the capacity on average: ncu counted every item executed).
+  __device__ __forceinline__ static bool in_job(int i, std::uint32_t size)
+  {
+    return static_cast<std::uint32_t>(i * Threads) < size && position(i) < size;
+  }
+
   /// Loads the job's keys into registers and its values into shared memory (so that a job
   /// sorted in place has read all it needs before anything is written); returns
   /// bit_width(max - min) and sets s.min.
@@ -830,7 +840,7 @@ struct bucket_sort_agent {
 #pragma unroll
     for (int i = 0; i < Items; ++i) {
       key[i] = 0;
-      if (position(i) < size) {
+      if (in_job(i, size)) {
         key[i] = keys_in[begin + position(i)];
         if constexpr (pairs) s.values[position(i)] = values_in[begin + position(i)];
         lo = key[i] < lo ? key[i] : lo;
@@ -856,10 +866,6 @@ struct bucket_sort_agent {
     return static_cast<std::uint32_t>(static_cast<K>(key - base) >> shift);
   }
 
-  __device__ __forceinline__ std::uint32_t start_of(std::uint32_t d) const
-  {
-    return (s.top_count[d / 2] >> (16 * (d % 2))) & 0xffffU;
-  }
 
   /// The top pass: keys to s.keys grouped by digit (key - base) >> shift, ranked by shared
   /// atomics on 16-bit counters, so the order within a digit is arbitrary; s.index[0] records
@@ -874,7 +880,7 @@ struct bucket_sort_agent {
     std::uint32_t rank[(Items + 1) / 2] = {};  // two 16-bit ranks a register
 #pragma unroll
     for (int i = 0; i < Items; ++i) {
-      if (position(i) < size) {
+      if (in_job(i, size)) {
         const std::uint32_t d = digit_at(key[i], base, shift);
         const std::uint32_t half = 16 * (d % 2);
         const std::uint32_t old = atomicAdd(&s.top_count[d / 2], 1U << half);
@@ -894,19 +900,21 @@ struct bucket_sort_agent {
     block_scan(s.u.scan).ExclusiveSum(sum, prefix);
 #pragma unroll
     for (int j = 0; j < words; ++j) {
-      const std::uint32_t w = s.top_count[threadIdx.x * words + j];
-      const std::uint32_t low = prefix;
-      const std::uint32_t high = prefix + (w & 0xffffU);
-      prefix = high + (w >> 16);
-      s.top_count[threadIdx.x * words + j] = low | high << 16;
+      const std::uint32_t at = threadIdx.x * words + j;
+      const std::uint32_t w = s.top_count[at];
+      s.starts[2 * at] = static_cast<std::uint16_t>(prefix);
+      prefix += w & 0xffffU;
+      s.starts[2 * at + 1] = static_cast<std::uint16_t>(prefix);
+      prefix += w >> 16;
     }
+    if (threadIdx.x == 0) s.starts[capacity] = static_cast<std::uint16_t>(size);
     // where every digit holds equal keys (shift 0), keys alone are in order already
     if (__syncthreads_or(too_long) != 0 && (shift != 0 || pairs)) return false;
 #pragma unroll
     for (int i = 0; i < Items; ++i) {
-      if (position(i) < size) {
+      if (in_job(i, size)) {
         const std::uint32_t at =
-            start_of(digit_at(key[i], base, shift)) + ((rank[i / 2] >> (16 * (i % 2))) & 0xffffU);
+            s.starts[digit_at(key[i], base, shift)] + ((rank[i / 2] >> (16 * (i % 2))) & 0xffffU);
         s.keys[at] = key[i];
         if constexpr (pairs) s.index[0][at] = static_cast<std::uint16_t>(position(i));
       }
@@ -925,21 +933,25 @@ struct bucket_sort_agent {
 #pragma unroll
     for (int i = 0; i < Items; ++i) {
       const std::uint32_t q = position(i);
-      if (q < size) {
+      if (in_job(i, size)) {
         const K key = s.keys[q];
         std::uint32_t place = q;
         if (shift != 0 || pairs) {
           const std::uint32_t d = digit_at(key, base, shift);
-          const std::uint32_t first = start_of(d);
-          const std::uint32_t end =
-              d + 1 < static_cast<std::uint32_t>(capacity) ? start_of(d + 1) : size;
-          const std::uint32_t from = pairs ? s.index[0][q] : q;
+          const std::uint32_t first = s.starts[d];
+          const std::uint32_t end = s.starts[d + 1];
           place = first;
-          for (std::uint32_t r = first; r < end; ++r) {
-            const K other = s.keys[r];
-            // ties: by input position for pairs; keys alone by place in the buffer, any order
-            const bool before = (pairs ? s.index[0][r] : r) < from;
-            place += (other < key || (other == key && before)) ? 1U : 0U;
+          // most keys are alone in their run (a job of half the capacity spreads over twice
+          // as many digits)
+          if (end - first > 1) {
+            const std::uint32_t from = pairs ? s.index[0][q] : q;
+#pragma unroll 1
+            for (std::uint32_t r = first; r < end; ++r) {
+              const K other = s.keys[r];
+              // ties: by input position for pairs; keys alone by place in the buffer, any order
+              const bool before = (pairs ? s.index[0][r] : r) < from;
+              place += (other < key || (other == key && before)) ? 1U : 0U;
+            }
           }
         }
         keys_out[begin + place] = map(key);
@@ -1033,7 +1045,7 @@ struct bucket_sort_agent {
   {
 #pragma unroll
     for (int i = 0; i < Items; ++i) {
-      if (position(i) < size) {
+      if (in_job(i, size)) {
         s.keys[position(i)] = key[i];
         s.index[0][position(i)] = static_cast<std::uint16_t>(position(i));
       }
@@ -1064,7 +1076,7 @@ struct bucket_sort_agent {
       if (moved || !is_identity(out_map)) {
 #pragma unroll
         for (int i = 0; i < Items; ++i) {
-          if (position(i) < size) {
+          if (in_job(i, size)) {
             keys_out[begin + position(i)] = out_map(key[i]);
             if constexpr (pairs) {
               if (moved) values_out[begin + position(i)] = s.values[position(i)];
