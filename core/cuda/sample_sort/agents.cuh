@@ -193,6 +193,40 @@ __device__ __forceinline__ unsigned match_label(std::uint32_t label)
   return peers;
 }
 
+/// Exclusive sum of x over a block of Threads threads: a shuffle scan in each warp, then one warp
+/// scans the warps' totals (in `totals`, which the caller keeps until a barrier after the call).
+/// CUB's BLOCK_SCAN_WARP_SCANS adds up the totals of the warps before its own in every thread, a
+/// chain of selects over all 32 warps of a 1024-thread block (11% of the bucket sort's
+/// instructions for 2^26 u32 keys on an H100); its raking form needs more shared memory than
+/// 16 Ki 64-bit keys leave.
+template <int Threads>
+__device__ __forceinline__ std::uint32_t block_exclusive_sum(std::uint32_t x,
+                                                             std::uint32_t (&totals)[Threads / 32])
+{
+  constexpr int warps = Threads / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  auto inclusive_scan = [lane](std::uint32_t v) {
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+      const std::uint32_t below = __shfl_up_sync(0xffffffffU, v, d);
+      v += lane >= d ? below : 0U;
+    }
+    return v;
+  };
+  const std::uint32_t inclusive = inclusive_scan(x);
+  if (lane == 31) totals[warp] = inclusive;
+  __syncthreads();
+  if (warp == 0) {
+    const std::uint32_t total = lane < warps ? totals[lane] : 0U;
+    const std::uint32_t before = inclusive_scan(total) - total;
+    __syncwarp();
+    if (lane < warps) totals[lane] = before;
+  }
+  __syncthreads();
+  return totals[warp] + inclusive - x;
+}
+
 /// The bits that x needs: 0 for 0, else one more than the index of its top set bit.
 template <typename K>
 __device__ __forceinline__ int bit_width_of(K x)
@@ -787,8 +821,6 @@ struct bucket_sort_agent {
   static_assert((1 << top_bits) == capacity && capacity < 65536 && top_words % Threads == 0);
   static constexpr std::uint32_t run_max = 16;  ///< longest run whose keys count their places
   static constexpr bool pairs = has_values_v<V>;
-  // warp scans: raking storage would take the last KiB that two blocks of an SM need
-  using block_scan = cub::BlockScan<std::uint32_t, Threads, cub::BLOCK_SCAN_WARP_SCANS>;
   using reduce = cub::BlockReduce<K, Threads>;
   using value_t = std::conditional_t<pairs, V, char>;
   struct storage {
@@ -806,7 +838,7 @@ struct bucket_sort_agent {
       std::uint16_t starts[capacity + 2];
     };
     union {
-      typename block_scan::TempStorage scan;
+      std::uint32_t totals[warps];  ///< of block_exclusive_sum
       typename reduce::TempStorage reduce;
     } u;
     K min;
@@ -822,11 +854,25 @@ struct bucket_sort_agent {
   }
 
   /// Whether item i of this thread is in a job of `size`. The first test is the same for the
-  /// whole block, so that items past the job branch around their work instead of running it
-  /// predicated off (jobs are half the capacity on average: ncu counted every item executed).
+  /// whole block, so that items past the job can branch around their work.
   __device__ __forceinline__ static bool in_job(int i, std::uint32_t size)
   {
     return static_cast<std::uint32_t>(i * Threads) < size && position(i) < size;
+  }
+
+  /// f(i) for the items of this thread in a job of `size` (f tests in_job itself): the upper
+  /// half only where the job reaches it, behind a branch the whole block takes alike. Jobs are
+  /// half the capacity on average, and ptxas turns short guarded items into predicated ones,
+  /// which every warp executes (ncu: all 16 loads of every thread for every job).
+  template <typename F>
+  __device__ __forceinline__ static void each_item(std::uint32_t size, F&& f)
+  {
+#pragma unroll
+    for (int i = 0; i < Items / 2; ++i) f(i);
+    if (size > static_cast<std::uint32_t>(capacity / 2)) {
+#pragma unroll
+      for (int i = Items / 2; i < Items; ++i) f(i);
+    }
   }
 
   /// Loads the job's keys into registers and its values into shared memory (so that a job
@@ -838,15 +884,15 @@ struct bucket_sort_agent {
     K lo = static_cast<K>(~K{0});
     K hi = 0;
 #pragma unroll
-    for (int i = 0; i < Items; ++i) {
-      key[i] = 0;
+    for (int i = 0; i < Items; ++i) key[i] = 0;
+    each_item(size, [&](int i) {
       if (in_job(i, size)) {
         key[i] = keys_in[begin + position(i)];
         if constexpr (pairs) s.values[position(i)] = values_in[begin + position(i)];
         lo = key[i] < lo ? key[i] : lo;
         hi = key[i] > hi ? key[i] : hi;
       }
-    }
+    });
     const K block_lo = reduce(s.u.reduce).Reduce(lo, [](K x, K y) { return x < y ? x : y; });
     __syncthreads();
     const K block_hi = reduce(s.u.reduce).Reduce(hi, [](K x, K y) { return x > y ? x : y; });
@@ -896,8 +942,7 @@ struct bucket_sort_agent {
       sum += (w & 0xffffU) + (w >> 16);
       too_long = too_long || (w & 0xffffU) > run_max || (w >> 16) > run_max;
     }
-    std::uint32_t prefix = 0;
-    block_scan(s.u.scan).ExclusiveSum(sum, prefix);
+    std::uint32_t prefix = block_exclusive_sum<Threads>(sum, s.u.totals);
 #pragma unroll
     for (int j = 0; j < words; ++j) {
       const std::uint32_t at = threadIdx.x * words + j;
@@ -910,15 +955,14 @@ struct bucket_sort_agent {
     if (threadIdx.x == 0) s.starts[capacity] = static_cast<std::uint16_t>(size);
     // where every digit holds equal keys (shift 0), keys alone are in order already
     if (__syncthreads_or(too_long) != 0 && (shift != 0 || pairs)) return false;
-#pragma unroll
-    for (int i = 0; i < Items; ++i) {
+    each_item(size, [&](int i) {
       if (in_job(i, size)) {
         const std::uint32_t at =
             s.starts[digit_at(key[i], base, shift)] + ((rank[i / 2] >> (16 * (i % 2))) & 0xffffU);
         s.keys[at] = key[i];
         if constexpr (pairs) s.index[0][at] = static_cast<std::uint16_t>(position(i));
       }
-    }
+    });
     __syncthreads();
     return true;
   }
@@ -1014,8 +1058,7 @@ struct bucket_sort_agent {
       const int e = static_cast<int>(threadIdx.x) * scan_items + j;
       sum += s.count[e % warps][e / warps];
     }
-    std::uint32_t prefix = 0;
-    block_scan(s.u.scan).ExclusiveSum(sum, prefix);
+    std::uint32_t prefix = block_exclusive_sum<Threads>(sum, s.u.totals);
 #pragma unroll
     for (int j = 0; j < scan_items; ++j) {
       const int e = static_cast<int>(threadIdx.x) * scan_items + j;
