@@ -22,8 +22,9 @@ namespace gpusort::cuda {
 inline constexpr std::uint64_t default_sample_seed = 0x5eed'0f'5a3b1e5ULL;
 
 /// Scratch bytes sample_sort needs for n elements of key_bytes (4|8) and value_bytes (0|4|8):
-/// bucket counters, their prefix sums, splitter trees and cells, work lists; about 2 bytes per
-/// element for 32-bit keys alone, 3 for 64-bit keys alone and 6 for pairs (scratch_layout in
+/// bucket counters, their prefix sums, splitter trees and cells, work lists, and a byte per
+/// element for its bucket (from the histogram pass to the scatter); about 3 bytes per element
+/// for 32-bit keys alone, 4 for 64-bit keys alone and 7 for pairs (scratch_layout in
 /// sample_sort.cu): less than the data, beyond the double buffers. Valid for every architecture
 /// the library was built for (the largest of their layouts). Asks the CUDA runtime (CUB's scan
 /// scratch).

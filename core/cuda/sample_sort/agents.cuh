@@ -319,7 +319,10 @@ struct classifier {
     return b;
   }
 
-  __device__ __forceinline__ std::uint32_t operator()(K key) const { return label(key, bucket(key)); }
+  __device__ __forceinline__ std::uint32_t operator()(K key) const
+  {
+    return label(key, bucket(key));
+  }
 };
 
 /// Shared copy of what the scatter needs of one segment's splitters, loaded by a whole block.

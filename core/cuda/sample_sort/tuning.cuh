@@ -9,8 +9,8 @@
 //    see depth_for), sorts it in shared memory and keeps k - 1 splitters as a complete binary
 //    search tree, and 4096 cells over the splitters' range (linear in the ordered bits, or for
 //    floats whose bits crowd them, in their values; see cell_index), each with the number of
-//    splitters below it and in it. Raw keys (floats, signed, descending) are mapped to ordered bits as
-//    level 0 reads them and back as the bucket sorts write the result.
+//    splitters below it and in it. Raw keys (floats, signed, descending) are mapped to ordered
+//    bits as level 0 reads them and back as the bucket sorts write the result.
 //  - A histogram pass: tiles of `tile_items` keys, each in one segment, find each key's bucket
 //    from its cell and at most 3 compares, or where the cell holds more splitters, by the walk
 //    of the tree, branch-free (j = 2j + (e > bt[j]), unrolled; see classifier), and count
@@ -21,11 +21,13 @@
 //    inputs with many equal keys finish instead of recursing ("zero", "detdupes").
 //  - CUB's device-wide exclusive scan over the counters, laid out segment by segment, bucket-major
 //    within a segment, gives every (tile, bucket) its global output offset.
-//  - A scatter pass recomputes the bucket indices and gathers each bucket's part of the tile in
-//    shared memory: keys alone take places from shared atomics on counters that start at the
-//    tile's scanned counts (equal keys cannot be told apart in any order); pairs are ranked
-//    deterministically (per-warp counters, ballot matching, no atomics). Each bucket's part
-//    goes out as one contiguous run.
+//  - A scatter pass gathers each bucket's part of the tile in shared memory. It does not
+//    classify the keys again, as the paper's does: the histogram pass keeps each key's bucket in
+//    a byte of scratch (bucket_ids), and only keys at a repeated splitter are compared once more
+//    for their equality bucket. Keys alone take places from shared atomics on counters that
+//    start at the tile's scanned counts (equal keys cannot be told apart in any order); pairs
+//    are ranked deterministically (per-warp counters, ballot matching, no atomics). Each
+//    bucket's part goes out as one contiguous run.
 //  - Buckets are classified: above the capacity, the next level; equality buckets above half the
 //    capacity are finished as they are; the rest become jobs of at most `bucket_capacity`
 //    elements (neighbouring small buckets share one job), sorted by one block each in shared
