@@ -36,20 +36,23 @@ bool small_only() { return std::getenv("GPUSORT_TEST_SMALL") != nullptr; }
 
 /// A GPU configuration whose chunk limit forces at least 16 chunks for n elements and whose
 /// budget leaves a capacity of about n/8 elements, so that heavy duplicates must compensate.
-/// The budget covers what cuda_device reserves besides chunks: 64 MiB and the sort's scratch.
+/// The budget covers what cuda_device reserves besides chunks: 64 MiB and the sort's scratch
+/// for that capacity (the larger of the two in-core sorters'). Scratch for all n elements, as
+/// this once reserved, left a capacity of a third of n or more, and grew with the sorters'
+/// scratch until no chunk of detdupes overflowed.
 config forced_out_of_core(std::uint64_t n, unsigned key_bytes, unsigned value_bytes = 0)
 {
   const std::uint64_t element_bytes = key_bytes + value_bytes;
+  const std::uint64_t capacity = std::max<std::uint64_t>(n / 8, 4096);
   config cfg;
   cfg.devices = device_selection::listed;
   cfg.gpu_ids = {0};
   cfg.chunk_bytes = std::max<std::uint64_t>(4096, (n + 15) / 16 * element_bytes);
   const std::uint64_t scratch =
-      std::max(cuda::radix_sort_scratch_bytes(n, key_bytes, value_bytes),
-               cuda::sample_sort_scratch_bytes(n, key_bytes, value_bytes));
-  cfg.device_memory_budget = (std::uint64_t{64} << 20) + 2 * scratch +
-                             detail::cuda_device::buffers_per_element * element_bytes *
-                                 std::max<std::uint64_t>(n / 8, 4096);
+      std::max(cuda::radix_sort_scratch_bytes(capacity, key_bytes, value_bytes),
+               cuda::sample_sort_scratch_bytes(capacity, key_bytes, value_bytes));
+  cfg.device_memory_budget = (std::uint64_t{64} << 20) + scratch +
+                             detail::cuda_device::buffers_per_element * element_bytes * capacity;
   return cfg;
 }
 
