@@ -46,8 +46,10 @@
 //  - scatter: 2.0 ms with match.any and bucket-major counters (16-way bank conflicts on the
 //    counter updates), 1.1 ms with ballot matching, warp-major counters and 64 registers;
 //    keys alone by atomics from the histogram's counts 0.45 ms (u64: 0.67 ms, from 1.1); 64-bit
-//    pairs 1.7 ms a level until 16-bit counters let two blocks share an SM;
-//  - bucket sort: see bucket_sort_agent (u64 1.24 ms at 16 Ki, u32 0.79 ms in the current form);
+//    pairs 1.7 ms a level until 16-bit counters let two blocks share an SM; reading the
+//    histogram's bucket bytes instead of classifying again, 0.33 ms (95be01a; three blocks an
+//    SM at 40 registers then lost 13% at 2^29);
+//  - bucket sort: see bucket_sort_agent (u64 1.24 ms at 16 Ki; u32 0.79, then 0.66 ms);
 //  - cells (85ab686, 5e1a2ba): most keys skip the tree walk: u32 26.0 -> 28.9 / 29.3 Gkeys/s
 //    at 2^26 / 2^29, u64 +3-5%, pairs +2-4%; with cells everywhere f64 lost 5% and zero inputs
 //    10% (floats crowd the cells where one exponent's keys are, equal keys crowd them all), so
@@ -56,19 +58,19 @@
 //    a splitter repeats, four histogram blocks an SM and one spare level (not two): against
 //    ee35aca in one run (bench/results/h100-20261122-ee35aca/ab3.txt), u32 +5% / +7%, f32
 //    +10% / +18%, u64 +3%, f64 +4% / +7% at 2^26 / 2^29, pairs as before.
-// Whole sorts (bench/results/h100-20261122-3a3900a*): u32 30.3 / 31.2, f32 29.9 / 31.8, u64
-// 18.8 / 18.3, f64 18.9 / 18.7, u64 pairs 10.9 / 9.1 Gkeys/s at 2^26 / 2^29 on uniform keys (CUB
-// radix: 46.5 / 48.8, 44.6 / 46.7, 15.4 / 16.0, 15.3 / 15.8, 8.2 / 8.5; CUB merge: 19.6 / 17.3
-// for 32-bit keys, 8.7 / 7.6 for 64-bit keys, 4.7 / 4.1 for pairs); 35 to 79 Gkeys/s on zero
+// Whole sorts (bench/results/h100-20261122-ddca175*): u32 33.0 / 32.5, f32 33.0 / 33.3, u64
+// 21.8 / 20.4, f64 21.1 / 20.5, u64 pairs 11.0 / 9.4 Gkeys/s at 2^26 / 2^29 on uniform keys (CUB
+// radix: 46.8 / 48.9, 44.9 / 46.7, 15.5 / 16.0, 15.4 / 15.8, 8.2 / 8.5; CUB merge: 19.7 / 17.3
+// for 32-bit keys, 8.8 / 7.6 for 64-bit keys, 4.7 / 4.1 for pairs); 35 to 79 Gkeys/s on zero
 // and detdupes, where equality buckets finish the keys in one level. Floats, signed and
 // descending keys run about as fast as unsigned ones: level 0 maps them to ordered bits as it
 // reads them and the bucket sorts map them back as they write (separate transform passes cost
 // f64 0.7 ms of 4.5 at 2^26). What bounds it is instructions and latency in the shared-memory
-// passes, not memory bandwidth: the modelled bytes per key move at 32-46% of the copy bandwidth
-// on uniform keys (ncu at ee35aca, 2^26 u32: histogram 76 instructions a key, 63% of issue
-// slots; scatter 97, at 50% occupancy). 32-bit keys reach 1.4 to 1.9 times CUB's merge sort,
-// not 2: two levels of histogram and scatter and the bucket sort (0.79 ms at 2^26) take about
-// 2.2 ms against the radix sort's 1.4.
+// passes, not memory bandwidth: the modelled bytes per key move at 35-47% of the copy bandwidth
+// on uniform keys (ncu at 14c27c9, 2^26 u32: histogram 254 us, 72 instructions a key; scatter
+// 333 us, 54 a key at 50% occupancy). 32-bit keys reach 1.5 to 1.9 times CUB's merge sort, not
+// 2: two levels of histogram and scatter and the bucket sort (0.66 ms at 2^26) take about 1.9
+// ms against the radix sort's 1.4.
 #pragma once
 
 #include <cub/block/block_radix_sort.cuh>
