@@ -282,11 +282,11 @@ struct equality_labels {
   }
 };
 
-/// Bucket of a key: b = the number of splitters below it (bucket()), labelled with its equality
-/// bucket (operator()). The key's cell gives the splitters below the cell and at most
-/// cell_compares in it to compare with (independent loads); a key in a crowded cell takes the
-/// branch-free descent of Leischner et al. (j = 2j + (e > bt[j])), a chain of log2 k dependent
-/// loads, and so do all keys of a segment whose sample crowds the cells (cells_off).
+/// Bucket of a key: b = the number of splitters below it (label tells its equality bucket
+/// apart). The key's cell gives the splitters below the cell and at most cell_compares in it to
+/// compare with (independent loads); a key in a crowded cell takes the branch-free descent of
+/// Leischner et al. (j = 2j + (e > bt[j])), a chain of log2 k dependent loads, and so do all
+/// keys of a segment whose sample crowds the cells (cells_off).
 template <typename P, typename K>
 struct classifier {
   const K* tree;
@@ -317,11 +317,6 @@ struct classifier {
       b = j - (1U << depth);
     }
     return b;
-  }
-
-  __device__ __forceinline__ std::uint32_t operator()(K key) const
-  {
-    return label(key, bucket(key));
   }
 };
 
@@ -367,8 +362,6 @@ struct shared_splitters {
     }
     if (threadIdx.x == 0) index = s.index;
   }
-
-  __device__ __forceinline__ int depth() const { return labels.depth; }
 
   __device__ __forceinline__ classifier<P, K> get() const
   {
@@ -569,7 +562,7 @@ struct histogram_agent {
       }
     }
     __syncthreads();
-    const int nb = 2 << s.split.depth();
+    const int nb = 2 << s.split.labels.depth;
     for (int b = threadIdx.x; b < nb; b += P::dist_threads) {
       std::uint32_t sum = 0;
 #pragma unroll
@@ -844,7 +837,7 @@ struct bucket_sort_agent {
       std::uint16_t count[warps][digits + 1];
       std::uint32_t top_count[top_words];  ///< the top pass's counters, two digits a word
       /// after the scan: each digit's first position, and the job's size after the last digit
-      std::uint16_t starts[capacity + 2];
+      std::uint16_t starts[capacity + 1];
     };
     union {
       std::uint32_t totals[warps];  ///< of block_exclusive_sum
@@ -920,7 +913,6 @@ struct bucket_sort_agent {
   {
     return static_cast<std::uint32_t>(static_cast<K>(key - base) >> shift);
   }
-
 
   /// The top pass: keys to s.keys grouped by digit (key - base) >> shift, ranked by shared
   /// atomics on 16-bit counters, so the order within a digit is arbitrary; s.index[0] records
