@@ -107,7 +107,9 @@ scratch_layout make_layout(std::uint64_t n, int forced_levels = -1)
   // M/2, runs of small buckets between them and windows of M/2 within a run.
   l.job_cap = static_cast<std::uint64_t>(l.levels) * (6 * n / capacity + 3 * l.segment_cap) + 1;
   l.copy_cap = n / ss::copy_chunk + 2 * n / capacity + 1;
-  l.scan_temp_bytes = scan_temp_bytes(l.count_cap);
+  // CUB's scan, or the spare level's block sums
+  l.scan_temp_bytes =
+      std::max(scan_temp_bytes(l.count_cap), ss::spare_blocks_max * sizeof(std::uint64_t));
 
   std::size_t at = 0;
   auto take = [&](std::size_t bytes) {
@@ -237,10 +239,10 @@ std::pair<bool, launch_setup> setup_of_current_device()
   return known.emplace(device, std::pair{sm90, setup}).first->second;
 }
 
-/// One level's sample, histogram, scan and scatter.
+/// One level's sample, histogram, scan and scatter; `spare`: the level past the predicted ones.
 template <typename P, typename K, typename V, bool Mapped>
 void distribute(const ss::work<K, V>& w, const scratch_layout& l, unsigned char* scratch,
-                std::uint64_t segs, std::uint64_t tiles, const launch_setup& setup,
+                std::uint64_t segs, std::uint64_t tiles, bool spare, const launch_setup& setup,
                 cudaStream_t stream)
 {
   const form_blocks& blocks = setup.forms[Mapped];
@@ -250,15 +252,28 @@ void distribute(const ss::work<K, V>& w, const scratch_layout& l, unsigned char*
   ss::histogram_kernel<K, V, Mapped>
       <<<grid_of(tiles, blocks.histogram), P::dist_threads, 0, stream>>>(w);
   GPUSORT_CHECK_LAUNCH();
-  std::size_t temp_bytes = 0;
-  const std::uint64_t items = tiles * P::counters;
-  GPUSORT_CUDA_TRY(cub::DeviceScan::ExclusiveScan(
-      nullptr, temp_bytes, static_cast<const std::uint32_t*>(w.bucket_counts), w.bucket_offsets,
-      ::cuda::std::plus<std::uint64_t>{}, std::uint64_t{0}, items, stream));
-  GPUSORT_EXPECTS(temp_bytes <= l.scan_temp_bytes, "sample_sort: scan scratch under-sized");
-  GPUSORT_CUDA_TRY(cub::DeviceScan::ExclusiveScan(
-      scratch + l.scan_temp, temp_bytes, static_cast<const std::uint32_t*>(w.bucket_counts),
-      w.bucket_offsets, ::cuda::std::plus<std::uint64_t>{}, std::uint64_t{0}, items, stream));
+  if (spare) {
+    // the spare level's own scan, over the tiles it has (see spare_sum_kernel); its block sums
+    // take the place of CUB's temporary storage
+    auto* sums = reinterpret_cast<std::uint64_t*>(scratch + l.scan_temp);
+    const unsigned blocks = std::min(ss::spare_blocks_max, 2 * static_cast<unsigned>(setup.sms));
+    ss::spare_sum_kernel<K, V><<<blocks, ss::spare_threads, 0, stream>>>(w, sums);
+    GPUSORT_CHECK_LAUNCH();
+    ss::spare_prefix_kernel<K, V><<<1, ss::spare_threads, 0, stream>>>(sums, blocks);
+    GPUSORT_CHECK_LAUNCH();
+    ss::spare_scan_kernel<K, V><<<blocks, ss::spare_threads, 0, stream>>>(w, sums);
+    GPUSORT_CHECK_LAUNCH();
+  } else {
+    std::size_t temp_bytes = 0;
+    const std::uint64_t items = tiles * P::counters;
+    GPUSORT_CUDA_TRY(cub::DeviceScan::ExclusiveScan(
+        nullptr, temp_bytes, static_cast<const std::uint32_t*>(w.bucket_counts),
+        w.bucket_offsets, ::cuda::std::plus<std::uint64_t>{}, std::uint64_t{0}, items, stream));
+    GPUSORT_EXPECTS(temp_bytes <= l.scan_temp_bytes, "sample_sort: scan scratch under-sized");
+    GPUSORT_CUDA_TRY(cub::DeviceScan::ExclusiveScan(
+        scratch + l.scan_temp, temp_bytes, static_cast<const std::uint32_t*>(w.bucket_counts),
+        w.bucket_offsets, ::cuda::std::plus<std::uint64_t>{}, std::uint64_t{0}, items, stream));
+  }
   ss::scatter_kernel<K, V, Mapped><<<grid_of(tiles, blocks.scatter), P::dist_threads,
                                      smem_of<P, K, V>::scatter, stream>>>(w);
   GPUSORT_CHECK_LAUNCH();
@@ -283,7 +298,7 @@ void sort_buckets(const ss::work<K, V>& w, const scratch_layout& l, const launch
 template <typename P, typename K, typename V>
 bool run(dtype t, order dir, K* keys, K* keys_alt, V* values, V* values_alt, std::uint64_t n,
          void* d_scratch, std::size_t scratch_bytes, cudaStream_t stream, std::uint64_t seed,
-         int forced_levels, const launch_setup& setup)
+         int forced_levels, bool spare_scans, const launch_setup& setup)
 {
   const scratch_layout l = make_layout<P, K>(n, forced_levels);
   if (scratch_bytes < l.total)
@@ -332,10 +347,11 @@ bool run(dtype t, order dir, K* keys, K* keys_alt, V* values, V* values_alt, std
     w.level = static_cast<std::uint32_t>(level);
     const std::uint64_t segs = segments_bound<P>(l, level);
     const std::uint64_t tiles = tiles_bound<P>(l, n, level);
+    const bool spare = spare_scans || level >= expected_levels<P>(n);
     if (mapped && level == 0) {
-      distribute<P, K, V, true>(w, l, base, segs, tiles, setup, stream);
+      distribute<P, K, V, true>(w, l, base, segs, tiles, spare, setup, stream);
     } else {
-      distribute<P, K, V, false>(w, l, base, segs, tiles, setup, stream);
+      distribute<P, K, V, false>(w, l, base, segs, tiles, spare, setup, stream);
     }
     ss::classify_kernel<K, V><<<grid_of(segs, setup.list), list_threads, 0, stream>>>(w);
     GPUSORT_CHECK_LAUNCH();
@@ -414,7 +430,7 @@ sample_sort_shape sample_sort_shape_of(std::uint64_t n, unsigned key_bytes, unsi
 bool sample_sort_with_levels(dtype t, order dir, void* d_keys, void* d_keys_alt, void* d_values,
                              void* d_values_alt, std::uint64_t n, unsigned value_bytes,
                              void* d_scratch, std::size_t scratch_bytes, cudaStream_t stream,
-                             std::uint64_t seed, int levels)
+                             std::uint64_t seed, int levels, bool spare_scans)
 {
   const auto key_bytes = static_cast<unsigned>(size_of(t));
   check_widths(key_bytes, value_bytes);
@@ -433,9 +449,9 @@ bool sample_sort_with_levels(dtype t, order dir, void* d_keys, void* d_keys_alt,
     const auto [sm90, setup] = setup_of_current_device<K, V>();
     if (sm90)
       return run<ss::policy_sm90<K, V>>(t, dir, keys, keys_alt, values, values_alt, n, d_scratch,
-                                        scratch_bytes, stream, seed, levels, setup);
+                                        scratch_bytes, stream, seed, levels, spare_scans, setup);
     return run<ss::policy_sm80<K, V>>(t, dir, keys, keys_alt, values, values_alt, n, d_scratch,
-                                      scratch_bytes, stream, seed, levels, setup);
+                                      scratch_bytes, stream, seed, levels, spare_scans, setup);
   });
 }
 

@@ -81,7 +81,7 @@ host_case make_case(dtype t, distribution d, std::uint64_t n, unsigned value_byt
 /// Sorts the case on the device through the typed entry (with `levels` distribution levels
 /// forced, if not negative) and copies the result back over it.
 void sort_on_device(host_case& c, order dir, std::uint64_t seed = cuda::default_sample_seed,
-                    int levels = -1)
+                    int levels = -1, bool spare_scans = false)
 {
   const std::uint64_t key_bytes = c.n * size_of(c.type);
   const std::uint64_t value_bytes = c.n * c.value_bytes;
@@ -102,14 +102,14 @@ void sort_on_device(host_case& c, order dir, std::uint64_t seed = cuda::default_
               cudaSuccess);
   }
   const bool alt =
-      levels < 0
+      levels < 0 && !spare_scans
           ? cuda::sample_sort(c.type, dir, keys.data(), keys_alt.data(), values.data(),
                               values_alt.data(), c.n, c.value_bytes, scratch.data(),
                               scratch_bytes, stream.value(), seed)
           : cuda::detail::sample_sort_with_levels(c.type, dir, keys.data(), keys_alt.data(),
                                                   values.data(), values_alt.data(), c.n,
                                                   c.value_bytes, scratch.data(), scratch_bytes,
-                                                  stream.value(), seed, levels);
+                                                  stream.value(), seed, levels, spare_scans);
   ASSERT_EQ(cudaMemcpyAsync(c.keys.data(), alt ? keys_alt.data() : keys.data(), key_bytes,
                             cudaMemcpyDeviceToHost, stream.value()),
             cudaSuccess);
@@ -122,11 +122,11 @@ void sort_on_device(host_case& c, order dir, std::uint64_t seed = cuda::default_
 }
 
 void expect_sorts(dtype t, order dir, distribution d, std::uint64_t n, unsigned value_bytes,
-                  std::uint64_t seed = 1, int levels = -1)
+                  std::uint64_t seed = 1, int levels = -1, bool spare_scans = false)
 {
   host_case c = make_case(t, d, n, value_bytes, seed);
   const fingerprint before = fingerprint_of(c.key_view(), c.value_view());
-  sort_on_device(c, dir, cuda::default_sample_seed, levels);
+  sort_on_device(c, dir, cuda::default_sample_seed, levels, spare_scans);
   const verify_result v = verify(c.key_view(), c.value_view(), dir, before);
   EXPECT_TRUE(v.ok) << name_of(t) << (dir == order::ascending ? " asc " : " desc ") << name_of(d)
                     << " n=" << n << " values=" << value_bytes << " levels=" << levels << ": "
@@ -395,6 +395,51 @@ TEST_F(gpu_sample_sort_bits, raw_keys_on_every_path)
       expect_sorts(dtype::f32, order::ascending, d, n, 4, n + 3, levels);
     }
   }
+}
+
+// The spare level's own scan (spare_sum_kernel and the two after it) seldom finds tiles: here
+// every level takes it, with at most one chunk of counters a block and, at 2^25 keys (4096 tiles
+// of 512 counters), with several.
+TEST_F(gpu_sample_sort_bits, spare_level_scan_on_every_level)
+{
+  for (const std::uint64_t n : {40'009ULL, 3'000'017ULL}) {
+    if (n > max_test_n()) continue;
+    for (const distribution d :
+         {distribution::uniform, distribution::zero, distribution::staggered}) {
+      expect_sorts(dtype::u32, order::ascending, d, n, 0, n + 1, -1, true);
+      expect_sorts(dtype::f64, order::descending, d, n, 8, n + 2, -1, true);
+    }
+  }
+  constexpr std::uint64_t large = (std::uint64_t{1} << 25) + 3;
+  if (large > max_test_n()) return;
+  expect_sorts(dtype::u32, order::ascending, distribution::uniform, large, 0, 7, -1, true);
+  expect_sorts(dtype::f32, order::descending, distribution::gaussian, large, 4, 8, -1, true);
+}
+
+// Key buffers 4 bytes past a 16-byte boundary (a caller's sub-range): the distribution passes
+// read such tiles key by key, not as vectors, at every level.
+TEST_F(gpu_sample_sort_bits, buffers_off_a_vector_boundary)
+{
+  constexpr std::uint64_t n = 1'000'003;
+  std::mt19937_64 rng{n};
+  std::vector<std::uint32_t> keys(n);
+  for (auto& k : keys) k = static_cast<std::uint32_t>(rng());
+  device_buffer k{(n + 1) * 4}, k_alt{(n + 1) * 4};
+  auto* in = static_cast<std::uint32_t*>(k.data()) + 1;
+  auto* in_alt = static_cast<std::uint32_t*>(k_alt.data()) + 1;
+  const std::size_t bytes = cuda::sample_sort_scratch_bytes(n, 4, 0);
+  device_buffer scratch{bytes};
+  cuda_stream stream;
+  ASSERT_EQ(cudaMemcpy(in, keys.data(), n * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  const bool alt = cuda::sample_sort(dtype::u32, order::ascending, in, in_alt, nullptr, nullptr,
+                                     n, 0, scratch.data(), bytes, stream.value(),
+                                     cuda::default_sample_seed);
+  stream.synchronize();
+  std::vector<std::uint32_t> out(n);
+  ASSERT_EQ(cudaMemcpy(out.data(), alt ? in_alt : in, n * 4, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  std::sort(keys.begin(), keys.end());
+  EXPECT_TRUE(out == keys);
 }
 
 // Uniform floats crowd the cells of their ordered bits, so level 0 indexes the cells by value,

@@ -168,6 +168,27 @@ inline constexpr bool has_values_v = !std::is_same_v<V, cub::NullType>;
 
 inline constexpr std::uint64_t copy_chunk = std::uint64_t{1} << 16;
 
+/// 16 bytes of a tile's keys, read with one load: the histogram pass waited on its 4-byte loads
+/// (ncu, 2^26 u32 keys on an H100: half its stalls on L1TEX, the DRAM at 40%).
+template <typename K>
+struct alignas(16) key_vector {
+  static constexpr int size = 16 / static_cast<int>(sizeof(K));
+  /// the bucket bytes of one vector's keys
+  using ids = std::conditional_t<sizeof(K) == 4, std::uint32_t, std::uint16_t>;
+  K k[size];
+};
+
+/// Whether a tile is read as key vectors: it is full, its keys start at a 16-byte boundary and
+/// its bucket bytes at a boundary of one vector's bytes. Other tiles (the first and last of most
+/// segments past level 0) are read key by key, striped over the threads.
+template <typename K>
+__device__ __forceinline__ bool vectors_fit(const K* tile, const std::uint8_t* ids,
+                                            std::uint32_t size, std::uint32_t full)
+{
+  return size == full && reinterpret_cast<std::uintptr_t>(tile) % 16 == 0 &&
+         reinterpret_cast<std::uintptr_t>(ids) % sizeof(typename key_vector<K>::ids) == 0;
+}
+
 __device__ __forceinline__ std::uint64_t mix64(std::uint64_t x)
 {
   // splitmix64's finalizer: a bijection that spreads every input bit over the output.
@@ -474,36 +495,55 @@ struct sample_agent {
   /// sample sits in a cell of more than cell_compares splitters: then most warps would walk the
   /// tree as well (floats by their bits; many equal keys) and the cells are not worth their
   /// lookup. (With cells throughout, f64 keys in [-1, 1) lost 5% and zero inputs 10%; H100,
-  /// 85ab686.)
+  /// 85ab686.) The splitters are counted per cell and the counts scanned: a binary search of the
+  /// splitters for each end of every cell took 17 us of level 0's 42 us sample kernel (one
+  /// block for the whole GPU; 2^26 u32 keys on an H100).
   __device__ __forceinline__ bool fill_cells(int k, const cell_index<K>& index,
                                              splitters<K, P::buckets>& out) const
   {
     constexpr int a = P::oversampling;
-    // splitters whose cell is below c: a lower bound, as the index never decreases
-    auto below = [&](int c) {
-      int low = 0;
-      int high = k - 1;
-      while (low < high) {
-        const int mid = (low + high) / 2;
-        if (index(s.sample[(mid + 1) * a]) < static_cast<std::uint32_t>(c)) {
-          low = mid + 1;
-        } else {
-          high = mid;
-        }
-      }
-      return low;
-    };
-    for (int c = threadIdx.x; c < cells; c += P::sample_threads) {
-      const int first = below(c);
-      out.cell[c] = static_cast<std::uint16_t>(first | (below(c + 1) - first) << 8);
-    }
+    constexpr int per_thread = cells / P::sample_threads;
+    static_assert(cells % P::sample_threads == 0);
+    __shared__ alignas(16) std::uint32_t in_cell[cells];
+    __shared__ std::uint32_t totals[P::sample_threads / 32];
     __shared__ int crowded;
-    __syncthreads();  // every thread has read the count of a previous call
+    __syncthreads();  // every thread has read the counts of a previous call
+    for (int c = threadIdx.x; c < cells; c += P::sample_threads) in_cell[c] = 0;
     if (threadIdx.x == 0) crowded = 0;
-    __syncthreads();  // and the cells written above are visible to the block
+    __syncthreads();
+    for (int i = threadIdx.x; i < k - 1; i += P::sample_threads)
+      atomicAdd(&in_cell[index(s.sample[(i + 1) * a])], 1U);
+    __syncthreads();
+    // a thread's cells are consecutive, so it moves them as vectors
+    static_assert(per_thread % 8 == 0);
+    std::uint32_t count[per_thread];
+    std::uint32_t sum = 0;
+#pragma unroll
+    for (int j = 0; j < per_thread; j += 4) {
+      const uint4 v = reinterpret_cast<const uint4*>(in_cell)[(threadIdx.x * per_thread + j) / 4];
+      count[j] = v.x;
+      count[j + 1] = v.y;
+      count[j + 2] = v.z;
+      count[j + 3] = v.w;
+      sum += v.x + v.y + v.z + v.w;
+    }
+    // splitters whose cell is below c: an exclusive scan of the counts
+    std::uint32_t below = block_exclusive_sum<P::sample_threads>(sum, totals);
+    std::uint32_t packed[per_thread / 2];  // two cells a word, as out.cell lays them out
+#pragma unroll
+    for (int j = 0; j < per_thread; ++j) {
+      const std::uint32_t entry = below | count[j] << 8;
+      packed[j / 2] = j % 2 == 0 ? entry : packed[j / 2] | entry << 16;
+      below += count[j];
+    }
+#pragma unroll
+    for (int j = 0; j < per_thread / 2; j += 4) {
+      reinterpret_cast<uint4*>(out.cell)[(threadIdx.x * per_thread / 2 + j) / 4] =
+          make_uint4(packed[j], packed[j + 1], packed[j + 2], packed[j + 3]);
+    }
     int mine = 0;
-    for (int i = threadIdx.x; i < P::oversampling * k; i += P::sample_threads)
-      mine += (out.cell[index(s.sample[i])] >> 8) > cell_compares ? 1 : 0;
+    for (int i = threadIdx.x; i < a * k; i += P::sample_threads)
+      mine += in_cell[index(s.sample[i])] > cell_compares ? 1 : 0;
     atomicAdd(&crowded, mine);
     __syncthreads();
     const bool fits = crowded * 64 <= P::oversampling * k;
@@ -517,6 +557,7 @@ struct sample_agent {
 template <typename P, typename K>
 struct histogram_agent {
   static constexpr int warps = P::dist_threads / 32;
+  static constexpr std::uint32_t none = 0xffffffffU;  ///< the label of no key
   struct storage {
     shared_splitters<P, K> split;
     std::uint32_t hist[warps][P::counters];
@@ -536,18 +577,11 @@ struct histogram_agent {
       (&s.hist[0][0])[i] = 0;
     __syncthreads();
     const classifier<P, K> cls = s.split.get();
-    constexpr std::uint32_t none = 0xffffffffU;
-    // All descents first, so that the independent tree walks overlap their latencies. Past the
-    // end of a short tile a lane classifies the tile's last key again and drops it: a branch
-    // around each classification costs more than the few tiles that are short (2% for u32).
     std::uint32_t bkt[P::dist_items];
-#pragma unroll
-    for (int i = 0; i < P::dist_items; ++i) {
-      const std::uint32_t at = static_cast<std::uint32_t>(i * P::dist_threads) + threadIdx.x;
-      const K key = map(keys[begin + min(at, size - 1)]);
-      const std::uint32_t b = cls.bucket(key);
-      if (at < size) ids[at] = static_cast<std::uint8_t>(b);
-      bkt[i] = at < size ? cls.label(key, b) : none;
+    if (vectors_fit(keys + begin, ids, size, P::tile_items)) {
+      classify_vectors(keys + begin, map, cls, ids, bkt);
+    } else {
+      classify_striped(keys + begin, map, size, cls, ids, bkt);
     }
     // Shared-memory atomics on the warp's own counters; a warp whose lanes all hit one bucket
     // (runs of equal or sorted keys) adds once instead of contending 32 times. (match.any for
@@ -568,6 +602,53 @@ struct histogram_agent {
 #pragma unroll
       for (int w = 0; w < warps; ++w) sum += s.hist[w][b];
       counts[static_cast<std::uint64_t>(b) * stride] = sum;
+    }
+  }
+
+  /// The labels of a tile's keys read key by key (item i of a thread is key i * threads +
+  /// thread), `none` past its end. All descents first, so that the independent tree walks
+  /// overlap their latencies. Past the end of a short tile a lane classifies the tile's last key
+  /// again and drops it: a branch around each classification costs more than the few tiles that
+  /// are short (2% for u32).
+  __device__ __forceinline__ void classify_striped(const K* tile, key_map<K> map,
+                                                   std::uint32_t size,
+                                                   const classifier<P, K>& cls,
+                                                   std::uint8_t* ids,
+                                                   std::uint32_t (&bkt)[P::dist_items])
+  {
+#pragma unroll
+    for (int i = 0; i < P::dist_items; ++i) {
+      const std::uint32_t at = static_cast<std::uint32_t>(i * P::dist_threads) + threadIdx.x;
+      const K key = map(tile[min(at, size - 1)]);
+      const std::uint32_t b = cls.bucket(key);
+      if (at < size) ids[at] = static_cast<std::uint8_t>(b);
+      bkt[i] = at < size ? cls.label(key, b) : none;
+    }
+  }
+
+  /// The labels of a full tile's keys read as vectors (vector v of a thread is vector
+  /// v * threads + thread of the tile), with their bucket bytes stored a vector at a time.
+  __device__ __forceinline__ void classify_vectors(const K* tile, key_map<K> map,
+                                                   const classifier<P, K>& cls,
+                                                   std::uint8_t* ids,
+                                                   std::uint32_t (&bkt)[P::dist_items])
+  {
+    using vector = key_vector<K>;
+    using vector_ids = typename vector::ids;
+    static_assert(P::dist_items % vector::size == 0);
+#pragma unroll
+    for (int v = 0; v < P::dist_items / vector::size; ++v) {
+      const int at = v * P::dist_threads + static_cast<int>(threadIdx.x);
+      const vector x = reinterpret_cast<const vector*>(tile)[at];
+      vector_ids packed = 0;
+#pragma unroll
+      for (int j = 0; j < vector::size; ++j) {
+        const K key = map(x.k[j]);
+        const std::uint32_t b = cls.bucket(key);
+        packed |= static_cast<vector_ids>(b << (8 * j));
+        bkt[v * vector::size + j] = cls.label(key, b);
+      }
+      reinterpret_cast<vector_ids*>(ids)[at] = packed;
     }
   }
 };
@@ -677,21 +758,42 @@ struct scatter_agent {
     // straight to their shared slot once the ranks are known, so that two blocks fit an SM.
     K key[P::dist_items];
     std::uint32_t slot[P::dist_items];
-    // All loads first; past the end of a short tile, lanes take the tile's last key and drop it
-    // (see histogram_agent; a full-tile and a short-tile copy of these loops, each with one
-    // loop, lost 10% on u32). The buckets are the histogram pass's: a byte a key moved is
-    // cheaper than classifying it again.
+    // The buckets are the histogram pass's: a byte a key moved is cheaper than classifying it
+    // again. Keys alone go to places by atomics, so where they were in the tile does not
+    // matter, and full tiles are read as vectors (see histogram_agent).
+    if (by_atomics && vectors_fit(keys_in + begin, ids, size, tile)) {
+      using vector = key_vector<K>;
+      using vector_ids = typename vector::ids;
+      static_assert(P::dist_items % vector::size == 0);
 #pragma unroll
-    for (int i = 0; i < P::dist_items; ++i) {
-      const std::uint32_t at = min(static_cast<std::uint32_t>(i * P::dist_threads) + threadIdx.x,
-                                   size - 1);
-      key[i] = map(keys_in[begin + at]);
-      slot[i] = ids[at];
-    }
+      for (int v = 0; v < P::dist_items / vector::size; ++v) {
+        const int at = v * P::dist_threads + static_cast<int>(threadIdx.x);
+        const vector x = reinterpret_cast<const vector*>(keys_in + begin)[at];
+        const vector_ids packed = reinterpret_cast<const vector_ids*>(ids)[at];
 #pragma unroll
-    for (int i = 0; i < P::dist_items; ++i) {
-      const std::uint32_t at = static_cast<std::uint32_t>(i * P::dist_threads) + threadIdx.x;
-      slot[i] = at < size ? label(key[i], slot[i]) : none;
+        for (int j = 0; j < vector::size; ++j) {
+          key[v * vector::size + j] = map(x.k[j]);
+          slot[v * vector::size + j] = (packed >> (8 * j)) & 0xffU;
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < P::dist_items; ++i) slot[i] = label(key[i], slot[i]);
+    } else {
+      // All loads first; past the end of a short tile, lanes take the tile's last key and drop
+      // it (see histogram_agent; a full-tile and a short-tile copy of these loops, each with one
+      // loop, lost 10% on u32).
+#pragma unroll
+      for (int i = 0; i < P::dist_items; ++i) {
+        const std::uint32_t at = min(
+            static_cast<std::uint32_t>(i * P::dist_threads) + threadIdx.x, size - 1);
+        key[i] = map(keys_in[begin + at]);
+        slot[i] = ids[at];
+      }
+#pragma unroll
+      for (int i = 0; i < P::dist_items; ++i) {
+        const std::uint32_t at = static_cast<std::uint32_t>(i * P::dist_threads) + threadIdx.x;
+        slot[i] = at < size ? label(key[i], slot[i]) : none;
+      }
     }
     if constexpr (by_atomics) {
       // A warp whose lanes all hit one bucket (runs of equal or sorted keys) takes 32 places
@@ -821,9 +923,17 @@ struct bucket_sort_agent {
   static constexpr int top_bits = floor_log2(capacity);
   static constexpr int top_words = (1 << top_bits) / 2;
   static_assert((1 << top_bits) == capacity && capacity < 65536 && top_words % Threads == 0);
-  static constexpr std::uint32_t run_max = 16;  ///< longest run whose keys count their places
+  /// The longest run whose keys count their places. Keys alone take longer runs: f32 gaussian
+  /// keys (values on a grid of 2^-23, about ten copies of each near zero at 2^26) filled runs of
+  /// 17 to 30 equal keys, and the whole job went to the LSD passes.
+  static constexpr std::uint32_t run_max = has_values_v<V> ? 16 : 32;
   static constexpr bool pairs = has_values_v<V>;
-  using reduce = cub::BlockReduce<K, Threads>;
+  struct bounds {
+    K lo;
+    K hi;
+  };
+  /// min and max in one reduction: one barrier a job less than two
+  using reduce = cub::BlockReduce<bounds, Threads>;
   using value_t = std::conditional_t<pairs, V, char>;
   struct storage {
     K keys[capacity];
@@ -895,12 +1005,12 @@ struct bucket_sort_agent {
         hi = key[i] > hi ? key[i] : hi;
       }
     });
-    const K block_lo = reduce(s.u.reduce).Reduce(lo, [](K x, K y) { return x < y ? x : y; });
-    __syncthreads();
-    const K block_hi = reduce(s.u.reduce).Reduce(hi, [](K x, K y) { return x > y ? x : y; });
+    const bounds all = reduce(s.u.reduce).Reduce(bounds{lo, hi}, [](bounds x, bounds y) {
+      return bounds{x.lo < y.lo ? x.lo : y.lo, x.hi > y.hi ? x.hi : y.hi};
+    });
     if (threadIdx.x == 0) {
-      s.min = block_lo;
-      s.max = block_hi;
+      s.min = all.lo;
+      s.max = all.hi;
     }
     __syncthreads();
     const K range = static_cast<K>(s.max - s.min);
