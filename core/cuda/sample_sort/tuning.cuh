@@ -11,7 +11,8 @@
 //    floats whose bits crowd them, in their values; see cell_index), each with the number of
 //    splitters below it and in it. Raw keys (floats, signed, descending) are mapped to ordered
 //    bits as level 0 reads them and back as the bucket sorts write the result.
-//  - A histogram pass: tiles of `tile_items` keys, each in one segment, find each key's bucket
+//  - A histogram pass: tiles of `tile_items` keys, each in one segment (full tiles at a 16-byte
+//    boundary read as 16-byte vectors, the others key by key), find each key's bucket
 //    from its cell and at most 3 compares, or where the cell holds more splitters, by the walk
 //    of the tree, branch-free (j = 2j + (e > bt[j]), unrolled; see classifier), and count
 //    buckets in per-warp counter arrays in shared
@@ -20,7 +21,9 @@
 //    an equality bucket beside them (bucket 2i+1 holds the keys equal to splitter i), so that
 //    inputs with many equal keys finish instead of recursing ("zero", "detdupes").
 //  - CUB's device-wide exclusive scan over the counters, laid out segment by segment, bucket-major
-//    within a segment, gives every (tile, bucket) its global output offset.
+//    within a segment, gives every (tile, bucket) its global output offset. The spare level,
+//    which nearly always finds no tiles, scans with kernels of its own that read its tile count
+//    from device memory (spare_sum_kernel), not over the host's bound on tiles.
 //  - A scatter pass gathers each bucket's part of the tile in shared memory. It does not
 //    classify the keys again, as the paper's does: the histogram pass keeps each key's bucket in
 //    a byte of scratch (bucket_ids), and only keys at a repeated splitter are compared once more
@@ -50,6 +53,15 @@
 //    histogram's bucket bytes instead of classifying again, 0.33 ms (95be01a; three blocks an
 //    SM at 40 registers then lost 13% at 2^29);
 //  - bucket sort: see bucket_sort_agent (u64 1.24 ms at 16 Ki; u32 0.79, then 0.66 ms);
+//  - 6c174b0, against eee71cf in one run (bench/results/h100-20261122-6c174b0/ab6*.txt): u32
+//    +9% at both sizes, f32 +9% / +8%, f32 gaussian +18% / +9%, u64 +9% / +6%. Its parts:
+//    full tiles read as 16-byte vectors in the histogram and the keys-alone scatter, cells
+//    filled by counting splitters per cell (binary searches had taken 17 of level 0's 42 us
+//    sample kernel, one block for the whole GPU), keys alone counting runs of up to 32 keys
+//    before the LSD passes (ncu: the f32 gaussian bucket sort 1.12 ms against u32's 0.78, as
+//    values on a 2^-23 grid come ~10 copies each near zero), one block reduction for min and
+//    max, the spare level's own scan (CUB's over the bound: 34 us at 2^26, 0.25 ms at 2^29);
+//    ab5 has the first three alone: u32 +6%, f32 gaussian +15% at 2^26;
 //  - cells (85ab686, 5e1a2ba): most keys skip the tree walk: u32 26.0 -> 28.9 / 29.3 Gkeys/s
 //    at 2^26 / 2^29, u64 +3-5%, pairs +2-4%; with cells everywhere f64 lost 5% and zero inputs
 //    10% (floats crowd the cells where one exponent's keys are, equal keys crowd them all), so
@@ -58,19 +70,20 @@
 //    a splitter repeats, four histogram blocks an SM and one spare level (not two): against
 //    ee35aca in one run (bench/results/h100-20261122-ee35aca/ab3.txt), u32 +5% / +7%, f32
 //    +10% / +18%, u64 +3%, f64 +4% / +7% at 2^26 / 2^29, pairs as before.
-// Whole sorts (bench/results/h100-20261122-ddca175*): u32 33.0 / 32.5, f32 33.0 / 33.3, u64
-// 21.8 / 20.4, f64 21.1 / 20.5, u64 pairs 11.0 / 9.4 Gkeys/s at 2^26 / 2^29 on uniform keys (CUB
-// radix: 46.8 / 48.9, 44.9 / 46.7, 15.5 / 16.0, 15.4 / 15.8, 8.2 / 8.5; CUB merge: 19.7 / 17.3
-// for 32-bit keys, 8.8 / 7.6 for 64-bit keys, 4.7 / 4.1 for pairs); 35 to 79 Gkeys/s on zero
+// Whole sorts (bench/results/h100-20261122-6c174b0*): u32 35.8 / 35.7, f32 35.6 / 36.2, u64
+// 22.7 / 21.2, f64 22.4 / 21.2, u64 pairs 11.7 / 9.8 Gkeys/s at 2^26 / 2^29 on uniform keys (CUB
+// radix: 46.5 / 48.9, 44.6 / 46.7, 15.4 / 16.0, 15.3 / 15.8, 8.2 / 8.5; CUB merge: 19.7 / 17.3
+// for 32-bit keys, 8.7 / 7.6 for 64-bit keys, 4.7 / 4.1 for pairs); 35 to 95 Gkeys/s on zero
 // and detdupes, where equality buckets finish the keys in one level. Floats, signed and
 // descending keys run about as fast as unsigned ones: level 0 maps them to ordered bits as it
 // reads them and the bucket sorts map them back as they write (separate transform passes cost
 // f64 0.7 ms of 4.5 at 2^26). What bounds it is instructions and latency in the shared-memory
-// passes, not memory bandwidth: the modelled bytes per key move at 35-47% of the copy bandwidth
+// passes, not memory bandwidth: the modelled bytes per key move at 38-50% of the copy bandwidth
 // on uniform keys (ncu at 14c27c9, 2^26 u32: histogram 254 us, 72 instructions a key; scatter
-// 333 us, 54 a key at 50% occupancy). 32-bit keys reach 1.5 to 1.9 times CUB's merge sort, not
-// 2: two levels of histogram and scatter and the bucket sort (0.66 ms at 2^26) take about 1.9
-// ms against the radix sort's 1.4.
+// 333 us, 54 a key at 50% occupancy; bucket sort 657 us, one 1024-thread block an SM). 32-bit
+// keys reach 2.0 to 2.1 times CUB's merge sort at 2^29 but 1.7 to 1.8 at 2^26: two levels of
+// histogram and scatter and the bucket sort take about 1.9 ms there against the radix sort's
+// 1.4.
 #pragma once
 
 #include <cub/block/block_radix_sort.cuh>
