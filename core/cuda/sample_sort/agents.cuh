@@ -178,6 +178,21 @@ struct alignas(16) key_vector {
   K k[size];
 };
 
+/// f(v, at, x) for the key vectors of this thread in a full tile: its vector v is the tile's
+/// vector at = v * Threads + thread, whose keys are x.
+template <int Threads, int Items, typename K, typename F>
+__device__ __forceinline__ void for_each_vector(const K* tile, F&& f)
+{
+  using vector = key_vector<K>;
+  static_assert(Items % vector::size == 0);
+#pragma unroll
+  for (int v = 0; v < Items / vector::size; ++v) {
+    const int at = v * Threads + static_cast<int>(threadIdx.x);
+    const vector x = reinterpret_cast<const vector*>(tile)[at];  // one load, not one a key
+    f(v, at, x);
+  }
+}
+
 /// Whether a tile is read as key vectors: it is full, its keys start at a 16-byte boundary and
 /// its bucket bytes at a boundary of one vector's bytes. Other tiles (the first and last of most
 /// segments past level 0) are read key by key, striped over the threads.
@@ -635,11 +650,7 @@ struct histogram_agent {
   {
     using vector = key_vector<K>;
     using vector_ids = typename vector::ids;
-    static_assert(P::dist_items % vector::size == 0);
-#pragma unroll
-    for (int v = 0; v < P::dist_items / vector::size; ++v) {
-      const int at = v * P::dist_threads + static_cast<int>(threadIdx.x);
-      const vector x = reinterpret_cast<const vector*>(tile)[at];
+    for_each_vector<P::dist_threads, P::dist_items>(tile, [&](int v, int at, const vector& x) {
       vector_ids packed = 0;
 #pragma unroll
       for (int j = 0; j < vector::size; ++j) {
@@ -649,7 +660,7 @@ struct histogram_agent {
         bkt[v * vector::size + j] = cls.label(key, b);
       }
       reinterpret_cast<vector_ids*>(ids)[at] = packed;
-    }
+    });
   }
 };
 
@@ -764,18 +775,15 @@ struct scatter_agent {
     if (by_atomics && vectors_fit(keys_in + begin, ids, size, tile)) {
       using vector = key_vector<K>;
       using vector_ids = typename vector::ids;
-      static_assert(P::dist_items % vector::size == 0);
+      for_each_vector<P::dist_threads, P::dist_items>(
+          keys_in + begin, [&](int v, int at, const vector& x) {
+            const vector_ids packed = reinterpret_cast<const vector_ids*>(ids)[at];
 #pragma unroll
-      for (int v = 0; v < P::dist_items / vector::size; ++v) {
-        const int at = v * P::dist_threads + static_cast<int>(threadIdx.x);
-        const vector x = reinterpret_cast<const vector*>(keys_in + begin)[at];
-        const vector_ids packed = reinterpret_cast<const vector_ids*>(ids)[at];
-#pragma unroll
-        for (int j = 0; j < vector::size; ++j) {
-          key[v * vector::size + j] = map(x.k[j]);
-          slot[v * vector::size + j] = (packed >> (8 * j)) & 0xffU;
-        }
-      }
+            for (int j = 0; j < vector::size; ++j) {
+              key[v * vector::size + j] = map(x.k[j]);
+              slot[v * vector::size + j] = (packed >> (8 * j)) & 0xffU;
+            }
+          });
 #pragma unroll
       for (int i = 0; i < P::dist_items; ++i) slot[i] = label(key[i], slot[i]);
     } else {
