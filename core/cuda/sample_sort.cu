@@ -86,10 +86,19 @@ std::uint64_t segments_bound(const scratch_layout& l, int level)
   return std::min(s, l.segment_cap);
 }
 
-template <typename P>
+/// Tiles of `segments` segments of n elements in all: each has at most one tile more than its
+/// elements and the lead before its first vector boundary fill (see ss::tiles_of).
+template <typename P, typename K>
+std::uint64_t tiles_for(std::uint64_t n, std::uint64_t segments)
+{
+  constexpr std::uint64_t lead = ss::key_vector<K>::size - 1;
+  return (n + lead * segments + P::tile_items - 1) / P::tile_items + segments;
+}
+
+template <typename P, typename K>
 std::uint64_t tiles_bound(const scratch_layout& l, std::uint64_t n, int level)
 {
-  return (n + P::tile_items - 1) / P::tile_items + segments_bound<P>(l, level);
+  return tiles_for<P, K>(n, segments_bound<P>(l, level));
 }
 
 template <typename P, typename K>
@@ -101,7 +110,7 @@ scratch_layout make_layout(std::uint64_t n, int forced_levels = -1)
   // forcing fewer levels keeps the lists within what the size query reserved
   if (forced_levels >= 0) l.levels = std::min(l.levels, forced_levels);
   l.segment_cap = n / (capacity + 1) + 1;
-  l.tile_cap = (n + P::tile_items - 1) / P::tile_items + l.segment_cap;
+  l.tile_cap = tiles_for<P, K>(n, l.segment_cap);
   l.count_cap = l.tile_cap * P::counters;
   // A segment of s elements yields at most 6 s / M + 3 jobs (see classify_kernel): jobs above
   // M/2, runs of small buckets between them and windows of M/2 within a run.
@@ -346,7 +355,7 @@ bool run(dtype t, order dir, K* keys, K* keys_alt, V* values, V* values_alt, std
   for (int level = 0; level < l.levels; ++level) {
     w.level = static_cast<std::uint32_t>(level);
     const std::uint64_t segs = segments_bound<P>(l, level);
-    const std::uint64_t tiles = tiles_bound<P>(l, n, level);
+    const std::uint64_t tiles = tiles_bound<P, K>(l, n, level);
     const bool spare = spare_scans || level >= expected_levels<P>(n);
     if (mapped && level == 0) {
       distribute<P, K, V, true>(w, l, base, segs, tiles, spare, setup, stream);
