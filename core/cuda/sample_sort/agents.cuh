@@ -919,6 +919,12 @@ __host__ __device__ constexpr int floor_log2(int x) { return x <= 1 ? 0 : 1 + fl
 ///    counting loop (14c27c9): u32 0.79 -> 0.66 ms, 433 M -> 359 M instructions, whole sorts
 ///    u32 +6%, u64 +6-7%. block_exclusive_sum instead of CUB's warp scans: u64 +3%, u32 flat.
 ///    Loading the next job's keys into shared memory (cp.async) while sorting: u32 -5%.
+///  - ncu at 734bf9d (2^26 u32, 0.78 ms, 310 M warp instructions, 2.0 issued a cycle):
+///    place_runs takes 44% of the instructions, its counting loop 25%: some lane of nearly
+///    every warp sits in a run of two or more, so warps go round ~3.2 times. Unrolled 4 times,
+///    f32 gaussian +2% but u32 -2%; u32 at 8 Ki in two 512-thread blocks an SM, within 2% of one
+///    1024-thread block at 16 Ki (2^26; ab7 in bench/results/h100-20261122-734bf9d/): the
+///    barriers of one block an SM are not what bounds it.
 template <typename K, typename V, int Threads, int Items>
 struct bucket_sort_agent {
   static constexpr int capacity = Threads * Items;

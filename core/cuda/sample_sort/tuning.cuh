@@ -62,6 +62,9 @@
 //    values on a 2^-23 grid come ~10 copies each near zero), one block reduction for min and
 //    max, the spare level's own scan (CUB's over the bound: 34 us at 2^26, 0.25 ms at 2^29);
 //    ab5 has the first three alone: u32 +6%, f32 gaussian +15% at 2^26;
+//  - tiles cut from the vector boundary at or below a segment's start (734bf9d; before, three
+//    in four u32 segments past level 0 had no tile on a boundary and read key by key): u32 and
+//    f32 +4-5% at 2^26, +4-7% at 2^29 (bench/results/h100-20261122-734bf9d/ab7*.txt);
 //  - cells (85ab686, 5e1a2ba): most keys skip the tree walk: u32 26.0 -> 28.9 / 29.3 Gkeys/s
 //    at 2^26 / 2^29, u64 +3-5%, pairs +2-4%; with cells everywhere f64 lost 5% and zero inputs
 //    10% (floats crowd the cells where one exponent's keys are, equal keys crowd them all), so
@@ -70,20 +73,21 @@
 //    a splitter repeats, four histogram blocks an SM and one spare level (not two): against
 //    ee35aca in one run (bench/results/h100-20261122-ee35aca/ab3.txt), u32 +5% / +7%, f32
 //    +10% / +18%, u64 +3%, f64 +4% / +7% at 2^26 / 2^29, pairs as before.
-// Whole sorts (bench/results/h100-20261122-6c174b0*): u32 35.8 / 35.7, f32 35.6 / 36.2, u64
-// 22.7 / 21.2, f64 22.4 / 21.2, u64 pairs 11.7 / 9.8 Gkeys/s at 2^26 / 2^29 on uniform keys (CUB
-// radix: 46.5 / 48.9, 44.6 / 46.7, 15.4 / 16.0, 15.3 / 15.8, 8.2 / 8.5; CUB merge: 19.7 / 17.3
-// for 32-bit keys, 8.7 / 7.6 for 64-bit keys, 4.7 / 4.1 for pairs); 35 to 95 Gkeys/s on zero
+// Whole sorts (bench/results/h100-20261122-734bf9d*): u32 37.4 / 37.6, f32 37.1 / 37.3, u64
+// 23.2 / 21.9, f64 23.0 / 22.0, u64 pairs 11.8 / 10.0 Gkeys/s at 2^26 / 2^29 on uniform keys (CUB
+// radix: 46.5 / 48.9, 44.7 / 46.7, 15.4 / 16.0, 15.4 / 15.8, 8.2 / 8.5; CUB merge: 19.7 / 17.3
+// for 32-bit keys, 8.7 / 7.6 for 64-bit keys, 4.7 / 4.1 for pairs); 31 to 96 Gkeys/s on zero
 // and detdupes, where equality buckets finish the keys in one level. Floats, signed and
 // descending keys run about as fast as unsigned ones: level 0 maps them to ordered bits as it
 // reads them and the bucket sorts map them back as they write (separate transform passes cost
 // f64 0.7 ms of 4.5 at 2^26). What bounds it is instructions and latency in the shared-memory
-// passes, not memory bandwidth: the modelled bytes per key move at 38-50% of the copy bandwidth
-// on uniform keys (ncu at 14c27c9, 2^26 u32: histogram 254 us, 72 instructions a key; scatter
-// 333 us, 54 a key at 50% occupancy; bucket sort 657 us, one 1024-thread block an SM). 32-bit
-// keys reach 2.0 to 2.1 times CUB's merge sort at 2^29 but 1.7 to 1.8 at 2^26: two levels of
-// histogram and scatter and the bucket sort take about 1.9 ms there against the radix sort's
-// 1.4.
+// passes, not memory bandwidth: the modelled bytes per key move at 40-51% of the copy bandwidth
+// on uniform keys. ncu at 6c174b0, 2^26 u32 (clocks locked, ~15% above free-running): level 0
+// sample 29 us, histogram 230, scatter 352; level 1 sample 38, histogram 277, scatter 363 (the
+// vector reads that 734bf9d then gave level 1 as well); bucket sort 770 us at 2.0 instructions
+// issued a cycle, 44% of them placing the keys of runs (bucket_sort_agent). 32-bit keys reach
+// 2.2 times CUB's merge sort at 2^29 but 1.8 to 1.9 at 2^26, where the whole sort takes about
+// 1.8 ms and twice merge's speed needs 1.7.
 #pragma once
 
 #include <cub/block/block_radix_sort.cuh>
