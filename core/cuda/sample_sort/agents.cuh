@@ -771,7 +771,8 @@ struct scatter_agent {
     std::uint32_t slot[P::dist_items];
     // The buckets are the histogram pass's: a byte a key moved is cheaper than classifying it
     // again. Keys alone go to places by atomics, so where they were in the tile does not
-    // matter, and full tiles are read as vectors (see histogram_agent).
+    // matter, and full tiles are read as vectors (see histogram_agent). (Loading them before
+    // the work on the counters, to overlap the latency, lost 2-11%: H100, 734bf9d, ab8.)
     if (by_atomics && vectors_fit(keys_in + begin, ids, size, tile)) {
       using vector = key_vector<K>;
       using vector_ids = typename vector::ids;
@@ -924,7 +925,8 @@ __host__ __device__ constexpr int floor_log2(int x) { return x <= 1 ? 0 : 1 + fl
 ///    every warp sits in a run of two or more, so warps go round ~3.2 times. Unrolled 4 times,
 ///    f32 gaussian +2% but u32 -2%; u32 at 8 Ki in two 512-thread blocks an SM, within 2% of one
 ///    1024-thread block at 16 Ki (2^26; ab7 in bench/results/h100-20261122-734bf9d/): the
-///    barriers of one block an SM are not what bounds it.
+///    barriers of one block an SM are not what bounds it. A 15-bit top digit for 4-byte keys
+///    alone (fewer keys sharing a digit, twice the counters a job): u32 -16 to -21% (ab8).
 template <typename K, typename V, int Threads, int Items>
 struct bucket_sort_agent {
   static constexpr int capacity = Threads * Items;
