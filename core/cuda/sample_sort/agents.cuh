@@ -942,8 +942,8 @@ struct bucket_sort_agent {
   /// The longest run whose keys count their places. Keys alone take longer runs: f32 gaussian
   /// keys (values on a grid of 2^-23, about ten copies of each near zero at 2^26) filled runs of
   /// 17 to 30 equal keys, and the whole job went to the LSD passes.
-  static constexpr std::uint32_t run_max = has_values_v<V> ? 16 : 32;
   static constexpr bool pairs = has_values_v<V>;
+  static constexpr std::uint32_t run_max = pairs ? 16 : 32;
   struct bounds {
     K lo;
     K hi;

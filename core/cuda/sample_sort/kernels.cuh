@@ -21,6 +21,13 @@ __device__ __forceinline__ key_map<K> map_if(const key_map<K>& m)
   return Mapped ? m : key_map<K>{};
 }
 
+/// Elements before a segment that its first tile spans: back to the vector boundary.
+template <typename K>
+__host__ __device__ __forceinline__ std::uint64_t lead_of(std::uint64_t begin)
+{
+  return begin % key_vector<K>::size;
+}
+
 /// Tiles of the segment [begin, begin + size). They are cut at multiples of tile_items from the
 /// vector boundary (key_vector) at or below its start, so that all but its first and last
 /// tile start at a boundary and can be read as vectors. (Cut from the segment's start, three in
@@ -30,8 +37,7 @@ template <typename P, typename K>
 __host__ __device__ __forceinline__ std::uint64_t tiles_of(std::uint64_t begin,
                                                            std::uint64_t size)
 {
-  const std::uint64_t lead = begin % key_vector<K>::size;
-  return (lead + size + P::tile_items - 1) / P::tile_items;
+  return (lead_of<K>(begin) + size + P::tile_items - 1) / P::tile_items;
 }
 
 /// Tile t of a level: its segment (and that segment's index), its place within the segment, and
@@ -52,8 +58,7 @@ __device__ __forceinline__ tile_view tile_at(const segment* segs, const std::uin
   tv.index = tile_map[t];
   tv.seg = segs[tv.index];
   tv.in_seg = t - tv.seg.tile_base;
-  const std::uint64_t first = tv.seg.begin - tv.seg.begin % key_vector<K>::size +
-                              tv.in_seg * P::tile_items;
+  const std::uint64_t first = tv.seg.begin - lead_of<K>(tv.seg.begin) + tv.in_seg * P::tile_items;
   const std::uint64_t last = first + P::tile_items;
   const std::uint64_t end = tv.seg.begin + tv.seg.size;
   tv.begin = first > tv.seg.begin ? first : tv.seg.begin;
