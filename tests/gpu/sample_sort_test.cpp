@@ -525,6 +525,57 @@ TEST_F(gpu_sample_sort_bits, bucket_sort_digit_paths_and_fallback)
   }
 }
 
+// Keys alone whose low bits all agree: each digit of a bucket sort's top pass can then hold
+// only equal keys, and the keys skip counting their places in their runs (floats on a grid
+// coarser than their spacing, multiples of a power of two). Copies of each key fill runs longer
+// than the counting takes. One key with other low bits puts the job back on the counting path.
+template <typename Bits>
+void expect_agreed_bits_sort(std::uint64_t n, std::uint64_t modulus, int low_bits, bool odd_one,
+                             std::uint64_t seed)
+{
+  std::mt19937_64 rng{seed};
+  const auto low = static_cast<Bits>(0x5a5a5a5a5a5a5a5aULL & ((Bits{1} << low_bits) - 1));
+  std::vector<Bits> keys(n);
+  for (auto& k : keys) k = static_cast<Bits>(static_cast<Bits>(rng() % modulus) << low_bits | low);
+  if (odd_one) keys[rng() % n] ^= Bits{1};
+  const std::string what = "agreed " + std::to_string(low_bits) + " bits, modulus " +
+                           std::to_string(modulus) + (odd_one ? ", one odd key" : "");
+  const std::uint64_t bytes = n * sizeof(Bits);
+  device_buffer a{bytes}, a_alt{bytes};
+  constexpr auto width = static_cast<unsigned>(sizeof(Bits));
+  const std::size_t scratch_bytes = cuda::sample_sort_scratch_bytes(n, width, 0);
+  device_buffer scratch{scratch_bytes};
+  cuda_stream stream;
+  ASSERT_EQ(cudaMemcpy(a.data(), keys.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // see expect_matches_radix_sort
+  const bool alt = cuda::sample_sort(a.data(), a_alt.data(), nullptr, nullptr, n, width, 0,
+                                     scratch.data(), scratch_bytes, stream.value());
+  stream.synchronize();
+  std::vector<Bits> out(n);
+  ASSERT_EQ(cudaMemcpy(out.data(), alt ? a_alt.data() : a.data(), bytes, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  std::sort(keys.begin(), keys.end());
+  EXPECT_TRUE(out == keys) << what << " n=" << n;
+  // pairs count their places whatever the bits (equal keys keep their input order)
+  expect_pairs_sort<Bits, std::uint32_t>(std::move(keys), -1, what);
+}
+
+TEST_F(gpu_sample_sort_bits, agreed_low_bits_skip_the_counting)
+{
+  // 6000: one job; 40,009 and 3,000,017: one and two levels. Modulus 700 at 6000 keys: runs of
+  // about 9 copies; 1000 at 3 M: about 3000 copies, equality buckets; 2^20: few copies.
+  for (const std::uint64_t n : {6000ULL, 40'009ULL, 3'000'017ULL}) {
+    if (n > max_test_n()) continue;
+    for (const std::uint64_t modulus : {700ULL, 1000ULL, 1ULL << 20}) {
+      for (const bool odd_one : {false, true}) {
+        expect_agreed_bits_sort<std::uint32_t>(n, modulus, 12, odd_one, n + modulus);
+        expect_agreed_bits_sort<std::uint32_t>(n, modulus, 1, odd_one, n + modulus + 1);
+        expect_agreed_bits_sort<std::uint64_t>(n, modulus, 40, odd_one, n + modulus + 2);
+      }
+    }
+  }
+}
+
 // One key in a hundred far above the rest: the splitter range is wide, the other splitters
 // crowd the first cells, and their keys take the tree walk instead of the cell compares.
 template <typename Bits>

@@ -140,6 +140,10 @@ __global__ void __launch_bounds__(active_policy<K, V>::dist_threads, 4)
   const segment* segs = w.segments[w.level % 2];
   const auto* split = static_cast<const splitters<K, P::buckets>*>(w.splitter_data);
   const std::uint32_t tiles = w.count->levels[w.level].tiles;
+  // The grid strides over the tiles so that the blocks at work hold neighbouring tiles: their
+  // counters' stores (and the scatter's runs in each bucket) meet in L2. (Each block a
+  // contiguous share of the tiles, keeping its segment's splitters loaded from tile to tile,
+  // lost 6% at 2^26 u32 keys and 35% at 2^29 on an H100.)
   for (std::uint32_t t = blockIdx.x; t < tiles; t += gridDim.x) {
     const tile_view tv = tile_at<P, K>(segs, w.tile_map, t);
     storage.split.load(split[tv.index]);
@@ -369,8 +373,12 @@ __global__ void __launch_bounds__(sort_threads_v<K, V, Class>,
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
   auto& storage = *reinterpret_cast<typename agent::storage*>(dynamic_smem);
   const std::uint32_t count = w.count->jobs[Class];
+  // the next job's descriptor loads while this one sorts (ncu: blocks waited on it at the
+  // start of every job)
+  job next = blockIdx.x < count ? w.jobs[Class][blockIdx.x] : job{};
   for (std::uint32_t j = blockIdx.x; j < count; j += gridDim.x) {
-    const job jb = w.jobs[Class][j];
+    const job jb = next;
+    if (j + gridDim.x < count) next = w.jobs[Class][j + gridDim.x];
     const K* keys_in = jb.in_primary != 0 ? w.keys : w.keys_alt;
     const V* values_in = jb.in_primary != 0 ? w.values : w.values_alt;
     agent{storage}.run(keys_in, values_in, w.keys_alt, map_if<Mapped>(w.from_ordered), w.values_alt,
