@@ -965,11 +965,12 @@ __host__ __device__ constexpr int floor_log2(int x) { return x <= 1 ? 0 : 1 + fl
 ///  - The same ncu run: 17% of the stalls on the top pass turning counts into starts, one word
 ///    at a time, each read waiting for the previous word's store (starts overlay the counts).
 ///    Read and written as vectors, all reads first: the bucket sort 770 -> 676 us, whole sorts
-///    +4% (u32, f32, u64 at 2^26, u32 at 2^29; ab9). Keys alone whose low bits agree skip the
-///    counting where a digit holds only equal keys (see run): f32 gaussian and uniform +3-8%.
-///    Counting only a run's others (one time round fewer, an index to skip) lost 1-3%; marking
-///    runs that the top pass left out of order, in jobs with a run above 8, and placing keys
-///    of the others without counting: f32 +2-7% but u32 -2% (ab11).
+///    +4% (u32, f32, u64 at 2^26, u32 and f32 at 2^29; ab9, ab12 in
+///    bench/results/h100-20261122-13ac653/). Keys alone whose low bits agree skip the counting
+///    where a digit holds only equal keys (see run): f32 gaussian and uniform +3-8%. Counting
+///    only a run's others (one time round fewer, an index to skip) lost 1-3%; marking runs
+///    that the top pass left out of order, in jobs with a run above 8, and placing keys of the
+///    others without counting: f32 +2-7% but u32 -2% (ab11).
 template <typename K, typename V, int Threads, int Items>
 struct bucket_sort_agent {
   static constexpr int capacity = Threads * Items;
@@ -1108,7 +1109,7 @@ struct bucket_sort_agent {
   /// words apart: f32 "sorted" at 2^26, with four copies of each value, took 8.7 shared
   /// wavefronts per store against 3.5 for random keys, and the bucket sort 644 us against 583
   /// (ncu, H100). Swizzled always, sorted inputs +3-4% but u32 and u64 in random order -1 to
-  /// -2% (the counting loop's extra work; ab15).
+  /// -2% (the counting loop's extra work; ab15 in bench/results/h100-20261122-5213001/).
   template <bool Swizzle>
   __device__ __forceinline__ static std::uint32_t swizzled(std::uint32_t p)
   {

@@ -65,6 +65,21 @@
 //  - tiles cut from the vector boundary at or below a segment's start (734bf9d; before, three
 //    in four u32 segments past level 0 had no tile on a boundary and read key by key): u32 and
 //    f32 +4-5% at 2^26, +4-7% at 2^29 (bench/results/h100-20261122-734bf9d/ab7*.txt);
+//  - 13ac653 and 5213001 against 734bf9d (bench/results/h100-20261122-13ac653/ab14*.txt,
+//    h100-20261122-5213001/ab16*.txt): u32 +7-8% at 2^26, f32 +9-15%, u64 and f64 +6-8%; at
+//    2^29 u32 +2%, f32 +4%, u64 -5%. The bucket sort's top pass turning counts into starts as
+//    vectors, all reads first (17% of its stalls): +4% at both sizes; one histogram counter row
+//    a block instead of one a warp (clearing and adding 16 rows cost a shared access a key):
+//    +1%; the scatter loading the tile's global offsets with its counts, before the scan: +3% at
+//    2^26, but -4 to -6% at 2^29, where a level's counters (counts and offsets, 12 bytes a tile
+//    and bucket) are several times L2 (ab13, v16 against v15); keys alone skipping the counting
+//    where all keys agree in the bits below the top pass's digit (floats on the generator's
+//    2^-23 grid, with copies of each value): f32 +3-8%, u32 and 64-bit keys -1 to -2% for
+//    the extra reduction; jobs in order keeping the swizzled layout (bucket_sort_agent::
+//    swizzled): sorted +3-5%. Dropped after A/B: blocks taking contiguous shares of the tiles
+//    and keeping their splitters loaded (-6% at 2^26, -35% at 2^29: neighbouring tiles no
+//    longer meet in L2), equality counters in the upper half of the histogram row (no gain),
+//    keeping splitters loaded between a block's strided tiles (-2% at 2^29);
 //  - cells (85ab686, 5e1a2ba): most keys skip the tree walk: u32 26.0 -> 28.9 / 29.3 Gkeys/s
 //    at 2^26 / 2^29, u64 +3-5%, pairs +2-4%; with cells everywhere f64 lost 5% and zero inputs
 //    10% (floats crowd the cells where one exponent's keys are, equal keys crowd them all), so
@@ -73,21 +88,23 @@
 //    a splitter repeats, four histogram blocks an SM and one spare level (not two): against
 //    ee35aca in one run (bench/results/h100-20261122-ee35aca/ab3.txt), u32 +5% / +7%, f32
 //    +10% / +18%, u64 +3%, f64 +4% / +7% at 2^26 / 2^29, pairs as before.
-// Whole sorts (bench/results/h100-20261122-734bf9d*): u32 37.4 / 37.6, f32 37.1 / 37.3, u64
-// 23.2 / 21.9, f64 23.0 / 22.0, u64 pairs 11.8 / 10.0 Gkeys/s at 2^26 / 2^29 on uniform keys (CUB
-// radix: 46.5 / 48.9, 44.7 / 46.7, 15.4 / 16.0, 15.4 / 15.8, 8.2 / 8.5; CUB merge: 19.7 / 17.3
-// for 32-bit keys, 8.7 / 7.6 for 64-bit keys, 4.7 / 4.1 for pairs); 31 to 96 Gkeys/s on zero
+// Whole sorts (bench/results/h100-20261122-5213001*): u32 40.3 / 38.1, f32 41.3 / 39.6, u64
+// 24.5 / 21.0, f64 24.0 / 21.1, u64 pairs 11.9 / 10.0 Gkeys/s at 2^26 / 2^29 on uniform keys (CUB
+// radix: 46.8 / 49.2, 44.8 / 47.0, 15.5 / 16.1, 15.4 / 15.9, 8.2 / 8.5; CUB merge: 19.7 / 17.3
+// for 32-bit keys, 8.8 / 7.6 for 64-bit keys, 4.7 / 4.1 for pairs); 31 to 98 Gkeys/s on zero
 // and detdupes, where equality buckets finish the keys in one level. Floats, signed and
 // descending keys run about as fast as unsigned ones: level 0 maps them to ordered bits as it
 // reads them and the bucket sorts map them back as they write (separate transform passes cost
 // f64 0.7 ms of 4.5 at 2^26). What bounds it is instructions and latency in the shared-memory
-// passes, not memory bandwidth: the modelled bytes per key move at 40-51% of the copy bandwidth
-// on uniform keys. ncu at 6c174b0, 2^26 u32 (clocks locked, ~15% above free-running): level 0
-// sample 29 us, histogram 230, scatter 352; level 1 sample 38, histogram 277, scatter 363 (the
-// vector reads that 734bf9d then gave level 1 as well); bucket sort 770 us at 2.0 instructions
-// issued a cycle, 44% of them placing the keys of runs (bucket_sort_agent). 32-bit keys reach
-// 2.2 times CUB's merge sort at 2^29 but 1.8 to 1.9 at 2^26, where the whole sort takes about
-// 1.8 ms and twice merge's speed needs 1.7.
+// passes, not memory bandwidth: the modelled bytes per key move at 42-53% of the copy bandwidth
+// on uniform keys. ncu at 5213001, 2^26 u32 (clocks locked, ~15% above free-running): level 0
+// sample 29 us, histogram 216, scatter 318; level 1 sample 38, histogram 212, scatter 310;
+// bucket sort 713 us (ncu --set full on the histogram: shared memory 80% busy, half its
+// wavefronts bank conflicts of the random cell reads and counter atomics; the scatter: 33% of
+// issue slots busy, latency of its tile's phases with two blocks an SM). 32-bit keys reach 2.2
+// to 2.4 times CUB's merge sort at 2^29 and 2.0 to 2.1 at 2^26 (u32 staggered 1.97-2.00, f32
+// sorted 2.00, against a merge sort that is faster on them), where the whole sort takes about
+// 1.65 ms.
 #pragma once
 
 #include <cub/block/block_radix_sort.cuh>
