@@ -79,7 +79,9 @@
 //    swizzled): sorted +3-5%. Dropped after A/B: blocks taking contiguous shares of the tiles
 //    and keeping their splitters loaded (-6% at 2^26, -35% at 2^29: neighbouring tiles no
 //    longer meet in L2), equality counters in the upper half of the histogram row (no gain),
-//    keeping splitters loaded between a block's strided tiles (-2% at 2^29);
+//    keeping splitters loaded between a block's strided tiles (-2% at 2^29), programmatic
+//    dependent launches of every kernel (the launch overlapping the previous grid's end: +0-1%
+//    at 2^26, -2 to -3% at 2^29; h100-20261122-5213001/ab17*.txt);
 //  - cells (85ab686, 5e1a2ba): most keys skip the tree walk: u32 26.0 -> 28.9 / 29.3 Gkeys/s
 //    at 2^26 / 2^29, u64 +3-5%, pairs +2-4%; with cells everywhere f64 lost 5% and zero inputs
 //    10% (floats crowd the cells where one exponent's keys are, equal keys crowd them all), so
