@@ -204,11 +204,9 @@ INSTANTIATE_TEST_SUITE_P(all, gpu_sample_sort_sizes, ::testing::ValuesIn(all_dty
 // ---- the ordered-bits entry against CUB's radix sort and std::sort, key for key ----
 
 template <typename Bits>
-void expect_matches_radix_sort(std::uint64_t n, std::uint64_t seed, std::uint64_t modulus)
+void expect_matches_radix_sort(std::vector<Bits> keys, const std::string& what)
 {
-  std::mt19937_64 rng{seed};
-  std::vector<Bits> keys(n);
-  for (auto& k : keys) k = static_cast<Bits>(modulus == 0 ? rng() : rng() % modulus);
+  const std::uint64_t n = keys.size();
   const std::uint64_t bytes = n * sizeof(Bits);
   device_buffer a{bytes}, a_alt{bytes}, b{bytes}, b_alt{bytes};
   constexpr auto width = static_cast<unsigned>(sizeof(Bits));
@@ -233,7 +231,7 @@ void expect_matches_radix_sort(std::uint64_t n, std::uint64_t seed, std::uint64_
     std::vector<Bits> untouched(n);
     ASSERT_EQ(cudaMemcpy(untouched.data(), b.data(), bytes, cudaMemcpyDeviceToHost),
               cudaSuccess);
-    EXPECT_TRUE(untouched == keys) << "radix input changed, n=" << n << " modulus=" << modulus;
+    EXPECT_TRUE(untouched == keys) << "radix input changed, " << what;
   }
   const bool radix_alt = cuda::radix_sort(b.data(), b_alt.data(), nullptr, nullptr, n, width, 0,
                                           radix_scratch.data(), radix_bytes, stream.value());
@@ -246,9 +244,19 @@ void expect_matches_radix_sort(std::uint64_t n, std::uint64_t seed, std::uint64_
                        cudaMemcpyDeviceToHost),
             cudaSuccess);
   std::sort(keys.begin(), keys.end());
-  EXPECT_TRUE(from_sample == keys) << "against std::sort, n=" << n << " modulus=" << modulus;
-  EXPECT_TRUE(from_sample == from_radix) << "against CUB, n=" << n << " modulus=" << modulus;
-  EXPECT_TRUE(from_radix == keys) << "CUB against std::sort, n=" << n << " modulus=" << modulus;
+  EXPECT_TRUE(from_sample == keys) << "against std::sort, " << what;
+  EXPECT_TRUE(from_sample == from_radix) << "against CUB, " << what;
+  EXPECT_TRUE(from_radix == keys) << "CUB against std::sort, " << what;
+}
+
+template <typename Bits>
+void expect_matches_radix_sort(std::uint64_t n, std::uint64_t seed, std::uint64_t modulus)
+{
+  std::mt19937_64 rng{seed};
+  std::vector<Bits> keys(n);
+  for (auto& k : keys) k = static_cast<Bits>(modulus == 0 ? rng() : rng() % modulus);
+  expect_matches_radix_sort(std::move(keys),
+                            "n=" + std::to_string(n) + " modulus=" + std::to_string(modulus));
 }
 
 class gpu_sample_sort_bits : public test::gpu_test {};
@@ -539,23 +547,9 @@ void expect_agreed_bits_sort(std::uint64_t n, std::uint64_t modulus, int low_bit
   for (auto& k : keys) k = static_cast<Bits>(static_cast<Bits>(rng() % modulus) << low_bits | low);
   if (odd_one) keys[rng() % n] ^= Bits{1};
   const std::string what = "agreed " + std::to_string(low_bits) + " bits, modulus " +
-                           std::to_string(modulus) + (odd_one ? ", one odd key" : "");
-  const std::uint64_t bytes = n * sizeof(Bits);
-  device_buffer a{bytes}, a_alt{bytes};
-  constexpr auto width = static_cast<unsigned>(sizeof(Bits));
-  const std::size_t scratch_bytes = cuda::sample_sort_scratch_bytes(n, width, 0);
-  device_buffer scratch{scratch_bytes};
-  cuda_stream stream;
-  ASSERT_EQ(cudaMemcpy(a.data(), keys.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // see expect_matches_radix_sort
-  const bool alt = cuda::sample_sort(a.data(), a_alt.data(), nullptr, nullptr, n, width, 0,
-                                     scratch.data(), scratch_bytes, stream.value());
-  stream.synchronize();
-  std::vector<Bits> out(n);
-  ASSERT_EQ(cudaMemcpy(out.data(), alt ? a_alt.data() : a.data(), bytes, cudaMemcpyDeviceToHost),
-            cudaSuccess);
-  std::sort(keys.begin(), keys.end());
-  EXPECT_TRUE(out == keys) << what << " n=" << n;
+                           std::to_string(modulus) + (odd_one ? ", one odd key" : "") +
+                           ", n=" + std::to_string(n);
+  expect_matches_radix_sort(keys, what);
   // pairs count their places whatever the bits (equal keys keep their input order)
   expect_pairs_sort<Bits, std::uint32_t>(std::move(keys), -1, what);
 }

@@ -1363,10 +1363,10 @@ struct bucket_sort_agent {
     const K base = s.min;
     // The top top_bits of the range. Where the bits below agree in all keys, each digit holds
     // equal keys, which only pairs need ordered (by input position): all keys where no more
-    // bits differ, and floats on a grid coarser than their spacing, as the f32 gaussian and
-    // uniform inputs are for |x| < 1 (values k * 2^-23, about three copies each at 2^26 keys:
-    // keys alone counted their places once per copy, the f32 gaussian bucket sort 878 us
-    // against u32's 770 on an H100).
+    // bits differ, and floats on a grid coarser than their spacing, as the f32 inputs are (values
+    // k * 2^-23 - 1 in [-1, 1): four copies of each at 2^26 uniform keys, about ten near zero for
+    // gaussian ones; keys alone counted their places once per copy, the f32 gaussian bucket
+    // sort 878 us against u32's 770 on an H100).
     const int shift = bits > top_bits ? bits - top_bits : 0;
     const bool equal_digits = shift <= kb.agreed;
     auto sort_swizzled = [&](auto swizzle) {
