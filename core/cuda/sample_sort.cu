@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -62,6 +63,15 @@ int expected_levels(std::uint64_t n)
        ++levels)
     size >>= ss::depth_for<P>(size);
   return levels;
+}
+
+/// log2 k of an average segment at `level` (what depth_for gives the bulk of the data).
+template <typename P>
+int average_depth(std::uint64_t n, int level)
+{
+  std::uint64_t size = n;
+  for (int i = 0; i < level; ++i) size >>= ss::depth_for<P>(size);
+  return ss::depth_for<P>(size);
 }
 
 /// Levels launched: those of an average segment, and one spare level for the few buckets that
@@ -116,9 +126,9 @@ scratch_layout make_layout(std::uint64_t n, int forced_levels = -1)
   // M/2, runs of small buckets between them and windows of M/2 within a run.
   l.job_cap = static_cast<std::uint64_t>(l.levels) * (6 * n / capacity + 3 * l.segment_cap) + 1;
   l.copy_cap = n / ss::copy_chunk + 2 * n / capacity + 1;
-  // CUB's scan, or the spare level's block sums
+  // CUB's scan, or the counted scan's block sums
   l.scan_temp_bytes =
-      std::max(scan_temp_bytes(l.count_cap), ss::spare_blocks_max * sizeof(std::uint64_t));
+      std::max(scan_temp_bytes(l.count_cap), ss::counted_blocks_max * sizeof(std::uint64_t));
 
   std::size_t at = 0;
   auto take = [&](std::size_t bytes) {
@@ -178,11 +188,11 @@ struct form_blocks {
 /// once per device and kept, so that a sort costs the runtime no more queries than launches.
 struct launch_setup {
   int sms{};
-  unsigned list{}, map{};
+  unsigned list{}, map{}, finish{};
   form_blocks forms[2];  ///< [Mapped]
 };
 
-inline constexpr int list_threads = 256;
+using ss::list_threads;
 
 template <typename P, typename K, typename V, bool Mapped>
 form_blocks make_form_setup(int sms)
@@ -223,6 +233,7 @@ launch_setup make_setup(int device)
   GPUSORT_CUDA_TRY(cudaDeviceGetAttribute(&l.sms, cudaDevAttrMultiProcessorCount, device));
   l.list = resident_blocks(ss::classify_kernel<K, V>, list_threads, 0, l.sms);
   l.map = resident_blocks(ss::tile_map_kernel<K, V>, list_threads, 0, l.sms);
+  l.finish = resident_blocks(ss::finish_kernel<K, V>, ss::finish_threads, 0, l.sms);
   l.forms[0] = make_form_setup<P, K, V, false>(l.sms);
   l.forms[1] = make_form_setup<P, K, V, true>(l.sms);
   return l;
@@ -248,11 +259,12 @@ std::pair<bool, launch_setup> setup_of_current_device()
   return known.emplace(device, std::pair{sm90, setup}).first->second;
 }
 
-/// One level's sample, histogram, scan and scatter; `spare`: the level past the predicted ones.
+/// One level's sample, histogram, scan and scatter. The scan: CUB's over `cub_items` counters
+/// (all the level can have), or without them the counted scan, over the counters the level has.
 template <typename P, typename K, typename V, bool Mapped>
 void distribute(const ss::work<K, V>& w, const scratch_layout& l, unsigned char* scratch,
-                std::uint64_t segs, std::uint64_t tiles, bool spare, const launch_setup& setup,
-                cudaStream_t stream)
+                std::uint64_t segs, std::uint64_t tiles, std::optional<std::uint64_t> cub_items,
+                const launch_setup& setup, cudaStream_t stream)
 {
   const form_blocks& blocks = setup.forms[Mapped];
   ss::sample_kernel<K, V, Mapped>
@@ -261,27 +273,27 @@ void distribute(const ss::work<K, V>& w, const scratch_layout& l, unsigned char*
   ss::histogram_kernel<K, V, Mapped>
       <<<grid_of(tiles, blocks.histogram), P::dist_threads, 0, stream>>>(w);
   GPUSORT_CHECK_LAUNCH();
-  if (spare) {
-    // the spare level's own scan, over the tiles it has (see spare_sum_kernel); its block sums
-    // take the place of CUB's temporary storage
+  if (!cub_items) {
+    // its block sums take the place of CUB's temporary storage
     auto* sums = reinterpret_cast<std::uint64_t*>(scratch + l.scan_temp);
-    const unsigned blocks = std::min(ss::spare_blocks_max, 2 * static_cast<unsigned>(setup.sms));
-    ss::spare_sum_kernel<K, V><<<blocks, ss::spare_threads, 0, stream>>>(w, sums);
+    const unsigned blocks = std::min(ss::counted_blocks_max, 2 * static_cast<unsigned>(setup.sms));
+    ss::counted_sum_kernel<K, V><<<blocks, ss::counted_threads, 0, stream>>>(w, sums);
     GPUSORT_CHECK_LAUNCH();
-    ss::spare_prefix_kernel<K, V><<<1, ss::spare_threads, 0, stream>>>(sums, blocks);
+    ss::counted_prefix_kernel<K, V><<<1, ss::counted_threads, 0, stream>>>(sums, blocks);
     GPUSORT_CHECK_LAUNCH();
-    ss::spare_scan_kernel<K, V><<<blocks, ss::spare_threads, 0, stream>>>(w, sums);
+    ss::counted_scan_kernel<K, V><<<blocks, ss::counted_threads, 0, stream>>>(w, sums);
     GPUSORT_CHECK_LAUNCH();
   } else {
     std::size_t temp_bytes = 0;
-    const std::uint64_t items = tiles * P::counters;
     GPUSORT_CUDA_TRY(cub::DeviceScan::ExclusiveScan(
         nullptr, temp_bytes, static_cast<const std::uint32_t*>(w.bucket_counts),
-        w.bucket_offsets, ::cuda::std::plus<std::uint64_t>{}, std::uint64_t{0}, items, stream));
+        w.bucket_offsets, ::cuda::std::plus<std::uint64_t>{}, std::uint64_t{0}, *cub_items,
+        stream));
     GPUSORT_EXPECTS(temp_bytes <= l.scan_temp_bytes, "sample_sort: scan scratch under-sized");
     GPUSORT_CUDA_TRY(cub::DeviceScan::ExclusiveScan(
         scratch + l.scan_temp, temp_bytes, static_cast<const std::uint32_t*>(w.bucket_counts),
-        w.bucket_offsets, ::cuda::std::plus<std::uint64_t>{}, std::uint64_t{0}, items, stream));
+        w.bucket_offsets, ::cuda::std::plus<std::uint64_t>{}, std::uint64_t{0}, *cub_items,
+        stream));
   }
   ss::scatter_kernel<K, V, Mapped><<<grid_of(tiles, blocks.scatter), P::dist_threads,
                                      smem_of<P, K, V>::scatter, stream>>>(w);
@@ -307,7 +319,7 @@ void sort_buckets(const ss::work<K, V>& w, const scratch_layout& l, const launch
 template <typename P, typename K, typename V>
 bool run(dtype t, order dir, K* keys, K* keys_alt, V* values, V* values_alt, std::uint64_t n,
          void* d_scratch, std::size_t scratch_bytes, cudaStream_t stream, std::uint64_t seed,
-         int forced_levels, bool spare_scans, const launch_setup& setup)
+         int forced_levels, bool counted_scans, const launch_setup& setup)
 {
   const scratch_layout l = make_layout<P, K>(n, forced_levels);
   if (scratch_bytes < l.total)
@@ -338,8 +350,9 @@ bool run(dtype t, order dir, K* keys, K* keys_alt, V* values, V* values_alt, std
   w.float_keys = is_float(t) ? 1U : 0U;
   const bool mapped = !ss::is_identity(w.to_ordered);
 
-  GPUSORT_CUDA_TRY(cudaMemsetAsync(w.count, 0, sizeof(ss::counters), stream));
-  ss::init_kernel<K, V><<<1, 32, 0, stream>>>(w);
+  const std::uint64_t level0_tiles = ss::tiles_of<P, K>(0, n);
+  ss::init_kernel<K, V><<<grid_of((level0_tiles + list_threads - 1) / list_threads, setup.map),
+                          list_threads, 0, stream>>>(w);
   GPUSORT_CHECK_LAUNCH();
   if (mapped && l.levels == 0) {
     ss::map_input_kernel<K, V>
@@ -347,27 +360,36 @@ bool run(dtype t, order dir, K* keys, K* keys_alt, V* values, V* values_alt, std
             w);
     GPUSORT_CHECK_LAUNCH();
   }
-  if (l.levels > 0) {
-    w.level = 0;
-    ss::tile_map_kernel<K, V><<<1, list_threads, 0, stream>>>(w);
-    GPUSORT_CHECK_LAUNCH();
-  }
   for (int level = 0; level < l.levels; ++level) {
     w.level = static_cast<std::uint32_t>(level);
     const std::uint64_t segs = segments_bound<P>(l, level);
     const std::uint64_t tiles = tiles_bound<P, K>(l, n, level);
-    const bool spare = spare_scans || level >= expected_levels<P>(n);
+    // Level 0's counters are known here; a later level's are bounded by every segment taking k
+    // buckets, which CUB scans where its average segment does; the counted scan takes the
+    // levels whose segments split into fewer buckets and the spare level (rarely any tiles).
+    std::optional<std::uint64_t> cub_items;
+    if (!counted_scans) {
+      if (level == 0) {
+        cub_items = ss::counters_of<P, K>(0, n);
+      } else if (level < expected_levels<P>(n) && average_depth<P>(n, level) == P::log_buckets) {
+        cub_items = tiles * P::counters;
+      }
+    }
     if (mapped && level == 0) {
-      distribute<P, K, V, true>(w, l, base, segs, tiles, spare, setup, stream);
+      distribute<P, K, V, true>(w, l, base, segs, tiles, cub_items, setup, stream);
     } else {
-      distribute<P, K, V, false>(w, l, base, segs, tiles, spare, setup, stream);
+      distribute<P, K, V, false>(w, l, base, segs, tiles, cub_items, setup, stream);
     }
     ss::classify_kernel<K, V><<<grid_of(segs, setup.list), list_threads, 0, stream>>>(w);
     GPUSORT_CHECK_LAUNCH();
     w.level = static_cast<std::uint32_t>(level + 1);
-    ss::tile_map_kernel<K, V><<<grid_of(segments_bound<P>(l, level + 1), setup.map),
-                                list_threads, 0, stream>>>(w);
-    GPUSORT_CHECK_LAUNCH();
+    // the next level's tile map; past the last level, segments still above the capacity go to
+    // the fallback, which takes them whole
+    if (level + 1 < l.levels) {
+      ss::tile_map_kernel<K, V><<<grid_of(segments_bound<P>(l, level + 1), setup.map),
+                                  list_threads, 0, stream>>>(w);
+      GPUSORT_CHECK_LAUNCH();
+    }
   }
   w.level = static_cast<std::uint32_t>(l.levels);
   if (mapped) {
@@ -375,13 +397,9 @@ bool run(dtype t, order dir, K* keys, K* keys_alt, V* values, V* values_alt, std
   } else {
     sort_buckets<P, K, V, false>(w, l, setup, stream);
   }
-  if (l.levels > 0) {
-    ss::copy_kernel<K, V><<<grid_of(l.copy_cap, setup.map), list_threads, 0, stream>>>(w);
-    GPUSORT_CHECK_LAUNCH();
-  }
   if (n > static_cast<std::uint64_t>(P::bucket_capacity)) {
-    ss::leftover_kernel<K, V><<<grid_of(l.segment_cap, static_cast<unsigned>(setup.sms)), 1024,
-                                0, stream>>>(w);
+    ss::finish_kernel<K, V><<<grid_of(std::max(l.copy_cap, l.segment_cap), setup.finish),
+                              ss::finish_threads, 0, stream>>>(w);
     GPUSORT_CHECK_LAUNCH();
   }
   return true;
@@ -439,7 +457,7 @@ sample_sort_shape sample_sort_shape_of(std::uint64_t n, unsigned key_bytes, unsi
 bool sample_sort_with_levels(dtype t, order dir, void* d_keys, void* d_keys_alt, void* d_values,
                              void* d_values_alt, std::uint64_t n, unsigned value_bytes,
                              void* d_scratch, std::size_t scratch_bytes, cudaStream_t stream,
-                             std::uint64_t seed, int levels, bool spare_scans)
+                             std::uint64_t seed, int levels, bool counted_scans)
 {
   const auto key_bytes = static_cast<unsigned>(size_of(t));
   check_widths(key_bytes, value_bytes);
@@ -458,9 +476,9 @@ bool sample_sort_with_levels(dtype t, order dir, void* d_keys, void* d_keys_alt,
     const auto [sm90, setup] = setup_of_current_device<K, V>();
     if (sm90)
       return run<ss::policy_sm90<K, V>>(t, dir, keys, keys_alt, values, values_alt, n, d_scratch,
-                                        scratch_bytes, stream, seed, levels, spare_scans, setup);
+                                        scratch_bytes, stream, seed, levels, counted_scans, setup);
     return run<ss::policy_sm80<K, V>>(t, dir, keys, keys_alt, values, values_alt, n, d_scratch,
-                                      scratch_bytes, stream, seed, levels, spare_scans, setup);
+                                      scratch_bytes, stream, seed, levels, counted_scans, setup);
   });
 }
 

@@ -82,11 +82,12 @@ sample_sort_shape sample_sort_shape_of(std::uint64_t n, unsigned key_bytes, unsi
 
 /// The typed sample_sort with the number of levels forced (tests): with too few, segments above
 /// the bucket capacity remain and take the fallback path. levels < 0: as predicted.
-/// spare_scans: every level scans its counters as the spare level does (which rarely has any).
+/// counted_scans: every level scans its counters as the spare level does (over the counters that
+/// device memory counts, not CUB's over the host's bound), which rarely has any.
 bool sample_sort_with_levels(dtype t, order dir, void* d_keys, void* d_keys_alt, void* d_values,
                              void* d_values_alt, std::uint64_t n, unsigned value_bytes,
                              void* d_scratch, std::size_t scratch_bytes, cudaStream_t stream,
-                             std::uint64_t seed, int levels, bool spare_scans = false);
+                             std::uint64_t seed, int levels, bool counted_scans = false);
 
 }  // namespace detail
 

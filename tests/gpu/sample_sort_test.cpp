@@ -81,7 +81,7 @@ host_case make_case(dtype t, distribution d, std::uint64_t n, unsigned value_byt
 /// Sorts the case on the device through the typed entry (with `levels` distribution levels
 /// forced, if not negative) and copies the result back over it.
 void sort_on_device(host_case& c, order dir, std::uint64_t seed = cuda::default_sample_seed,
-                    int levels = -1, bool spare_scans = false)
+                    int levels = -1, bool counted_scans = false)
 {
   const std::uint64_t key_bytes = c.n * size_of(c.type);
   const std::uint64_t value_bytes = c.n * c.value_bytes;
@@ -102,14 +102,14 @@ void sort_on_device(host_case& c, order dir, std::uint64_t seed = cuda::default_
               cudaSuccess);
   }
   const bool alt =
-      levels < 0 && !spare_scans
+      levels < 0 && !counted_scans
           ? cuda::sample_sort(c.type, dir, keys.data(), keys_alt.data(), values.data(),
                               values_alt.data(), c.n, c.value_bytes, scratch.data(),
                               scratch_bytes, stream.value(), seed)
           : cuda::detail::sample_sort_with_levels(c.type, dir, keys.data(), keys_alt.data(),
                                                   values.data(), values_alt.data(), c.n,
                                                   c.value_bytes, scratch.data(), scratch_bytes,
-                                                  stream.value(), seed, levels, spare_scans);
+                                                  stream.value(), seed, levels, counted_scans);
   ASSERT_EQ(cudaMemcpyAsync(c.keys.data(), alt ? keys_alt.data() : keys.data(), key_bytes,
                             cudaMemcpyDeviceToHost, stream.value()),
             cudaSuccess);
@@ -122,11 +122,11 @@ void sort_on_device(host_case& c, order dir, std::uint64_t seed = cuda::default_
 }
 
 void expect_sorts(dtype t, order dir, distribution d, std::uint64_t n, unsigned value_bytes,
-                  std::uint64_t seed = 1, int levels = -1, bool spare_scans = false)
+                  std::uint64_t seed = 1, int levels = -1, bool counted_scans = false)
 {
   host_case c = make_case(t, d, n, value_bytes, seed);
   const fingerprint before = fingerprint_of(c.key_view(), c.value_view());
-  sort_on_device(c, dir, cuda::default_sample_seed, levels, spare_scans);
+  sort_on_device(c, dir, cuda::default_sample_seed, levels, counted_scans);
   const verify_result v = verify(c.key_view(), c.value_view(), dir, before);
   EXPECT_TRUE(v.ok) << name_of(t) << (dir == order::ascending ? " asc " : " desc ") << name_of(d)
                     << " n=" << n << " values=" << value_bytes << " levels=" << levels << ": "
@@ -405,10 +405,11 @@ TEST_F(gpu_sample_sort_bits, raw_keys_on_every_path)
   }
 }
 
-// The spare level's own scan (spare_sum_kernel and the two after it) seldom finds tiles: here
-// every level takes it, with at most one chunk of counters a block and, at 2^25 keys (4096 tiles
-// of 512 counters), with several.
-TEST_F(gpu_sample_sort_bits, spare_level_scan_on_every_level)
+// The counted scan (counted_sum_kernel and the two after it) takes levels whose segments split
+// into fewer than k buckets and the spare level, which seldom finds tiles: here every level
+// takes it, level 0 too, with at most one chunk of counters a block and, at 2^25 keys (4096
+// tiles of up to 512 counters), with several.
+TEST_F(gpu_sample_sort_bits, counted_scan_on_every_level)
 {
   for (const std::uint64_t n : {40'009ULL, 3'000'017ULL}) {
     if (n > max_test_n()) continue;

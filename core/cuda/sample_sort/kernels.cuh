@@ -12,6 +12,8 @@ namespace gpusort::cuda::detail::sample {
 template <typename K, typename V>
 using active_policy = typename policy_hub<K, V>::active;
 
+inline constexpr int list_threads = 256;  ///< of the kernels over segments, tiles and lists
+
 /// A map of raw keys (see work) as a kernel instance applies it: instances that read or write
 /// no raw keys get a zero map, which folds away (applied as runtime zero maps, the maps cost
 /// 64-bit keys 5% of a 2^26 sort on an H100).
@@ -66,20 +68,39 @@ __device__ __forceinline__ tile_view tile_at(const segment* segs, const std::uin
   return tv;
 }
 
-/// Level 0: the whole input is one segment, or one job when it fits a block.
+/// Bucket counters of a segment: 2k for each of its tiles.
+template <typename P, typename K>
+__host__ __device__ __forceinline__ std::uint64_t counters_of(std::uint64_t begin,
+                                                              std::uint64_t size)
+{
+  return tiles_of<P, K>(begin, size) * (std::uint64_t{2} << depth_for<P>(size));
+}
+
+/// Zeroes the work lists' counters and sets up level 0: the whole input is one segment (its
+/// tiles all map to it), or one job when it fits a block. (The counters' memset and level 0's
+/// tile map were launches of their own.)
 template <typename K, typename V>
-__global__ void init_kernel(work<K, V> w)
+__global__ void __launch_bounds__(list_threads) init_kernel(work<K, V> w)
 {
   using P = active_policy<K, V>;
-  if (threadIdx.x != 0 || blockIdx.x != 0) return;
-  if (w.n > static_cast<std::uint64_t>(P::bucket_capacity)) {
-    w.segments[0][0] = segment{0, w.n, 0};
-    w.count->levels[0] = level_count{1, static_cast<std::uint32_t>(tiles_of<P, K>(0, w.n))};
-  } else {
-    const int cls = w.n > static_cast<std::uint64_t>(P::small_capacity) ? 0 : 1;
-    w.jobs[cls][0] = job{0, static_cast<std::uint32_t>(w.n), 1};
-    w.count->jobs[cls] = 1;
+  const bool levels = w.n > static_cast<std::uint64_t>(P::bucket_capacity);
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    *w.count = counters{};
+    if (levels) {
+      w.segments[0][0] = segment{0, w.n, 0, 0};
+      w.count->levels[0] = level_count{1, static_cast<std::uint32_t>(tiles_of<P, K>(0, w.n)),
+                                       counters_of<P, K>(0, w.n)};
+    } else {
+      const int cls = w.n > static_cast<std::uint64_t>(P::small_capacity) ? 0 : 1;
+      w.jobs[cls][0] = job{0, static_cast<std::uint32_t>(w.n), 1};
+      w.count->jobs[cls] = 1;
+    }
   }
+  if (!levels) return;
+  const std::uint64_t tiles = tiles_of<P, K>(0, w.n);
+  for (std::uint64_t t = std::uint64_t{blockIdx.x} * list_threads + threadIdx.x; t < tiles;
+       t += std::uint64_t{gridDim.x} * list_threads)
+    w.tile_map[t] = 0;
 }
 
 /// A sort of raw keys without levels (n within the capacity, or levels forced to none): the
@@ -149,7 +170,7 @@ __global__ void __launch_bounds__(active_policy<K, V>::dist_threads, 4)
     storage.split.load(split[tv.index]);
     __syncthreads();
     agent{storage}.run(keys, map_if<Mapped>(w.to_ordered), tv.begin, tv.size,
-                       w.bucket_counts + tv.seg.tile_base * P::counters + tv.in_seg,
+                       w.bucket_counts + tv.seg.count_base + tv.in_seg,
                        tiles_of<P, K>(tv.seg.begin, tv.seg.size), w.bucket_ids + tv.begin);
     __syncthreads();
   }
@@ -174,7 +195,7 @@ __global__ void __launch_bounds__(active_policy<K, V>::dist_threads, 2)
   const std::uint32_t tiles = w.count->levels[w.level].tiles;
   for (std::uint32_t t = blockIdx.x; t < tiles; t += gridDim.x) {
     const tile_view tv = tile_at<P, K>(segs, w.tile_map, t);
-    const std::uint64_t first = tv.seg.tile_base * P::counters;
+    const std::uint64_t first = tv.seg.count_base;
     storage.split.load(split[tv.index]);
     __syncthreads();
     agent{storage}.run(keys_in, map_if<Mapped>(w.to_ordered), values_in, keys_out, values_out,
@@ -186,45 +207,46 @@ __global__ void __launch_bounds__(active_policy<K, V>::dist_threads, 2)
   }
 }
 
-// ---- the spare level's scan ----
+// ---- the counted scan: over the counters a level has, as device memory counts them ----
 //
-// The spare level (see predicted_levels in sample_sort.cu) nearly always finds no tiles, but
-// CUB's scan takes its length from the host, which knows only the bound on tiles: over that bound
-// the spare level's scan took 0.25 ms at 2^29 u32 keys on an H100 (34 us at 2^26), 1.5% of the
-// sort. These three kernels scan the counters of the tiles the level has, as device memory counts
-// them: each block sums its share of whole chunks, one block scans those sums, each block scans
-// its share from its prefix. With no tiles, three launches that find nothing to do.
+// CUB's scan takes its length from the host, which knows only a bound: every segment split into
+// `buckets`. The spare level (see predicted_levels in sample_sort.cu) nearly always finds no
+// tiles, and over that bound its scan took 0.25 ms at 2^29 u32 keys on an H100 (34 us at 2^26);
+// level 1 of 2^26 keys splits its segments into 64 buckets, and CUB scanned four times the
+// counters it had (24 us a level). These three kernels scan the level's counters as
+// level_count::counters has them: each block sums its share of whole chunks, one block scans
+// those sums, each block scans its share from its prefix. With no tiles, three launches that
+// find nothing to do.
 
-inline constexpr int spare_threads = 512;
-inline constexpr int spare_items = 8;
-inline constexpr int spare_chunk = spare_threads * spare_items;
-/// most blocks of the spare scan: one sum per thread of the prefix kernel
-inline constexpr unsigned spare_blocks_max = spare_threads;
+inline constexpr int counted_threads = 512;
+inline constexpr int counted_items = 8;
+inline constexpr int counted_chunk = counted_threads * counted_items;
+/// most blocks of the counted scan: one sum per thread of the prefix kernel
+inline constexpr unsigned counted_blocks_max = counted_threads;
 
 /// This block's share [begin, end) of the level's live counters.
 template <typename K, typename V>
-__device__ __forceinline__ void spare_share(const work<K, V>& w, std::uint64_t& begin,
+__device__ __forceinline__ void counted_share(const work<K, V>& w, std::uint64_t& begin,
                                             std::uint64_t& end)
 {
-  using P = active_policy<K, V>;
-  const std::uint64_t items = std::uint64_t{w.count->levels[w.level].tiles} * P::counters;
-  const std::uint64_t chunks = (items + spare_chunk - 1) / spare_chunk;
-  const std::uint64_t per_block = (chunks + gridDim.x - 1) / gridDim.x * spare_chunk;
+  const std::uint64_t items = w.count->levels[w.level].counters;
+  const std::uint64_t chunks = (items + counted_chunk - 1) / counted_chunk;
+  const std::uint64_t per_block = (chunks + gridDim.x - 1) / gridDim.x * counted_chunk;
   begin = min(items, blockIdx.x * per_block);
   end = min(items, begin + per_block);
 }
 
 template <typename K, typename V>
-__global__ void __launch_bounds__(spare_threads) spare_sum_kernel(work<K, V> w,
+__global__ void __launch_bounds__(counted_threads) counted_sum_kernel(work<K, V> w,
                                                                    std::uint64_t* block_sums)
 {
-  using reduce = cub::BlockReduce<std::uint64_t, spare_threads>;
+  using reduce = cub::BlockReduce<std::uint64_t, counted_threads>;
   __shared__ typename reduce::TempStorage temp;
   std::uint64_t begin = 0;
   std::uint64_t end = 0;
-  spare_share(w, begin, end);
+  counted_share(w, begin, end);
   std::uint64_t sum = 0;
-  for (std::uint64_t i = begin + threadIdx.x; i < end; i += spare_threads)
+  for (std::uint64_t i = begin + threadIdx.x; i < end; i += counted_threads)
     sum += w.bucket_counts[i];
   const std::uint64_t total = reduce(temp).Sum(sum);
   if (threadIdx.x == 0) block_sums[blockIdx.x] = total;
@@ -232,10 +254,10 @@ __global__ void __launch_bounds__(spare_threads) spare_sum_kernel(work<K, V> w,
 
 /// One block: the exclusive scan of the `blocks` sums, in place.
 template <typename K, typename V>
-__global__ void __launch_bounds__(spare_threads) spare_prefix_kernel(std::uint64_t* block_sums,
+__global__ void __launch_bounds__(counted_threads) counted_prefix_kernel(std::uint64_t* block_sums,
                                                                       unsigned blocks)
 {
-  using scan = cub::BlockScan<std::uint64_t, spare_threads>;
+  using scan = cub::BlockScan<std::uint64_t, counted_threads>;
   __shared__ typename scan::TempStorage temp;
   const std::uint64_t sum = threadIdx.x < blocks ? block_sums[threadIdx.x] : 0;
   std::uint64_t prefix = 0;
@@ -243,30 +265,43 @@ __global__ void __launch_bounds__(spare_threads) spare_prefix_kernel(std::uint64
   if (threadIdx.x < blocks) block_sums[threadIdx.x] = prefix;
 }
 
+/// Each block scans its share from its prefix. Counts and offsets pass through shared memory
+/// (warp transposes), so that each warp reads and writes whole consecutive lines rather than a
+/// thread's items 32 or 64 bytes from its neighbour's.
 template <typename K, typename V>
-__global__ void __launch_bounds__(spare_threads) spare_scan_kernel(work<K, V> w,
-                                                                    const std::uint64_t* prefixes)
+__global__ void __launch_bounds__(counted_threads) counted_scan_kernel(work<K, V> w,
+                                                                      const std::uint64_t* prefixes)
 {
-  using scan = cub::BlockScan<std::uint64_t, spare_threads>;
-  __shared__ typename scan::TempStorage temp;
+  using load = cub::BlockLoad<std::uint32_t, counted_threads, counted_items,
+                              cub::BLOCK_LOAD_WARP_TRANSPOSE>;
+  using scan = cub::BlockScan<std::uint64_t, counted_threads>;
+  using store = cub::BlockStore<std::uint64_t, counted_threads, counted_items,
+                                cub::BLOCK_STORE_WARP_TRANSPOSE>;
+  __shared__ union {
+    typename load::TempStorage load;
+    typename scan::TempStorage scan;
+    typename store::TempStorage store;
+  } temp;
   std::uint64_t begin = 0;
   std::uint64_t end = 0;
-  spare_share(w, begin, end);
+  counted_share(w, begin, end);
   std::uint64_t prefix = prefixes[blockIdx.x];
-  for (std::uint64_t chunk = begin; chunk < end; chunk += spare_chunk) {
-    const std::uint64_t first = chunk + std::uint64_t{threadIdx.x} * spare_items;
-    std::uint64_t items[spare_items];
+  for (std::uint64_t chunk = begin; chunk < end; chunk += counted_chunk) {
+    const int valid = static_cast<int>(min(end - chunk, std::uint64_t{counted_chunk}));
+    std::uint32_t counts[counted_items];
+    load(temp.load).Load(w.bucket_counts + chunk, counts, valid, 0U);
+    __syncthreads();
+    std::uint64_t items[counted_items];
 #pragma unroll
-    for (int j = 0; j < spare_items; ++j)
-      items[j] = first + j < end ? w.bucket_counts[first + j] : 0;
+    for (int j = 0; j < counted_items; ++j) items[j] = counts[j];
     std::uint64_t total = 0;
-    scan(temp).ExclusiveSum(items, items, total);
+    scan(temp.scan).ExclusiveSum(items, items, total);
+    __syncthreads();
 #pragma unroll
-    for (int j = 0; j < spare_items; ++j) {
-      if (first + j < end) w.bucket_offsets[first + j] = prefix + items[j];
-    }
+    for (int j = 0; j < counted_items; ++j) items[j] += prefix;
+    store(temp.store).Store(w.bucket_offsets + chunk, items, valid);
     prefix += total;
-    __syncthreads();  // the scan's storage is used again
+    __syncthreads();  // the storage is used again
   }
 }
 
@@ -275,13 +310,20 @@ enum bucket_kind : std::uint8_t { kind_merge = 0, kind_own = 1, kind_next = 2, k
 /// After the scatter: sizes of the buckets of each segment from the scanned counters, and what
 /// becomes of them. One block per segment.
 template <typename K, typename V>
-__global__ void classify_kernel(work<K, V> w)
+__global__ void __launch_bounds__(list_threads) classify_kernel(work<K, V> w)
 {
   using P = active_policy<K, V>;
   constexpr std::uint64_t capacity = P::bucket_capacity;
   constexpr std::uint64_t half = capacity / 2;
   __shared__ std::uint64_t start[P::counters + 1];
   __shared__ std::uint8_t kind[P::counters];
+  // A segment's jobs of each class take their places in the job list with one atomic: one a job
+  // on the list's counter, from every block at once, took level 1's classify of 2^26 u32 keys
+  // (some 8 Ki jobs) 11.5 us against level 0's 5.4 on an H100.
+  __shared__ std::uint32_t jobs_here[2];
+  __shared__ std::uint32_t jobs_base[2];
+  constexpr int per_thread = (P::counters + list_threads - 1) / list_threads;
+  constexpr std::uint32_t none_found = 0xffffffffU;
   const segment* segs = w.segments[w.level % 2];
   segment* next = w.segments[(w.level + 1) % 2];
   level_count* next_count = &w.count->levels[w.level + 1];
@@ -292,13 +334,13 @@ __global__ void classify_kernel(work<K, V> w)
   for (std::uint32_t s = blockIdx.x; s < count; s += gridDim.x) {
     const segment seg = segs[s];
     const std::uint64_t tiles = tiles_of<P, K>(seg.begin, seg.size);
-    const std::uint64_t first = seg.tile_base * P::counters;
+    const std::uint64_t first = seg.count_base;
     const int nb = 2 << split[s].depth;
     const std::uint64_t seg_first = w.bucket_offsets[first];
-    for (int b = threadIdx.x; b <= nb; b += blockDim.x)
+    for (int b = threadIdx.x; b <= nb; b += list_threads)
       start[b] = b == nb ? seg.size : w.bucket_offsets[first + b * tiles] - seg_first;
     __syncthreads();
-    for (int b = threadIdx.x; b < nb; b += blockDim.x) {
+    for (int b = threadIdx.x; b < nb; b += list_threads) {
       const std::uint64_t size = start[b + 1] - start[b];
       const bool equal = (b & 1) != 0;
       std::uint8_t k = kind_merge;
@@ -310,14 +352,24 @@ __global__ void classify_kernel(work<K, V> w)
       kind[b] = k;
     }
     __syncthreads();
-    for (int b = threadIdx.x; b < nb; b += blockDim.x) {
+    if (threadIdx.x < 2) jobs_here[threadIdx.x] = 0;
+    __syncthreads();
+    job found[per_thread];
+    std::uint32_t found_at[per_thread];  // class << 31 | place among the block's jobs of it
+#pragma unroll
+    for (int j = 0; j < per_thread; ++j) {
+      const int b = j * list_threads + static_cast<int>(threadIdx.x);
+      found_at[j] = none_found;
+      if (b >= nb) continue;
       const std::uint64_t size = start[b + 1] - start[b];
       const std::uint64_t begin = seg.begin + start[b];
       if (kind[b] == kind_next) {
         const std::uint32_t at = atomicAdd(&next_count->segments, 1U);
         const auto tile_base = atomicAdd(&next_count->tiles,
                                          static_cast<std::uint32_t>(tiles_of<P, K>(begin, size)));
-        next[at] = segment{begin, size, tile_base};
+        const auto count_base = atomicAdd(
+            &next_count->counters, static_cast<unsigned long long>(counters_of<P, K>(begin, size)));
+        next[at] = segment{begin, size, tile_base, count_base};
       } else if (kind[b] == kind_done) {
         // in the primary buffer: copied to the result; in the result already: mapped back to
         // raw keys there, unless the keys are ordered bits
@@ -343,11 +395,22 @@ __global__ void classify_kernel(work<K, V> w)
           job_size = start[e] - start[b];
         }
         if (head && job_size > 0) {
-          const int cls = job_size > static_cast<std::uint64_t>(P::small_capacity) ? 0 : 1;
-          const std::uint32_t at = atomicAdd(&w.count->jobs[cls], 1U);
-          w.jobs[cls][at] = job{begin, static_cast<std::uint32_t>(job_size), out_primary};
+          const std::uint32_t cls =
+              job_size > static_cast<std::uint64_t>(P::small_capacity) ? 0U : 1U;
+          found[j] = job{begin, static_cast<std::uint32_t>(job_size), out_primary};
+          found_at[j] = cls << 31 | atomicAdd(&jobs_here[cls], 1U);
         }
       }
+    }
+    __syncthreads();
+    if (threadIdx.x < 2 && jobs_here[threadIdx.x] != 0)
+      jobs_base[threadIdx.x] = atomicAdd(&w.count->jobs[threadIdx.x], jobs_here[threadIdx.x]);
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < per_thread; ++j) {
+      if (found_at[j] == none_found) continue;
+      const std::uint32_t cls = found_at[j] >> 31;
+      w.jobs[cls][jobs_base[cls] + (found_at[j] & 0x7fffffffU)] = found[j];
     }
     __syncthreads();
   }
@@ -388,36 +451,60 @@ __global__ void __launch_bounds__(sort_threads_v<K, V, Class>,
 }
 
 /// One block puts the finished range [begin, begin + size) into the result: from the primary
-/// buffers to the alt buffers, or mapped back to raw keys where it lies there already.
+/// buffers to the alt buffers, or mapped back to raw keys where it lies there already. Each
+/// thread loads `unroll` keys before it stores any, so that a block of finish_threads keeps as
+/// many loads in flight as the four blocks of 256 threads an SM that copied before.
 template <typename K, typename V>
 __device__ __forceinline__ void finish_range(const work<K, V>& w, std::uint64_t begin,
                                              std::uint64_t size, bool in_primary)
 {
+  constexpr int unroll = 4;
+  using value_t = std::conditional_t<has_values_v<V>, V, char>;
   const K* from = in_primary ? w.keys : w.keys_alt;
-  for (std::uint64_t i = begin + threadIdx.x; i < begin + size; i += blockDim.x) {
-    w.keys_alt[i] = w.from_ordered(from[i]);
-    if constexpr (has_values_v<V>) {
-      if (in_primary) w.values_alt[i] = w.values[i];
+  const bool values = has_values_v<V> && in_primary;
+  const std::uint64_t end = begin + size;
+  const std::uint64_t step = blockDim.x;
+  for (std::uint64_t i = begin + threadIdx.x; i < end; i += unroll * step) {
+    K k[unroll];
+    value_t v[unroll];
+#pragma unroll
+    for (int j = 0; j < unroll; ++j) {
+      const std::uint64_t at = i + j * step;
+      if (at < end) {
+        k[j] = from[at];
+        if constexpr (has_values_v<V>) {
+          if (values) v[j] = w.values[at];
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < unroll; ++j) {
+      const std::uint64_t at = i + j * step;
+      if (at < end) {
+        w.keys_alt[at] = w.from_ordered(k[j]);
+        if constexpr (has_values_v<V>) {
+          if (values) w.values_alt[at] = v[j];
+        }
+      }
     }
   }
 }
 
-/// Finished ranges (equal keys) left by the levels, one block per range.
+inline constexpr int finish_threads = 1024;
+
+/// The work after the levels that is not bucket sorting, in one launch (two launches cost an
+/// empty launch more, and most sorts have neither): the finished ranges (equal keys) the levels
+/// left, one block per range, then the segments still above the capacity after the last level
+/// (w.level = the level count), sorted in place by one block each and moved to the alt buffers
+/// where they are not there already.
 template <typename K, typename V>
-__global__ void copy_kernel(work<K, V> w)
+__global__ void __launch_bounds__(finish_threads) finish_kernel(work<K, V> w)
 {
-  const std::uint32_t count = w.count->copies;
-  for (std::uint32_t c = blockIdx.x; c < count; c += gridDim.x) {
+  const std::uint32_t copies = w.count->copies;
+  for (std::uint32_t c = blockIdx.x; c < copies; c += gridDim.x) {
     const copy_range r = w.copies[c];
     finish_range(w, r.begin, r.size, r.in_primary != 0);
   }
-}
-
-/// Segments still above the capacity after the last level (w.level = the level count): sorted
-/// in place by one block each, then moved to the alt buffers where they are not there already.
-template <typename K, typename V>
-__global__ void leftover_kernel(work<K, V> w)
-{
   const segment* segs = w.segments[w.level % 2];
   const std::uint32_t count = w.count->levels[w.level].segments;
   const bool in_primary = w.level % 2 == 0;

@@ -20,10 +20,12 @@
 //    adds once, so runs of equal keys do not contend). Splitters that occur more than once get
 //    an equality bucket beside them (bucket 2i+1 holds the keys equal to splitter i), so that
 //    inputs with many equal keys finish instead of recursing ("zero", "detdupes").
-//  - CUB's device-wide exclusive scan over the counters, laid out segment by segment, bucket-major
-//    within a segment, gives every (tile, bucket) its global output offset. The spare level,
-//    which nearly always finds no tiles, scans with kernels of its own that read its tile count
-//    from device memory (spare_sum_kernel), not over the host's bound on tiles.
+//  - A device-wide exclusive scan over the counters, laid out segment by segment (2k per tile of
+//    the segment's own k), bucket-major within a segment, gives every (tile, bucket) its global
+//    output offset: CUB's over level 0's counters and over the host's bound where an average
+//    segment takes all k buckets; elsewhere (levels whose segments split into fewer buckets, the
+//    spare level, which nearly always finds no tiles) the counted scan, whose kernels read the
+//    level's counter total from device memory (counted_sum_kernel).
 //  - A scatter pass gathers each bucket's part of the tile in shared memory. It does not
 //    classify the keys again, as the paper's does: the histogram pass keeps each key's bucket in
 //    a byte of scratch (bucket_ids), and only keys at a repeated splitter are compared once more
@@ -82,6 +84,16 @@
 //    keeping splitters loaded between a block's strided tiles (-2% at 2^29), programmatic
 //    dependent launches of every kernel (the launch overlapping the previous grid's end: +0-1%
 //    at 2^26, -2 to -3% at 2^29; h100-20261122-5213001/ab17*.txt);
+//  - launches and small kernels (this change against a8c7d5d, bench/results/h100-20261123-*/
+//    ab*.txt): the sample sorted at the size its k needs (level 1 of 2^26 keys, k = 64, sorted
+//    7680 keys for 1920: 38 -> 31 us), floats whose splitters straddle zero trying value cells
+//    first (f32 level 0's sample 46 -> 33 us), one atomic a block for the jobs of a segment
+//    (classify), CUB's scan at level 0 over its 2k counters a tile rather than 512 (23 -> 15
+//    us at 2^26) and the counted scan at level 1 of 2^26 keys (k = 64: CUB's over the bound 26
+//    us, counted 25), the counters' memset and level 0's tile map folded into init_kernel, no
+//    tile map after the last level, the finished ranges and the fallback in one launch
+//    (finish_kernel, each thread 4 loads in flight): u32 +1.5-2.5% at 2^26 (staggered 1.98 ->
+//    2.03 times merge), f32 +1-3% (sorted 1.99 -> 2.02), zero +6%, detdupes +13%;
 //  - cells (85ab686, 5e1a2ba): most keys skip the tree walk: u32 26.0 -> 28.9 / 29.3 Gkeys/s
 //    at 2^26 / 2^29, u64 +3-5%, pairs +2-4%; with cells everywhere f64 lost 5% and zero inputs
 //    10% (floats crowd the cells where one exponent's keys are, equal keys crowd them all), so
