@@ -509,17 +509,17 @@ bool sample_sort(dtype t, order dir, void* d_keys, void* d_keys_alt, void* d_val
 bool sample_sort_preferred(unsigned key_bytes, unsigned value_bytes, int sm_major)
 {
   check_widths(key_bytes, value_bytes);
-  // bench/sample_bench on an H100 (bench/results/h100-20261122-5213001*): the sample sort's speed
+  // bench/sample_bench on an H100 (bench/results/h100-20261123-0b0bc35*): the sample sort's speed
   // over cub::DeviceRadixSort's on uniform keys, the lower of 2^26 and 2^29 elements. 64-bit
-  // keys win at both sizes (1.59 and 1.31), and so do 64-bit pairs (1.46 and 1.18); 32-bit keys
-  // (0.86 and 0.78) only where many keys are equal (u32 zero, detdupes: 1.35 to 1.6x; f32 1.10
-  // to 1.17), which a per-type choice cannot see; layouts not measured keep the radix sort.
+  // keys win at both sizes (1.62 and 1.32), and so do 64-bit pairs (1.46 and 1.20); 32-bit keys
+  // (0.87 and 0.79) only where many keys are equal (u32 zero, detdupes: 1.5 to 1.65x; f32 1.18
+  // to 1.24), which a per-type choice cannot see; layouts not measured keep the radix sort.
   struct measured {
     unsigned key_bytes;
     unsigned value_bytes;
     double speed_over_radix;
   };
-  constexpr measured sm90[] = {{4, 0, 0.78}, {8, 0, 1.31}, {8, 8, 1.18}};
+  constexpr measured sm90[] = {{4, 0, 0.79}, {8, 0, 1.32}, {8, 8, 1.20}};
   if (sm_major < 9) return false;  // not measured: no A100 on the GPU machines
   for (const measured& m : sm90)
     if (m.key_bytes == key_bytes && m.value_bytes == value_bytes) return m.speed_over_radix >= 1.0;

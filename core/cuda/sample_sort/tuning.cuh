@@ -84,7 +84,7 @@
 //    keeping splitters loaded between a block's strided tiles (-2% at 2^29), programmatic
 //    dependent launches of every kernel (the launch overlapping the previous grid's end: +0-1%
 //    at 2^26, -2 to -3% at 2^29; h100-20261122-5213001/ab17*.txt);
-//  - launches and small kernels (this change against a8c7d5d, bench/results/h100-20261123-*/
+//  - launches and small kernels (0b0bc35 against a8c7d5d, bench/results/h100-20261123-0b0bc35/
 //    ab*.txt): the sample sorted at the size its k needs (level 1 of 2^26 keys, k = 64, sorted
 //    7680 keys for 1920: 38 -> 31 us), floats whose splitters straddle zero trying value cells
 //    first (f32 level 0's sample 46 -> 33 us), one atomic a block for the jobs of a segment
@@ -102,23 +102,23 @@
 //    a splitter repeats, four histogram blocks an SM and one spare level (not two): against
 //    ee35aca in one run (bench/results/h100-20261122-ee35aca/ab3.txt), u32 +5% / +7%, f32
 //    +10% / +18%, u64 +3%, f64 +4% / +7% at 2^26 / 2^29, pairs as before.
-// Whole sorts (bench/results/h100-20261122-5213001*): u32 40.3 / 38.1, f32 41.3 / 39.6, u64
-// 24.5 / 21.0, f64 24.0 / 21.1, u64 pairs 11.9 / 10.0 Gkeys/s at 2^26 / 2^29 on uniform keys (CUB
-// radix: 46.8 / 49.2, 44.8 / 47.0, 15.5 / 16.1, 15.4 / 15.9, 8.2 / 8.5; CUB merge: 19.7 / 17.3
-// for 32-bit keys, 8.8 / 7.6 for 64-bit keys, 4.7 / 4.1 for pairs); 31 to 98 Gkeys/s on zero
+// Whole sorts (bench/results/h100-20261123-0b0bc35*): u32 40.7 / 38.5, f32 42.2 / 40.2, u64
+// 25.0 / 21.0, f64 24.4 / 21.2, u64 pairs 12.0 / 10.2 Gkeys/s at 2^26 / 2^29 on uniform keys (CUB
+// radix: 46.6 / 48.9, 44.6 / 46.7, 15.4 / 16.0, 15.3 / 15.8, 8.2 / 8.5; CUB merge: 19.6 / 17.3
+// for 32-bit keys, 8.7 / 7.6 for 64-bit keys, 4.7 / 4.1 for pairs); 33 to 100 Gkeys/s on zero
 // and detdupes, where equality buckets finish the keys in one level. Floats, signed and
 // descending keys run about as fast as unsigned ones: level 0 maps them to ordered bits as it
 // reads them and the bucket sorts map them back as they write (separate transform passes cost
 // f64 0.7 ms of 4.5 at 2^26). What bounds it is instructions and latency in the shared-memory
-// passes, not memory bandwidth: the modelled bytes per key move at 42-53% of the copy bandwidth
-// on uniform keys. ncu at 5213001, 2^26 u32 (clocks locked, ~15% above free-running): level 0
-// sample 29 us, histogram 216, scatter 318; level 1 sample 38, histogram 212, scatter 310;
-// bucket sort 713 us (ncu --set full on the histogram: shared memory 80% busy, half its
-// wavefronts bank conflicts of the random cell reads and counter atomics; the scatter: 33% of
-// issue slots busy, latency of its tile's phases with two blocks an SM). 32-bit keys reach 2.2
-// to 2.4 times CUB's merge sort at 2^29 and 2.0 to 2.1 at 2^26 (u32 staggered 1.97-2.00, f32
-// sorted 2.00, against a merge sort that is faster on them), where the whole sort takes about
-// 1.65 ms.
+// passes, not memory bandwidth: the modelled bytes per key move at 41-53% of the copy bandwidth
+// on uniform keys. ncu at 0b0bc35, 2^26 u32 (clocks locked, ~15% above free-running): level 0
+// sample 26 us, histogram 217, scatter 320; level 1 sample 31, histogram 217, scatter 311;
+// bucket sort 691 us (ncu --set full on the histogram at 5213001: shared memory 80% busy, half
+// its wavefronts bank conflicts of the random cell reads and counter atomics; the scatter: 33%
+// of issue slots busy, latency of its tile's phases with two blocks an SM; level 1's sample
+// kernel at 0b0bc35: one block's chain of barriers at 0.67 IPC). 32-bit keys reach 2.2 to 2.4
+// times CUB's merge sort at 2^29 and 2.03 to 2.15 at 2^26 (u32 staggered and f32 sorted 2.03,
+// against a merge sort that is faster on them), where the whole sort takes about 1.6 ms.
 #pragma once
 
 #include <cub/block/block_radix_sort.cuh>
