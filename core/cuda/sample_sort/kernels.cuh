@@ -227,7 +227,7 @@ inline constexpr unsigned counted_blocks_max = counted_threads;
 /// This block's share [begin, end) of the level's live counters.
 template <typename K, typename V>
 __device__ __forceinline__ void counted_share(const work<K, V>& w, std::uint64_t& begin,
-                                            std::uint64_t& end)
+                                              std::uint64_t& end)
 {
   const std::uint64_t items = w.count->levels[w.level].counters;
   const std::uint64_t chunks = (items + counted_chunk - 1) / counted_chunk;
@@ -238,7 +238,7 @@ __device__ __forceinline__ void counted_share(const work<K, V>& w, std::uint64_t
 
 template <typename K, typename V>
 __global__ void __launch_bounds__(counted_threads) counted_sum_kernel(work<K, V> w,
-                                                                   std::uint64_t* block_sums)
+                                                                      std::uint64_t* block_sums)
 {
   using reduce = cub::BlockReduce<std::uint64_t, counted_threads>;
   __shared__ typename reduce::TempStorage temp;
@@ -255,7 +255,7 @@ __global__ void __launch_bounds__(counted_threads) counted_sum_kernel(work<K, V>
 /// One block: the exclusive scan of the `blocks` sums, in place.
 template <typename K, typename V>
 __global__ void __launch_bounds__(counted_threads) counted_prefix_kernel(std::uint64_t* block_sums,
-                                                                      unsigned blocks)
+                                                                         unsigned blocks)
 {
   using scan = cub::BlockScan<std::uint64_t, counted_threads>;
   __shared__ typename scan::TempStorage temp;
@@ -269,8 +269,8 @@ __global__ void __launch_bounds__(counted_threads) counted_prefix_kernel(std::ui
 /// (warp transposes), so that each warp reads and writes whole consecutive lines rather than a
 /// thread's items 32 or 64 bytes from its neighbour's.
 template <typename K, typename V>
-__global__ void __launch_bounds__(counted_threads) counted_scan_kernel(work<K, V> w,
-                                                                      const std::uint64_t* prefixes)
+__global__ void __launch_bounds__(counted_threads)
+    counted_scan_kernel(work<K, V> w, const std::uint64_t* prefixes)
 {
   using load = cub::BlockLoad<std::uint32_t, counted_threads, counted_items,
                               cub::BLOCK_LOAD_WARP_TRANSPOSE>;
