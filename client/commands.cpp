@@ -17,6 +17,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +30,10 @@ namespace gpusort::cli {
 namespace fs = std::filesystem;
 
 namespace {
+
+/// When the process started, near enough (static initialisation): the end-to-end time a user
+/// waits, which --json reports beside the sort's own seconds.
+const auto process_start = std::chrono::steady_clock::now();
 
 // ---- option tables ---------------------------------------------------------------------------
 
@@ -98,7 +103,7 @@ const command_spec& sort_spec()
       .synopsis = "FILE --dtype T [--out FILE] [--descending]\n"
                   "                    [--values FILE [--value-bytes 4|8] [--values-out FILE]]\n"
                   "                    [--socket PATH | --local] [--config FILE] [--json]\n"
-                  "                    [--quiet]",
+                  "                    [--quiet] [--no-sync]",
       .description =
           "Sorts FILE, a raw little-endian array of keys of type T, and with --values a file of\n"
           "values paired with the keys by index. Floats sort by IEEE 754 totalOrder (-NaN first,\n"
@@ -122,9 +127,12 @@ const command_spec& sort_spec()
           {"config", "FILE", "configuration, YAML (default: $GPUSORT_CONFIG, else built-in\n"
                              "defaults): the engine's with --local, else the socket path"},
           {"json", "", "print one JSON object instead of the summary: elements, bytes,\n"
-                       "seconds, rate (bytes/s), engine, devices, chunks, rounds,\n"
-                       "compensated_chunks"},
+                       "seconds (the sort's), wall_seconds (this command's, from its\n"
+                       "start to the published output), rate (bytes/s), engine, devices,\n"
+                       "chunks, rounds, compensated_chunks"},
           {"quiet", "", "no progress bar, no summary, only warnings and errors"},
+          {"no-sync", "", "publish the output without waiting for it to reach the disk\n"
+                          "(no fsync: for scratch files a crash may lose)"},
           {"help", "", "show this text"},
       }};
   return spec;
@@ -337,29 +345,35 @@ enum class sorted_by : std::uint8_t { daemon, local };
 /// (JSON, or a line unless --quiet); only the daemon's report has a queue time.
 int finish_sort(progress_bar& bar, atomic_output& keys_out,
                 std::optional<atomic_output>& values_out, const client::job_report& r,
-                sorted_by by, bool json, bool quiet)
+                sorted_by by, const parsed_args& a)
 {
+  const bool json = a.has("json");
+  const bool quiet = a.has("quiet");
   const bool daemon = by == sorted_by::daemon;
   bar.finish();
-  keys_out.sync();
-  if (values_out) values_out->sync();
+  const bool durable = !a.has("no-sync");
+  keys_out.sync(durable);
+  if (values_out) values_out->sync(durable);
   keys_out.publish();
   if (values_out) values_out->publish();
+  const double wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - process_start).count();
 
   if (json) {
     const std::string queued =
         daemon ? fmt::format(", \"queue_seconds\": {}", r.queue_seconds) : "";
-    fmt::print("{{\"elements\": {}, \"bytes\": {}, \"seconds\": {}, \"rate\": {}, "
-               "\"engine\": {}, \"devices\": {}, \"chunks\": {}, \"rounds\": {}, "
-               "\"compensated_chunks\": {}{}}}\n",
-               r.elements, r.bytes, r.seconds, r.rate, json_string(r.engine),
+    fmt::print("{{\"elements\": {}, \"bytes\": {}, \"seconds\": {}, \"wall_seconds\": {}, "
+               "\"rate\": {}, \"engine\": {}, \"devices\": {}, \"chunks\": {}, "
+               "\"rounds\": {}, \"compensated_chunks\": {}{}}}\n",
+               r.elements, r.bytes, r.seconds, wall_seconds, r.rate, json_string(r.engine),
                json_list(r.devices), r.chunks, r.rounds, r.compensated_chunks, queued);
   } else if (!quiet) {
     std::string devices;
     for (const std::string& d : r.devices) devices += (devices.empty() ? "" : ",") + d;
-    fmt::print("sorted {} ({}) in {:.3f} s: {:.3f} GB/s, engine {} on {}, {}, {}{}\n",
-               plural(r.elements, "element"), format_bytes(r.bytes), r.seconds, r.rate / 1e9,
-               r.engine, devices, plural(r.chunks, "chunk"),
+    fmt::print("sorted {} ({}) in {:.3f} s ({:.3f} s in all): {:.3f} GB/s, engine {} on {}, {}, "
+               "{}{}\n",
+               plural(r.elements, "element"), format_bytes(r.bytes), r.seconds, wall_seconds,
+               r.rate / 1e9, r.engine, devices, plural(r.chunks, "chunk"),
                plural(static_cast<std::uint64_t>(r.rounds), "round"),
                daemon ? " (daemon)" : "");
   }
@@ -421,8 +435,8 @@ int run_gen(const std::vector<std::string>& args)
   atomic_output keys{out_path, *count * size_of(t)};
   std::optional<atomic_output> values;
   if (values_path) values.emplace(*values_path, *count * value_bytes);
-  generate(key_array{keys.data(), *count, t}, *dist, seed);
-  if (values) generate_values(value_array{values->data(), *count, value_bytes}, seed);
+  generate(key_array{keys.map(), *count, t}, *dist, seed);
+  if (values) generate_values(value_array{values->map(), *count, value_bytes}, seed);
   keys.sync();
   if (values) values->sync();
   keys.publish();
@@ -517,7 +531,7 @@ int sort_with_daemon(const parsed_args& a, const fs::path& input_path, dtype t,
                                                                      : exit_runtime,
                     std::string{"sort failed: "} + e.what()};
   }
-  return finish_sort(bar, keys_out, values_out, report, sorted_by::daemon, json, quiet);
+  return finish_sort(bar, keys_out, values_out, report, sorted_by::daemon, a);
 }
 
 }  // namespace
@@ -558,8 +572,8 @@ int run_sort(const std::vector<std::string>& args)
   const config cfg = load_cli_config(a);
   set_log_level(cfg.level, quiet || json);
 
-  const mapped_input keys{input_path};
-  std::optional<mapped_input> values;
+  const input_file keys{input_path};
+  std::optional<input_file> values;
   if (values_path) values.emplace(*values_path);
   const std::uint64_t n =
       checked_inputs(keys, values, t, value_bytes, input_path, values_path, in_place);
@@ -571,11 +585,17 @@ int run_sort(const std::vector<std::string>& args)
   progress_bar bar{!quiet && !json && ::isatty(STDERR_FILENO) == 1, stderr};
   sort_options options{.direction = a.has("descending") ? order::descending : order::ascending};
   if (bar.enabled()) options.on_progress = [&bar](const progress_event& e) { bar.update(e); };
-  // The inputs are mapped read-only: the engine reads them and writes the temporaries.
-  sort_job job{.keys = {keys.source(), n, t}, .keys_out = keys_out.data()};
+  // The engine reads the inputs and writes the temporaries with positioned I/O (nothing
+  // mapped: a file truncated meanwhile is an error, not a SIGBUS).
+  const file_array keys_in{keys.fd(), 0, keys.size(), input_path.string()};
+  const file_array keys_tmp{keys_out.fd(), 0, keys.size(), keys_out.shown()};
+  std::optional<file_array> values_in, values_tmp;
+  sort_job job{.keys = {keys_in.data(), n, t}, .keys_out = keys_tmp.data()};
   if (values) {
-    job.values = value_array{values->source(), n, value_bytes};
-    job.values_out = values_out->data();
+    values_in.emplace(values->fd(), 0, values->size(), *values_path);
+    values_tmp.emplace(values_out->fd(), 0, values->size(), values_out->shown());
+    job.values = value_array{values_in->data(), n, value_bytes};
+    job.values_out = values_tmp->data();
   }
   const sort_report report = run_engine(cfg, job, options);
   return finish_sort(bar, keys_out, values_out,
@@ -588,7 +608,7 @@ int run_sort(const std::vector<std::string>& args)
                                         .chunks = report.chunks,
                                         .rounds = report.rounds,
                                         .compensated_chunks = report.compensated_chunks},
-                     sorted_by::local, json, quiet);
+                     sorted_by::local, a);
 }
 
 // ---- verify ----------------------------------------------------------------------------------

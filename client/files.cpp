@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <array>
@@ -168,21 +169,18 @@ atomic_output::atomic_output(const fs::path& path, std::uint64_t size)
     const int err = errno;
     failure = "cannot write " + shown + ": " + errno_text(err);
   } else if (size_ > 0) {
-    // Reserving the blocks now turns a full disk into an error here instead of a SIGBUS when
-    // the engine writes into the mapping.
-    int err = ::posix_fallocate(fd_, 0, static_cast<off_t>(size_));
-    if ((err == EOPNOTSUPP || err == EINVAL) && ::ftruncate(fd_, static_cast<off_t>(size_)) == 0)
-      err = 0;
-    if (err != 0) {
+    // Room for the whole output now turns a full disk into an error before the sort rather
+    // than after it. Not posix_fallocate: on tmpfs it allocates and zeroes every page on this
+    // thread before the sort starts, where the writes would create them overlapped with it.
+    struct statvfs fs_info {};
+    if (::fstatvfs(fd_, &fs_info) == 0 && fs_info.f_bavail * fs_info.f_frsize < size_) {
+      failure = "cannot write " + shown + " (" + std::to_string(size_) + " bytes): only " +
+                std::to_string(fs_info.f_bavail * fs_info.f_frsize) +
+                " bytes free on its filesystem";
+    } else if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0) {
+      const int err = errno;
       failure = "cannot write " + shown + " (" + std::to_string(size_) + " bytes): " +
                 errno_text(err);
-    } else {
-      void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
-      const int map_err = errno;
-      if (p == MAP_FAILED)
-        failure = "cannot map " + shown + ": " + errno_text(map_err);
-      else
-        data_ = p;
     }
   }
   if (!failure.empty()) {
@@ -193,9 +191,22 @@ atomic_output::atomic_output(const fs::path& path, std::uint64_t size)
   }
 }
 
-void atomic_output::sync()
+void* atomic_output::map()
 {
-  if ((data_ != nullptr && ::msync(data_, size_, MS_SYNC) != 0) || ::fsync(fd_) != 0) {
+  if (data_ != nullptr || size_ == 0) return data_;
+  void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    throw cli_error{exit_runtime, "cannot map " + shown_ + ": " + errno_text(err)};
+  }
+  data_ = p;
+  return data_;
+}
+
+void atomic_output::sync(bool durable)
+{
+  if ((data_ != nullptr && ::msync(data_, size_, MS_SYNC) != 0) ||
+      (durable && ::fsync(fd_) != 0)) {
     const int err = errno;
     throw cli_error{exit_runtime, "cannot write " + shown_ + ": " + errno_text(err)};
   }

@@ -50,10 +50,14 @@ class input_file {
   std::uint64_t size_{};
 };
 
-/// An output of `size` bytes, mapped read-write, that lives in a temporary file in the final
-/// path's folder until publish() renames it over the final path. Until then the final path is
-/// untouched; the destructor removes an unpublished temporary, and so does a fatal signal
-/// (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGBUS) once install_signal_cleanup() has run.
+/// An output of `size` bytes that lives in a temporary file in the final path's folder until
+/// publish() renames it over the final path. Until then the final path is untouched; the
+/// destructor removes an unpublished temporary, and so does a fatal signal (SIGINT, SIGTERM,
+/// SIGHUP, SIGQUIT, SIGBUS) once install_signal_cleanup() has run.
+///
+/// The temporary is written through its descriptor (the engine's positioned writes, or the
+/// daemon's); map() maps it for callers that fill it in memory. Its filesystem must have room
+/// for `size` bytes when it is created; a disk that fills up later is the writer's error.
 ///
 /// An existing final path keeps its permissions; a symbolic link is followed, so that sorting
 /// through a link replaces the file it names rather than the link.
@@ -64,13 +68,17 @@ class atomic_output {
   atomic_output(const atomic_output&) = delete;
   atomic_output& operator=(const atomic_output&) = delete;
 
-  [[nodiscard]] void* data() const noexcept { return data_; }
+  /// Maps the temporary read-write (once) and returns its bytes; null for an empty output.
+  [[nodiscard]] void* map();
   [[nodiscard]] std::uint64_t size() const noexcept { return size_; }
-  /// The temporary file, open read-write: what the daemon writes the sorted data to.
+  /// The temporary file, open read-write: what the engine or the daemon writes the sorted data to.
   [[nodiscard]] int fd() const noexcept { return fd_; }
+  /// The path as given, for messages.
+  [[nodiscard]] const std::string& shown() const noexcept { return shown_; }
 
-  /// Writes the mapped bytes to disk (msync, fsync); throws cli_error on an I/O error.
-  void sync();
+  /// Makes the written bytes durable (msync, fsync; with `durable` false only a mapping's
+  /// msync, for scratch files that need not survive a crash); throws cli_error on an I/O error.
+  void sync(bool durable = true);
   /// Renames the temporary over the final path and syncs the folder. Call sync() first.
   void publish();
 

@@ -81,20 +81,6 @@ key_spec optional_size_key(std::string_view name, std::optional<std::uint64_t> c
   };
 }
 
-key_spec size_key(std::string_view name, std::uint64_t config::*member, std::uint64_t minimum,
-                  std::string_view meaning)
-{
-  return {
-      name,
-      "a size (4GiB, 512MiB, 0)" + at_least(minimum),
-      meaning,
-      [member, minimum](const YAML::Node& value, const YAML::Mark& mark, config& cfg) {
-        cfg.*member = read_size(value, mark, minimum, "a size like 8MiB");
-      },
-      [member](const config& cfg) { return exact_size(cfg.*member); },
-  };
-}
-
 key_spec integer_key(std::string_view name, unsigned config::*member, unsigned minimum,
                      unsigned maximum, std::string_view meaning)
 {
@@ -345,9 +331,9 @@ const std::vector<key_spec>& config_keys()
       optional_size_key("chunk_bytes", &config::chunk_bytes, 4 * 1024,
                         "Bytes of keys (and values) per round-1 chunk. `auto`: the planner "
                         "derives it from the device memory budget."),
-      size_key("pinned_pool_bytes", &config::pinned_pool_bytes, 0,
-               "Page-locked host memory kept for staging copies between host and GPUs, and the "
-               "cap of the daemon's shared buffers together."),
+      optional_size_key("pinned_pool_bytes", &config::pinned_pool_bytes, 0,
+                        "Page-locked host memory of the daemon's shared buffers together "
+                        "(handed out and kept for reuse). `auto`: half of the physical memory."),
       integer_key("host_threads", &config::host_threads, 0, 4096,
                   "Threads for work on the host CPU; 0: one per core."),
       path_key("socket", &config::socket, max_socket_path,

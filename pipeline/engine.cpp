@@ -3,6 +3,7 @@
 #include "pipeline/device.hpp"
 #include "pipeline/direct.hpp"
 #include "pipeline/executor.hpp"
+#include "pipeline/file_window.hpp"
 #include "pipeline/gpu_probe.hpp"
 #include "pipeline/host_device.hpp"
 
@@ -99,6 +100,35 @@ void validate(const sort_job& job)
                            "separate outputs"};
   if (!job.values && job.values_out != nullptr)
     throw invalid_argument{"sort: a values output without values"};
+}
+
+bool in_files(const detail::job_arrays& a)
+{
+  return detail::find_file_window(a.src_keys) || detail::find_file_window(a.src_values) ||
+         detail::find_file_window(a.dst_keys) || detail::find_file_window(a.dst_values);
+}
+
+/// The CPU engine sorts in memory: arrays in files are read into host memory, sorted there in
+/// place and written to their output (the input file itself for an in-place job). The GPU engine
+/// needs none of this: its staging reads and writes the files piece by piece.
+template <typename Sort>
+detail::execution_stats sort_files_in_memory(const detail::job_arrays& a,
+                                             const detail::element_layout& layout, Sort&& sort)
+{
+  // Allocated before the files are touched, so that running out of memory changes nothing.
+  const detail::host_buffer keys{a.n * layout.key_bytes};
+  const detail::host_buffer values{a.n * layout.value_bytes};
+  detail::host_read(keys.data(), a.src_keys, keys.size());
+  detail::host_read(values.data(), a.src_values, values.size());
+  const detail::job_arrays in_memory{.src_keys = keys.data(),
+                                     .src_values = values.data(),
+                                     .dst_keys = keys.data(),
+                                     .dst_values = values.data(),
+                                     .n = a.n};
+  const detail::execution_stats stats = sort(in_memory);
+  detail::host_write(a.dst_keys, keys.data(), keys.size());
+  detail::host_write(a.dst_values, values.data(), values.size());
+  return stats;
 }
 
 }  // namespace
@@ -281,14 +311,17 @@ sort_report engine::sort(const sort_job& job, const sort_options& options)
   if (impl_->gpus) {
     report.engine = "gpu-dsps";
     stats = impl_->sort_on_gpus(arrays, layout, max_chunk, devs, ctx);
-  } else if (!cfg.device_memory_budget && !cfg.chunk_bytes) {
-    report.engine = "cpu-direct";
-    stats = detail::sort_direct(arrays, layout, cfg.host_threads, ctx);
   } else {
-    report.engine = "cpu-dsps";
-    const detail::chunk_plan plan =
-        detail::make_plan(arrays.n, detail::common_capacity(devs, layout), max_chunk);
-    stats = detail::execute(arrays, layout, plan, devs, ctx);
+    const bool direct = !cfg.device_memory_budget && !cfg.chunk_bytes;
+    report.engine = direct ? "cpu-direct" : "cpu-dsps";
+    const auto sort_on_cpu = [&](const detail::job_arrays& in_memory) {
+      if (direct) return detail::sort_direct(in_memory, layout, cfg.host_threads, ctx);
+      const detail::chunk_plan plan =
+          detail::make_plan(in_memory.n, detail::common_capacity(devs, layout), max_chunk);
+      return detail::execute(in_memory, layout, plan, devs, ctx);
+    };
+    stats = in_files(arrays) ? sort_files_in_memory(arrays, layout, sort_on_cpu)
+                             : sort_on_cpu(arrays);
   }
   report.elements = arrays.n;
   report.bytes = arrays.n * layout.bytes();

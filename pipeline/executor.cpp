@@ -6,15 +6,19 @@
 #include "core/plan/dealing.hpp"
 #include "core/plan/slicing.hpp"
 #include "core/plan/splitters.hpp"
+#include "pipeline/file_window.hpp"
 #include "pipeline/host_memory.hpp"
 
 #include <gpusort/error.hpp>
+
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <exception>
 #include <chrono>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace gpusort::detail {
 
@@ -147,14 +151,30 @@ std::vector<chunk_task> round2_tasks(const job_arrays& a, const chunk_plan& plan
 
 /// An in-place job whose round 2 failed has overwritten part of its input; the round-1 output
 /// is a permutation of the input, so copying it back restores the original elements.
+/// An input in a file is written back through a bounded buffer; when that fails too (the disk
+/// that failed round 2), the error says so and the original failure is the one reported.
 template <typename K, typename V>
 void restore_input(const job_arrays& a, const element_layout& layout,
                    const round1_output<K, V>& r1) noexcept
 {
-  from_ordered_bits<K>(r1.keys(), static_cast<K*>(a.src_keys), a.n, layout.type,
-                       layout.direction);
-  if constexpr (!std::is_same_v<V, no_value>)
-    parallel_copy(a.src_values, r1.values(), a.n * sizeof(V));
+  try {
+    K* keys = static_cast<K*>(a.src_keys);
+    if (find_file_window(keys)) {
+      const std::uint64_t piece = std::min<std::uint64_t>(a.n, std::uint64_t{1} << 20);
+      std::vector<K> raw(piece);
+      for (std::uint64_t at = 0; at < a.n; at += piece) {
+        const std::uint64_t len = std::min(piece, a.n - at);
+        from_ordered_bits<K>(r1.keys() + at, raw.data(), len, layout.type, layout.direction);
+        host_write(keys + at, raw.data(), len * sizeof(K));
+      }
+    } else {
+      from_ordered_bits<K>(r1.keys(), keys, a.n, layout.type, layout.direction);
+    }
+    if constexpr (!std::is_same_v<V, no_value>)
+      host_write(a.src_values, r1.values(), a.n * sizeof(V));
+  } catch (const std::exception& e) {
+    spdlog::error("an in-place sort failed and its input could not be restored: {}", e.what());
+  }
 }
 
 /// DSPS in two rounds (design.md section 2).

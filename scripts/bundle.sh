@@ -8,7 +8,7 @@ scripts/build.sh release
 out=dist
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/bench" "$out/tests"
-cp build/release/client/gpusort "$out/bin/"
+cp build/release/client/gpusort build/release/service/gpusortd "$out/bin/"
 for b in build/release/bench/*_bench; do cp "$b" "$out/bench/"; done
 for t in build/release/tests/*/*_tests; do
   mkdir -p "$out/tests/$(basename "$(dirname "$t")")"

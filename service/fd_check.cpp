@@ -12,7 +12,6 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
-#include <system_error>
 
 namespace gpusort::service {
 
@@ -36,15 +35,6 @@ bool is_memfd(int fd)
   if (n < 0) return true;
   constexpr std::string_view prefix{"/memfd:"};
   return std::string_view{buf.data(), static_cast<std::size_t>(n)}.starts_with(prefix);
-}
-
-// Pieces of at most 1 GiB: Linux moves at most 2 GiB - 4 KiB per read/write call anyway.
-constexpr std::uint64_t io_piece = std::uint64_t{1} << 30;
-
-void check_within(const checked_fd& c, std::uint64_t pos, std::uint64_t bytes)
-{
-  GPUSORT_EXPECTS(pos <= c.length && bytes <= c.length - pos,
-                  "copy outside the checked range of a descriptor");
 }
 
 }  // namespace
@@ -169,49 +159,6 @@ mapped_region map_region(const checked_fd& checked)
   region.data_ = static_cast<std::byte*>(p) + lead;
   region.size_ = checked.length;
   return region;
-}
-
-void copy_in(const checked_fd& checked, std::uint64_t pos, void* dst, std::uint64_t bytes)
-{
-  check_within(checked, pos, bytes);
-  auto* out = static_cast<std::byte*>(dst);
-  std::uint64_t done = 0;
-  while (done < bytes) {
-    const std::uint64_t want = std::min(io_piece, bytes - done);
-    const auto at = static_cast<off_t>(checked.offset + pos + done);
-    const ssize_t n = ::pread(checked.fd, out + done, want, at);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw std::system_error{errno, std::generic_category(), "pread of a client's file"};
-    }
-    if (n == 0)
-      fail(fd_error::too_small, "the file ended at byte " + std::to_string(at) +
-                                    ": it shrank after it was checked");
-    done += static_cast<std::uint64_t>(n);
-  }
-}
-
-void copy_out(const checked_fd& checked, std::uint64_t pos, const void* src,
-              std::uint64_t bytes)
-{
-  GPUSORT_EXPECTS(checked.access == fd_access::read_write,
-                  "copy_out to a descriptor checked for reading only");
-  check_within(checked, pos, bytes);
-  const auto* in = static_cast<const std::byte*>(src);
-  std::uint64_t done = 0;
-  while (done < bytes) {
-    const std::uint64_t want = std::min(io_piece, bytes - done);
-    const auto at = static_cast<off_t>(checked.offset + pos + done);
-    const ssize_t n = ::pwrite(checked.fd, in + done, want, at);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw std::system_error{errno, std::generic_category(), "pwrite to a client's file"};
-    }
-    if (n == 0)
-      throw std::system_error{EIO, std::generic_category(),
-                              "pwrite to a client's file wrote nothing"};
-    done += static_cast<std::uint64_t>(n);
-  }
 }
 
 }  // namespace gpusort::service

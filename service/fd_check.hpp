@@ -9,9 +9,9 @@
 //  - shared memory (a memfd) is mapped only when it carries F_SEAL_SHRINK: then no one, not even
 //    the client, can make it smaller than the size fstat reported, and the checked range stays
 //    backed for as long as the mapping lives. A memfd without the seal is refused.
-//  - plain files are never mapped: the daemon stages them through its own (pinned) memory with
-//    pread/pwrite (copy_in / copy_out). A file truncated mid-job then makes a read come up short,
-//    which is an error for that job alone.
+//  - plain files are never mapped: the engine reads and writes them with pread/pwrite through
+//    its pinned staging (gpusort::file_array). A file truncated mid-job then makes a read come
+//    up short, which is an io_error for that job alone.
 // A tmpfs file (/dev/shm, a tmpfs /tmp) answers F_GET_SEALS like a memfd that cannot be sealed;
 // it is told apart by its /proc/self/fd link (memfds read "/memfd:NAME (deleted)") and treated
 // as a plain file.
@@ -69,7 +69,7 @@ struct fd_range {
 
 enum class fd_kind : std::uint8_t {
   sealed_memory,  ///< shared memory with F_SEAL_SHRINK: may be mapped (map_region)
-  plain_file,     ///< staged with copy_in / copy_out, never mapped
+  plain_file,     ///< read and written by the engine (file_array), never mapped
 };
 
 /// A descriptor that passed check_fd, with the checked range. Borrows the descriptor: the
@@ -102,19 +102,9 @@ class mapped_region {
   bool writable_{};
 };
 
-/// Maps a checked range of shared memory (kind sealed_memory only: plain files are staged),
+/// Maps a checked range of shared memory (kind sealed_memory only: plain files are not mapped),
 /// writable when it was checked for read_write. An empty range maps nothing. Throws
 /// fd_check_error(map_failed).
 mapped_region map_region(const checked_fd& checked);
-
-/// Reads `bytes` at `pos` within the checked range into `dst` with pread (any kind). Safe to
-/// call from several threads on disjoint parts. A file that shrank since the check throws
-/// fd_check_error(too_small); an I/O error throws std::system_error.
-void copy_in(const checked_fd& checked, std::uint64_t pos, void* dst, std::uint64_t bytes);
-
-/// Writes `bytes` from `src` at `pos` within the checked range with pwrite; the range must
-/// have been checked for read_write. Throws std::system_error on an I/O error.
-void copy_out(const checked_fd& checked, std::uint64_t pos, const void* src,
-              std::uint64_t bytes);
 
 }  // namespace gpusort::service

@@ -96,7 +96,9 @@ int serve(const config& cfg)
   const std::vector<std::string> devices = eng.devices();
   const bool gpus = !devices.empty() && devices.front() != "cpu";
   host_pinning pinning{eng};
-  service::buffer_pool pool{cfg.pinned_pool_bytes, pinning.hooks()};
+  const std::uint64_t pool_bytes =
+      cfg.pinned_pool_bytes.value_or(service::default_host_budget());
+  service::buffer_pool pool{pool_bytes, pinning.hooks()};
   const std::uint64_t host_budget = cfg.host_memory_budget.value_or(service::default_host_budget());
   // GPU jobs: one at a time, each takes every GPU and alone saturates the PCIe links.
   const unsigned workers = gpus ? 1U : cfg.max_running_jobs;
@@ -114,7 +116,7 @@ int serve(const config& cfg)
   for (const std::string& d : devices) devices_text += (devices_text.empty() ? "" : ",") + d;
   spdlog::info("ready: devices {}, {} job(s) at once, host memory budget {}, shared buffers {}",
                devices_text, workers, format_bytes(host_budget),
-               format_bytes(cfg.pinned_pool_bytes));
+               format_bytes(pool_bytes));
   service::sd_notify("READY=1\nSTATUS=serving on " + cfg.socket + " with " + devices_text);
   io.run();
   spdlog::info("gpusortd stopped");

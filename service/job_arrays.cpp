@@ -7,9 +7,9 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <limits>
 #include <memory>
 #include <optional>
+#include <vector>
 
 namespace gpusort::service {
 
@@ -93,14 +93,6 @@ array resolve(const char* what, const wire::DataRef& ref, std::uint64_t element_
   return a;
 }
 
-/// Memory for a staged array, allocated when the job runs (not while it waits in the queue).
-std::unique_ptr<std::byte[]> staging(std::uint64_t bytes)
-{
-  if (bytes > std::numeric_limits<std::size_t>::max()) throw std::bad_alloc{};
-  // Default-initialised: every byte is written by copy_in or the engine before it is read.
-  return std::unique_ptr<std::byte[]>{new std::byte[static_cast<std::size_t>(bytes)]};
-}
-
 struct job_data {
   dtype type{};
   std::uint64_t count{};
@@ -111,77 +103,30 @@ struct job_data {
   std::optional<array> values;
   std::optional<array> keys_out;
   std::optional<array> values_out;
-  /// Every input and output staged: sort the staged inputs in place, then write the outputs.
-  [[nodiscard]] bool all_staged() const
-  {
-    const auto staged = [](const std::optional<array>& a) { return !a || a->staged(); };
-    return keys.staged() && (!values || values->staged()) && staged(keys_out) &&
-           staged(values_out);
-  }
 };
-
-void check_cancel(const sort_options& options)
-{
-  if (options.cancel.cancelled()) throw cancelled{"the job was cancelled"};
-}
 
 sort_report run(job_data& d, engine& eng, const sort_options& options)
 {
-  // Inputs: memory as is, files read into staging.
-  std::unique_ptr<std::byte[]> keys_stage, values_stage, keys_out_stage, values_out_stage;
-  std::byte* keys_in = d.keys.memory;
-  std::byte* values_in = d.values ? d.values->memory : nullptr;
-  if (d.keys.staged()) {
-    keys_stage = staging(d.keys.length);
-    copy_in(d.keys.checked, 0, keys_stage.get(), d.keys.length);
-    keys_in = keys_stage.get();
-  }
-  check_cancel(options);
-  if (d.values && d.values->staged()) {
-    values_stage = staging(d.values->length);
-    copy_in(d.values->checked, 0, values_stage.get(), d.values->length);
-    values_in = values_stage.get();
-  }
-  check_cancel(options);
-
-  sort_job job{.keys = {keys_in, d.count, d.type}};
-  if (d.values) job.values = value_array{values_in, d.count, d.value_bytes};
-  const bool engine_in_place = d.in_place || d.all_staged();
-  if (!engine_in_place && d.count > 0) {
-    if (d.keys_out->staged()) {
-      keys_out_stage = staging(d.keys_out->length);
-      job.keys_out = keys_out_stage.get();
-    } else {
-      job.keys_out = d.keys_out->memory;
-    }
-    if (d.values_out) {
-      if (d.values_out->staged()) {
-        values_out_stage = staging(d.values_out->length);
-        job.values_out = values_out_stage.get();
-      } else {
-        job.values_out = d.values_out->memory;
-      }
-    }
+  // Memory (pool buffers, sealed memfds) is sorted where it lies. Plain files are read and
+  // written by the engine itself with positioned I/O, piece by piece through its pinned staging,
+  // overlapped with the sort: the daemon holds no copy of them. A file truncated meanwhile is an
+  // io_error (BAD_FD), never a SIGBUS.
+  std::vector<file_array> files;
+  files.reserve(4);  // data() must stay valid: no reallocation while the job is built
+  const auto place = [&files](const array& a) -> void* {
+    if (!a.staged()) return a.memory;
+    return files.emplace_back(a.fd->get(), a.offset, a.length, a.what + " (the client's file)")
+        .data();
+  };
+  sort_job job{.keys = {place(d.keys), d.count, d.type}};
+  if (d.values) job.values = value_array{place(*d.values), d.count, d.value_bytes};
+  if (!d.in_place && d.count > 0) {
+    job.keys_out = place(*d.keys_out);
+    if (d.values_out) job.values_out = place(*d.values_out);
   }
   sort_options with_order = options;
   with_order.direction = d.direction;
-  const sort_report report = eng.sort(job, with_order);
-
-  // Staged results go to their files only now that the sort is complete: an in-place file is
-  // not touched by a job that failed or was cancelled. A cancellation that comes after the sort
-  // is too late: the job completes (in memory its result is already in place).
-  const auto write_back = [](const array& target, const void* sorted) {
-    if (target.staged()) copy_out(target.checked, 0, sorted, target.length);
-  };
-  if (d.in_place) {
-    write_back(d.keys, keys_in);
-    if (d.values) write_back(*d.values, values_in);
-  } else {
-    write_back(*d.keys_out, job.keys_out != nullptr ? job.keys_out : keys_in);
-    if (d.values_out) write_back(*d.values_out, job.values_out != nullptr ? job.values_out
-                                                                          : values_in);
-  }
-  return report;
+  return eng.sort(job, with_order);
 }
 
 }  // namespace
@@ -236,15 +181,9 @@ prepared_job prepare_job(const wire::SubmitRequest& request, std::vector<unique_
   p.type = d->type;
   p.count = d->count;
   p.bytes = d->keys.length + (d->values ? d->values->length : 0);
-  // The engine's working memory is about one copy of the data (its scratch buffer); staging
-  // holds each staged array once (outputs need their own unless everything is staged).
-  std::uint64_t staged = 0;
-  for (const array* a : inputs)
-    if (a->staged()) staged += a->length;
-  if (!d->in_place && !d->all_staged())
-    for (const array* a : outputs)
-      if (a->staged()) staged += a->length;
-  p.host_bytes = p.bytes + staged;
+  // The engine's working memory is about one copy of the data (its round-1 buffer or its
+  // scratch); files are read and written in place, through the engine's fixed staging.
+  p.host_bytes = p.bytes;
   for (const array* a : inputs)
     if (a->in_pool) p.buffer_ids.push_back(a->buffer_id);
   for (const array* a : outputs)

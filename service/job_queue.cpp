@@ -1,5 +1,6 @@
 #include "service/job_queue.hpp"
 
+#include "config/schema.hpp"
 #include "service/fd_check.hpp"
 
 #include <gpusort/error.hpp>
@@ -108,7 +109,9 @@ admission job_queue::submit(const std::shared_ptr<job>& j)
     return refuse(wire::TOO_LARGE,
                   "the job needs " + format_bytes(j->host_bytes()) +
                       " of host memory, more than host_memory_budget (" +
-                      format_bytes(limits_.host_budget) + ")");
+                      format_bytes(limits_.host_budget) +
+                      "): raise host_memory_budget in the daemon's configuration to at least " +
+                      detail::exact_size(j->host_bytes()));
   const std::uint64_t ahead = host_used_ + host_queued_;
   const bool fits_now = ahead <= limits_.host_budget &&
                         j->host_bytes() <= limits_.host_budget - ahead;
@@ -292,6 +295,8 @@ job_outcome job_queue::outcome_of(std::exception_ptr error)
   } catch (const std::bad_alloc&) {
     return {.code = wire::OUT_OF_MEMORY, .message = "the daemon ran out of host memory"};
   } catch (const fd_check_error& e) {
+    return {.code = wire::BAD_FD, .message = e.what()};
+  } catch (const io_error& e) {  // a client's file shrank, or its disk is full
     return {.code = wire::BAD_FD, .message = e.what()};
   } catch (const config_error& e) {
     return {.code = wire::BAD_REQUEST, .message = e.what()};

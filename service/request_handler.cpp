@@ -1,5 +1,6 @@
 #include "service/request_handler.hpp"
 
+#include "config/schema.hpp"
 #include "service/job_arrays.hpp"
 #include "service/system_info.hpp"
 
@@ -180,9 +181,12 @@ void request_handler::on_allocate(std::uint64_t id, const wire::AllocateRequest&
 {
   if (r.bytes() == 0) throw status_error{wire::BAD_REQUEST, "ALLOCATE of 0 bytes"};
   if (r.bytes() > ctx_.pool.capacity())
-    throw status_error{wire::TOO_LARGE, "a buffer of " + format_bytes(r.bytes()) +
-                                            " is larger than pinned_pool_bytes (" +
-                                            format_bytes(ctx_.pool.capacity()) + ")"};
+    throw status_error{wire::TOO_LARGE,
+                       "a buffer of " + format_bytes(r.bytes()) +
+                           " is larger than pinned_pool_bytes (" +
+                           format_bytes(ctx_.pool.capacity()) +
+                           "): raise pinned_pool_bytes in the daemon's configuration to at least " +
+                           detail::exact_size(r.bytes())};
   buffer_grant grant;
   try {
     grant = ctx_.pool.allocate(r.bytes(), buffer_owner{.session = session_, .uid = peer_.uid});

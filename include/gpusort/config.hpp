@@ -45,7 +45,10 @@ struct config {
   std::optional<std::uint64_t> device_memory_budget;
   /// Elements per round-1 chunk in bytes. nullopt ("auto"): the planner picks from the budget.
   std::optional<std::uint64_t> chunk_bytes;
-  std::uint64_t pinned_pool_bytes{std::uint64_t{4} << 30};
+  /// Page-locked host memory for the daemon's shared buffers together, in bytes. nullopt
+  /// ("auto"): half of the physical memory, so that a shared buffer as large as a job that
+  /// host_memory_budget admits can be had with the default configuration.
+  std::optional<std::uint64_t> pinned_pool_bytes;
   unsigned host_threads{0};  ///< 0: every core
   std::string socket{"/run/gpusort/gpusort.sock"};
   /// Peers the daemon serves (SO_PEERCRED): a uid in allowed_uids or a gid in allowed_gids.

@@ -35,6 +35,12 @@ struct out_of_memory : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Reading or writing a file that holds a job's array failed: the file shrank while it was read,
+/// the disk is full, the device failed. Nothing of the job was published.
+struct io_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 /// The job was cancelled through its cancel token.
 struct cancelled : std::runtime_error {
   using std::runtime_error::runtime_error;

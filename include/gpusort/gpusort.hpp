@@ -114,6 +114,33 @@ class host_registration {
   std::unique_ptr<state> state_;
 };
 
+/// A range of an open file standing in for an array: pass data() wherever a sort_job takes an
+/// array (keys, values, an output) and the engine reads and writes the file with positioned I/O,
+/// moving its bytes straight between the file and the pinned memory the GPUs copy from. Nothing
+/// is mapped: no page faults on the way, no SIGBUS when someone truncates the file; a file that
+/// ends early or a write that fails (a full disk) is an io_error.
+///
+/// data() is an address reserved for this file and never mapped: only the engine may use it (a
+/// dereference faults). The descriptor stays the caller's and must stay open while this object
+/// lives; an output's descriptor must be open for writing. `name` appears in error messages.
+class file_array {
+ public:
+  file_array(int fd, std::uint64_t offset, std::uint64_t bytes, std::string name = "file");
+  ~file_array();
+  file_array(file_array&& other) noexcept;
+  file_array& operator=(file_array&& other) noexcept;
+  file_array(const file_array&) = delete;
+  file_array& operator=(const file_array&) = delete;
+
+  [[nodiscard]] void* data() const noexcept { return base_; }
+  [[nodiscard]] std::uint64_t size() const noexcept { return bytes_; }
+
+ private:
+  void release() noexcept;
+  void* base_{};
+  std::uint64_t bytes_{};
+};
+
 /// Thread-safe: several threads may sort on one engine at once. GPU jobs take every GPU of the
 /// engine and run one after another (each alone keeps the PCIe links busy); CPU jobs run side by
 /// side.

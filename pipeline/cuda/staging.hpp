@@ -1,8 +1,10 @@
 // Pinned staging for host memory the engine did not pin: the host copies one piece while a
 // copy engine moves another, so pageable arrays still stream at a good fraction of the link.
+// Arrays in files (gpusort::file_array) pass through the same pieces: read from the file
+// straight into a piece, written to the file straight from one.
 #pragma once
 
-#include "core/cpu_sort.hpp"
+#include "pipeline/file_window.hpp"
 #include "pipeline/cuda/resources.hpp"
 
 #include <gpusort/error.hpp>
@@ -38,7 +40,7 @@ class staging {
       const std::uint64_t len = std::min(piece_bytes_, bytes - off);
       const auto i = static_cast<std::size_t>(next_++ % pieces_.size());
       if (in_use_[i]) done_[i].synchronize();  // the piece's last copy has left it
-      parallel_copy(pieces_[i].data(), src + off, len);
+      host_read(pieces_[i].data(), src + off, len);  // memory, or a file read in place
       GPUSORT_CUDA_TRY(
           cudaMemcpyAsync(d_dst + off, pieces_[i].data(), len, cudaMemcpyHostToDevice, s));
       done_[i].record(s);
@@ -64,7 +66,7 @@ class staging {
       const unsigned i = static_cast<unsigned>(p % pieces_.size());
       done_[i].synchronize();
       const std::uint64_t off = p * piece_bytes_;
-      parallel_copy(dst + off, pieces_[i].data(), std::min(piece_bytes_, bytes - off));
+      host_write(dst + off, pieces_[i].data(), std::min(piece_bytes_, bytes - off));
       if (p + ahead < count) issue(p + ahead);
     }
   }

@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <pty.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -501,14 +502,16 @@ TEST_F(Cli, JsonReportIsOneObjectWithEveryField)
   ASSERT_EQ(count_lines(s.out), 1) << s.out;
   const auto json = parse_flat_json(s.out);
   ASSERT_TRUE(json.has_value()) << s.out;
-  for (const char* key : {"elements", "bytes", "seconds", "rate", "chunks", "rounds",
-                          "compensated_chunks"}) {
+  for (const char* key : {"elements", "bytes", "seconds", "wall_seconds", "rate", "chunks",
+                          "rounds", "compensated_chunks"}) {
     ASSERT_TRUE(json->contains(key) && json->at(key).number) << key << " in " << s.out;
   }
   ASSERT_TRUE(json->contains("engine") && json->at("engine").text) << s.out;
   ASSERT_TRUE(json->contains("devices") && json->at("devices").strings) << s.out;
-  EXPECT_EQ(json->size(), 9U) << s.out;
+  EXPECT_EQ(json->size(), 10U) << s.out;
   const auto num = [&](const char* key) { return *json->at(key).number; };
+  // The command's own time holds the sort's, and reading and publishing the files.
+  EXPECT_GE(num("wall_seconds"), num("seconds"));
   EXPECT_EQ(num("elements"), static_cast<double>(n));
   EXPECT_EQ(num("bytes"), static_cast<double>(n * 16));
   EXPECT_GT(num("seconds"), 0.0);
@@ -906,6 +909,84 @@ TEST_F(Cli, TerminatedSortLeavesTheOriginalAndNoTemporary)
     EXPECT_TRUE(same_bytes(slurp(path("d.bin")), keys));
   }
   EXPECT_EQ(work_files(), (std::vector<std::string>{"d.bin", "v.bin"}));
+}
+
+// Sizes around the engine's 1 MiB read and write blocks, keys and values in separate files, in
+// place and to another file: every byte of every block must land where it belongs.
+TEST_F(Cli, FilesAroundTheIoBlockSize)
+{
+  // Tiny: a budget that still sorts out of core, but can plan a quarter million pairs.
+  if (tiny_budget()) spit(config_, "devices: cpu\ndevice_memory_budget: 1MiB\n");
+  const key_type& t = type_named("u64");
+  for (const std::string n : {"131071", "131072", "131073", "262145"}) {
+    gen("u64", "uniform", n, path("d.bin"), path("v.bin"), "4");
+    const bytes keys = slurp(path("d.bin"));
+    const bytes values = slurp(path("v.bin"));
+    for (const bool in_place : {false, true}) {
+      SCOPED_TRACE("n=" + n + (in_place ? " in place" : " --out"));
+      spit(path("k.bin"), keys);
+      spit(path("w.bin"), values);
+      std::vector<std::string> args{path("k.bin"), "--dtype",       "u64", "--values",
+                                    path("w.bin"), "--value-bytes", "4",   "--quiet"};
+      if (!in_place)
+        args.insert(args.end(), {"--out", path("s.bin"), "--values-out", path("t.bin")});
+      const run_result r = sort(args);
+      ASSERT_EQ(r.code, 0) << r.err;
+      const bytes sk = slurp(in_place ? path("k.bin") : path("s.bin"));
+      const bytes sv = slurp(in_place ? path("w.bin") : path("t.bin"));
+      EXPECT_EQ(reference_check(t, keys, sk, false, &values, &sv, 4), "");
+    }
+  }
+}
+
+// A disk that cannot take the output (here the file size limit, which the kernel enforces like
+// a full disk: EFBIG): one clear line, exit 70, the input as it was and no temporary left.
+TEST_F(Cli, AnOutputThatDoesNotFitLeavesTheInputAndNoTemporary)
+{
+  gen("u64", "uniform", "200k", path("d.bin"));
+  const bytes keys = slurp(path("d.bin"));
+  for (const bool in_place : {true, false}) {
+    SCOPED_TRACE(in_place ? "in place" : "--out");
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      const int null = ::open("/dev/null", O_RDWR);
+      const int err = ::open((dir_ / "stderr.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(null, STDOUT_FILENO);
+      ::dup2(err, STDERR_FILENO);
+      ::signal(SIGXFSZ, SIG_IGN);  // a write past the limit then fails with EFBIG
+      const rlimit limit{.rlim_cur = 100'000, .rlim_max = 100'000};
+      ::setrlimit(RLIMIT_FSIZE, &limit);
+      std::vector<std::string> a{GPUSORT_CLI, "sort", path("d.bin"), "--dtype", "u64",
+                                 "--local", "--config", config_.string()};
+      if (!in_place) a.insert(a.end(), {"--out", path("s.bin")});
+      std::vector<char*> argv;
+      for (std::string& x : a) argv.push_back(x.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(122);
+    }
+    const run_result r = wait_for(pid, true);
+    EXPECT_EQ(r.code, 70) << r.err;
+    expect_one_error_line(r);
+    EXPECT_NE(r.err.find(std::strerror(EFBIG)), std::string::npos) << r.err;
+    EXPECT_TRUE(same_bytes(slurp(path("d.bin")), keys));
+    EXPECT_EQ(work_files(), std::vector<std::string>{"d.bin"});
+  }
+}
+
+TEST_F(Cli, AReadOnlyOutputFolderIsAClearError)
+{
+  if (::geteuid() == 0) GTEST_SKIP() << "root may write into any folder";
+  gen("u32", "uniform", "1000", path("d.bin"));
+  fs::create_directories(dir_ / "locked");
+  fs::permissions(dir_ / "locked", fs::perms::owner_read | fs::perms::owner_exec);
+  const run_result r =
+      sort({path("d.bin"), "--dtype", "u32", "--out", (dir_ / "locked" / "s.bin").string()});
+  fs::permissions(dir_ / "locked", fs::perms::owner_all);
+  EXPECT_EQ(r.code, 70);
+  expect_one_error_line(r);
+  EXPECT_NE(r.err.find("s.bin"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::is_empty(dir_ / "locked"));
 }
 
 // ---- help ----------------------------------------------------------------------------------

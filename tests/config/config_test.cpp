@@ -61,7 +61,7 @@ TEST(Defaults, EmptyDocumentsGiveTheDefaults)
     EXPECT_TRUE(c.gpu_ids.empty());
     EXPECT_EQ(c.device_memory_budget, std::nullopt);
     EXPECT_EQ(c.chunk_bytes, std::nullopt);
-    EXPECT_EQ(c.pinned_pool_bytes, 4294967296u);
+    EXPECT_EQ(c.pinned_pool_bytes, std::nullopt);
     EXPECT_EQ(c.host_threads, 0u);
     EXPECT_EQ(c.socket, "/run/gpusort/gpusort.sock");
     EXPECT_EQ(c.level, log_level::info);
@@ -253,10 +253,11 @@ TEST(ChunkBytes, Invalid)
 }
 
 // ---------------------------------------------------------------------------------------------
-// pinned_pool_bytes: a size, no 'auto'
+// pinned_pool_bytes: 'auto' or a size
 
 TEST(PinnedPoolBytes, Valid)
 {
+  EXPECT_EQ(parse("pinned_pool_bytes: auto").pinned_pool_bytes, std::nullopt);
   EXPECT_EQ(parse("pinned_pool_bytes: 0").pinned_pool_bytes, 0u);
   EXPECT_EQ(parse("pinned_pool_bytes: 1").pinned_pool_bytes, 1u);
   EXPECT_EQ(parse("pinned_pool_bytes: 8GiB").pinned_pool_bytes, 8589934592u);
@@ -266,13 +267,14 @@ TEST(PinnedPoolBytes, Valid)
 
 TEST(PinnedPoolBytes, Invalid)
 {
-  EXPECT_EQ(error_of("pinned_pool_bytes: auto"),
-            "test.yaml:1:20: pinned_pool_bytes: expected a size like 8MiB, got 'auto'");
+  EXPECT_EQ(error_of("pinned_pool_bytes: lots"),
+            "test.yaml:1:20: pinned_pool_bytes: expected 'auto' or a size like 8MiB, got 'lots'");
   EXPECT_EQ(error_of("pinned_pool_bytes: 18446744073709551616"),
-            "test.yaml:1:20: pinned_pool_bytes: expected a size like 8MiB, got "
+            "test.yaml:1:20: pinned_pool_bytes: expected 'auto' or a size like 8MiB, got "
             "'18446744073709551616'");
   EXPECT_EQ(error_of("pinned_pool_bytes: -4GiB"),
-            "test.yaml:1:20: pinned_pool_bytes: expected a size like 8MiB, got '-4GiB'");
+            "test.yaml:1:20: pinned_pool_bytes: expected 'auto' or a size like 8MiB, got "
+            "'-4GiB'");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -629,7 +631,7 @@ TEST(ToYaml, ValuesOfTheDefaults)
   const std::string yaml = to_yaml(config{});
   for (const std::string_view line :
        {"\ndevices: auto\n", "\ndevice_memory_budget: auto\n", "\nchunk_bytes: auto\n",
-        "\npinned_pool_bytes: 4GiB\n", "\nhost_threads: 0\n",
+        "\npinned_pool_bytes: auto\n", "\nhost_threads: 0\n",
         "\nsocket: /run/gpusort/gpusort.sock\n", "\nlog_level: info\n"}) {
     EXPECT_NE(yaml.find(line), std::string::npos) << line << " missing in\n" << yaml;
   }

@@ -130,7 +130,7 @@ TEST(ReferenceMarkdown, OneRowPerKeyWithItsDefault)
   EXPECT_EQ(lines[2].rfind("| `devices` | `auto` | ", 0), 0u) << lines[2];
   EXPECT_EQ(lines[3].rfind("| `device_memory_budget` | `auto` | ", 0), 0u) << lines[3];
   EXPECT_EQ(lines[4].rfind("| `chunk_bytes` | `auto` | ", 0), 0u) << lines[4];
-  EXPECT_EQ(lines[5].rfind("| `pinned_pool_bytes` | `4GiB` | ", 0), 0u) << lines[5];
+  EXPECT_EQ(lines[5].rfind("| `pinned_pool_bytes` | `auto` | ", 0), 0u) << lines[5];
   EXPECT_EQ(lines[6].rfind("| `host_threads` | `0` | ", 0), 0u) << lines[6];
   EXPECT_EQ(lines[7].rfind("| `socket` | `/run/gpusort/gpusort.sock` | ", 0), 0u) << lines[7];
   EXPECT_EQ(lines[8].rfind("| `allowed_uids` | `[]` | ", 0), 0u) << lines[8];

@@ -45,33 +45,9 @@ const std::vector<test_size> sizes{
     {3'000'017, size_kind::plain},
 };
 
-/// A configuration for sorting n elements of `element_bytes`: the default one, or in tiny mode
-/// a budget so small that the planner needs at least 16 chunks (where n allows it).
 config config_for(std::uint64_t n, std::uint64_t element_bytes, size_kind kind)
 {
-  config cfg;
-  cfg.devices = device_selection::cpu;
-  if (!test::tiny_budget()) return cfg;
-  if (kind == size_kind::chunk_boundary) {
-    cfg.device_memory_budget = test::host_budget_for(test::tiny_capacity, element_bytes);
-    return cfg;
-  }
-  // Chunks of n/16 elements, on the smallest capacity that can take them in two rounds; the
-  // planner only sizes the configuration here, the verifier judges the result.
-  const std::uint64_t chunk = std::max<std::uint64_t>(1, (n + 15) / 16);
-  cfg.chunk_bytes = chunk * element_bytes;
-  std::uint64_t cap = 16;
-  for (;;) {
-    try {
-      const detail::chunk_plan plan =
-          detail::make_plan(n, detail::device_capacity{.elements = cap}, chunk);
-      if (plan.d >= 16 || plan.in_core() || cap >= n) break;
-    } catch (const config_error&) {
-    }
-    cap += cap / 8 + 1;
-  }
-  cfg.device_memory_budget = test::host_budget_for(cap, element_bytes);
-  return cfg;
+  return test::config_for(n, element_bytes, kind == size_kind::chunk_boundary);
 }
 
 /// Inputs whose duplicates must overflow some final chunk of n elements in the tiny budget:

@@ -3,7 +3,12 @@
 // sort runs out of core with many chunks (d >= 16 where the size allows).
 #pragma once
 
+#include "core/plan/chunk_plan.hpp"
+
+#include <gpusort/error.hpp>
 #include <gpusort/gpusort.hpp>
+
+#include <algorithm>
 
 #include <cstdint>
 #include <cstdlib>
@@ -24,6 +29,37 @@ inline constexpr std::uint64_t tiny_capacity = 4096;
 inline std::uint64_t host_budget_for(std::uint64_t capacity, std::uint64_t element_bytes)
 {
   return capacity * 2 * element_bytes;  // host_device keeps two buffers per chunk
+}
+
+/// A configuration for sorting n elements of `element_bytes` on the CPU: the default one, or in
+/// tiny mode a budget so small that the planner needs at least 16 chunks (where n allows it);
+/// `at_tiny_capacity`: the fixed budget of tiny_capacity elements, for sizes around it.
+inline config config_for(std::uint64_t n, std::uint64_t element_bytes,
+                         bool at_tiny_capacity = false)
+{
+  config cfg;
+  cfg.devices = device_selection::cpu;
+  if (!test::tiny_budget()) return cfg;
+  if (at_tiny_capacity) {
+    cfg.device_memory_budget = test::host_budget_for(test::tiny_capacity, element_bytes);
+    return cfg;
+  }
+  // Chunks of n/16 elements, on the smallest capacity that can take them in two rounds; the
+  // planner only sizes the configuration here, the verifier judges the result.
+  const std::uint64_t chunk = std::max<std::uint64_t>(1, (n + 15) / 16);
+  cfg.chunk_bytes = chunk * element_bytes;
+  std::uint64_t cap = 16;
+  for (;;) {
+    try {
+      const detail::chunk_plan plan =
+          detail::make_plan(n, detail::device_capacity{.elements = cap}, chunk);
+      if (plan.d >= 16 || plan.in_core() || cap >= n) break;
+    } catch (const config_error&) {
+    }
+    cap += cap / 8 + 1;
+  }
+  cfg.device_memory_budget = test::host_budget_for(cap, element_bytes);
+  return cfg;
 }
 
 }  // namespace gpusort::test

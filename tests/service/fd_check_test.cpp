@@ -241,45 +241,18 @@ TEST(FdCheck, MapsExactlyTheCheckedRangeAtAnUnalignedOffset)
   EXPECT_EQ(empty.data(), nullptr);
 }
 
-TEST(FdCheck, PlainFilesAreNeverMappedButCopied)
+// Plain files are read and written by the engine (gpusort::file_array, tested with the
+// pipeline), never mapped here: a truncation must not be able to SIGBUS the daemon.
+TEST(FdCheck, PlainFilesAreNeverMapped)
 {
   const temp_dir dir;
   const unique_fd fd = write_file(dir.path() / "keys.bin", 4096);
   const checked_fd in = check_fd(fd.get(), input(1024, 2048));
+  EXPECT_EQ(in.kind, fd_kind::plain_file);
+  EXPECT_EQ(in.offset, 1024u);
+  EXPECT_EQ(in.length, 2048u);
   EXPECT_THROW((void)map_region(in), logic_error);
-
-  std::vector<unsigned char> got(2048);
-  copy_in(in, 0, got.data(), got.size());
-  for (std::size_t i = 0; i < got.size(); ++i)
-    ASSERT_EQ(got[i], static_cast<unsigned char>(1 + 1024 + i)) << i;
-  std::vector<unsigned char> part(16);
-  copy_in(in, 2032, part.data(), 16);  // the last 16 bytes of the range
-  EXPECT_EQ(part[0], static_cast<unsigned char>(1 + 1024 + 2032));
-  EXPECT_THROW(copy_in(in, 2040, part.data(), 16), logic_error);  // past the range
-  EXPECT_THROW(copy_out(in, 0, part.data(), 16), logic_error);     // checked for reading
-
-  const checked_fd out = check_fd(fd.get(), output(1024, 2048));
-  std::vector<unsigned char> mark(2048, 0xA5);
-  copy_out(out, 0, mark.data(), mark.size());
-  std::vector<unsigned char> whole(4096);
-  ASSERT_EQ(::pread(fd.get(), whole.data(), whole.size(), 0), 4096);
-  for (std::size_t i = 0; i < whole.size(); ++i) {
-    const bool inside = i >= 1024 && i < 3072;
-    ASSERT_EQ(whole[i], inside ? 0xA5 : static_cast<unsigned char>(1 + i)) << i;
-  }
-
-  // A file truncated after the check: the read comes up short, an error for this job only.
-  ASSERT_EQ(::ftruncate(fd.get(), 2048), 0);
-  EXPECT_THROW(
-      {
-        try {
-          copy_in(in, 0, got.data(), got.size());
-        } catch (const fd_check_error& e) {
-          EXPECT_EQ(e.reason(), fd_error::too_small);
-          throw;
-        }
-      },
-      fd_check_error);
+  EXPECT_THROW((void)map_region(check_fd(fd.get(), output(0, 4096))), logic_error);
 }
 
 TEST(FdCheck, ChecksAndMappingsLeakNoDescriptor)
@@ -293,8 +266,7 @@ TEST(FdCheck, ChecksAndMappingsLeakNoDescriptor)
     (void)reason_of(file.get(), input(0, 12));
     (void)reason_of(unsealed.get(), input(0, 8));
     const mapped_region r = map_region(check_fd(mem.get(), output(0, page)));
-    std::vector<unsigned char> buf(800);
-    copy_in(check_fd(file.get(), input(0, 800)), 0, buf.data(), buf.size());
+    (void)check_fd(file.get(), input(0, 800));
   }
   EXPECT_EQ(open_fd_count(), before);
 }

@@ -82,6 +82,9 @@ TEST(JobQueue, TooLargeForTheWholeBudget)
   const admission a = q.submit(h.make(1, 1001));
   EXPECT_EQ(a.code, wire::TOO_LARGE);
   EXPECT_NE(a.message.find("host_memory_budget"), std::string::npos) << a.message;
+  // It says which key to raise and to what.
+  EXPECT_NE(a.message.find("raise host_memory_budget"), std::string::npos) << a.message;
+  EXPECT_NE(a.message.find("at least 1001"), std::string::npos) << a.message;
   EXPECT_EQ(q.snapshot().totals.rejected, 1u);
   EXPECT_TRUE(q.idle());
 }

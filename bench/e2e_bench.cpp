@@ -1,0 +1,332 @@
+// End-to-end benchmark (issue 18): what a user waits for, next to the engine on memory it
+// pinned. For u64 uniform keys of --bytes, out of core (budget 1/8) and fitting, in one run:
+//   reference     engine.sort on host memory registered with the engine (the engine's speed)
+//   pageable      engine.sort on plain memory (a std::vector-like anonymous buffer)
+//   cli           `gpusort sort FILE --out FILE --local`, a file in --dir, process start to exit
+//   daemon-fd     `gpusort sort FILE --out FILE` through a gpusortd started here (descriptors)
+//   cpu           the CPU engine on the same keys in memory (--cpu-bytes, scaled linearly to
+//                 --bytes when smaller: n log n makes the scaled figure a slight underestimate)
+// plus a parallel memcpy of the data (host memory bandwidth bounds every path that copies).
+// Wall seconds of the child processes include process start, engine start, reading the input
+// and publishing the output (fsync included: tmpfs makes it free, a disk does not); peak RSS
+// comes from wait4's rusage. Writes bench/results-style JSON with "e2e." targets.
+//
+//   e2e_bench --bin DIR [--dir /dev/shm] [--bytes 8Gi] [--cpu-bytes 1Gi] [--json FILE]
+//             [--machine NAME] [--commit C] [--skip-daemon]
+#include "bench/results_format.hpp"
+#include "core/cpu_sort.hpp"
+#include "core/generate.hpp"
+#include "core/verify.hpp"
+#include "pipeline/host_memory.hpp"
+
+#include <gpusort/gpusort.hpp>
+#include <gpusort/units.hpp>
+
+#include <fcntl.h>
+#include <omp.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using gpusort::bench::target;
+using gpusort::detail::host_buffer;
+
+double seconds_since(clock_type::time_point t0)
+{
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+[[noreturn]] void die(const std::string& message)
+{
+  std::fprintf(stderr, "e2e_bench: %s\n", message.c_str());
+  std::exit(70);
+}
+
+struct child_run {
+  double seconds{};
+  double max_rss_gib{};
+  int status{};
+};
+
+/// Runs argv to its end: wall seconds from spawn to exit, peak RSS from rusage.
+child_run run_child(const std::vector<std::string>& argv, bool quiet_stdout = true)
+{
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (quiet_stdout) posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  const auto t0 = clock_type::now();
+  if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ) != 0)
+    die("cannot start " + argv[0]);
+  posix_spawn_file_actions_destroy(&actions);
+  int status = 0;
+  rusage usage{};
+  if (::wait4(pid, &status, 0, &usage) < 0) die("wait4 failed");
+  child_run r{.seconds = seconds_since(t0),
+              .max_rss_gib = static_cast<double>(usage.ru_maxrss) / (1024.0 * 1024.0),
+              .status = status};
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::string line;
+    for (const std::string& a : argv) line += a + " ";
+    die("failed (status " + std::to_string(status) + "): " + line);
+  }
+  return r;
+}
+
+void write_file(const std::string& path, const void* data, std::uint64_t bytes)
+{
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) die("cannot create " + path + ": " + std::strerror(errno));
+  const auto* p = static_cast<const char*>(data);
+  for (std::uint64_t done = 0; done < bytes;) {
+    const ssize_t n = ::pwrite(fd, p + done, std::min<std::uint64_t>(bytes - done, 1U << 30),
+                               static_cast<off_t>(done));
+    if (n <= 0) die("cannot write " + path + ": " + std::strerror(errno));
+    done += static_cast<std::uint64_t>(n);
+  }
+  ::close(fd);
+}
+
+/// Checks a sorted output file against the input's fingerprint.
+void check_file(const std::string& path, std::uint64_t n, const gpusort::fingerprint& before)
+{
+  host_buffer b{n * 8};
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) die("cannot open " + path);
+  for (std::uint64_t done = 0; done < n * 8;) {
+    const ssize_t got = ::pread(fd, b.as<char>() + done,
+                                std::min<std::uint64_t>(n * 8 - done, 1U << 30),
+                                static_cast<off_t>(done));
+    if (got <= 0) die("cannot read " + path);
+    done += static_cast<std::uint64_t>(got);
+  }
+  ::close(fd);
+  const gpusort::verify_result v = gpusort::verify(
+      gpusort::key_array{b.data(), n, gpusort::dtype::u64}, std::nullopt,
+      gpusort::order::ascending, before);
+  if (!v.ok) die(path + " is not the sorted input: " + v.message);
+}
+
+double parallel_memcpy_seconds(std::uint64_t bytes)
+{
+  host_buffer a{bytes}, b{bytes};
+  std::memset(a.data(), 1, bytes);
+  std::memset(b.data(), 2, bytes);
+  double best = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto t0 = clock_type::now();
+    gpusort::detail::host_buffer* dst = &b;
+    const auto pieces = static_cast<std::int64_t>(bytes >> 22);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t p = 0; p < pieces; ++p)
+      std::memcpy(dst->as<char>() + (p << 22), a.as<char>() + (p << 22), std::size_t{1} << 22);
+    best = std::min(best, seconds_since(t0));
+  }
+  return best;
+}
+
+/// A configuration for the children; `budget` 0: none (the job fits the GPU).
+std::string config_file(const std::string& dir, const std::string& name, std::uint64_t budget,
+                        const std::string& socket)
+{
+  const std::string path = dir + "/" + name;
+  std::ofstream out{path};
+  out << "devices: auto\n";
+  if (budget > 0) out << "device_memory_budget: " << budget << "\n";
+  out << "socket: " << socket << "\n";
+  out << "log_level: warn\n";
+  return path;
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+  std::string bin, dir = "/dev/shm", json, machine = "unknown", commit = "unknown";
+  std::uint64_t bytes = std::uint64_t{8} << 30, cpu_bytes = std::uint64_t{1} << 30;
+  bool skip_daemon = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--skip-daemon") {
+      skip_daemon = true;
+      continue;
+    }
+    if (i + 1 >= argc) die("usage: e2e_bench --bin DIR [--dir D] [--bytes N] [--cpu-bytes N] "
+                           "[--json FILE] [--machine M] [--commit C] [--skip-daemon]");
+    const std::string v = argv[++i];
+    if (a == "--bin") bin = v;
+    else if (a == "--dir") dir = v;
+    else if (a == "--bytes") bytes = gpusort::parse_count(v).value_or(0);
+    else if (a == "--cpu-bytes") cpu_bytes = gpusort::parse_count(v).value_or(0);
+    else if (a == "--json") json = v;
+    else if (a == "--machine") machine = v;
+    else if (a == "--commit") commit = v;
+    else die("unknown argument " + a);
+  }
+  if (bin.empty() || bytes < 8) die("--bin DIR (with gpusort and gpusortd) and --bytes are needed");
+  const std::uint64_t n = bytes / 8;
+  bytes = n * 8;
+  const std::uint64_t budget = bytes / 8;
+  const std::string socket = dir + "/e2e_bench.sock";
+  const std::string in = dir + "/e2e_bench.in", out = dir + "/e2e_bench.out";
+  std::printf("e2e_bench: %s of u64 uniform keys (n = %llu), files in %s, %d threads\n",
+              gpusort::format_bytes(bytes).c_str(), static_cast<unsigned long long>(n),
+              dir.c_str(), omp_get_max_threads());
+
+  std::ostringstream raw;
+  std::vector<target> targets;
+  const auto record = [&](const std::string& name, double seconds, double rss_gib) {
+    std::printf("  %-28s %8.3f s  %6.2f GB/s  peak RSS %.2f GiB\n", name.c_str(), seconds,
+                static_cast<double>(bytes) / seconds / 1e9, rss_gib);
+    raw << (raw.tellp() > 0 ? "," : "") << "{\"path\": \"" << name << "\", \"seconds\": "
+        << seconds << ", \"peak_rss_gib\": " << rss_gib << "}";
+  };
+
+  // The keys, their fingerprint and the input file.
+  host_buffer keys{bytes};
+  gpusort::generate(std::span<std::uint64_t>{keys.as<std::uint64_t>(), n},
+                    gpusort::distribution::uniform, 18);
+  const gpusort::fingerprint before =
+      gpusort::fingerprint_of(gpusort::key_array{keys.data(), n, gpusort::dtype::u64});
+  write_file(in, keys.data(), bytes);
+  const double memcpy_s = parallel_memcpy_seconds(std::min<std::uint64_t>(bytes, 4ULL << 30)) *
+                          static_cast<double>(bytes) /
+                          static_cast<double>(std::min<std::uint64_t>(bytes, 4ULL << 30));
+  record("memcpy (parallel, host)", memcpy_s, 0);
+
+  double reference[2]{};
+  for (const bool ooc : {true, false}) {
+    const char* mode = ooc ? "ooc" : "fit";
+    gpusort::config cfg;
+    if (ooc) cfg.device_memory_budget = budget;
+    gpusort::engine eng{cfg};
+    // Reference: memory the engine pinned, sorted twice (the first warms the engine's caches,
+    // as a daemon's are), the second timed.
+    host_buffer work{bytes};
+    double ref = 0, pageable = 0;
+    {
+      const gpusort::host_registration pin = eng.register_host(work.data(), bytes);
+      for (int rep = 0; rep < 2; ++rep) {
+        gpusort::detail::parallel_copy(work.data(), keys.data(), bytes);
+        ref = eng.sort(std::span<std::uint64_t>{work.as<std::uint64_t>(), n}).seconds;
+      }
+    }
+    for (int rep = 0; rep < 2; ++rep) {
+      gpusort::detail::parallel_copy(work.data(), keys.data(), bytes);
+      const auto t0 = clock_type::now();
+      eng.sort(std::span<std::uint64_t>{work.as<std::uint64_t>(), n});
+      pageable = seconds_since(t0);
+    }
+    const gpusort::verify_result v = gpusort::verify(
+        gpusort::key_array{work.data(), n, gpusort::dtype::u64}, std::nullopt,
+        gpusort::order::ascending, before);
+    if (!v.ok) die(std::string{"engine result wrong: "} + v.message);
+    reference[ooc ? 0 : 1] = ref;
+    record(std::string{"reference "} + mode, ref, 0);
+    record(std::string{"pageable "} + mode, pageable, 0);
+    targets.push_back(target{.name = std::string{"e2e.pageable_rate."} + mode,
+                             .unit = "x reference rate",
+                             .baseline = "engine on pinned memory",
+                             .value = pageable,
+                             .ratio = ref / pageable,
+                             .goal = 0.8,
+                             .higher_is_better = true});
+  }
+  keys = host_buffer{};  // the children need the memory
+
+  double cpu_scaled = 0;
+  {
+    const std::uint64_t cn = std::min(n, cpu_bytes / 8);
+    host_buffer cpu_keys{cn * 8};
+    gpusort::generate(std::span<std::uint64_t>{cpu_keys.as<std::uint64_t>(), cn},
+                      gpusort::distribution::uniform, 19);
+    gpusort::engine cpu{gpusort::config{.devices = gpusort::device_selection::cpu}};
+    const double s = cpu.sort(std::span<std::uint64_t>{cpu_keys.as<std::uint64_t>(), cn}).seconds;
+    cpu_scaled = s * static_cast<double>(n) / static_cast<double>(cn);
+    record("cpu engine (scaled)", cpu_scaled, 0);
+  }
+
+  const std::string gpusort_cli = bin + "/gpusort", daemon = bin + "/gpusortd";
+  for (const bool ooc : {true, false}) {
+    const char* mode = ooc ? "ooc" : "fit";
+    const std::string cfg =
+        config_file(dir, std::string{"e2e_bench."} + mode + ".yaml", ooc ? budget : 0, socket);
+    const double ref = reference[ooc ? 0 : 1];
+    const auto add_path = [&](const std::string& path, const child_run& r) {
+      check_file(out, n, before);
+      ::unlink(out.c_str());
+      record(path + " " + mode, r.seconds, r.max_rss_gib);
+      targets.push_back(target{.name = "e2e." + path + "." + mode,
+                               .unit = "s",
+                               .baseline = "reference engine seconds",
+                               .value = r.seconds,
+                               .ratio = r.seconds / ref,
+                               .goal = 2.0,
+                               .higher_is_better = false});
+      targets.push_back(target{.name = "e2e." + path + "_vs_cpu." + mode,
+                               .unit = "x cpu engine",
+                               .baseline = "cpu engine seconds (scaled)",
+                               .value = r.seconds,
+                               .ratio = cpu_scaled / r.seconds,
+                               .goal = 5.0,
+                               .higher_is_better = true});
+    };
+    add_path("cli", run_child({gpusort_cli, "sort", in, "--dtype", "u64", "--out", out,
+                               "--local", "--config", cfg, "--quiet"}));
+    if (skip_daemon) continue;
+    // The daemon: started, given time to bind, then a client sorts through it.
+    pid_t pid = 0;
+    std::vector<std::string> dargv{daemon, "--config", cfg};
+    std::vector<char*> dargs;
+    for (const std::string& a : dargv) dargs.push_back(const_cast<char*>(a.c_str()));
+    dargs.push_back(nullptr);
+    ::unlink(socket.c_str());
+    if (posix_spawn(&pid, dargs[0], nullptr, nullptr, dargs.data(), environ) != 0)
+      die("cannot start gpusortd");
+    for (int i = 0; i < 200 && ::access(socket.c_str(), F_OK) != 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // A first job warms the daemon's engine (its GPUs' buffers), as a running service's is.
+    run_child({gpusort_cli, "sort", in, "--dtype", "u64", "--out", out, "--socket", socket,
+               "--quiet"});
+    ::unlink(out.c_str());
+    add_path("daemon_fd", run_child({gpusort_cli, "sort", in, "--dtype", "u64", "--out", out,
+                                     "--socket", socket, "--quiet"}));
+    ::kill(pid, SIGTERM);
+    int status = 0;
+    rusage usage{};
+    ::wait4(pid, &status, 0, &usage);
+    std::printf("  gpusortd peak RSS %.2f GiB\n",
+                static_cast<double>(usage.ru_maxrss) / (1024.0 * 1024.0));
+    raw << ",{\"path\": \"gpusortd " << mode << "\", \"peak_rss_gib\": "
+        << static_cast<double>(usage.ru_maxrss) / (1024.0 * 1024.0) << "}";
+  }
+  ::unlink(in.c_str());
+  const int met = gpusort::bench::print_targets(targets, "seconds or rate");
+  std::printf("\n%d of %zu targets met\n", met, targets.size());
+  if (!json.empty())
+    gpusort::bench::write_results(json, commit, machine, targets, raw.str(),
+                                  {"\"bytes\": " + std::to_string(bytes),
+                                   "\"dir\": \"" + dir + "\""});
+  return 0;
+}

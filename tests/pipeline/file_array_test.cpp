@@ -1,0 +1,265 @@
+// Arrays in files (gpusort::file_array): the engine's contract when keys, values or outputs live
+// in files read and written with positioned I/O, on every key type, in place and separate, at
+// sizes around the I/O block (1 MiB) and the chunk boundaries, at offsets that are not aligned;
+// and the errors: a file shorter than its array, a write that fails. Checked by the
+// order-plus-fingerprint verifier against the bytes read back from the files. Run twice by ctest
+// (default configuration and a tiny budget: see test_budget.hpp).
+#include "test_budget.hpp"
+
+#include "core/generate.hpp"
+#include "core/verify.hpp"
+
+#include <gpusort/error.hpp>
+#include <gpusort/gpusort.hpp>
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace gpusort {
+namespace {
+
+/// An unnamed temporary file, removed when closed.
+class temp_file {
+ public:
+  temp_file()
+  {
+    char name[] = "/tmp/gpusort-file-array-XXXXXX";
+    fd_ = ::mkstemp(name);
+    if (fd_ >= 0) ::unlink(name);
+  }
+  ~temp_file()
+  {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  temp_file(const temp_file&) = delete;
+  temp_file& operator=(const temp_file&) = delete;
+  [[nodiscard]] int fd() const noexcept { return fd_; }
+
+  void write_at(std::uint64_t offset, const void* data, std::uint64_t bytes) const
+  {
+    ASSERT_EQ(::pwrite(fd_, data, bytes, static_cast<off_t>(offset)),
+              static_cast<ssize_t>(bytes));
+  }
+  template <typename T>
+  [[nodiscard]] std::vector<T> read_at(std::uint64_t offset, std::uint64_t count) const
+  {
+    std::vector<T> out(count);
+    const ssize_t got = ::pread(fd_, out.data(), count * sizeof(T), static_cast<off_t>(offset));
+    EXPECT_EQ(got, static_cast<ssize_t>(count * sizeof(T)));
+    return out;
+  }
+
+ private:
+  int fd_{-1};
+};
+
+/// Bytes before each array in its file: not a multiple of a page or of the I/O block.
+constexpr std::uint64_t lead = 4096 + 24;
+
+template <typename K>
+class FileArrayKeys : public ::testing::Test {};
+using key_types = ::testing::Types<std::uint32_t, std::int32_t, std::uint64_t, std::int64_t,
+                                   float, double>;
+TYPED_TEST_SUITE(FileArrayKeys, key_types);
+
+template <typename K>
+std::vector<std::uint64_t> sizes_for()
+{
+  constexpr std::uint64_t block = (std::uint64_t{1} << 20) / sizeof(K);
+  return {0,     1,         2,         1009,      test::tiny_capacity - 1, test::tiny_capacity,
+          test::tiny_capacity + 1, block - 1, block, block + 1, 3 * block + 7, 1'000'003};
+}
+
+TYPED_TEST(FileArrayKeys, SortsAFileInPlace)
+{
+  using K = TypeParam;
+  for (const distribution dist : {distribution::uniform, distribution::sorted,
+                                  distribution::fewunique, distribution::zero}) {
+    for (const order dir : {order::ascending, order::descending}) {
+      for (const std::uint64_t n : sizes_for<K>()) {
+        SCOPED_TRACE(std::string{name_of(dist)} + " n=" + std::to_string(n));
+        std::vector<K> keys(n);
+        generate(std::span<K>{keys}, dist, n + 3);
+        const fingerprint before = fingerprint_of(key_array{keys.data(), n, dtype_of_v<K>});
+        const temp_file file;
+        const std::vector<char> marker(lead, 'x');
+        file.write_at(0, marker.data(), lead);
+        file.write_at(lead, keys.data(), n * sizeof(K));
+        file.write_at(lead + n * sizeof(K), marker.data(), 16);  // bytes after the array
+        {
+          const file_array in{file.fd(), lead, n * sizeof(K), "keys"};
+          engine{test::config_for(n, sizeof(K))}.sort(
+              sort_job{.keys = {in.data(), n, dtype_of_v<K>}}, sort_options{.direction = dir});
+        }
+        std::vector<K> sorted = file.read_at<K>(lead, n);
+        const verify_result v =
+            verify(key_array{sorted.data(), n, dtype_of_v<K>}, std::nullopt, dir, before);
+        ASSERT_TRUE(v.ok) << v.message;
+        EXPECT_EQ(file.read_at<char>(0, lead), marker) << "bytes before the array changed";
+        EXPECT_EQ(file.read_at<char>(lead + n * sizeof(K), 16),
+                  std::vector<char>(marker.begin(), marker.begin() + 16))
+            << "bytes after the array changed";
+      }
+    }
+  }
+}
+
+TYPED_TEST(FileArrayKeys, FileToFileAndMemoryToFileLeaveTheInputAlone)
+{
+  using K = TypeParam;
+  for (const std::uint64_t n : sizes_for<K>()) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    std::vector<K> keys(n);
+    generate(std::span<K>{keys}, distribution::uniform, n * 7 + 1);
+    const key_array view{keys.data(), n, dtype_of_v<K>};
+    const fingerprint before = fingerprint_of(view);
+    const temp_file input, output;
+    input.write_at(lead, keys.data(), n * sizeof(K));
+    {
+      const file_array in{input.fd(), lead, n * sizeof(K), "input"};
+      const file_array out{output.fd(), 0, n * sizeof(K), "output"};
+      engine{test::config_for(n, sizeof(K))}.sort(
+          sort_job{.keys = {in.data(), n, dtype_of_v<K>}, .keys_out = out.data()});
+    }
+    const std::vector<K> left = input.read_at<K>(lead, n);
+    EXPECT_EQ(std::memcmp(left.data(), keys.data(), n * sizeof(K)), 0);
+    std::vector<K> sorted = output.read_at<K>(0, n);
+    verify_result v =
+        verify(key_array{sorted.data(), n, dtype_of_v<K>}, std::nullopt, order::ascending, before);
+    ASSERT_TRUE(v.ok) << "file to file: " << v.message;
+
+    // Memory in, file out; then file in, memory out.
+    const temp_file second;
+    {
+      const file_array out{second.fd(), 8, n * sizeof(K), "output"};
+      engine{test::config_for(n, sizeof(K))}.sort(sort_job{.keys = view, .keys_out = out.data()});
+    }
+    sorted = second.read_at<K>(8, n);
+    v = verify(key_array{sorted.data(), n, dtype_of_v<K>}, std::nullopt, order::ascending, before);
+    ASSERT_TRUE(v.ok) << "memory to file: " << v.message;
+    std::vector<K> in_memory(n);
+    {
+      const file_array in{input.fd(), lead, n * sizeof(K), "input"};
+      engine{test::config_for(n, sizeof(K))}.sort(
+          sort_job{.keys = {in.data(), n, dtype_of_v<K>}, .keys_out = in_memory.data()});
+    }
+    v = verify(key_array{in_memory.data(), n, dtype_of_v<K>}, std::nullopt, order::ascending,
+               before);
+    ASSERT_TRUE(v.ok) << "file to memory: " << v.message;
+  }
+}
+
+TYPED_TEST(FileArrayKeys, ValuesInFilesTravelWithTheirKeys)
+{
+  using K = TypeParam;
+  using V = std::uint64_t;
+  for (const std::uint64_t n : {std::uint64_t{0}, std::uint64_t{1}, test::tiny_capacity + 1,
+                                std::uint64_t{300'007}}) {
+    for (const bool separate : {false, true}) {
+      SCOPED_TRACE("n=" + std::to_string(n) + (separate ? " separate" : " in place"));
+      std::vector<K> keys(n);
+      std::vector<V> values(n);
+      generate(std::span<K>{keys}, distribution::fewunique, n + 5);
+      generate_values(value_array{values.data(), n, sizeof(V)}, 17);
+      const fingerprint before = fingerprint_of(key_array{keys.data(), n, dtype_of_v<K>},
+                                                value_array{values.data(), n, sizeof(V)});
+      // Keys and values in one file, one after the other, as a column store would keep them.
+      const temp_file file, out_file;
+      const std::uint64_t values_at = lead + n * sizeof(K);
+      file.write_at(lead, keys.data(), n * sizeof(K));
+      file.write_at(values_at, values.data(), n * sizeof(V));
+      {
+        const file_array k{file.fd(), lead, n * sizeof(K), "keys"};
+        const file_array v{file.fd(), values_at, n * sizeof(V), "values"};
+        const file_array ko{out_file.fd(), 0, n * sizeof(K), "keys out"};
+        const file_array vo{out_file.fd(), n * sizeof(K), n * sizeof(V), "values out"};
+        sort_job job{.keys = {k.data(), n, dtype_of_v<K>}, .values = value_array{v.data(), n, 8}};
+        if (separate) {
+          job.keys_out = ko.data();
+          job.values_out = vo.data();
+        }
+        engine{test::config_for(n, sizeof(K) + sizeof(V))}.sort(job);
+      }
+      const temp_file& result = separate ? out_file : file;
+      std::vector<K> sorted_keys = result.read_at<K>(separate ? 0 : lead, n);
+      std::vector<V> sorted_values = result.read_at<V>(separate ? n * sizeof(K) : values_at, n);
+      const verify_result v = verify(key_array{sorted_keys.data(), n, dtype_of_v<K>},
+                                     value_array{sorted_values.data(), n, sizeof(V)},
+                                     order::ascending, before);
+      ASSERT_TRUE(v.ok) << v.message;
+    }
+  }
+}
+
+TEST(FileArray, AFileShorterThanItsArrayIsAnIoErrorAndTheOutputIsUntouched)
+{
+  const std::uint64_t n = 300'000;
+  std::vector<std::uint64_t> keys(n);
+  generate(std::span<std::uint64_t>{keys}, distribution::uniform, 5);
+  const temp_file input, output;
+  input.write_at(0, keys.data(), (n - 1000) * sizeof(std::uint64_t));  // 1000 keys short
+  const std::vector<char> untouched(n * sizeof(std::uint64_t), 'u');
+  output.write_at(0, untouched.data(), untouched.size());
+  const file_array in{input.fd(), 0, n * sizeof(std::uint64_t), "short.bin"};
+  const file_array out{output.fd(), 0, n * sizeof(std::uint64_t), "out.bin"};
+  try {
+    engine{test::config_for(n, 8)}.sort(
+        sort_job{.keys = {in.data(), n, dtype::u64}, .keys_out = out.data()});
+    FAIL() << "no error for a file shorter than its array";
+  } catch (const io_error& e) {
+    EXPECT_NE(std::string{e.what()}.find("short.bin"), std::string::npos) << e.what();
+    EXPECT_NE(std::string{e.what()}.find("shrank"), std::string::npos) << e.what();
+  }
+  // The input is read whole (the CPU engine) or in round 1 (GPUs) before any output is written.
+  EXPECT_EQ(output.read_at<char>(0, untouched.size()), untouched);
+}
+
+TEST(FileArray, AWriteThatFailsIsAnIoErrorNamingTheFile)
+{
+  const int full = ::open("/dev/full", O_WRONLY | O_CLOEXEC);
+  if (full < 0) GTEST_SKIP() << "no /dev/full here";
+  const std::uint64_t n = 100'000;
+  std::vector<std::uint32_t> keys(n);
+  generate(std::span<std::uint32_t>{keys}, distribution::uniform, 9);
+  const std::vector<std::uint32_t> original = keys;
+  {
+    const file_array out{full, 0, n * sizeof(std::uint32_t), "full.bin"};
+    try {
+      engine{test::config_for(n, 4)}.sort(
+          sort_job{.keys = {keys.data(), n, dtype::u32}, .keys_out = out.data()});
+      ADD_FAILURE() << "no error for a write to a full device";
+    } catch (const io_error& e) {
+      EXPECT_NE(std::string{e.what()}.find("full.bin"), std::string::npos) << e.what();
+      EXPECT_NE(std::string{e.what()}.find(std::strerror(ENOSPC)), std::string::npos)
+          << e.what();
+    }
+  }
+  ::close(full);
+  EXPECT_EQ(keys, original) << "a separate output's input must stay as it was";
+}
+
+TEST(FileArray, RejectsABadDescriptorAndARangePastAnyFile)
+{
+  EXPECT_THROW(file_array(-1, 0, 8), invalid_argument);
+  const temp_file file;
+  EXPECT_THROW(file_array(file.fd(), std::uint64_t{1} << 63, 8), invalid_argument);
+  const file_array empty{file.fd(), 0, 0};
+  EXPECT_NE(empty.data(), nullptr);
+  EXPECT_EQ(empty.size(), 0U);
+  file_array moved = file_array{file.fd(), 0, 16};
+  void* at = moved.data();
+  file_array target{file.fd(), 0, 8};
+  target = std::move(moved);
+  EXPECT_EQ(target.data(), at);
+}
+
+}  // namespace
+}  // namespace gpusort
