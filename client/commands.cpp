@@ -17,6 +17,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <fstream>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +25,7 @@
 #include <limits>
 #include <new>
 #include <optional>
+#include <vector>
 
 namespace gpusort::cli {
 
@@ -34,6 +36,18 @@ namespace {
 /// When the process started, near enough (static initialisation): the end-to-end time a user
 /// waits, which --json reports beside the sort's own seconds.
 const auto process_start = std::chrono::steady_clock::now();
+
+/// This process's peak resident memory (VmHWM), in bytes; 0 where /proc does not say. Not
+/// getrusage: its ru_maxrss keeps the parent's peak across fork and exec, so a command started
+/// by a big program would report that program's memory.
+std::uint64_t peak_rss_bytes()
+{
+  std::ifstream status{"/proc/self/status"};
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
+  return 0;
+}
 
 // ---- option tables ---------------------------------------------------------------------------
 
@@ -128,8 +142,9 @@ const command_spec& sort_spec()
                              "defaults): the engine's with --local, else the socket path"},
           {"json", "", "print one JSON object instead of the summary: elements, bytes,\n"
                        "seconds (the sort's), wall_seconds (this command's, from its\n"
-                       "start to the published output), rate (bytes/s), engine, devices,\n"
-                       "chunks, rounds, compensated_chunks"},
+                       "start to the published output), peak_rss_bytes (this command's\n"
+                       "peak memory), rate (bytes/s), engine, devices, chunks, rounds,\n"
+                       "compensated_chunks"},
           {"quiet", "", "no progress bar, no summary, only warnings and errors"},
           {"no-sync", "", "publish the output without waiting for it to reach the disk\n"
                           "(no fsync: for scratch files a crash may lose)"},
@@ -363,9 +378,10 @@ int finish_sort(progress_bar& bar, atomic_output& keys_out,
     const std::string queued =
         daemon ? fmt::format(", \"queue_seconds\": {}", r.queue_seconds) : "";
     fmt::print("{{\"elements\": {}, \"bytes\": {}, \"seconds\": {}, \"wall_seconds\": {}, "
-               "\"rate\": {}, \"engine\": {}, \"devices\": {}, \"chunks\": {}, "
-               "\"rounds\": {}, \"compensated_chunks\": {}{}}}\n",
-               r.elements, r.bytes, r.seconds, wall_seconds, r.rate, json_string(r.engine),
+               "\"peak_rss_bytes\": {}, \"rate\": {}, \"engine\": {}, \"devices\": {}, "
+               "\"chunks\": {}, \"rounds\": {}, \"compensated_chunks\": {}{}}}\n",
+               r.elements, r.bytes, r.seconds, wall_seconds, peak_rss_bytes(), r.rate,
+               json_string(r.engine),
                json_list(r.devices), r.chunks, r.rounds, r.compensated_chunks, queued);
   } else if (!quiet) {
     std::string devices;
@@ -585,17 +601,24 @@ int run_sort(const std::vector<std::string>& args)
   progress_bar bar{!quiet && !json && ::isatty(STDERR_FILENO) == 1, stderr};
   sort_options options{.direction = a.has("descending") ? order::descending : order::ascending};
   if (bar.enabled()) options.on_progress = [&bar](const progress_event& e) { bar.update(e); };
-  // The engine reads the inputs and writes the temporaries with positioned I/O (nothing
-  // mapped: a file truncated meanwhile is an error, not a SIGBUS).
-  const file_array keys_in{keys.fd(), 0, keys.size(), input_path.string()};
-  const file_array keys_tmp{keys_out.fd(), 0, keys.size(), keys_out.shown()};
-  std::optional<file_array> values_in, values_tmp;
-  sort_job job{.keys = {keys_in.data(), n, t}, .keys_out = keys_tmp.data()};
+  // The engine reads the inputs with positioned reads (nothing mapped: a file truncated
+  // meanwhile is an error, not a SIGBUS) and writes the temporaries the same way, or, in
+  // tmpfs, into their mappings whose pages are made ahead (atomic_output::memory_target).
+  std::vector<file_array> files;
+  files.reserve(4);  // data() must stay valid
+  const auto input_of = [&](const input_file& f, const std::string& name) {
+    return files.emplace_back(f.fd(), 0, f.size(), name).data();
+  };
+  const auto output_of = [&](atomic_output& out) {
+    void* memory = out.memory_target();
+    return memory != nullptr ? memory
+                             : files.emplace_back(out.fd(), 0, out.size(), out.shown()).data();
+  };
+  sort_job job{.keys = {input_of(keys, input_path.string()), n, t},
+               .keys_out = output_of(keys_out)};
   if (values) {
-    values_in.emplace(values->fd(), 0, values->size(), *values_path);
-    values_tmp.emplace(values_out->fd(), 0, values->size(), values_out->shown());
-    job.values = value_array{values_in->data(), n, value_bytes};
-    job.values_out = values_tmp->data();
+    job.values = value_array{input_of(*values, *values_path), n, value_bytes};
+    job.values_out = output_of(*values_out);
   }
   const sort_report report = run_engine(cfg, job, options);
   return finish_sort(bar, keys_out, values_out,

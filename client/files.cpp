@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -203,8 +204,33 @@ void* atomic_output::map()
   return data_;
 }
 
+void* atomic_output::memory_target()
+{
+  if (size_ == 0) return nullptr;
+  struct statfs fs_info {};
+  constexpr auto tmpfs_magic = 0x01021994;
+  if (::fstatfs(fd_, &fs_info) != 0 || fs_info.f_type != tmpfs_magic) return nullptr;
+  if (data_ != nullptr) return data_;
+  void* p = map();
+  if (!preparing_.joinable()) {
+    preparing_ = std::thread{[fd = fd_, p, bytes = size_] {
+      // Pages first (one pass under the file's lock), then the mapping's page table entries,
+      // so that the engine's copies neither create pages nor fault. Only a head start: a
+      // failure here leaves the copies to fault the pages in themselves.
+      if (::posix_fallocate(fd, 0, static_cast<off_t>(bytes)) != 0) return;
+#ifdef MADV_POPULATE_WRITE
+      (void)::madvise(p, bytes, MADV_POPULATE_WRITE);
+#else
+      (void)p;
+#endif
+    }};
+  }
+  return p;
+}
+
 void atomic_output::sync(bool durable)
 {
+  if (preparing_.joinable()) preparing_.join();
   if ((data_ != nullptr && ::msync(data_, size_, MS_SYNC) != 0) ||
       (durable && ::fsync(fd_) != 0)) {
     const int err = errno;
@@ -234,6 +260,7 @@ void atomic_output::publish()
 
 atomic_output::~atomic_output()
 {
+  if (preparing_.joinable()) preparing_.join();
   if (data_ != nullptr) ::munmap(data_, size_);
   if (fd_ >= 0) ::close(fd_);
   if (!published_) ::unlink(temp_.c_str());

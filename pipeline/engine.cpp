@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <string_view>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -229,7 +230,12 @@ detail::execution_stats engine::impl::sort_on_gpus(const detail::job_arrays& arr
           detail::make_plan(arrays.n, detail::common_capacity(devs, layout), limit);
       if (!plan.in_core() && round1_cache.size() < round1_bytes) {
         round1_cache = detail::host_buffer{};
-        round1_cache = detail::pinned_host_buffer(round1_bytes);
+        // GPUSORT_ROUND1_PINNED=0 keeps it pageable, for measuring what pinning costs a
+        // one-shot job against what it saves in the copies.
+        const char* pinned = std::getenv("GPUSORT_ROUND1_PINNED");
+        round1_cache = pinned != nullptr && std::string_view{pinned} == "0"
+                           ? detail::host_buffer{round1_bytes}
+                           : detail::pinned_host_buffer(round1_bytes);
       }
       return detail::execute(arrays, layout, plan, devs, ctx, &round1_cache);
     } catch (const out_of_memory& e) {

@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <pty.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -502,16 +503,18 @@ TEST_F(Cli, JsonReportIsOneObjectWithEveryField)
   ASSERT_EQ(count_lines(s.out), 1) << s.out;
   const auto json = parse_flat_json(s.out);
   ASSERT_TRUE(json.has_value()) << s.out;
-  for (const char* key : {"elements", "bytes", "seconds", "wall_seconds", "rate", "chunks",
-                          "rounds", "compensated_chunks"}) {
+  for (const char* key : {"elements", "bytes", "seconds", "wall_seconds", "peak_rss_bytes",
+                          "rate", "chunks", "rounds", "compensated_chunks"}) {
     ASSERT_TRUE(json->contains(key) && json->at(key).number) << key << " in " << s.out;
   }
   ASSERT_TRUE(json->contains("engine") && json->at("engine").text) << s.out;
   ASSERT_TRUE(json->contains("devices") && json->at("devices").strings) << s.out;
-  EXPECT_EQ(json->size(), 10U) << s.out;
+  EXPECT_EQ(json->size(), 11U) << s.out;
   const auto num = [&](const char* key) { return *json->at(key).number; };
   // The command's own time holds the sort's, and reading and publishing the files.
   EXPECT_GE(num("wall_seconds"), num("seconds"));
+  // The process held at least its own data once (the CPU engine sorts files in memory).
+  EXPECT_GE(num("peak_rss_bytes"), num("bytes"));
   EXPECT_EQ(num("elements"), static_cast<double>(n));
   EXPECT_EQ(num("bytes"), static_cast<double>(n * 16));
   EXPECT_GT(num("seconds"), 0.0);
@@ -937,6 +940,43 @@ TEST_F(Cli, FilesAroundTheIoBlockSize)
       EXPECT_EQ(reference_check(t, keys, sk, false, &values, &sv, 4), "");
     }
   }
+}
+
+// An output in tmpfs is written into its mapping, its pages made ahead by a thread: the same
+// bytes as through a disk, keys and values, in place and to another file, nothing left over.
+TEST_F(Cli, OutputsInTmpfsAreWrittenThroughTheirMapping)
+{
+  struct statfs info {};
+  if (::statfs("/dev/shm", &info) != 0 || info.f_type != 0x01021994)
+    GTEST_SKIP() << "no tmpfs at /dev/shm";
+  if (tiny_budget()) spit(config_, "devices: cpu\ndevice_memory_budget: 1MiB\n");
+  const fs::path shm = fs::path{"/dev/shm"} / ("gpusort-cli-" + std::to_string(::getpid()));
+  fs::remove_all(shm);
+  fs::create_directories(shm);
+  const key_type& t = type_named("f64");
+  gen("f64", "nanmix", "300007", path("d.bin"), path("v.bin"), "8");
+  const bytes keys = slurp(path("d.bin"));
+  const bytes values = slurp(path("v.bin"));
+  spit(shm / "k.bin", keys);
+  spit(shm / "w.bin", values);
+  const run_result out = sort({(shm / "k.bin").string(), "--dtype", "f64", "--values",
+                               (shm / "w.bin").string(), "--out", (shm / "s.bin").string(),
+                               "--values-out", (shm / "t.bin").string(), "--quiet"});
+  ASSERT_EQ(out.code, 0) << out.err;
+  bytes sk = slurp(shm / "s.bin"), sv = slurp(shm / "t.bin");
+  EXPECT_EQ(reference_check(t, keys, sk, false, &values, &sv, 8), "");
+  EXPECT_TRUE(same_bytes(slurp(shm / "k.bin"), keys)) << "the input changed";
+  const run_result in_place = sort({(shm / "k.bin").string(), "--dtype", "f64", "--values",
+                                    (shm / "w.bin").string(), "--descending", "--quiet"});
+  ASSERT_EQ(in_place.code, 0) << in_place.err;
+  sk = slurp(shm / "k.bin");
+  sv = slurp(shm / "w.bin");
+  EXPECT_EQ(reference_check(t, keys, sk, true, &values, &sv, 8), "");
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator{shm}) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"k.bin", "s.bin", "t.bin", "w.bin"}));
+  fs::remove_all(shm);
 }
 
 // A disk that cannot take the output (here the file size limit, which the kernel enforces like
