@@ -1,11 +1,14 @@
-// CPU engine benchmark: one run times, on the same generated keys, std::sort on one thread,
-// the parallel CPU sort on all cores, the engine's direct CPU path (which wraps that parallel
-// sort: the target is to stay within 10% of it) and the budget-limited DSPS path on the host
-// device. Every result is checked by the verifier. Keys are regenerated before each run
-// (deterministic for the seed) instead of copied, so that 1 Gi u64 keys need 8 GiB for the
-// array and 8 GiB for DSPS's round-1 output, not a third copy.
+// CPU engine benchmark (issue 23): in one run, on the same generated keys, the engine's direct
+// CPU path (the parallel radix sort of core/cpu_sort.cpp, with its passes to and from ordered
+// bits) against __gnu_parallel::sort on all cores and, unless skipped, std::sort on one thread:
+// u64, u32 and f64 keys and u64/u64 pairs, uniform; then every distribution of u64 keys against
+// uniform; then the budget-limited DSPS path on the host device. Every engine result is checked
+// by the verifier. Keys are regenerated (deterministic for the seed) before each run instead of
+// copied, so that 2^30 u64 keys need 8 GiB for the array and 8 GiB for the sort's buffer.
 //
-//   cpu_bench [--count 1Gi] [--seed 1] [--budget-fraction 8] [--skip-serial] [--json FILE]
+//   cpu_bench [--count 1Gi] [--pairs-count N] [--dist-count N] [--seed 1] [--budget-fraction 8]
+//             [--skip-serial] [--goal 2.5] [--json FILE] [--machine NAME] [--commit C]
+#include "bench/results_format.hpp"
 #include "core/generate.hpp"
 #include "core/verify.hpp"
 
@@ -19,33 +22,33 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace {
 
-struct measurement {
-  std::string name;
-  double seconds{};
-  std::string note;
-};
+using gpusort::bench::target;
 
 struct options {
   std::uint64_t count{std::uint64_t{1} << 30};
+  std::uint64_t pairs_count{0};  ///< 0: count / 2
+  std::uint64_t dist_count{0};   ///< 0: count / 4
   std::uint64_t seed{1};
   std::uint64_t budget_fraction{8};
   bool serial{true};
-  std::string json;
+  double goal{2.5};
+  std::string json, machine{"unknown"}, commit{"unknown"};
 };
 
 [[noreturn]] void usage(const char* why)
 {
   std::fprintf(stderr,
-               "cpu_bench: %s\nusage: cpu_bench [--count N] [--seed S] [--budget-fraction F] "
-               "[--skip-serial] [--json FILE]\n",
+               "cpu_bench: %s\nusage: cpu_bench [--count N] [--pairs-count N] [--dist-count N] "
+               "[--seed S] [--budget-fraction F] [--skip-serial] [--goal X] [--json FILE] "
+               "[--machine NAME] [--commit C]\n",
                why);
   std::exit(64);
 }
@@ -59,26 +62,25 @@ options parse(int argc, char** argv)
       if (i + 1 >= argc) usage("missing value");
       return argv[++i];
     };
-    if (a == "--count") {
+    auto count = [&](std::string_view what) {
       const auto c = gpusort::parse_count(next());
-      if (!c) usage("bad --count");
-      o.count = *c;
-    } else if (a == "--seed") {
-      const auto c = gpusort::parse_count(next());
-      if (!c) usage("bad --seed");
-      o.seed = *c;
-    } else if (a == "--budget-fraction") {
-      const auto c = gpusort::parse_count(next());
-      if (!c || *c == 0) usage("bad --budget-fraction");
-      o.budget_fraction = *c;
-    } else if (a == "--skip-serial") {
-      o.serial = false;
-    } else if (a == "--json") {
-      o.json = std::string{next()};
-    } else {
-      usage("unknown argument");
-    }
+      if (!c || *c == 0) usage(what.data());
+      return *c;
+    };
+    if (a == "--count") o.count = count("bad --count");
+    else if (a == "--pairs-count") o.pairs_count = count("bad --pairs-count");
+    else if (a == "--dist-count") o.dist_count = count("bad --dist-count");
+    else if (a == "--seed") o.seed = count("bad --seed");
+    else if (a == "--budget-fraction") o.budget_fraction = count("bad --budget-fraction");
+    else if (a == "--skip-serial") o.serial = false;
+    else if (a == "--goal") o.goal = std::atof(std::string{next()}.c_str());
+    else if (a == "--json") o.json = std::string{next()};
+    else if (a == "--machine") o.machine = std::string{next()};
+    else if (a == "--commit") o.commit = std::string{next()};
+    else usage("unknown argument");
   }
+  if (o.pairs_count == 0) o.pairs_count = o.count / 2;
+  if (o.dist_count == 0) o.dist_count = o.count / 4;
   return o;
 }
 
@@ -89,91 +91,178 @@ double time_it(const std::function<void()>& f)
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+struct row {
+  std::string name;
+  std::uint64_t n{};
+  std::uint64_t bytes{};
+  double seconds{};
+};
+
+std::vector<row> rows;
+
+void add_row(std::string name, std::uint64_t n, std::uint64_t bytes, double seconds)
+{
+  std::printf("  %-44s %12llu %9.3f s %8.1f Mkeys/s\n", name.c_str(),
+              static_cast<unsigned long long>(n), seconds,
+              static_cast<double>(n) / seconds / 1e6);
+  std::fflush(stdout);
+  rows.push_back({std::move(name), n, bytes, seconds});
+}
+
+void check(const gpusort::key_array& keys, const std::optional<gpusort::value_array>& values,
+           const gpusort::fingerprint& before, const std::string& what)
+{
+  const auto v = gpusort::verify(keys, values, gpusort::order::ascending, before);
+  if (!v.ok) {
+    std::fprintf(stderr, "cpu_bench: %s produced a wrong result: %s\n", what.c_str(),
+                 v.message.c_str());
+    std::exit(1);
+  }
+}
+
+gpusort::engine cpu_engine(std::optional<std::uint64_t> budget = std::nullopt)
+{
+  gpusort::config cfg;
+  cfg.devices = gpusort::device_selection::cpu;
+  cfg.device_memory_budget = budget;
+  return gpusort::engine{cfg};
+}
+
+/// Keys of type K: the baselines and the engine on the same generated data. Returns the engine's
+/// speed-up over __gnu_parallel::sort.
+template <typename K>
+double keys_case(const char* type_name, std::uint64_t n, const options& o)
+{
+  std::vector<K> keys(n);
+  const gpusort::key_array view{keys.data(), n, gpusort::dtype_of_v<K>};
+  const auto regenerate = [&] {
+    gpusort::generate(std::span<K>{keys}, gpusort::distribution::uniform, o.seed);
+  };
+  regenerate();
+  const gpusort::fingerprint before = gpusort::fingerprint_of(view);
+  const std::string tag = std::string{type_name} + " uniform";
+  const int threads = omp_get_max_threads();
+  if (o.serial) {
+    add_row("std::sort 1 thread, " + tag, n, n * sizeof(K),
+            time_it([&] { std::sort(keys.begin(), keys.end()); }));
+    regenerate();
+  }
+  const double parallel = time_it([&] {
+    __gnu_parallel::sort(keys.begin(), keys.end(),
+                         __gnu_parallel::multiway_mergesort_tag(
+                             static_cast<__gnu_parallel::_ThreadIndex>(threads)));
+  });
+  add_row("__gnu_parallel::sort, " + tag, n, n * sizeof(K), parallel);
+  regenerate();
+  gpusort::engine eng = cpu_engine();
+  const double engine_seconds = eng.sort(std::span<K>{keys}).seconds;
+  add_row("gpusort engine (direct CPU path), " + tag, n, n * sizeof(K), engine_seconds);
+  check(view, std::nullopt, before, tag);
+  return parallel / engine_seconds;
+}
+
 }  // namespace
 
 int main(int argc, char** argv)
 {
-  const options opt = parse(argc, argv);
-  const std::uint64_t n = opt.count;
-  std::vector<std::uint64_t> keys(n);
-  const gpusort::key_array view{keys.data(), n, gpusort::dtype::u64};
-  auto regenerate = [&] {
-    gpusort::generate(std::span<std::uint64_t>{keys}, gpusort::distribution::uniform, opt.seed);
+  const options o = parse(argc, argv);
+  std::printf("cpu_bench: %llu keys, %d threads\n", static_cast<unsigned long long>(o.count),
+              omp_get_max_threads());
+  std::vector<target> targets;
+  const auto speedup_target = [&](const std::string& name, double ratio) {
+    targets.push_back(target{.name = name,
+                             .unit = "x __gnu_parallel::sort",
+                             .baseline = "__gnu_parallel::sort, all cores",
+                             .value = ratio,
+                             .ratio = ratio,
+                             .goal = o.goal,
+                             .higher_is_better = true});
   };
-  regenerate();
-  const gpusort::fingerprint original = gpusort::fingerprint_of(view);
-  auto check = [&](const std::string& what) {
-    const auto v = gpusort::verify(view, std::nullopt, gpusort::order::ascending, original);
-    if (!v.ok) {
-      std::fprintf(stderr, "cpu_bench: %s produced a wrong result: %s\n", what.c_str(),
-                   v.message.c_str());
-      std::exit(1);
+  speedup_target("cpu.u64_vs_gnu_parallel", keys_case<std::uint64_t>("u64", o.count, o));
+  speedup_target("cpu.u32_vs_gnu_parallel", keys_case<std::uint32_t>("u32", o.count, o));
+  speedup_target("cpu.f64_vs_gnu_parallel", keys_case<double>("f64", o.count, o));
+
+  {  // u64/u64 pairs: the baseline sorts (key, value) records by key.
+    const std::uint64_t n = o.pairs_count;
+    std::vector<std::uint64_t> keys(n), values(n);
+    gpusort::generate(std::span<std::uint64_t>{keys}, gpusort::distribution::uniform, o.seed);
+    gpusort::generate_values(gpusort::value_array{values.data(), n, 8}, o.seed);
+    double parallel = 0;
+    {
+      std::vector<std::pair<std::uint64_t, std::uint64_t>> records(n);
+      for (std::uint64_t i = 0; i < n; ++i) records[i] = {keys[i], values[i]};
+      parallel = time_it([&] {
+        __gnu_parallel::sort(records.begin(), records.end(),
+                             [](const auto& a, const auto& b) { return a.first < b.first; },
+                             __gnu_parallel::multiway_mergesort_tag(
+                                 static_cast<__gnu_parallel::_ThreadIndex>(omp_get_max_threads())));
+      });
     }
-  };
-
-  std::vector<measurement> results;
-  const int threads = omp_get_max_threads();
-  std::printf("cpu_bench: %llu u64 uniform keys (%s), %d threads\n",
-              static_cast<unsigned long long>(n), gpusort::format_bytes(n * 8).c_str(), threads);
-
-  if (opt.serial) {
-    results.push_back({"std::sort, 1 thread",
-                       time_it([&] { std::sort(keys.begin(), keys.end()); }), ""});
-    check("std::sort");
-    regenerate();
+    add_row("__gnu_parallel::sort, u64/u64 pairs uniform", n, n * 16, parallel);
+    const gpusort::key_array kv{keys.data(), n, gpusort::dtype::u64};
+    const gpusort::value_array vv{values.data(), n, 8};
+    const gpusort::fingerprint before = gpusort::fingerprint_of(kv, vv);
+    gpusort::engine eng = cpu_engine();
+    const double seconds =
+        eng.sort_pairs(std::span<std::uint64_t>{keys}, std::span<std::uint64_t>{values}).seconds;
+    add_row("gpusort engine (direct CPU path), u64/u64 pairs uniform", n, n * 16, seconds);
+    check(kv, vv, before, "pairs");
+    speedup_target("cpu.pairs_u64_vs_gnu_parallel", parallel / seconds);
   }
-  results.push_back({"__gnu_parallel::sort, all cores", time_it([&] {
-                       __gnu_parallel::sort(keys.begin(), keys.end(),
-                                            __gnu_parallel::multiway_mergesort_tag(
-                                                static_cast<__gnu_parallel::_ThreadIndex>(threads)));
-                     }),
-                     ""});
-  check("__gnu_parallel::sort");
-  regenerate();
 
-  gpusort::config direct_cfg;
-  direct_cfg.devices = gpusort::device_selection::cpu;
-  gpusort::engine direct{direct_cfg};
-  const auto direct_report = direct.sort(std::span<std::uint64_t>{keys});
-  results.push_back({"gpusort engine, direct CPU path", direct_report.seconds, direct_report.engine});
-  check("direct engine");
-  regenerate();
+  {  // Every distribution of u64 keys against uniform: none may be more than 1.5x slower.
+    const std::uint64_t n = o.dist_count;
+    std::vector<std::uint64_t> keys(n);
+    const gpusort::key_array view{keys.data(), n, gpusort::dtype::u64};
+    gpusort::engine eng = cpu_engine();
+    double uniform = 0;
+    for (const gpusort::distribution d : gpusort::all_distributions) {
+      if (!gpusort::applies_to(d, gpusort::dtype::u64)) continue;
+      gpusort::generate(std::span<std::uint64_t>{keys}, d, o.seed);
+      const gpusort::fingerprint before = gpusort::fingerprint_of(view);
+      const double seconds = eng.sort(std::span<std::uint64_t>{keys}).seconds;
+      check(view, std::nullopt, before, std::string{gpusort::name_of(d)});
+      add_row("gpusort engine, u64 " + std::string{gpusort::name_of(d)}, n, n * 8, seconds);
+      if (d == gpusort::distribution::uniform) {
+        uniform = seconds;
+        continue;
+      }
+      targets.push_back(target{.name = "cpu.dist." + std::string{gpusort::name_of(d)},
+                               .unit = "x uniform's time",
+                               .baseline = "u64 uniform, same size",
+                               .value = seconds,
+                               .ratio = seconds / uniform,
+                               .goal = 1.5,
+                               .higher_is_better = false});
+    }
+  }
 
-  gpusort::config dsps_cfg = direct_cfg;
-  // "Device" budget: the host device keeps two buffers per chunk, so 1/F of the data per chunk.
-  dsps_cfg.device_memory_budget = std::max<std::uint64_t>(n * 8 / opt.budget_fraction * 2, 1 << 20);
-  gpusort::engine dsps{dsps_cfg};
-  const auto dsps_report = dsps.sort(std::span<std::uint64_t>{keys});
-  results.push_back({"gpusort engine, DSPS on the host device (budget " +
-                         gpusort::format_bytes(*dsps_cfg.device_memory_budget) + ")",
-                     dsps_report.seconds,
-                     "d=" + std::to_string(dsps_report.chunks) +
-                         ", compensated=" + std::to_string(dsps_report.compensated_chunks)});
-  check("DSPS engine");
+  {  // The out-of-core path on the host device (both rounds use the same sorter).
+    const std::uint64_t n = o.dist_count;
+    std::vector<std::uint64_t> keys(n);
+    gpusort::generate(std::span<std::uint64_t>{keys}, gpusort::distribution::uniform, o.seed);
+    const gpusort::key_array view{keys.data(), n, gpusort::dtype::u64};
+    const gpusort::fingerprint before = gpusort::fingerprint_of(view);
+    // The host device keeps two buffers per chunk: a budget of 2/F of the data gives chunks of
+    // 1/F.
+    gpusort::engine eng =
+        cpu_engine(std::max<std::uint64_t>(n * 8 / o.budget_fraction * 2, 1 << 20));
+    const gpusort::sort_report r = eng.sort(std::span<std::uint64_t>{keys});
+    check(view, std::nullopt, before, "DSPS");
+    add_row("gpusort engine, DSPS on the host device (d=" + std::to_string(r.chunks) +
+                "), u64 uniform",
+            n, n * 8, r.seconds);
+  }
 
-  const double parallel = results[opt.serial ? 1 : 0].seconds;
-  std::printf("\n| run | seconds | Mkeys/s | GB/s | vs parallel sort | note |\n"
-              "| --- | ---: | ---: | ---: | ---: | --- |\n");
-  for (const measurement& m : results)
-    std::printf("| %s | %.3f | %.1f | %.2f | %.2fx | %s |\n", m.name.c_str(), m.seconds,
-                static_cast<double>(n) / m.seconds / 1e6,
-                static_cast<double>(n * 8) / m.seconds / 1e9, parallel / m.seconds,
-                m.note.c_str());
-  const double direct_ratio = results[opt.serial ? 2 : 1].seconds / parallel;
-  const bool met = direct_ratio <= 1.10;
-  std::printf("\ntarget: direct path within 10%% of the parallel sort: %.3fx the time -> %s\n",
-              direct_ratio, met ? "met" : "MISSED");
-
-  if (!opt.json.empty()) {
-    std::ofstream out{opt.json};
-    out << "{\n  \"elements\": " << n << ",\n  \"threads\": " << threads << ",\n  \"runs\": [\n";
-    for (std::size_t i = 0; i < results.size(); ++i)
-      out << "    {\"name\": \"" << results[i].name << "\", \"seconds\": " << results[i].seconds
-          << "}" << (i + 1 < results.size() ? "," : "") << "\n";
-    out << "  ],\n  \"targets\": [{\"name\": \"cpu.direct_vs_parallel_sort\", \"value\": "
-        << direct_ratio << ", \"unit\": \"time ratio\", \"baseline\": \"__gnu_parallel::sort\", "
-        << "\"ratio\": " << direct_ratio << ", \"target\": 1.10, \"met\": "
-        << (met ? "true" : "false") << "}]\n}\n";
+  const int met = gpusort::bench::print_targets(targets, "value");
+  std::printf("\n%d of %zu targets met\n", met, targets.size());
+  if (!o.json.empty()) {
+    std::ostringstream raw;
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      raw << (i > 0 ? "," : "") << "{\"name\": \"" << rows[i].name << "\", \"n\": " << rows[i].n
+          << ", \"seconds\": " << rows[i].seconds << "}";
+    gpusort::bench::write_results(o.json, o.commit, o.machine, targets, raw.str(),
+                                  {"\"threads\": " + std::to_string(omp_get_max_threads())});
   }
   return 0;
 }

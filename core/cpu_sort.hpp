@@ -1,5 +1,6 @@
-// The CPU in-core sorter: libstdc++'s parallel mode (multiway mergesort over OpenMP) on ordered
-// bits, keys alone or with values in a second array, plus the parallel passes around it.
+// The CPU in-core sorter: a parallel, stable most-significant-digit radix sort on ordered bits
+// with one buffer (core/cpu_sort.cpp says how and why), keys alone or with values in a second
+// array, plus the parallel passes around it.
 #pragma once
 
 #include "core/keys.hpp"
@@ -9,19 +10,20 @@
 
 namespace gpusort::detail {
 
-/// Scratch bytes cpu_sort needs for n elements (0 for keys alone; pairs sort as packed records).
+/// Scratch bytes cpu_sort needs for n elements: room for a copy of the keys and values.
 template <typename K, typename V>
 constexpr std::size_t cpu_sort_scratch_bytes(std::uint64_t n) noexcept
 {
   if constexpr (std::is_same_v<V, no_value>) {
-    return 0;
+    return static_cast<std::size_t>(n) * sizeof(K);
   } else {
     return static_cast<std::size_t>(n) * (sizeof(K) + sizeof(V));
   }
 }
 
-/// Sorts n ordered-bits keys ascending, moving values along (values may be null when V is
-/// no_value). `scratch` holds cpu_sort_scratch_bytes<K, V>(n) bytes. threads 0: all cores.
+/// Sorts n ordered-bits keys ascending, stably, moving values along (values may be null when V
+/// is no_value). `scratch`, at least 8-byte aligned, holds cpu_sort_scratch_bytes<K, V>(n)
+/// bytes. threads 0: all cores.
 template <typename K, typename V>
 void cpu_sort(K* keys, V* values, std::uint64_t n, void* scratch, unsigned threads);
 

@@ -19,11 +19,9 @@ execution_stats sort_direct(const job_arrays& arrays, const element_layout& layo
     V* values = static_cast<V*>(arrays.dst_values);
     const bool identity = ordered_is_identity(layout.type, layout.direction);
     // Allocated before the input is touched, so that running out of memory changes nothing.
-    // Keys alone need scratch only for the small-job radix sort (cpu_sort takes none for them).
+    // cpu_sort's scratch (a copy of the data) serves the small-job radix sort too.
     constexpr bool keys_alone = std::is_same_v<V, no_value>;
-    static_assert(!keys_alone || cpu_sort_scratch_bytes<K, V>(1) == 0);
-    const host_buffer scratch{keys_alone ? small_radix_scratch_bytes<K>(arrays.n)
-                                         : cpu_sort_scratch_bytes<K, V>(arrays.n)};
+    const host_buffer scratch{cpu_sort_scratch_bytes<K, V>(arrays.n)};
     if (!arrays.in_place()) {
       // One pass either way: the transform doubles as the copy.
       if (identity)

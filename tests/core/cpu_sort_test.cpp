@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <utility>
 #include <vector>
@@ -26,17 +27,48 @@ class CpuSortKeys : public ::testing::Test {};
 using bit_types = ::testing::Types<std::uint32_t, std::uint64_t>;
 TYPED_TEST_SUITE(CpuSortKeys, bit_types);
 
-TYPED_TEST(CpuSortKeys, MatchesStdSortAcrossTheParallelThreshold)
+/// Key patterns that take each branch of the radix sort: full-width random keys, few distinct
+/// values, keys that differ only in their top byte, all equal, sorted, reversed, and one bucket
+/// holding nine keys in ten (a parallel pass must sort it with every thread).
+template <typename K>
+std::vector<K> keys_of(int pattern, std::uint64_t n, std::uint64_t seed)
+{
+  constexpr K all = static_cast<K>(~K{0});
+  std::vector<K> v = random_keys<K>(n, seed, all);
+  switch (pattern) {
+    case 1: for (K& k : v) k %= 5; break;
+    case 2: for (K& k : v) k = static_cast<K>(k << (8 * (sizeof(K) - 1))); break;
+    case 3: std::fill(v.begin(), v.end(), K{42}); break;
+    case 4: std::sort(v.begin(), v.end()); break;
+    case 5: std::sort(v.begin(), v.end(), std::greater<K>{}); break;
+    case 6:
+      for (std::uint64_t i = 0; i < n; ++i)
+        if (i % 10 != 0) v[i] = static_cast<K>((K{3} << (8 * sizeof(K) - 4)) | (v[i] >> 8));
+      break;
+    default: break;
+  }
+  return v;
+}
+
+// Sizes around insertion sort (32), the one-thread LSD limit (2^14), the parallel limit (2^17)
+// and well past them.
+const std::vector<std::uint64_t> radix_sizes{0,      1,      2,      31,      32,      33,
+                                             1000,   16'383, 16'384, 16'385,  131'071, 131'072,
+                                             131'073, 300'007, 1'000'003};
+
+TYPED_TEST(CpuSortKeys, MatchesStdSortAcrossEveryThresholdAndPattern)
 {
   using K = TypeParam;
-  for (const std::uint64_t n : {0ULL, 1ULL, 2ULL, 1000ULL, 65'535ULL, 65'536ULL, 300'007ULL})
-    for (const unsigned threads : {1U, 2U, 0U}) {
-      auto keys = random_keys<K>(n, n + threads, static_cast<K>(n / 3 + 2));
-      auto expect = keys;
-      std::sort(expect.begin(), expect.end());
-      cpu_sort<K, no_value>(keys.data(), nullptr, n, nullptr, threads);
-      EXPECT_EQ(keys, expect) << n << " " << threads;
-    }
+  for (const std::uint64_t n : radix_sizes)
+    for (int pattern = 0; pattern <= 6; ++pattern)
+      for (const unsigned threads : {1U, 3U, 0U}) {
+        auto keys = keys_of<K>(pattern, n, n * 7 + static_cast<std::uint64_t>(pattern));
+        auto expect = keys;
+        std::sort(expect.begin(), expect.end());
+        std::vector<K> scratch(n);
+        cpu_sort<K, no_value>(keys.data(), nullptr, n, scratch.data(), threads);
+        ASSERT_EQ(keys, expect) << "n " << n << " pattern " << pattern << " threads " << threads;
+      }
 }
 
 TYPED_TEST(CpuSortKeys, SmallRadixSortMatchesStdSortAtItsBounds)
@@ -70,26 +102,26 @@ using pair_types = ::testing::Types<std::pair<std::uint32_t, std::uint32_t>,
                                     std::pair<std::uint64_t, std::uint64_t>>;
 TYPED_TEST_SUITE(CpuSortPairs, pair_types);
 
-TYPED_TEST(CpuSortPairs, ValuesStayWithTheirKeys)
+// Stable: equal keys keep their input order, so the result equals std::stable_sort's exactly.
+TYPED_TEST(CpuSortPairs, ValuesTravelWithTheirKeysInInputOrder)
 {
   using K = typename TypeParam::first_type;
   using V = typename TypeParam::second_type;
-  for (const std::uint64_t n : {0ULL, 1ULL, 777ULL, 200'003ULL}) {
-    auto keys = random_keys<K>(n, n, static_cast<K>(n / 5 + 2));  // many equal keys
-    std::vector<V> values(n);
-    for (std::uint64_t i = 0; i < n; ++i) values[i] = static_cast<V>(i * 2654435761U);
-    std::vector<std::pair<K, V>> expect(n);
-    for (std::uint64_t i = 0; i < n; ++i) expect[i] = {keys[i], values[i]};
-    std::vector<unsigned char> scratch(cpu_sort_scratch_bytes<K, V>(n));
-    cpu_sort<K, V>(keys.data(), values.data(), n, scratch.data(), 2);
-    ASSERT_TRUE(std::is_sorted(keys.begin(), keys.end()));
-    // Same multiset of pairs: compare both sides fully sorted by (key, value).
-    std::vector<std::pair<K, V>> got(n);
-    for (std::uint64_t i = 0; i < n; ++i) got[i] = {keys[i], values[i]};
-    std::sort(got.begin(), got.end());
-    std::sort(expect.begin(), expect.end());
-    EXPECT_EQ(got, expect);
-  }
+  for (const std::uint64_t n : radix_sizes)
+    for (const int pattern : {0, 1, 2, 3, 6}) {
+      auto keys = keys_of<K>(pattern, n, n + 11);
+      std::vector<V> values(n);
+      for (std::uint64_t i = 0; i < n; ++i) values[i] = static_cast<V>(i);
+      std::vector<std::pair<K, V>> expect(n);
+      for (std::uint64_t i = 0; i < n; ++i) expect[i] = {keys[i], values[i]};
+      std::stable_sort(expect.begin(), expect.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+      std::vector<std::uint64_t> scratch((cpu_sort_scratch_bytes<K, V>(n) + 7) / 8);
+      cpu_sort<K, V>(keys.data(), values.data(), n, scratch.data(), 3);
+      for (std::uint64_t i = 0; i < n; ++i)
+        ASSERT_EQ((std::pair<K, V>{keys[i], values[i]}), expect[i])
+            << "n " << n << " pattern " << pattern << " at " << i;
+    }
 }
 
 TEST(CpuSort, OrderedBitsPassesMatchTheScalarTransform)
