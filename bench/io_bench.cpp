@@ -529,6 +529,31 @@ attempt read_pread(const setup& s, unsigned threads, bool direct)
   return from(err);
 }
 
+/// Every thread populates its blocks of the mapping (when asked: MADV_POPULATE_WRITE for a
+/// write, _READ for a read), then copies them between the mapping and the buffer.
+void copy_mapped(const setup& s, char* map, bool populate, bool to_map, first_error& err)
+{
+  const int advice = to_map ? MADV_POPULATE_WRITE : MADV_POPULATE_READ;
+  const char* advice_name = to_map ? "madvise(MADV_POPULATE_WRITE)" : "madvise(MADV_POPULATE_READ)";
+  run_threads(s.threads, [&](unsigned t) {
+    if (populate)
+      for_each_block(s.n, t, s.threads, [&](std::uint64_t off, std::uint64_t len) {
+        if (err.failed()) return false;
+        if (madvise_retry(map + off, len, advice) == 0) return true;
+        err.set_errno(advice_name, errno);
+        return false;
+      });
+    for_each_block(s.n, t, s.threads, [&](std::uint64_t off, std::uint64_t len) {
+      if (err.failed()) return false;
+      if (to_map)
+        std::memcpy(map + off, s.buf + off, len);
+      else
+        std::memcpy(s.buf + off, map + off, len);
+      return true;
+    });
+  });
+}
+
 attempt read_mmap(const setup& s, bool populate)
 {
   unique_fd fd{::open(s.in_path.c_str(), O_RDONLY | O_CLOEXEC)};
@@ -540,20 +565,7 @@ attempt read_mmap(const setup& s, bool populate)
                  s.n};
   if (map.get() == MAP_FAILED) return failure(errno_text("mmap", errno));
   first_error err;
-  run_threads(s.threads, [&](unsigned t) {
-    if (populate && s.populate)
-      for_each_block(s.n, t, s.threads, [&](std::uint64_t off, std::uint64_t len) {
-        if (err.failed()) return false;
-        if (madvise_retry(map.get() + off, len, MADV_POPULATE_READ) == 0) return true;
-        err.set_errno("madvise(MADV_POPULATE_READ)", errno);
-        return false;
-      });
-    for_each_block(s.n, t, s.threads, [&](std::uint64_t off, std::uint64_t len) {
-      if (err.failed()) return false;
-      std::memcpy(s.buf + off, map.get() + off, len);
-      return true;
-    });
-  });
+  copy_mapped(s, map.get(), populate && s.populate, false, err);
   if (map.unmap() != 0) err.set_errno("munmap", errno);
   if (fd.close() != 0) err.set_errno("close", errno);
   return from(err, map_populate ? "MADV_POPULATE_READ unsupported: MAP_POPULATE (one thread)" : "");
@@ -592,20 +604,7 @@ attempt write_mmap(const setup& s, bool populate)
   unique_map map{::mmap(nullptr, s.n, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0), s.n};
   if (map.get() == MAP_FAILED) return failure(errno_text("mmap", errno));
   first_error err;
-  run_threads(s.threads, [&](unsigned t) {
-    if (populate && s.populate)
-      for_each_block(s.n, t, s.threads, [&](std::uint64_t off, std::uint64_t len) {
-        if (err.failed()) return false;
-        if (madvise_retry(map.get() + off, len, MADV_POPULATE_WRITE) == 0) return true;
-        err.set_errno("madvise(MADV_POPULATE_WRITE)", errno);
-        return false;
-      });
-    for_each_block(s.n, t, s.threads, [&](std::uint64_t off, std::uint64_t len) {
-      if (err.failed()) return false;
-      std::memcpy(map.get() + off, s.buf + off, len);
-      return true;
-    });
-  });
+  copy_mapped(s, map.get(), populate && s.populate, true, err);
   if (map.unmap() != 0) err.set_errno("munmap", errno);
   if (fd.close() != 0) err.set_errno("close", errno);
   return from(err, populate && !s.populate ? "MADV_POPULATE_WRITE unsupported: faulting writes"
