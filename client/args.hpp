@@ -11,14 +11,20 @@
 
 namespace gpusort::cli {
 
-/// Exit codes, from sysexits.h where one fits.
+/// Exit codes, from sysexits.h where one fits, so that scripts can tell what to fix.
 enum exit_code : int {
   exit_ok = 0,
   exit_verify_failed = 1,
-  exit_usage = 64,    ///< EX_USAGE: wrong or missing arguments, unknown dtype or distribution
+  exit_usage = 64,        ///< EX_USAGE: wrong or missing arguments, unknown dtype or distribution
+  exit_data = 65,         ///< EX_DATAERR: a file that is not a whole array, values not matching
+  exit_no_input = 66,     ///< EX_NOINPUT: an input that cannot be opened or is not a file
   exit_unavailable = 69,  ///< EX_UNAVAILABLE: the daemon cannot be reached (or went away)
-  exit_runtime = 70,  ///< EX_SOFTWARE: unreadable inputs, bad sizes, unwritable outputs, engine
-  exit_config = 78,   ///< EX_CONFIG: a configuration that cannot be loaded or used
+  exit_runtime = 70,      ///< EX_SOFTWARE: the sort failed (engine, memory, the daemon's error)
+  exit_cant_create = 73,  ///< EX_CANTCREAT: an output that cannot be created or has no room
+  exit_io = 74,           ///< EX_IOERR: reading or writing failed mid-job (a file shrank, EIO)
+  exit_try_later = 75,    ///< EX_TEMPFAIL: the daemon is busy or shutting down; retry later
+  exit_no_permission = 77,  ///< EX_NOPERM: not this user's to write, or the daemon refuses them
+  exit_config = 78,       ///< EX_CONFIG: a configuration that cannot be loaded or used
 };
 
 /// Ends the command with `code`; main prints what() as the one line "gpusort: <what>".

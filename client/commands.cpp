@@ -230,9 +230,9 @@ template <typename File>
 std::uint64_t element_count(const File& file, std::uint64_t element_bytes, std::string_view what)
 {
   if (file.size() % element_bytes != 0)
-    throw cli_error{exit_runtime, fmt::format("{}: {} bytes is not a whole number of {}-byte {}",
-                                              file.path().string(), file.size(), element_bytes,
-                                              what)};
+    throw cli_error{exit_data, fmt::format("{}: {} bytes is not a whole number of {}-byte {}",
+                                           file.path().string(), file.size(), element_bytes,
+                                           what)};
   return file.size() / element_bytes;
 }
 
@@ -291,6 +291,8 @@ sort_report run_engine(const config& cfg, const sort_job& job, const sort_option
     return eng.sort(job, options);
   } catch (const config_error& e) {
     throw cli_error{exit_config, e.what()};
+  } catch (const io_error& e) {
+    throw cli_error{exit_io, e.what()};
   } catch (const out_of_memory& e) {
     throw cli_error{exit_runtime, std::string{"out of memory: "} + e.what()};
   } catch (const std::bad_alloc&) {
@@ -333,6 +335,19 @@ std::string socket_option(const parsed_args& a)
   return load_cli_config(a).socket;
 }
 
+/// The exit code of a daemon's status: what a script can act on.
+exit_code exit_of(client::status_code code) noexcept
+{
+  switch (code) {
+    case client::status_code::connection_lost: return exit_unavailable;
+    case client::status_code::rejected_busy:
+    case client::status_code::shutting_down: return exit_try_later;
+    case client::status_code::unauthorized: return exit_no_permission;
+    case client::status_code::bad_fd: return exit_io;  // a file the job could not read or write
+    default: return exit_runtime;
+  }
+}
+
 client::connection connect_daemon(const std::string& socket)
 {
   try {
@@ -341,7 +356,7 @@ client::connection connect_daemon(const std::string& socket)
     if (e.code() == client::status_code::connection_lost)
       throw cli_error{exit_unavailable, "cannot reach the daemon at " + socket + " (" +
                                             e.what() + "); start gpusortd or sort with --local"};
-    throw cli_error{exit_runtime, "the daemon at " + socket + " refused: " + e.what()};
+    throw cli_error{exit_of(e.code()), "the daemon at " + socket + " refused: " + e.what()};
   }
 }
 
@@ -485,15 +500,16 @@ std::uint64_t checked_inputs(const File& keys, const std::optional<File>& values
   if (values) {
     const std::uint64_t vn = element_count(*values, value_bytes, "values");
     if (vn != n)
-      throw cli_error{exit_runtime, fmt::format("{} holds {} {}-byte values but {} holds {} keys",
-                                                *values_path, vn, value_bytes,
-                                                input_path.string(), n)};
+      throw cli_error{exit_data, fmt::format("{} holds {} {}-byte values but {} holds {} keys",
+                                             *values_path, vn, value_bytes,
+                                             input_path.string(), n)};
   }
   for (const fs::path& p : {input_path, fs::path{values_path.value_or("")}}) {
     if (!in_place || p.empty() || ::access(p.c_str(), W_OK) == 0) continue;
     const int err = errno;
-    throw cli_error{exit_runtime, "cannot sort " + p.string() + " in place: " +
-                                      std::strerror(err)};
+    throw cli_error{err == EACCES || err == EPERM || err == EROFS ? exit_no_permission
+                                                                  : exit_no_input,
+                    "cannot sort " + p.string() + " in place: " + std::strerror(err)};
   }
   return n;
 }
@@ -543,9 +559,7 @@ int sort_with_daemon(const parsed_args& a, const fs::path& input_path, dtype t,
   try {
     report = conn.sort(request, on_progress);
   } catch (const client::error& e) {
-    throw cli_error{e.code() == client::status_code::connection_lost ? exit_unavailable
-                                                                     : exit_runtime,
-                    std::string{"sort failed: "} + e.what()};
+    throw cli_error{exit_of(e.code()), std::string{"sort failed: "} + e.what()};
   }
   return finish_sort(bar, keys_out, values_out, report, sorted_by::daemon, a);
 }
@@ -664,8 +678,8 @@ int run_verify(const std::vector<std::string>& args)
     for (const auto& [file, keys] : {std::pair{&*sorted_values_file, n},
                                      std::pair{&*original_values_file, on}})
       if (const std::uint64_t vn = element_count(*file, value_bytes, "values"); vn != keys)
-        throw cli_error{exit_runtime, fmt::format("{} holds {} values for {} keys",
-                                                  file->path().string(), vn, keys)};
+        throw cli_error{exit_data, fmt::format("{} holds {} values for {} keys",
+                                               file->path().string(), vn, keys)};
     sorted_values = value_array{sorted_values_file->source(), n, value_bytes};
     original_values = value_array{original_values_file->source(), on, value_bytes};
   }

@@ -57,7 +57,7 @@ extern "C" void on_fatal_signal(int sig)
         "failed)\n";
     if (::write(STDERR_FILENO, message, sizeof message - 1) < 0) {
     }
-    ::_exit(exit_runtime);
+    ::_exit(exit_io);
   }
   // SA_RESETHAND restored the default action: terminate by the same signal, as the caller
   // (a shell, a job runner) expects.
@@ -71,7 +71,7 @@ mapped_input::mapped_input(const fs::path& path) : path_{path}
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
-    throw cli_error{exit_runtime, "cannot read " + path.string() + ": " + errno_text(err)};
+    throw cli_error{exit_no_input, "cannot read " + path.string() + ": " + errno_text(err)};
   }
   struct stat st {};
   std::string failure;
@@ -90,7 +90,7 @@ mapped_input::mapped_input(const fs::path& path) : path_{path}
       data_ = p;
   }
   ::close(fd);  // the mapping holds the file
-  if (!failure.empty()) throw cli_error{exit_runtime, failure};
+  if (!failure.empty()) throw cli_error{exit_no_input, failure};
 }
 
 input_file::input_file(const fs::path& path) : path_{path}
@@ -98,7 +98,7 @@ input_file::input_file(const fs::path& path) : path_{path}
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) {
     const int err = errno;
-    throw cli_error{exit_runtime, "cannot read " + path.string() + ": " + errno_text(err)};
+    throw cli_error{exit_no_input, "cannot read " + path.string() + ": " + errno_text(err)};
   }
   struct stat st {};
   std::string failure;
@@ -110,7 +110,7 @@ input_file::input_file(const fs::path& path) : path_{path}
   }
   if (!failure.empty()) {
     ::close(fd_);
-    throw cli_error{exit_runtime, failure};
+    throw cli_error{exit_no_input, failure};
   }
   size_ = static_cast<std::uint64_t>(st.st_size);
 }
@@ -133,15 +133,15 @@ atomic_output::atomic_output(const fs::path& path, std::uint64_t size)
   path_ = fs::weakly_canonical(path, ec);
   if (ec || path_.empty()) path_ = path;
   if (path_.filename().empty())
-    throw cli_error{exit_runtime, "cannot write " + shown + ": not a file name"};
+    throw cli_error{exit_cant_create, "cannot write " + shown + ": not a file name"};
 
   struct stat st {};
   const bool exists = ::stat(path_.c_str(), &st) == 0;
   // Renaming over a device or a folder would replace it rather than write into it.
   if (exists && S_ISDIR(st.st_mode))
-    throw cli_error{exit_runtime, "cannot write " + shown + ": it is a directory"};
+    throw cli_error{exit_cant_create, "cannot write " + shown + ": it is a directory"};
   if (exists && !S_ISREG(st.st_mode))
-    throw cli_error{exit_runtime, "cannot write " + shown + ": not a regular file"};
+    throw cli_error{exit_cant_create, "cannot write " + shown + ": not a regular file"};
 
   const fs::path dir = path_.has_parent_path() ? path_.parent_path() : fs::path{"."};
   std::random_device random;
@@ -159,7 +159,9 @@ atomic_output::atomic_output(const fs::path& path, std::uint64_t size)
     const int err = errno;
     if (fd_ < 0 && (err != EEXIST || attempt == 16)) {
       ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-      throw cli_error{exit_runtime, "cannot write " + shown + ": " + errno_text(err)};
+      throw cli_error{err == EACCES || err == EPERM || err == EROFS ? exit_no_permission
+                                                                    : exit_cant_create,
+                      "cannot write " + shown + ": " + errno_text(err)};
     }
   }
   slot_ = register_temporary(temp_.c_str());
@@ -188,7 +190,7 @@ atomic_output::atomic_output(const fs::path& path, std::uint64_t size)
     ::close(fd_);
     ::unlink(temp_.c_str());
     unregister_temporary(slot_);
-    throw cli_error{exit_runtime, failure};
+    throw cli_error{exit_cant_create, failure};
   }
 }
 
@@ -198,7 +200,7 @@ void* atomic_output::map()
   void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
   if (p == MAP_FAILED) {
     const int err = errno;
-    throw cli_error{exit_runtime, "cannot map " + shown_ + ": " + errno_text(err)};
+    throw cli_error{exit_cant_create, "cannot map " + shown_ + ": " + errno_text(err)};
   }
   data_ = p;
   return data_;
@@ -234,7 +236,7 @@ void atomic_output::sync(bool durable)
   if ((data_ != nullptr && ::msync(data_, size_, MS_SYNC) != 0) ||
       (durable && ::fsync(fd_) != 0)) {
     const int err = errno;
-    throw cli_error{exit_runtime, "cannot write " + shown_ + ": " + errno_text(err)};
+    throw cli_error{exit_io, "cannot write " + shown_ + ": " + errno_text(err)};
   }
   synced_ = true;
 }
@@ -244,7 +246,7 @@ void atomic_output::publish()
   GPUSORT_EXPECTS(synced_ && !published_, "publish() an output once, after sync()");
   if (::rename(temp_.c_str(), path_.c_str()) != 0) {
     const int err = errno;
-    throw cli_error{exit_runtime, "cannot replace " + shown_ + ": " + errno_text(err)};
+    throw cli_error{exit_cant_create, "cannot replace " + shown_ + ": " + errno_text(err)};
   }
   published_ = true;
   unregister_temporary(slot_);

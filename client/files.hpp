@@ -80,7 +80,7 @@ class atomic_output {
   /// MADV_POPULATE_WRITE 3.44 GB/s). Created ahead, while the engine starts and sorts, the
   /// pages then take the sorted bytes by parallel copies at memory speed. The mapping is of
   /// this command's own temporary: a disk that fills up meanwhile is a SIGBUS, which the
-  /// handler of install_signal_cleanup() turns into one line, exit 70 and no temporary.
+  /// handler of install_signal_cleanup() turns into one line, exit 74 and no temporary.
   [[nodiscard]] void* memory_target();
   [[nodiscard]] std::uint64_t size() const noexcept { return size_; }
   /// The temporary file, open read-write: what the engine or the daemon writes the sorted data to.
@@ -109,7 +109,7 @@ class atomic_output {
 
 /// Installs handlers that remove unpublished temporaries on fatal signals: SIGINT, SIGTERM,
 /// SIGHUP and SIGQUIT then terminate by the same signal; SIGBUS (an I/O error in a mapped
-/// file: the input was truncated, or the disk is full) prints one line and exits 70.
+/// file: the input was truncated, or the disk is full) prints one line and exits 74 (EX_IOERR).
 void install_signal_cleanup();
 
 /// Whether two paths name the same file, for existing files, or the same location otherwise.

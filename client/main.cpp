@@ -33,9 +33,11 @@ constexpr const char* overview =
     "  --help     show this text (gpusort <command> --help: a command's options)\n"
     "  --version  show the version\n"
     "\n"
-    "exit codes: 0 ok, 1 verification failed, 64 usage error, 69 daemon unreachable,\n"
-    "70 runtime error (unreadable input, bad size, unwritable output, engine failure, a job\n"
-    "the daemon refused), 78 configuration error.\n"
+    "exit codes (sysexits): 0 ok, 1 verification failed, 64 usage error, 65 a file that is\n"
+    "not a whole array (or values that do not match the keys), 66 an input that cannot be\n"
+    "read, 69 daemon unreachable, 70 the sort failed (engine, memory, a job the daemon\n"
+    "refused), 73 an output that cannot be created, 74 an I/O error mid-job, 75 the daemon\n"
+    "is busy or stopping (retry), 77 permission denied, 78 configuration error.\n"
     "Errors are one line on stderr starting with \"gpusort: \".\n";
 
 int dispatch(std::vector<std::string> args)

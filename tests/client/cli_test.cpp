@@ -758,15 +758,16 @@ TEST_F(Cli, ErrorsGiveOneLineAndTheirExitCode)
        64},
       {{"sort", d, "--dtype", "u64", "--values", d}, 64},
       // sort: files
-      {{"sort", path("missing.bin"), "--dtype", "u64", "--config", cfg}, 70},
-      {{"sort", dir_.string(), "--dtype", "u64", "--config", cfg}, 70},
-      {{"sort", path("odd.bin"), "--dtype", "u64", "--config", cfg}, 70},
-      {{"sort", d, "--dtype", "u64", "--out", path("no/such/dir/s.bin"), "--config", cfg}, 70},
-      {{"sort", d, "--dtype", "u64", "--out", dir_.string(), "--config", cfg}, 70},
-      {{"sort", d, "--dtype", "u64", "--out", "/dev/null", "--config", cfg}, 70},
-      {{"sort", d, "--dtype", "u64", "--values", path("odd.bin"), "--config", cfg}, 70},
-      {{"sort", d, "--dtype", "u64", "--values", path("v999.bin"), "--config", cfg}, 70},
-      {{"sort", d, "--dtype", "u64", "--values", path("missing.bin"), "--config", cfg}, 70},
+      // (sysexits: 65 not a whole array, 66 no input, 73 cannot create the output)
+      {{"sort", path("missing.bin"), "--dtype", "u64", "--config", cfg}, 66},
+      {{"sort", dir_.string(), "--dtype", "u64", "--config", cfg}, 66},
+      {{"sort", path("odd.bin"), "--dtype", "u64", "--config", cfg}, 65},
+      {{"sort", d, "--dtype", "u64", "--out", path("no/such/dir/s.bin"), "--config", cfg}, 73},
+      {{"sort", d, "--dtype", "u64", "--out", dir_.string(), "--config", cfg}, 73},
+      {{"sort", d, "--dtype", "u64", "--out", "/dev/null", "--config", cfg}, 73},
+      {{"sort", d, "--dtype", "u64", "--values", path("odd.bin"), "--config", cfg}, 65},
+      {{"sort", d, "--dtype", "u64", "--values", path("v999.bin"), "--config", cfg}, 65},
+      {{"sort", d, "--dtype", "u64", "--values", path("missing.bin"), "--config", cfg}, 66},
       // sort: configuration
       {{"sort", d, "--dtype", "u64", "--config", (dir_ / "bad.yaml").string()}, 78},
       {{"sort", d, "--dtype", "u64", "--config", (dir_ / "broken.yaml").string()}, 78},
@@ -818,20 +819,20 @@ TEST_F(Cli, ErrorsGiveOneLineAndTheirExitCode)
        64},
       {{"gen", "--dtype", "u64", "--dist", "uniform", "--count", "10", "--out",
         path("no/dir/x.bin")},
-       70},
+       73},
       {{"gen", "--dtype", "u64", "--dist", "uniform", "--count", "10", "--out", path("x.bin"),
         "--values-out", path("no/dir/v.bin")},
-       70},
+       73},
       // verify
       {{"verify", d, "--dtype", "u64"}, 64},
       {{"verify", "--dtype", "u64", "--original", d}, 64},
       {{"verify", d, "--original", d}, 64},
       {{"verify", d, "--dtype", "u64", "--original", d, "--values", path("v.bin")}, 64},
-      {{"verify", d, "--dtype", "u64", "--original", path("missing.bin")}, 70},
-      {{"verify", path("odd.bin"), "--dtype", "u64", "--original", d}, 70},
+      {{"verify", d, "--dtype", "u64", "--original", path("missing.bin")}, 66},
+      {{"verify", path("odd.bin"), "--dtype", "u64", "--original", d}, 65},
       {{"verify", d, "--dtype", "u64", "--original", d, "--values", path("v999.bin"),
         "--original-values", path("v.bin")},
-       70},
+       65},
       {{"verify", path("short.bin"), "--dtype", "u64", "--original", d}, 1},
       // the command itself
       {{}, 64},
@@ -863,7 +864,7 @@ TEST_F(Cli, ReadOnlyFileIsNotSortedInPlace)
   const bytes keys = slurp(path("d.bin"));
   fs::permissions(path("d.bin"), fs::perms::owner_read);
   const run_result r = sort({path("d.bin"), "--dtype", "u64"});
-  EXPECT_EQ(r.code, 70);
+  EXPECT_EQ(r.code, 77);  // EX_NOPERM
   expect_one_error_line(r);
   EXPECT_TRUE(same_bytes(slurp(path("d.bin")), keys));
 }
@@ -980,7 +981,7 @@ TEST_F(Cli, OutputsInTmpfsAreWrittenThroughTheirMapping)
 }
 
 // A disk that cannot take the output (here the file size limit, which the kernel enforces like
-// a full disk: EFBIG): one clear line, exit 70, the input as it was and no temporary left.
+// a full disk: EFBIG): one clear line, exit 73, the input as it was and no temporary left.
 TEST_F(Cli, AnOutputThatDoesNotFitLeavesTheInputAndNoTemporary)
 {
   gen("u64", "uniform", "200k", path("d.bin"));
@@ -1006,7 +1007,7 @@ TEST_F(Cli, AnOutputThatDoesNotFitLeavesTheInputAndNoTemporary)
       ::_exit(122);
     }
     const run_result r = wait_for(pid, true);
-    EXPECT_EQ(r.code, 70) << r.err;
+    EXPECT_EQ(r.code, 73) << r.err;  // EX_CANTCREAT
     expect_one_error_line(r);
     EXPECT_NE(r.err.find(std::strerror(EFBIG)), std::string::npos) << r.err;
     EXPECT_TRUE(same_bytes(slurp(path("d.bin")), keys));
@@ -1023,7 +1024,7 @@ TEST_F(Cli, AReadOnlyOutputFolderIsAClearError)
   const run_result r =
       sort({path("d.bin"), "--dtype", "u32", "--out", (dir_ / "locked" / "s.bin").string()});
   fs::permissions(dir_ / "locked", fs::perms::owner_all);
-  EXPECT_EQ(r.code, 70);
+  EXPECT_EQ(r.code, 77);  // EX_NOPERM
   expect_one_error_line(r);
   EXPECT_NE(r.err.find("s.bin"), std::string::npos) << r.err;
   EXPECT_TRUE(fs::is_empty(dir_ / "locked"));
