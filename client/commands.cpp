@@ -553,7 +553,7 @@ int sort_with_daemon(const parsed_args& a, const fs::path& input_path, dtype t,
   client::progress_callback on_progress;
   if (bar.enabled())
     on_progress = [&bar](const client::progress& p) {
-      bar.update(progress_event{p.round, p.bytes_done, p.bytes_total});
+      bar.update(progress_event{p.round, p.bytes_done, p.bytes_total, p.rounds});
     };
   client::job_report report;
   try {

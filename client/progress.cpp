@@ -8,6 +8,7 @@ void progress_bar::update(const progress_event& event)
 {
   if (!enabled_) return;
   const auto now = std::chrono::steady_clock::now();
+  if (round_ < 0) start_ = now;
   if (event.round != round_) {
     round_ = event.round;
     round_start_ = now;
@@ -24,11 +25,26 @@ void progress_bar::update(const progress_event& event)
   bar.resize(width, '.');
   const double seconds = std::chrono::duration<double>(now - round_start_).count();
   const double rate = seconds > 0 ? static_cast<double>(event.bytes_done) / seconds / 1e9 : 0.0;
-  // Round 0 is the direct in-core sort; 1 and 2 are the passes of the out-of-core sort.
-  const std::string label =
-      event.round == 0 ? "in-core sort" : "round " + std::to_string(event.round) + "/2";
-  std::fprintf(stream_, "\r%-12s [%s] %5.1f%% %8.2f GB/s", label.c_str(), bar.c_str(),
-               fraction * 100.0, rate);
+  // Round 0 is the direct in-core sort; a job of one round (rounds 1) is a round trip through
+  // the GPUs; 1 and 2 of 2 are the passes of the out-of-core sort. A daemon that does not say
+  // how many rounds there are sends rounds 0.
+  const std::string label = event.round == 0 || event.rounds == 1
+                                ? "in-core sort"
+                                : "round " + std::to_string(event.round) + "/2";
+  // The job's share done: both rounds move the same bytes, so each is half of a two-round job.
+  double job_fraction = -1.0;  // unknown: no estimate
+  if (event.rounds == 2)
+    job_fraction = (event.round - 1 + fraction) / 2.0;
+  else if (event.rounds == 1 || event.round == 0)
+    job_fraction = fraction;
+  const double elapsed = std::chrono::duration<double>(now - start_).count();
+  std::string times = " " + std::to_string(static_cast<long long>(elapsed)) + " s";
+  if (job_fraction >= 0.05 && job_fraction < 1.0) {
+    const double left = elapsed * (1.0 - job_fraction) / job_fraction;
+    times += ", about " + std::to_string(static_cast<long long>(left + 0.5)) + " s left";
+  }
+  std::fprintf(stream_, "\r%-12s [%s] %5.1f%% %8.2f GB/s%-22s", label.c_str(), bar.c_str(),
+               fraction * 100.0, rate, times.c_str());
   std::fflush(stream_);
   drawn_ = true;
 }

@@ -17,8 +17,9 @@ class progress_bar {
   progress_bar& operator=(const progress_bar&) = delete;
 
   [[nodiscard]] bool enabled() const noexcept { return enabled_; }
-  /// Redraws the line: round, percent, rate of the round so far. Called by the engine's
-  /// workers, one at a time.
+  /// Redraws the line: the round, its percentage and rate so far, the time since the sort
+  /// began and, once a twentieth of the job is done, an estimate of the time left (over both
+  /// rounds when the event says the job has two). Called by the engine's workers, one at a time.
   void update(const progress_event& event);
   /// Ends the line so that what follows starts on a fresh one.
   void finish() noexcept;
@@ -28,6 +29,7 @@ class progress_bar {
   std::FILE* stream_;
   bool drawn_{};
   int round_{-1};
+  std::chrono::steady_clock::time_point start_{};
   std::chrono::steady_clock::time_point round_start_{};
   std::chrono::steady_clock::time_point last_draw_{};
 };

@@ -60,14 +60,15 @@ void job_context::check() const
     throw cancelled{"the sort was stopped because another device failed"};
 }
 
-void job_context::begin_round(int round, std::uint64_t elements)
+void job_context::begin_round(int round, std::uint64_t elements, int rounds)
 {
   const std::lock_guard lock{mutex_};
   round_ = round;
+  rounds_ = rounds;
   done_ = 0;
   total_ = elements;
   if (options_.on_progress)
-    options_.on_progress(progress_event{round_, 0, total_ * bytes_per_element_});
+    options_.on_progress(progress_event{round_, 0, total_ * bytes_per_element_, rounds_});
 }
 
 void job_context::add_done(std::uint64_t elements)
@@ -75,8 +76,8 @@ void job_context::add_done(std::uint64_t elements)
   const std::lock_guard lock{mutex_};
   done_ += elements;
   if (options_.on_progress)
-    options_.on_progress(
-        progress_event{round_, done_ * bytes_per_element_, total_ * bytes_per_element_});
+    options_.on_progress(progress_event{round_, done_ * bytes_per_element_,
+                                        total_ * bytes_per_element_, rounds_});
 }
 
 int job_context::round() const

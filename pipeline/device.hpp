@@ -58,7 +58,8 @@ class job_context {
   /// Throws gpusort::cancelled once the job's token is cancelled or another worker failed.
   void check() const;
   void abort() noexcept { aborted_.store(true, std::memory_order_relaxed); }
-  void begin_round(int round, std::uint64_t elements);
+  /// `rounds`: how many rounds the job takes in all (1 or 2), for progress over the whole job.
+  void begin_round(int round, std::uint64_t elements, int rounds);
   void add_done(std::uint64_t elements);
 
   [[nodiscard]] bool profiling() const noexcept { return options_.profile; }
@@ -75,6 +76,7 @@ class job_context {
   std::atomic<bool> aborted_{false};
   mutable std::mutex mutex_;
   int round_{};
+  int rounds_{};
   std::uint64_t done_{};
   std::uint64_t total_{};
 };

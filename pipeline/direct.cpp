@@ -13,7 +13,7 @@ execution_stats sort_direct(const job_arrays& arrays, const element_layout& layo
 {
   ctx.check();
   if (arrays.n == 0) return execution_stats{.chunks = 0, .rounds = 0};
-  ctx.begin_round(0, arrays.n);
+  ctx.begin_round(0, arrays.n, 1);
   visit_layout(layout.key_bytes, layout.value_bytes, [&]<typename K, typename V>() {
     K* keys = static_cast<K*>(arrays.dst_keys);
     V* values = static_cast<V*>(arrays.dst_values);

@@ -26,12 +26,13 @@ namespace {
 
 /// Runs one round: every device pulls tasks until the queue is empty. The first failure stops
 /// the other devices at their next task and is rethrown here.
-void run_round(int round, std::vector<chunk_task> tasks, const element_layout& layout,
-               const std::vector<device*>& devices, job_context& ctx, std::uint64_t reserve = 0)
+void run_round(int round, int rounds, std::vector<chunk_task> tasks,
+               const element_layout& layout, const std::vector<device*>& devices,
+               job_context& ctx, std::uint64_t reserve = 0)
 {
   std::uint64_t elements = 0;
   for (const chunk_task& t : tasks) elements += t.total();
-  ctx.begin_round(round, elements);
+  ctx.begin_round(round, elements, rounds);
   const std::size_t chunks = tasks.size();
   task_queue queue{std::move(tasks), reserve};
   const auto start = std::chrono::steady_clock::now();
@@ -188,7 +189,7 @@ execution_stats sort_out_of_core(const job_arrays& a, const element_layout& layo
   const K* keys = r1.keys();
 
   // Round 1: sort every chunk and deal it into d sorted runs.
-  run_round(1, round1_tasks<K, V>(a, plan, r1), layout, devices, ctx, plan.capacity);
+  run_round(1, 2, round1_tasks<K, V>(a, plan, r1), layout, devices, ctx, plan.capacity);
 
   // Splitters from the runs of one new chunk (the transposed run table's row).
   const auto between = std::chrono::steady_clock::now();
@@ -215,7 +216,7 @@ execution_stats sort_out_of_core(const job_arrays& a, const element_layout& layo
                                   .last_end = spent});
   }
   try {
-    run_round(2, std::move(tasks), layout, devices, ctx, plan.capacity);
+    run_round(2, 2, std::move(tasks), layout, devices, ctx, plan.capacity);
   } catch (...) {
     if (a.in_place()) restore_input<K, V>(a, layout, r1);
     throw;
@@ -236,7 +237,7 @@ execution_stats sort_in_core(const job_arrays& a, const element_layout& layout,
   t.dst_values = a.dst_values;
   std::vector<chunk_task> tasks;
   tasks.push_back(std::move(t));
-  run_round(1, std::move(tasks), layout, {devices.front()}, ctx);
+  run_round(1, 1, std::move(tasks), layout, {devices.front()}, ctx);
   return execution_stats{.chunks = 1, .rounds = 1};
 }
 

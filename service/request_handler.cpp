@@ -308,6 +308,7 @@ void request_handler::job_progress(std::uint64_t request_id, const job& j,
   ev.set_bytes_done(e.bytes_done);
   ev.set_bytes_total(e.bytes_total);
   ev.set_rate(j.round_rate());
+  ev.set_rounds(static_cast<std::uint32_t>(e.rounds));
   const std::lock_guard order{events_mutex_};
   reply(request_id, ev);
 }

@@ -233,7 +233,8 @@ void connection_state::dispatch(proto::frame f)
                                 .round = static_cast<int>(e.round()),
                                 .bytes_done = e.bytes_done(),
                                 .bytes_total = e.bytes_total(),
-                                .rate = e.rate()});
+                                .rate = e.rate(),
+                                .rounds = static_cast<int>(e.rounds())});
     }
     return;
   }

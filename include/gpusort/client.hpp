@@ -76,6 +76,7 @@ struct progress {
   std::uint64_t bytes_done{};
   std::uint64_t bytes_total{};
   double rate{};  ///< bytes per second since the job was accepted
+  int rounds{};   ///< rounds of the whole job (1 or 2); 0 from a daemon that does not say
 };
 /// Called on the connection's reader thread: keep it short, and do not wait on the connection
 /// from inside it.

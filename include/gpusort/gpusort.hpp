@@ -27,6 +27,7 @@ struct progress_event {
   int round{};
   std::uint64_t bytes_done{};
   std::uint64_t bytes_total{};
+  int rounds{};  ///< how many rounds the job takes: 1 in one round trip, 2 out of core
 };
 using progress_callback = std::function<void(const progress_event&)>;
 

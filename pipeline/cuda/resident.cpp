@@ -496,7 +496,7 @@ execution_stats sort_resident(const job_arrays& a, const element_layout& layout,
                               const std::vector<cuda_device*>& gpus, job_context& ctx)
 {
   GPUSORT_EXPECTS(!gpus.empty(), "a resident sort needs a GPU");
-  ctx.begin_round(1, a.n);
+  ctx.begin_round(1, a.n, 1);
   const auto start = std::chrono::steady_clock::now();
   if (gpus.size() > 1) enable_peer_access(gpus);
   resident_job{a, layout, ctx}.run(gpus);

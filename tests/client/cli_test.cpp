@@ -610,6 +610,7 @@ TEST_F(Terminal, ProgressBarOnATerminalUnlessQuietOrJson)
   EXPECT_NE(shown.find('\r'), std::string::npos) << shown;
   EXPECT_NE(shown.find("100.0%"), std::string::npos) << shown;
   EXPECT_NE(shown.find("GB/s"), std::string::npos) << shown;
+  EXPECT_NE(shown.find(" s"), std::string::npos) << "the time since the start: " << shown;
   if (tiny_budget()) {
     EXPECT_NE(shown.find("round 1/2"), std::string::npos) << shown;
     EXPECT_NE(shown.find("round 2/2"), std::string::npos) << shown;

@@ -227,6 +227,7 @@ TEST(Engine, ReportsProgressPerRound)
   bool finished[3] = {false, false, false};
   for (const progress_event& e : events) {
     ASSERT_TRUE(e.round == 1 || e.round == 2);
+    EXPECT_EQ(e.rounds, 2) << "every event says the job has two rounds";
     EXPECT_EQ(e.bytes_total, keys.size() * 8);
     EXPECT_GE(e.bytes_done, last_done[e.round]);
     last_done[e.round] = e.bytes_done;
@@ -236,6 +237,15 @@ TEST(Engine, ReportsProgressPerRound)
   EXPECT_TRUE(finished[2]);
   EXPECT_EQ(events.front().round, 1);
   EXPECT_EQ(events.back().round, 2);
+
+  // In core: one round, and the events say so.
+  events.clear();
+  engine{config{.devices = device_selection::cpu}}.sort(
+      std::span<std::uint64_t>{keys},
+      sort_options{.on_progress = [&](const progress_event& e) { events.push_back(e); }});
+  ASSERT_FALSE(events.empty());
+  for (const progress_event& e : events) EXPECT_EQ(e.rounds, 1);
+  EXPECT_EQ(events.back().bytes_done, events.back().bytes_total);
 }
 
 TEST(Engine, CancelledBeforeStartChangesNothing)
