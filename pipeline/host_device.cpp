@@ -16,21 +16,29 @@ namespace gpusort::detail {
 namespace {
 
 /// The host device's memory for one round: chunk buffer A, and buffer B that holds the dealt
-/// chunk or, during the sort of pairs, the packed records (keys and values side by side).
+/// chunk (keys, then values from an 8-byte boundary: 4-byte keys of an odd count would
+/// misalign 8-byte values) or, during the sort, the sorter's scratch.
 template <typename K, typename V>
 struct chunk_buffers {
   static constexpr std::size_t value_size = std::is_same_v<V, no_value> ? 0 : sizeof(V);
   std::uint64_t elements;
   host_buffer a_keys, a_values, b;
   explicit chunk_buffers(std::uint64_t n)
-      : elements{n}, a_keys{n * sizeof(K)}, a_values{n * value_size}, b{n * (sizeof(K) + value_size)}
+      : elements{n},
+        a_keys{n * sizeof(K)},
+        a_values{n * value_size},
+        b{values_offset(n) + n * value_size}
   {
     static_assert(cpu_sort_scratch_bytes<K, V>(1) <= sizeof(K) + value_size);
+  }
+  static constexpr std::uint64_t values_offset(std::uint64_t n) noexcept
+  {
+    return (n * sizeof(K) + 7) / 8 * 8;
   }
   [[nodiscard]] K* b_keys() const noexcept { return b.as<K>(); }
   [[nodiscard]] V* b_values() const noexcept
   {
-    return reinterpret_cast<V*>(b.as<char>() + elements * sizeof(K));
+    return reinterpret_cast<V*>(b.as<char>() + values_offset(elements));
   }
   [[nodiscard]] void* scratch() const noexcept { return b.data(); }
 };

@@ -130,7 +130,7 @@ TYPED_TEST(FileArrayKeys, FileToFileAndMemoryToFileLeaveTheInputAlone)
           sort_job{.keys = {in.data(), n, dtype_of_v<K>}, .keys_out = out.data()});
     }
     const std::vector<K> left = input.read_at<K>(lead, n);
-    EXPECT_EQ(std::memcmp(left.data(), keys.data(), n * sizeof(K)), 0);
+    EXPECT_TRUE(test::same_bytes(left, keys));
     std::vector<K> sorted = output.read_at<K>(0, n);
     verify_result v =
         verify(key_array{sorted.data(), n, dtype_of_v<K>}, std::nullopt, order::ascending, before);

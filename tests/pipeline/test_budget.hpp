@@ -12,7 +12,9 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
+#include <vector>
 
 namespace gpusort::test {
 
@@ -20,6 +22,15 @@ inline bool tiny_budget()
 {
   const char* v = std::getenv("GPUSORT_TEST_BUDGET");
   return v != nullptr && std::string_view{v} == "tiny";
+}
+
+/// Whether two arrays hold the same bytes (bytes, not ==: NaN keys never compare equal to
+/// themselves); empty arrays, whose data() may be null, are equal.
+template <typename T>
+bool same_bytes(const std::vector<T>& a, const std::vector<T>& b)
+{
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 
 /// Capacity (elements) of the fixed tiny budget: sizes around it cross the in-core limit.
