@@ -157,16 +157,17 @@ const command_spec& verify_spec()
 {
   static const command_spec spec{
       .name = "verify",
-      .synopsis = "FILE --dtype T --original FILE [--descending]\n"
+      .synopsis = "FILE --dtype T [--original FILE] [--descending]\n"
                   "                      [--values FILE --original-values FILE "
                   "[--value-bytes 4|8]] [--json]",
       .description =
-          "Checks that FILE is sorted (totalOrder for floats) and is a permutation of the\n"
-          "original, (key, value) pairs included, by an order-independent 128-bit fingerprint.\n"
+          "Checks that FILE is sorted (totalOrder for floats) and, with --original, that it is\n"
+          "a permutation of the original, (key, value) pairs included, by an order-independent\n"
+          "128-bit fingerprint; without --original only the order is checked.\n"
           "Prints \"ok\" and exits 0 when it is; exits 1 naming the first problem otherwise.\n",
       .options = {
           {"dtype", "T", dtype_help},
-          {"original", "FILE", "the keys before sorting"},
+          {"original", "FILE", "the keys before sorting (else: check the order only)"},
           {"descending", "", "expect descending order"},
           {"values", "FILE", "the sorted values"},
           {"original-values", "FILE", "the values before sorting"},
@@ -650,6 +651,43 @@ int run_sort(const std::vector<std::string>& args)
 
 // ---- verify ----------------------------------------------------------------------------------
 
+namespace {
+
+/// Prints a verification's outcome (JSON, the "ok" line, or one error line) and returns its
+/// exit code.
+int report_verification(const parsed_args& a, bool ok, std::uint64_t n,
+                        const std::string& message, const std::string& ok_line)
+{
+  if (a.has("json")) {
+    fmt::print("{{\"ok\": {}, \"elements\": {}, \"message\": {}}}\n", ok, n,
+               json_string(message));
+  } else if (ok) {
+    fmt::print("{}\n", ok_line);
+  } else {
+    std::fflush(stdout);
+    std::fprintf(stderr, "gpusort: verification failed: %s\n", one_line(message).c_str());
+  }
+  std::fflush(stdout);
+  return ok ? exit_ok : exit_verify_failed;
+}
+
+/// `verify` without an original: the order alone, for a file whose input is gone.
+int verify_order_only(const parsed_args& a, const mapped_input& sorted, std::uint64_t n, dtype t,
+                      order direction)
+{
+  const char* dir = direction == order::ascending ? "ascending" : "descending";
+  const order_check c = check_order(key_array{sorted.source(), n, t}, direction);
+  return report_verification(
+      a, c.ok, n,
+      c.ok ? "" : fmt::format("{} is not sorted {}: elements {} and {} are out of order",
+                              sorted.path().string(), dir, c.first_violation,
+                              c.first_violation + 1),
+      fmt::format("ok: {} sorted {} (order only: no --original to compare with)",
+                  plural(n, "element"), dir));
+}
+
+}  // namespace
+
 int run_verify(const std::vector<std::string>& args)
 {
   const std::optional<parsed_args> parsed = parse_or_help(args, verify_spec());
@@ -657,7 +695,9 @@ int run_verify(const std::vector<std::string>& args)
   const parsed_args& a = *parsed;
   const std::string& sorted_path = one_file(a, "verify", "the sorted file");
   const dtype t = dtype_option(a);
-  const std::string original_path = a.require("original");
+  const std::optional<std::string> original_path = a.get("original");
+  if (!original_path && a.has("values"))
+    throw cli_error{exit_usage, "--values needs --original and --original-values"};
   if (a.has("values") != a.has("original-values"))
     throw cli_error{exit_usage, "--values and --original-values go together"};
   if (!a.has("values") && a.has("value-bytes"))
@@ -668,7 +708,8 @@ int run_verify(const std::vector<std::string>& args)
   const std::string key_what = std::string{name_of(t)} + " keys";
   const mapped_input sorted{sorted_path};
   const std::uint64_t n = element_count(sorted, size_of(t), key_what);
-  const mapped_input original{original_path};
+  if (!original_path) return verify_order_only(a, sorted, n, t, direction);
+  const mapped_input original{*original_path};
   const std::uint64_t on = element_count(original, size_of(t), key_what);
   std::optional<mapped_input> sorted_values_file, original_values_file;
   std::optional<value_array> sorted_values, original_values;
@@ -687,18 +728,10 @@ int run_verify(const std::vector<std::string>& args)
   const fingerprint before = fingerprint_of(key_array{original.source(), on, t}, original_values);
   const verify_result r =
       verify(key_array{sorted.source(), n, t}, sorted_values, direction, before);
-  if (a.has("json")) {
-    fmt::print("{{\"ok\": {}, \"elements\": {}, \"message\": {}}}\n", r.ok, n,
-               json_string(r.message));
-  } else if (r.ok) {
-    fmt::print("ok: {} sorted {}, a permutation of {}\n", plural(n, "element"),
-               direction == order::ascending ? "ascending" : "descending", original_path);
-  } else {
-    std::fflush(stdout);
-    std::fprintf(stderr, "gpusort: verification failed: %s\n", one_line(r.message).c_str());
-  }
-  std::fflush(stdout);
-  return r.ok ? exit_ok : exit_verify_failed;
+  return report_verification(
+      a, r.ok, n, r.message,
+      fmt::format("ok: {} sorted {}, a permutation of {}", plural(n, "element"),
+                  direction == order::ascending ? "ascending" : "descending", *original_path));
 }
 
 }  // namespace gpusort::cli

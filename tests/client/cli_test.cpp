@@ -626,6 +626,23 @@ TEST_F(Terminal, ProgressBarOnATerminalUnlessQuietOrJson)
 
 // ---- verify --------------------------------------------------------------------------------
 
+TEST_F(Cli, VerifyWithoutAnOriginalChecksTheOrderAlone)
+{
+  gen("f64", "nanmix", "20000", path("d.bin"));
+  ASSERT_EQ(sort({path("d.bin"), "--dtype", "f64", "--out", path("s.bin"), "--quiet"}).code, 0);
+  const run_result ok = run({"verify", path("s.bin"), "--dtype", "f64"});
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_EQ(ok.out.rfind("ok: 20000 elements sorted ascending (order only", 0), 0U) << ok.out;
+  const run_result wrong = run({"verify", path("s.bin"), "--dtype", "f64", "--descending"});
+  EXPECT_EQ(wrong.code, 1);
+  expect_one_error_line(wrong);
+  EXPECT_NE(wrong.err.find("not sorted descending"), std::string::npos) << wrong.err;
+  const run_result json = run({"verify", path("d.bin"), "--dtype", "f64", "--json"});
+  EXPECT_EQ(json.code, 1);
+  EXPECT_EQ(json.out.rfind("{\"ok\": false, \"elements\": 20000, \"message\": ", 0), 0U)
+      << json.out;
+}
+
 TEST_F(Cli, VerifyDetectsCorruption)
 {
   gen("f32", "gaussian", "5000", path("d.bin"), path("v.bin"), "4");
@@ -825,7 +842,8 @@ TEST_F(Cli, ErrorsGiveOneLineAndTheirExitCode)
         "--values-out", path("no/dir/v.bin")},
        73},
       // verify
-      {{"verify", d, "--dtype", "u64"}, 64},
+      {{"verify", d, "--dtype", "u64"}, 1},  // no original: the order alone, and d is not sorted
+      {{"verify", d, "--dtype", "u64", "--values", path("v.bin")}, 64},
       {{"verify", "--dtype", "u64", "--original", d}, 64},
       {{"verify", d, "--original", d}, 64},
       {{"verify", d, "--dtype", "u64", "--original", d, "--values", path("v.bin")}, 64},
