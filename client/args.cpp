@@ -23,7 +23,8 @@ parsed_args parse_args(const std::vector<std::string>& args, const command_spec&
   parsed_args out;
   bool options_done = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
+    // -q, the one short option besides -h: scripts silence commands that way.
+    const std::string arg = !options_done && args[i] == "-q" ? "--quiet" : args[i];
     if (options_done || arg == "-" || arg.empty() || arg.front() != '-') {
       out.positionals.push_back(arg);
       continue;

@@ -104,7 +104,7 @@ const command_spec& gen_spec()
           {"out", "FILE", "keys file to write"},
           {"values-out", "FILE", "values file to write (value i is a hash of seed and i)"},
           {"value-bytes", "4|8", "bytes per value (default 8)"},
-          {"quiet", "", "print nothing on success"},
+          {"quiet", "", "print nothing on success (also -q)"},
           {"help", "", "show this text"},
       }};
   return spec;
@@ -145,7 +145,7 @@ const command_spec& sort_spec()
                        "start to the published output), peak_rss_bytes (this command's\n"
                        "peak memory), rate (bytes/s), engine, devices, chunks, rounds,\n"
                        "compensated_chunks"},
-          {"quiet", "", "no progress bar, no summary, only warnings and errors"},
+          {"quiet", "", "no progress bar, no summary, only warnings and errors (also -q)"},
           {"no-sync", "", "publish the output without waiting for it to reach the disk\n"
                           "(no fsync: for scratch files a crash may lose)"},
           {"help", "", "show this text"},

@@ -541,9 +541,16 @@ TEST_F(Cli, SummaryLineUnlessQuietAndNoProgressWithoutATerminal)
   EXPECT_EQ(s.out.rfind("sorted 12345 elements (48.22 KiB) in ", 0), 0U) << s.out;
   EXPECT_NE(s.out.find(" GB/s"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("engine cpu-"), std::string::npos) << s.out;
-  const run_result q = sort({path("d.bin"), "--dtype", "i32", "--out", path("s.bin"), "--quiet"});
-  ASSERT_EQ(q.code, 0) << q.err;
-  EXPECT_EQ(q.out + q.err, "");
+  for (const char* quiet : {"--quiet", "-q"}) {
+    const run_result q = sort({path("d.bin"), "--dtype", "i32", "--out", path("s.bin"), quiet});
+    ASSERT_EQ(q.code, 0) << q.err;
+    EXPECT_EQ(q.out + q.err, "") << quiet;
+  }
+  // After --, -q is a file name like any other.
+  const run_result after = run({"sort", "--local", "--config", config_.string(), "--dtype", "i32",
+                                 "--out", path("s.bin"), "--", "-q"});
+  EXPECT_EQ(after.code, 66) << after.err;
+  EXPECT_NE(after.err.find("cannot read -q"), std::string::npos) << after.err;
   const run_result g = run({"gen", "--dtype", "u32", "--dist", "zero", "--count", "5",
                             "--out", path("z.bin")});
   ASSERT_EQ(g.code, 0) << g.err;
