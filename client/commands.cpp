@@ -33,6 +33,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
+constexpr double gibibyte = 1024.0 * 1024.0 * 1024.0;
+
 /// When the process started, near enough (static initialisation): the end-to-end time a user
 /// waits, which --json reports beside the sort's own seconds.
 const auto process_start = std::chrono::steady_clock::now();
@@ -402,10 +404,11 @@ int finish_sort(progress_bar& bar, atomic_output& keys_out,
   } else if (!quiet) {
     std::string devices;
     for (const std::string& d : r.devices) devices += (devices.empty() ? "" : ",") + d;
-    fmt::print("sorted {} ({}) in {:.3f} s ({:.3f} s in all): {:.3f} GB/s, engine {} on {}, {}, "
-               "{}{}\n",
+    // Binary units throughout, as format_bytes gives the size (not MiB beside GB/s).
+    fmt::print("sorted {} ({}) in {:.3f} s ({:.3f} s in all): {:.3f} GiB/s, engine {} on {}, "
+               "{}, {}{}\n",
                plural(r.elements, "element"), format_bytes(r.bytes), r.seconds, wall_seconds,
-               r.rate / 1e9, r.engine, devices, plural(r.chunks, "chunk"),
+               r.rate / gibibyte, r.engine, devices, plural(r.chunks, "chunk"),
                plural(static_cast<std::uint64_t>(r.rounds), "round"),
                daemon ? " (daemon)" : "");
   }

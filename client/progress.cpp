@@ -24,7 +24,9 @@ void progress_bar::update(const progress_event& event)
   std::string bar(static_cast<std::size_t>(fraction * width), '#');
   bar.resize(width, '.');
   const double seconds = std::chrono::duration<double>(now - round_start_).count();
-  const double rate = seconds > 0 ? static_cast<double>(event.bytes_done) / seconds / 1e9 : 0.0;
+  constexpr double gibibyte = 1024.0 * 1024.0 * 1024.0;
+  const double rate =
+      seconds > 0 ? static_cast<double>(event.bytes_done) / seconds / gibibyte : 0.0;
   // Round 0 is the direct in-core sort; a job of one round (rounds 1) is a round trip through
   // the GPUs; 1 and 2 of 2 are the passes of the out-of-core sort. A daemon that does not say
   // how many rounds there are sends rounds 0.
@@ -43,7 +45,7 @@ void progress_bar::update(const progress_event& event)
     const double left = elapsed * (1.0 - job_fraction) / job_fraction;
     times += ", about " + std::to_string(static_cast<long long>(left + 0.5)) + " s left";
   }
-  std::fprintf(stream_, "\r%-12s [%s] %5.1f%% %8.2f GB/s%-22s", label.c_str(), bar.c_str(),
+  std::fprintf(stream_, "\r%-12s [%s] %5.1f%% %8.2f GiB/s%-22s", label.c_str(), bar.c_str(),
                fraction * 100.0, rate, times.c_str());
   std::fflush(stream_);
   drawn_ = true;

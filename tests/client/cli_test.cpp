@@ -539,7 +539,7 @@ TEST_F(Cli, SummaryLineUnlessQuietAndNoProgressWithoutATerminal)
   EXPECT_EQ(s.err, "") << "stderr is no terminal: no progress bar";
   EXPECT_EQ(count_lines(s.out), 1) << s.out;
   EXPECT_EQ(s.out.rfind("sorted 12345 elements (48.22 KiB) in ", 0), 0U) << s.out;
-  EXPECT_NE(s.out.find(" GB/s"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find(" GiB/s"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("engine cpu-"), std::string::npos) << s.out;
   for (const char* quiet : {"--quiet", "-q"}) {
     const run_result q = sort({path("d.bin"), "--dtype", "i32", "--out", path("s.bin"), quiet});
@@ -616,7 +616,7 @@ TEST_F(Terminal, ProgressBarOnATerminalUnlessQuietOrJson)
   const std::string shown = sort_on_terminal({});
   EXPECT_NE(shown.find('\r'), std::string::npos) << shown;
   EXPECT_NE(shown.find("100.0%"), std::string::npos) << shown;
-  EXPECT_NE(shown.find("GB/s"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("GiB/s"), std::string::npos) << shown;
   EXPECT_NE(shown.find(" s"), std::string::npos) << "the time since the start: " << shown;
   if (tiny_budget()) {
     EXPECT_NE(shown.find("round 1/2"), std::string::npos) << shown;
