@@ -351,14 +351,15 @@ exit_code exit_of(client::status_code code) noexcept
   }
 }
 
-client::connection connect_daemon(const std::string& socket)
+/// `hint`: what the user can do instead when no daemon answers (sort has --local; status not).
+client::connection connect_daemon(const std::string& socket, std::string_view hint)
 {
   try {
     return client::connection::connect(socket, std::string{"gpusort-cli "} + GPUSORT_VERSION);
   } catch (const client::error& e) {
     if (e.code() == client::status_code::connection_lost)
       throw cli_error{exit_unavailable, "cannot reach the daemon at " + socket + " (" +
-                                            e.what() + "); start gpusortd or sort with --local"};
+                                            e.what() + "); " + std::string{hint}};
     throw cli_error{exit_of(e.code()), "the daemon at " + socket + " refused: " + e.what()};
   }
 }
@@ -536,7 +537,7 @@ int sort_with_daemon(const parsed_args& a, const fs::path& input_path, dtype t,
   if (values_path) values.emplace(*values_path);
   const std::uint64_t n =
       checked_inputs(keys, values, t, value_bytes, input_path, values_path, in_place);
-  client::connection conn = connect_daemon(socket);
+  client::connection conn = connect_daemon(socket, "start gpusortd or sort with --local");
 
   atomic_output keys_out{keys_out_path, keys.size()};
   std::optional<atomic_output> values_out;
@@ -751,7 +752,7 @@ int run_status(const std::vector<std::string>& args)
   if (!a.positionals.empty())
     throw cli_error{exit_usage, "status takes no file, got '" + a.positionals.front() + "'"};
   const std::string socket = socket_option(a);
-  client::connection conn = connect_daemon(socket);
+  client::connection conn = connect_daemon(socket, "is gpusortd running?");
   client::daemon_status st;
   try {
     st = conn.status();

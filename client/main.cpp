@@ -69,8 +69,11 @@ int dispatch(std::vector<std::string> args)
   if (command == "sort") return run_sort(args);
   if (command == "verify") return run_verify(args);
   if (command == "status") return run_status(args);
-  throw cli_error{exit_usage,
-                  "unknown command '" + command + "' (gen, sort, verify, status; see --help)"};
+  throw cli_error{exit_usage, command.starts_with("-")
+                                 ? "unknown option " + command + " (--help, --version; a "
+                                                                 "command's options follow it)"
+                                 : "unknown command '" + command +
+                                       "' (gen, sort, verify, status; see --help)"};
 }
 
 }  // namespace

@@ -633,6 +633,25 @@ TEST_F(Terminal, ProgressBarOnATerminalUnlessQuietOrJson)
 
 // ---- verify --------------------------------------------------------------------------------
 
+TEST_F(Cli, MessagesSayWhatWasMeant)
+{
+  const run_result option = run({"--bogus"});
+  EXPECT_EQ(option.code, 64);
+  EXPECT_NE(option.err.find("unknown option --bogus"), std::string::npos) << option.err;
+  const run_result command = run({"bogus"});
+  EXPECT_EQ(command.code, 64);
+  EXPECT_NE(command.err.find("unknown command 'bogus'"), std::string::npos) << command.err;
+  // status has no --local to suggest; sort does.
+  const std::string nowhere = (dir_ / "no.sock").string();
+  const run_result status = run({"status", "--socket", nowhere});
+  EXPECT_EQ(status.code, 69);
+  EXPECT_EQ(status.err.find("--local"), std::string::npos) << status.err;
+  gen("u32", "uniform", "10", path("d.bin"));
+  const run_result sorted = run({"sort", path("d.bin"), "--dtype", "u32", "--socket", nowhere});
+  EXPECT_EQ(sorted.code, 69);
+  EXPECT_NE(sorted.err.find("--local"), std::string::npos) << sorted.err;
+}
+
 TEST_F(Cli, VerifyWithoutAnOriginalChecksTheOrderAlone)
 {
   gen("f64", "nanmix", "20000", path("d.bin"));
