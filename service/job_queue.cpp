@@ -213,8 +213,20 @@ void job_queue::finish(const std::shared_ptr<job>& j, job_outcome outcome)
                 : outcome.code == wire::CANCELLED ? job_state::cancelled
                                                   : job_state::failed;
   }
-  if (outcome.code != wire::OK && outcome.code != wire::CANCELLED)
+  // One line for every job's end, so that an operator can follow the daemon's work.
+  if (outcome.code == wire::OK) {
+    const sort_report& r = outcome.report;
+    spdlog::info("job {} done: {} elements ({}) in {:.3f} s ({:.2f} GiB/s), engine {}, {} "
+                 "round(s), queued {:.3f} s",
+                 j->id(), r.elements, format_bytes(r.bytes), r.seconds,
+                 r.seconds > 0 ? static_cast<double>(r.bytes) / r.seconds / (1024.0 * 1024 * 1024)
+                               : 0.0,
+                 r.engine, r.rounds, outcome.queue_seconds);
+  } else if (outcome.code == wire::CANCELLED) {
+    spdlog::info("job {} cancelled: {}", j->id(), outcome.message);
+  } else {
     spdlog::warn("job {} failed: {}: {}", j->id(), proto::name_of(outcome.code), outcome.message);
+  }
   try {
     if (j->callbacks_.on_finished) j->callbacks_.on_finished(*j, outcome);
   } catch (const std::exception& e) {

@@ -257,6 +257,8 @@ void request_handler::on_submit(std::uint64_t id, const wire::SubmitRequest& r,
       const std::lock_guard lock{mutex_};
       jobs_.erase(job_id);
     }
+    spdlog::info("session {}: job of {} {} keys refused: {}: {}", session_, p.count,
+                 name_of(p.type), proto::name_of(a.code), a.message);
     throw status_error{a.code, a.message};
   }
   wire::SubmitReply out;

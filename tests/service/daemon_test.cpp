@@ -612,6 +612,10 @@ TEST_F(Daemon, HostBudgetAdmission)
   c.sort(fits);
   EXPECT_TRUE(sorted(fits.data(), dtype::u64, fits.size(), order::ascending, before));
   EXPECT_EQ(c.status().totals.jobs_rejected, 1u);
+  // The log has a line for the refusal and one for the job's end.
+  const std::string log = d.log();
+  EXPECT_NE(log.find("job of 1048576 u64 keys refused: TOO_LARGE"), std::string::npos) << log;
+  EXPECT_NE(log.find(" done: 1000 elements (7.81 KiB) in "), std::string::npos) << log;
 }
 
 // ---- malformed input ------------------------------------------------------------------------
