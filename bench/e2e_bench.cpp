@@ -4,6 +4,8 @@
 //   pageable      engine.sort on plain memory (a std::vector-like anonymous buffer)
 //   cli           `gpusort sort FILE --out FILE --local`, a file in --dir, process start to exit
 //   daemon-fd     `gpusort sort FILE --out FILE` through a gpusortd started here (descriptors)
+//   daemon-shm    the C++ client sorting a shared buffer of that gpusortd in place (filled by
+//                 the client beforehand: the time is the job's, submit to its end)
 //   cpu           the CPU engine on the same keys in memory (--cpu-bytes, scaled linearly to
 //                 --bytes when smaller: n log n makes the scaled figure a slight underestimate)
 // plus a parallel memcpy of the data (host memory bandwidth bounds every path that copies).
@@ -21,6 +23,7 @@
 #include "core/verify.hpp"
 #include "pipeline/host_memory.hpp"
 
+#include <gpusort/client.hpp>
 #include <gpusort/gpusort.hpp>
 #include <gpusort/units.hpp>
 
@@ -349,6 +352,30 @@ int main(int argc, char** argv)
     run_child(through, "/tmp");
     ::unlink(out.c_str());
     add_path("daemon_fd", run_child(through, "/tmp"));
+    {
+      // A shared buffer: the daemon pinned it once at ALLOCATE; the job copies straight from it.
+      gpusort::client::connection conn = gpusort::client::connection::connect(socket, "e2e_bench");
+      gpusort::client::buffer<std::uint64_t> shared = conn.allocate<std::uint64_t>(n);
+      double seconds = 0;
+      for (int rep = 0; rep < 2; ++rep) {  // the first warms the daemon's buffers for this path
+        gpusort::generate(shared.span(), gpusort::distribution::uniform, 18);
+        const auto t0 = clock_type::now();
+        conn.sort(shared);
+        seconds = seconds_since(t0);
+      }
+      const gpusort::verify_result v =
+          gpusort::verify(gpusort::key_array{shared.data(), n, gpusort::dtype::u64}, std::nullopt,
+                          gpusort::order::ascending, before);
+      if (!v.ok) die(std::string{"the daemon's shared-buffer result is wrong: "} + v.message);
+      record(std::string{"daemon_shm "} + mode, seconds, 0);
+      targets.push_back(target{.name = std::string{"e2e.daemon_shm."} + mode,
+                               .unit = "s",
+                               .baseline = "reference engine seconds",
+                               .value = seconds,
+                               .ratio = seconds / ref,
+                               .goal = 1.03,
+                               .higher_is_better = false});
+    }
     const double daemon_rss = peak_rss_gib(pid);
     ::kill(pid, SIGTERM);
     int status = 0;
