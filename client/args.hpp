@@ -1,6 +1,7 @@
 // The command line's argument parser: a table of options per command, one-line usage errors.
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -26,6 +27,12 @@ enum exit_code : int {
   exit_no_permission = 77,  ///< EX_NOPERM: not this user's to write, or the daemon refuses them
   exit_config = 78,       ///< EX_CONFIG: a configuration that cannot be loaded or used
 };
+
+/// exit_no_permission when `err` (an errno) says access was denied, else `otherwise`.
+constexpr exit_code denied_or(int err, exit_code otherwise) noexcept
+{
+  return err == EACCES || err == EPERM || err == EROFS ? exit_no_permission : otherwise;
+}
 
 /// Ends the command with `code`; main prints what() as the one line "gpusort: <what>".
 struct cli_error : std::runtime_error {

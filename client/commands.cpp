@@ -17,8 +17,8 @@
 
 #include <cerrno>
 #include <charconv>
-#include <fstream>
 #include <chrono>
+#include <fstream>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -32,8 +32,6 @@ namespace gpusort::cli {
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr double gibibyte = 1024.0 * 1024.0 * 1024.0;
 
 /// When the process started, near enough (static initialisation): the end-to-end time a user
 /// waits, which --json reports beside the sort's own seconds.
@@ -512,8 +510,7 @@ std::uint64_t checked_inputs(const File& keys, const std::optional<File>& values
   for (const fs::path& p : {input_path, fs::path{values_path.value_or("")}}) {
     if (!in_place || p.empty() || ::access(p.c_str(), W_OK) == 0) continue;
     const int err = errno;
-    throw cli_error{err == EACCES || err == EPERM || err == EROFS ? exit_no_permission
-                                                                  : exit_no_input,
+    throw cli_error{denied_or(err, exit_no_input),
                     "cannot sort " + p.string() + " in place: " + std::strerror(err)};
   }
   return n;

@@ -159,8 +159,7 @@ atomic_output::atomic_output(const fs::path& path, std::uint64_t size)
     const int err = errno;
     if (fd_ < 0 && (err != EEXIST || attempt == 16)) {
       ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-      throw cli_error{err == EACCES || err == EPERM || err == EROFS ? exit_no_permission
-                                                                    : exit_cant_create,
+      throw cli_error{denied_or(err, exit_cant_create),
                       "cannot write " + shown + ": " + errno_text(err)};
     }
   }

@@ -24,7 +24,6 @@ void progress_bar::update(const progress_event& event)
   std::string bar(static_cast<std::size_t>(fraction * width), '#');
   bar.resize(width, '.');
   const double seconds = std::chrono::duration<double>(now - round_start_).count();
-  constexpr double gibibyte = 1024.0 * 1024.0 * 1024.0;
   const double rate =
       seconds > 0 ? static_cast<double>(event.bytes_done) / seconds / gibibyte : 0.0;
   // Round 0 is the direct in-core sort; a job of one round (rounds 1) is a round trip through

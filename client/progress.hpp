@@ -8,6 +8,9 @@
 
 namespace gpusort::cli {
 
+/// Bytes in a GiB: rates are shown in GiB/s beside sizes in binary units (format_bytes).
+inline constexpr double gibibyte = 1024.0 * 1024.0 * 1024.0;
+
 class progress_bar {
  public:
   /// Draws on `stream` (stderr) only when `enabled`.

@@ -76,13 +76,13 @@ void move_one(span_pair<K, V> from, std::uint64_t i, span_pair<K, V> to, std::ui
   if constexpr (has_values<V>) to.values[j] = from.values[i];
 }
 
-/// Bits in which some key of the range differs from its first key.
+/// Bits in which some key of the range differs from `reference` (a key of the range, or of the
+/// whole array when threads compute the range's blocks apart).
 template <typename K>
-K varying_bits(const K* keys, std::uint64_t n) noexcept
+K varying_bits(const K* keys, std::uint64_t n, K reference) noexcept
 {
   K vary = 0;
-  const K first = n > 0 ? keys[0] : K{0};
-  for (std::uint64_t i = 0; i < n; ++i) vary |= static_cast<K>(keys[i] ^ first);
+  for (std::uint64_t i = 0; i < n; ++i) vary |= static_cast<K>(keys[i] ^ reference);
   return vary;
 }
 
@@ -145,7 +145,8 @@ bool lsd_sort(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, K vary)
     std::array<std::uint32_t, radix>& c = counts[p];
     std::uint32_t sum = 0;
     for (std::uint32_t& v : c) sum += std::exchange(v, sum);
-    for (std::uint64_t i = 0; i < n; ++i) move_one(from, i, to, c[(from.keys[i] >> shift) & (radix - 1)]++);
+    for (std::uint64_t i = 0; i < n; ++i)
+      move_one(from, i, to, c[(from.keys[i] >> shift) & (radix - 1)]++);
     std::swap(from, to);
     in_y = !in_y;
   }
@@ -157,7 +158,7 @@ bool lsd_sort(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, K vary)
 template <typename K, typename V>
 void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x)
 {
-  const K vary = varying_bits(x.keys, n);
+  const K vary = n > 0 ? varying_bits(x.keys, n, x.keys[0]) : K{0};
   if (n <= insertion_max || vary == 0) {
     if (vary != 0) insertion_sort(x, n);
     if (!to_x) copy_range(x, y, n);
@@ -200,17 +201,20 @@ void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
     return;
   }
   constexpr std::uint32_t radix = std::uint32_t{1} << parallel_bits;
+  // Thread t's contiguous block: [first, last).
   const std::uint64_t block = (n + threads - 1) / threads;
+  const auto block_of = [&](unsigned t) {
+    const std::uint64_t first = std::min<std::uint64_t>(n, t * block);
+    return std::pair{first, std::min(n, first + block)};
+  };
   std::vector<K> vary_of(threads, 0);
   std::vector<std::array<std::uint64_t, radix>> counts(threads);
   // Varying bits first (every thread its block), then counts and the scatter.
 #pragma omp parallel num_threads(threads)
   {
     const auto t = static_cast<unsigned>(omp_get_thread_num());
-    const std::uint64_t b0 = std::min(n, t * block), b1 = std::min(n, b0 + block);
-    K v = 0;
-    for (std::uint64_t i = b0; i < b1; ++i) v |= static_cast<K>(x.keys[i] ^ x.keys[0]);
-    vary_of[t] = v;
+    const auto [b0, b1] = block_of(t);
+    vary_of[t] = varying_bits(x.keys + b0, b1 - b0, x.keys[0]);
   }
   K vary = 0;
   for (const K v : vary_of) vary |= v;
@@ -225,7 +229,7 @@ void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
 #pragma omp parallel num_threads(threads)
   {
     const auto t = static_cast<unsigned>(omp_get_thread_num());
-    const std::uint64_t b0 = std::min(n, t * block), b1 = std::min(n, b0 + block);
+    const auto [b0, b1] = block_of(t);
     std::array<std::uint64_t, radix>& c = counts[t];
     c.fill(0);
     for (std::uint64_t i = b0; i < b1; ++i) ++c[(x.keys[i] >> shift) & (radix - 1)];
@@ -238,7 +242,8 @@ void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
       for (std::uint32_t d = 0; d < radix; ++d)
         for (unsigned u = 0; u < threads; ++u) sum += std::exchange(counts[u][d], sum);
     }
-    for (std::uint64_t i = b0; i < b1; ++i) move_one(x, i, y, c[(x.keys[i] >> shift) & (radix - 1)]++);
+    for (std::uint64_t i = b0; i < b1; ++i)
+      move_one(x, i, y, c[(x.keys[i] >> shift) & (radix - 1)]++);
   }
   // counts[threads - 1][d] is now the end of bucket d.
   std::array<std::uint64_t, radix + 1> start{};

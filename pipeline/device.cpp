@@ -19,17 +19,11 @@ void write_tail(const chunk_task& task, const element_layout& layout)
   K* dst = static_cast<K*>(task.dst_keys) + task.count;
   const K ordered = static_cast<K>(task.splitter_bits);
   const K key = task.dst_ordered ? ordered : from_ordered<K>(ordered, layout.type, layout.direction);
-  if (find_file_window(dst)) {
-    // An output file: the same key written from a bounded buffer of copies.
-    const std::uint64_t piece = std::min<std::uint64_t>(task.equal_count, std::uint64_t{1} << 20);
-    std::vector<K> copies(piece, key);
-    for (std::uint64_t at = 0; at < task.equal_count; at += piece)
-      host_write(dst + at, copies.data(), std::min(piece, task.equal_count - at) * sizeof(K));
-  } else {
-    const auto n = static_cast<std::int64_t>(task.equal_count);
+  produce_into(dst, task.equal_count, [key](K* out, std::uint64_t, std::uint64_t count) {
+    const auto n = static_cast<std::int64_t>(count);
 #pragma omp parallel for schedule(static)
-    for (std::int64_t i = 0; i < n; ++i) dst[i] = key;
-  }
+    for (std::int64_t i = 0; i < n; ++i) out[i] = key;
+  });
   if constexpr (!std::is_same_v<V, no_value>) {
     V* vdst = static_cast<V*>(task.dst_values) + task.count;
     for (const run& sl : task.equal_slices) {

@@ -159,18 +159,11 @@ void restore_input(const job_arrays& a, const element_layout& layout,
                    const round1_output<K, V>& r1) noexcept
 {
   try {
-    K* keys = static_cast<K*>(a.src_keys);
-    if (find_file_window(keys)) {
-      const std::uint64_t piece = std::min<std::uint64_t>(a.n, std::uint64_t{1} << 20);
-      std::vector<K> raw(piece);
-      for (std::uint64_t at = 0; at < a.n; at += piece) {
-        const std::uint64_t len = std::min(piece, a.n - at);
-        from_ordered_bits<K>(r1.keys() + at, raw.data(), len, layout.type, layout.direction);
-        host_write(keys + at, raw.data(), len * sizeof(K));
-      }
-    } else {
-      from_ordered_bits<K>(r1.keys(), keys, a.n, layout.type, layout.direction);
-    }
+    produce_into(static_cast<K*>(a.src_keys), a.n,
+                 [&](K* out, std::uint64_t first, std::uint64_t count) {
+                   from_ordered_bits<K>(r1.keys() + first, out, count, layout.type,
+                                        layout.direction);
+                 });
     if constexpr (!std::is_same_v<V, no_value>)
       host_write(a.src_values, r1.values(), a.n * sizeof(V));
   } catch (const std::exception& e) {

@@ -13,9 +13,11 @@
 // the pinned staging the copy engines use, and a file that changes size is an io_error.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace gpusort::detail {
 
@@ -38,5 +40,25 @@ void host_read(void* dst, const void* src, std::uint64_t bytes);
 /// Copies `bytes` from memory at `src` to `dst` (memory or a file window), with several threads.
 /// Throws io_error when a write fails (a full disk: ENOSPC, EFBIG, EIO).
 void host_write(void* dst, const void* src, std::uint64_t bytes);
+
+/// Writes n elements that `produce(out, first, count)` computes (elements [first, first +
+/// count) of the result, into `out`) to `dst`: straight into memory, or a piece at a time
+/// through a bounded buffer into a file window, so that results made on the host (a
+/// compensated tail, a restored input) need no copy of their whole size.
+template <typename T, typename Produce>
+void produce_into(T* dst, std::uint64_t n, Produce&& produce)
+{
+  if (!find_file_window(dst)) {
+    produce(dst, std::uint64_t{0}, n);
+    return;
+  }
+  const std::uint64_t piece = std::min<std::uint64_t>(n, std::uint64_t{1} << 20);
+  std::vector<T> buffer(piece);
+  for (std::uint64_t at = 0; at < n; at += piece) {
+    const std::uint64_t count = std::min(piece, n - at);
+    produce(buffer.data(), at, count);
+    host_write(dst + at, buffer.data(), count * sizeof(T));
+  }
+}
 
 }  // namespace gpusort::detail
