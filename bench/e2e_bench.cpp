@@ -68,6 +68,7 @@ struct child_run {
   double seconds{};
   double max_rss_gib{};
   int status{};
+  std::string report;  ///< the command's --json line: its own timeline and the engine's stages
 };
 
 /// A number of the one-line JSON object in `text`, 0 when absent.
@@ -120,7 +121,8 @@ child_run run_child(const std::vector<std::string>& argv, const std::string& scr
   ::unlink(out_path.c_str());
   child_run r{.seconds = seconds,
               .max_rss_gib = json_number(text, "peak_rss_bytes") / (1024.0 * 1024.0 * 1024.0),
-              .status = status};
+              .status = status,
+              .report = text.substr(0, text.find_last_not_of("\n") + 1)};
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     std::string line;
     for (const std::string& a : argv) line += a + " ";
@@ -312,6 +314,8 @@ int main(int argc, char** argv)
       check_file(out, n, before);
       ::unlink(out.c_str());
       record(path + " " + mode, r.seconds, r.max_rss_gib);
+      if (!r.report.empty()) raw << ",{\"path\": \"" << path << " " << mode << "\", \"report\": "
+                                 << r.report << "}";
       targets.push_back(target{.name = "e2e." + path + "." + mode,
                                .unit = "s",
                                .baseline = "reference engine seconds",
@@ -329,7 +333,7 @@ int main(int argc, char** argv)
     };
     const std::vector<std::string> local{gpusort_cli, "sort",   in,       "--dtype", "u64",
                                          "--out",     out,      "--local", "--config", cfg,
-                                         "--json"};
+                                         "--json",    "--profile"};
     add_path("cli", run_child(local, "/tmp"));
     // The same with a pageable round-1 buffer: what pinning it costs a one-shot command.
     if (ooc)
@@ -348,7 +352,8 @@ int main(int argc, char** argv)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     // A first job warms the daemon's engine (its GPUs' buffers), as a running service's is.
     const std::vector<std::string> through{gpusort_cli, "sort", in,       "--dtype", "u64",
-                                           "--out",     out,    "--socket", socket,   "--json"};
+                                           "--out",     out,    "--socket", socket,   "--json",
+                                           "--profile"};
     run_child(through, "/tmp");
     ::unlink(out.c_str());
     add_path("daemon_fd", run_child(through, "/tmp"));

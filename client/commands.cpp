@@ -117,7 +117,7 @@ const command_spec& sort_spec()
       .synopsis = "FILE --dtype T [--out FILE] [--descending]\n"
                   "                    [--values FILE [--value-bytes 4|8] [--values-out FILE]]\n"
                   "                    [--socket PATH | --local] [--config FILE] [--json]\n"
-                  "                    [--quiet] [--no-sync]",
+                  "                    [--quiet] [--no-sync] [--profile]",
       .description =
           "Sorts FILE, a raw little-endian array of keys of type T, and with --values a file of\n"
           "values paired with the keys by index. Floats sort by IEEE 754 totalOrder (-NaN first,\n"
@@ -148,6 +148,9 @@ const command_spec& sort_spec()
           {"quiet", "", "no progress bar, no summary, only warnings and errors (also -q)"},
           {"no-sync", "", "publish the output without waiting for it to reach the disk\n"
                           "(no fsync: for scratch files a crash may lose)"},
+          {"profile", "", "say on stderr where the time went: each step from the\n"
+                          "command's start, and with --local the engine's stages\n"
+                          "(with --json: also as \"timeline\" and \"stages\")"},
           {"help", "", "show this text"},
       }};
   return spec;
@@ -285,11 +288,79 @@ std::string plural(std::uint64_t n, std::string_view word)
 }
 
 /// Runs the engine, mapping its exceptions to exit codes.
-sort_report run_engine(const config& cfg, const sort_job& job, const sort_options& options)
+double seconds_since_start()
+{
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - process_start).count();
+}
+
+/// With --profile: when each step of a sort command ended, in seconds from the process's start,
+/// and (with --local) the engine's stages, so that a user sees where the wall time went: the
+/// start of CUDA, the pinning of buffers, the rounds, the sync of the outputs.
+class sort_timeline {
+ public:
+  explicit sort_timeline(bool on) : on_{on} {}
+  [[nodiscard]] bool on() const noexcept { return on_; }
+  void mark(std::string what)
+  {
+    if (on_) marks_.emplace_back(std::move(what), seconds_since_start());
+  }
+  void set_stages(std::vector<stage_profile> stages) { stages_ = std::move(stages); }
+
+  /// The fields --json adds: "timeline" (steps) and "stages" (the engine's).
+  [[nodiscard]] std::string json_fields() const
+  {
+    if (!on_) return "";
+    std::string steps;
+    for (const auto& [what, at] : marks_)
+      steps += fmt::format("{}{{\"step\": {}, \"at\": {:.6f}}}", steps.empty() ? "" : ", ",
+                           json_string(what), at);
+    std::string stages;
+    for (const stage_profile& p : stages_)
+      stages += fmt::format("{}{{\"device\": {}, \"round\": {}, \"stage\": {}, "
+                            "\"chunks\": {}, \"bytes\": {}, \"busy_seconds\": {:.6f}, "
+                            "\"first_start\": {:.6f}, \"last_end\": {:.6f}}}",
+                            stages.empty() ? "" : ", ", json_string(p.device), p.round,
+                            json_string(p.stage), p.chunks, p.bytes, p.busy_seconds,
+                            p.first_start, p.last_end);
+    return fmt::format(", \"timeline\": [{}], \"stages\": [{}]", steps, stages);
+  }
+
+  /// The same for people, on stderr: one line per step with the time it took, then the stages.
+  void print(std::FILE* to) const
+  {
+    if (!on_) return;
+    double before = 0;
+    for (const auto& [what, at] : marks_) {
+      fmt::print(to, "gpusort: profile: {:8.3f} s  (+{:.3f} s) {}\n", at, at - before, what);
+      before = at;
+    }
+    for (const stage_profile& p : stages_)
+      fmt::print(to, "gpusort: profile: round {} {} {}: {} in {} chunks, busy {:.3f} s of "
+                     "{:.3f}-{:.3f} s\n",
+                 p.round, p.device, p.stage, format_bytes(p.bytes), p.chunks, p.busy_seconds,
+                 p.first_start, p.last_end);
+  }
+
+ private:
+  bool on_;
+  std::vector<std::pair<std::string, double>> marks_;
+  std::vector<stage_profile> stages_;
+};
+
+sort_report run_engine(const config& cfg, const sort_job& job, const sort_options& options,
+                       sort_timeline& timeline)
 {
   try {
-    engine eng{cfg};
-    return eng.sort(job, options);
+    sort_report report;
+    {
+      engine eng{cfg};
+      timeline.mark("engine started (devices opened)");
+      report = eng.sort(job, options);
+      timeline.mark("sorted");
+    }
+    timeline.mark("engine closed (its buffers freed)");
+    timeline.set_stages(report.profile);
+    return report;
   } catch (const config_error& e) {
     throw cli_error{exit_config, e.what()};
   } catch (const io_error& e) {
@@ -377,7 +448,7 @@ enum class sorted_by : std::uint8_t { daemon, local };
 /// (JSON, or a line unless --quiet); only the daemon's report has a queue time.
 int finish_sort(progress_bar& bar, atomic_output& keys_out,
                 std::optional<atomic_output>& values_out, const client::job_report& r,
-                sorted_by by, const parsed_args& a)
+                sorted_by by, const parsed_args& a, sort_timeline& timeline)
 {
   const bool json = a.has("json");
   const bool quiet = a.has("quiet");
@@ -386,20 +457,22 @@ int finish_sort(progress_bar& bar, atomic_output& keys_out,
   const bool durable = !a.has("no-sync");
   keys_out.sync(durable);
   if (values_out) values_out->sync(durable);
+  timeline.mark(durable ? "outputs synced" : "outputs not synced (--no-sync)");
   keys_out.publish();
   if (values_out) values_out->publish();
-  const double wall_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - process_start).count();
+  timeline.mark("outputs published");
+  const double wall_seconds = seconds_since_start();
+  timeline.print(stderr);
 
   if (json) {
     const std::string queued =
         daemon ? fmt::format(", \"queue_seconds\": {}", r.queue_seconds) : "";
     fmt::print("{{\"elements\": {}, \"bytes\": {}, \"seconds\": {}, \"wall_seconds\": {}, "
                "\"peak_rss_bytes\": {}, \"rate\": {}, \"engine\": {}, \"devices\": {}, "
-               "\"chunks\": {}, \"rounds\": {}, \"compensated_chunks\": {}{}}}\n",
+               "\"chunks\": {}, \"rounds\": {}, \"compensated_chunks\": {}{}{}}}\n",
                r.elements, r.bytes, r.seconds, wall_seconds, peak_rss_bytes(), r.rate,
-               json_string(r.engine),
-               json_list(r.devices), r.chunks, r.rounds, r.compensated_chunks, queued);
+               json_string(r.engine), json_list(r.devices), r.chunks, r.rounds,
+               r.compensated_chunks, queued, timeline.json_fields());
   } else if (!quiet) {
     std::string devices;
     for (const std::string& d : r.devices) devices += (devices.empty() ? "" : ",") + d;
@@ -528,17 +601,21 @@ int sort_with_daemon(const parsed_args& a, const fs::path& input_path, dtype t,
   const bool quiet = a.has("quiet");
   const std::string socket = socket_option(a);
   const bool in_place = !a.has("out");
+  sort_timeline timeline{a.has("profile")};
 
   const input_file keys{input_path};
   std::optional<input_file> values;
   if (values_path) values.emplace(*values_path);
   const std::uint64_t n =
       checked_inputs(keys, values, t, value_bytes, input_path, values_path, in_place);
+  timeline.mark("inputs opened");
   client::connection conn = connect_daemon(socket, "start gpusortd or sort with --local");
+  timeline.mark("connected to the daemon");
 
   atomic_output keys_out{keys_out_path, keys.size()};
   std::optional<atomic_output> values_out;
   if (values) values_out.emplace(*values_out_path, values->size());
+  timeline.mark("outputs created");
 
   client::sort_request request{
       .type = t,
@@ -563,7 +640,9 @@ int sort_with_daemon(const parsed_args& a, const fs::path& input_path, dtype t,
   } catch (const client::error& e) {
     throw cli_error{exit_of(e.code()), std::string{"sort failed: "} + e.what()};
   }
-  return finish_sort(bar, keys_out, values_out, report, sorted_by::daemon, a);
+  timeline.mark(fmt::format("sorted by the daemon (its sort {:.3f} s, queued {:.3f} s)",
+                            report.seconds, report.queue_seconds));
+  return finish_sort(bar, keys_out, values_out, report, sorted_by::daemon, a, timeline);
 }
 
 }  // namespace
@@ -603,19 +682,23 @@ int run_sort(const std::vector<std::string>& args)
                             values_out_path);
   const config cfg = load_cli_config(a);
   set_log_level(cfg.level, quiet || json);
+  sort_timeline timeline{a.has("profile")};
 
   const input_file keys{input_path};
   std::optional<input_file> values;
   if (values_path) values.emplace(*values_path);
   const std::uint64_t n =
       checked_inputs(keys, values, t, value_bytes, input_path, values_path, in_place);
+  timeline.mark("inputs opened");
 
   atomic_output keys_out{keys_out_path, keys.size()};
   std::optional<atomic_output> values_out;
   if (values) values_out.emplace(*values_out_path, values->size());
+  timeline.mark("outputs created");
 
   progress_bar bar{!quiet && !json && ::isatty(STDERR_FILENO) == 1, stderr};
-  sort_options options{.direction = a.has("descending") ? order::descending : order::ascending};
+  sort_options options{.direction = a.has("descending") ? order::descending : order::ascending,
+                       .profile = timeline.on()};
   if (bar.enabled()) options.on_progress = [&bar](const progress_event& e) { bar.update(e); };
   // The engine reads the inputs with positioned reads (nothing mapped: a file truncated
   // meanwhile is an error, not a SIGBUS) and writes the temporaries the same way, or, in
@@ -636,7 +719,7 @@ int run_sort(const std::vector<std::string>& args)
     job.values = value_array{input_of(*values, *values_path), n, value_bytes};
     job.values_out = output_of(*values_out);
   }
-  const sort_report report = run_engine(cfg, job, options);
+  const sort_report report = run_engine(cfg, job, options, timeline);
   return finish_sort(bar, keys_out, values_out,
                      client::job_report{.elements = report.elements,
                                         .bytes = report.bytes,
@@ -647,7 +730,7 @@ int run_sort(const std::vector<std::string>& args)
                                         .chunks = report.chunks,
                                         .rounds = report.rounds,
                                         .compensated_chunks = report.compensated_chunks},
-                     sorted_by::local, a);
+                     sorted_by::local, a, timeline);
 }
 
 // ---- verify ----------------------------------------------------------------------------------

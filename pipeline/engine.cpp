@@ -229,6 +229,7 @@ detail::execution_stats engine::impl::sort_on_gpus(const detail::job_arrays& arr
       const detail::chunk_plan plan =
           detail::make_plan(arrays.n, detail::common_capacity(devs, layout), limit);
       if (!plan.in_core() && round1_cache.size() < round1_bytes) {
+        const auto allocation_start = std::chrono::steady_clock::now();
         round1_cache = detail::host_buffer{};
         // GPUSORT_ROUND1_PINNED=0 keeps it pageable, for measuring what pinning costs a
         // one-shot job against what it saves in the copies.
@@ -236,6 +237,21 @@ detail::execution_stats engine::impl::sort_on_gpus(const detail::job_arrays& arr
         round1_cache = pinned != nullptr && std::string_view{pinned} == "0"
                            ? detail::host_buffer{round1_bytes}
                            : detail::pinned_host_buffer(round1_bytes);
+        // Pinning is paid once per engine: the daemon keeps the buffer, a one-shot CLI pays
+        // it every run, so the profile shows it beside the rounds.
+        if (ctx.profiling()) {
+          const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                            allocation_start)
+                                  .count();
+          ctx.add_profile(stage_profile{.device = "host",
+                                        .round = 1,
+                                        .stage = "round-1 buffer",
+                                        .chunks = 1,
+                                        .bytes = round1_bytes,
+                                        .busy_seconds = took,
+                                        .first_start = 0,
+                                        .last_end = took});
+        }
       }
       return detail::execute(arrays, layout, plan, devs, ctx, &round1_cache);
     } catch (const out_of_memory& e) {

@@ -531,6 +531,52 @@ TEST_F(Cli, JsonReportIsOneObjectWithEveryField)
   }
 }
 
+TEST_F(Cli, ProfileSaysWhereTheTimeWentStepByStep)
+{
+  gen("u32", "uniform", tiny_budget() ? "30k" : "300k", path("d.bin"));
+  const run_result s = sort({path("d.bin"), "--dtype", "u32", "--out", path("o.bin"),
+                             "--profile", "--quiet"});
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_EQ(s.out, "");
+  // Every step once, in the order the command takes them, at times that never go back.
+  const std::vector<std::string> steps{"inputs opened", "outputs created",
+                                       "engine started (devices opened)", "sorted",
+                                       "engine closed (its buffers freed)", "outputs synced",
+                                       "outputs published"};
+  std::istringstream lines{s.err};
+  std::string line;
+  std::size_t next = 0;
+  double last = 0;
+  int rounds = 0;
+  while (std::getline(lines, line)) {
+    ASSERT_EQ(line.rfind("gpusort: profile: ", 0), 0U) << line;
+    if (line.rfind("gpusort: profile: round ", 0) == 0) {  // a stage of the engine's
+      if (line.find(" all round: ") != std::string::npos) ++rounds;
+      continue;
+    }
+    ASSERT_LT(next, steps.size()) << line;
+    EXPECT_TRUE(line.ends_with(") " + steps[next])) << line;
+    const double at = std::stod(line.substr(std::string{"gpusort: profile: "}.size()));
+    EXPECT_GE(at, last) << line;
+    last = at;
+    ++next;
+  }
+  EXPECT_EQ(next, steps.size()) << s.err;
+  // The host device's rounds come with the steps: two out of core, none for a direct sort.
+  EXPECT_EQ(rounds, tiny_budget() ? 2 : 0) << s.err;
+  EXPECT_EQ(reference_check(type_named("u32"), slurp(path("d.bin")), slurp(path("o.bin")), false),
+            "");
+
+  const run_result j = sort({path("d.bin"), "--dtype", "u32", "--out", path("o.bin"),
+                             "--profile", "--json"});
+  ASSERT_EQ(j.code, 0) << j.err;
+  ASSERT_EQ(count_lines(j.out), 1) << j.out;
+  EXPECT_NE(j.out.find("\"timeline\": [{\"step\": \"inputs opened\", \"at\": "), std::string::npos)
+      << j.out;
+  EXPECT_NE(j.out.find("\"stages\": ["), std::string::npos) << j.out;
+  EXPECT_NE(j.out.find("{\"step\": \"outputs published\", \"at\": "), std::string::npos) << j.out;
+}
+
 TEST_F(Cli, SummaryLineUnlessQuietAndNoProgressWithoutATerminal)
 {
   gen("i32", "gaussian", "12345", path("d.bin"));
