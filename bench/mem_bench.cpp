@@ -1,0 +1,822 @@
+// Host memory benchmark (issue 18): what it costs a fresh process to get host memory ready. The
+// CLI is a fresh process that must create its round-1 buffer and its output pages before any
+// data moves, so we need the costs of page creation (first touch, small or huge pages, one
+// thread or many, memset or MADV_POPULATE_WRITE), of giving pages back (munmap, unlink), of
+// pinning (cudaHostAlloc, cudaHostRegister of touched and untouched memory) and of creating the
+// pages of a tmpfs file (fallocate, populate, faulting memcpy, pwrite), each against the
+// rewrite of pages that already exist, to decide how the CLI should allocate its big buffers.
+// Rows are printed as they complete (a time limit may kill the run); a failed call gives its row
+// a FAILED note and the run goes on. Without a GPU, the CUDA rows are skipped.
+//
+//   mem_bench [--bytes 4Gi] [--threads T] [--dir /dev/shm] [--json FILE] [--machine NAME]
+//             [--commit C]
+//
+// Exit status: 0 when every row ran, 1 when some row failed or the CUDA or file rows were
+// skipped, 64 on a bad argument. "_T" in a row name means --threads threads.
+#include <cuda_runtime_api.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/statvfs.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+// Linux >= 5.14; older C libraries lack the name (the kernel then answers EINVAL: a FAILED row).
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+namespace {
+
+using u64 = std::uint64_t;
+using clock_type = std::chrono::steady_clock;
+constexpr u64 mib = u64{1} << 20;
+constexpr u64 huge_page = 2 * mib;
+constexpr u64 io_block = mib;  // pread/pwrite block, interleaved by thread
+
+double seconds_since(clock_type::time_point t0)
+{
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+std::string errno_text(const char* call, int err)
+{
+  return std::string{call} + ": " + std::strerror(err);
+}
+std::string cuda_text(const char* call, cudaError_t e)
+{
+  return std::string{call} + ": " + cudaGetErrorString(e) + " (" + cudaGetErrorName(e) + ")";
+}
+// Cleanup calls are checked too, but their failure has no row of its own: one line says so.
+void check_cleanup(bool ok, const std::string& what)
+{
+  if (!ok) std::printf("# cleanup failed: %s\n", what.c_str());
+}
+
+// The file a signal (a time limit's SIGTERM, ^C) must not leave behind; a handler can reach only
+// globals. At most one test file exists at a time.
+char file_path[4096];
+volatile std::sig_atomic_t file_path_set = 0;
+void remove_file_and_die(int sig)
+{
+  if (file_path_set != 0) ::unlink(file_path);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+struct options {
+  u64 bytes{4096 * mib};
+  unsigned threads{std::max(1u, std::thread::hardware_concurrency())};
+  std::string dir{"/dev/shm"}, json, machine, commit;
+};
+
+const char* const usage_text =
+    "usage: mem_bench [--bytes N] [--threads T] [--dir DIR] [--json FILE] [--machine NAME]\n"
+    "                 [--commit C]\n"
+    "  N: bytes, default 4Gi; Ki/Mi/Gi/Ti are powers of 1024, K/M/G/T of 1000; rounded down\n"
+    "     to whole 2 MiB huge pages. T: default the hardware threads. DIR: for the file rows,\n"
+    "     default /dev/shm. Exit 0 when every row ran, 1 when some failed or were skipped.\n";
+[[noreturn]] void usage(const std::string& why)
+{
+  std::fprintf(stderr, "mem_bench: %s\n%s", why.c_str(), usage_text);
+  std::exit(64);
+}
+
+/// digits [K|M|G|T [i]] [B]; 0 when malformed or too big.
+u64 parse_bytes(std::string_view s)
+{
+  u64 v = 0;
+  std::size_t i = 0;
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
+    if (v > (UINT64_MAX - 9) / 10) return 0;
+    v = v * 10 + static_cast<u64>(s[i] - '0');
+  }
+  if (i == 0) return 0;
+  s.remove_prefix(i);
+  const std::string_view units = "KMGT";
+  const std::size_t power =
+      s.empty() ? std::string_view::npos : units.find(s[0] == 'k' ? 'K' : s[0]);
+  if (power != std::string_view::npos) {
+    s.remove_prefix(1);
+    const u64 base = !s.empty() && s[0] == 'i' ? 1024 : 1000;
+    if (base == 1024) s.remove_prefix(1);
+    for (std::size_t p = 0; p <= power; ++p) {
+      if (v > UINT64_MAX / base) return 0;
+      v *= base;
+    }
+  }
+  return s.empty() || s == "B" ? v : 0;
+}
+
+options parse(int argc, char** argv)
+{
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(usage_text, stdout);
+      std::exit(0);
+    }
+    if (i + 1 >= argc) usage("unknown argument or missing value: " + std::string{a});
+    const std::string v = argv[++i];
+    if (a == "--bytes") {
+      o.bytes = parse_bytes(v) / huge_page * huge_page;
+      if (o.bytes == 0) usage("bad --bytes " + v + " (at least 2Mi)");
+    } else if (a == "--threads") {
+      const u64 t = parse_bytes(v);
+      if (t == 0 || t > 4096) usage("bad --threads " + v + " (1 to 4096)");
+      o.threads = static_cast<unsigned>(t);
+    } else if (a == "--dir") {
+      o.dir = v;
+    } else if (a == "--json") {
+      o.json = v;
+    } else if (a == "--machine") {
+      o.machine = v;
+    } else if (a == "--commit") {
+      o.commit = v;
+    } else {
+      usage("unknown argument " + std::string{a});
+    }
+  }
+  return o;
+}
+
+std::string json_string(const std::string& s)
+{
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\u%04x", static_cast<unsigned>(c));
+      out += esc;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+std::string json_number(double v)
+{
+  if (!std::isfinite(v)) return "null";
+  char text[64];
+  std::snprintf(text, sizeof text, "%.6g", v);
+  return text;
+}
+
+struct row {
+  std::string name;
+  double seconds, gbps;  // NaN when failed or meaningless
+  std::string note;
+};
+
+// The rows so far: printed as each completes, and the JSON file rewritten after each, so that a
+// run killed by a time limit still leaves what it measured.
+class results {
+ public:
+  explicit results(const options& o) : opt_{o} {}
+  std::string device;
+  bool failed{false};
+  void add(const std::string& name, double seconds, u64 bytes, const std::string& note = "")
+  {
+    const double gbps = bytes > 0 ? static_cast<double>(bytes) / seconds / 1e9 : NAN;
+    push({name, seconds, gbps, note});
+  }
+  void fail(const std::string& name, const std::string& why)
+  {
+    failed = true;
+    push({name, NAN, NAN, "FAILED: " + why});
+  }
+  void note(const std::string& text)
+  {
+    std::printf("# %s\n", text.c_str());
+    std::fflush(stdout);
+    notes_.push_back(text);
+  }
+
+ private:
+  void push(row r)
+  {
+    std::printf("%-30s %10s %9s  %s\n", r.name.c_str(), fmt(r.seconds, "%.4f").c_str(),
+                fmt(r.gbps, "%.2f").c_str(), r.note.c_str());
+    std::fflush(stdout);
+    rows_.push_back(std::move(r));
+    write_json();
+  }
+  static std::string fmt(double v, const char* f)
+  {
+    if (!std::isfinite(v)) return "-";
+    char t[32];
+    std::snprintf(t, sizeof t, f, v);
+    return t;
+  }
+  void write_json()
+  {
+    if (opt_.json.empty() || json_broken_) return;
+    std::string out = "{\"tool\":\"mem_bench\",\"machine\":" + json_string(opt_.machine) +
+                      ",\"commit\":" + json_string(opt_.commit) +
+                      ",\"device\":" + json_string(device) +
+                      ",\"bytes\":" + std::to_string(opt_.bytes) +
+                      ",\"threads\":" + std::to_string(opt_.threads) + ",\"notes\":[";
+    for (std::size_t i = 0; i < notes_.size(); ++i)
+      out += (i > 0 ? "," : "") + json_string(notes_[i]);
+    out += "],\"rows\":[\n";
+    for (std::size_t i = 0; i < rows_.size(); ++i)
+      out += "  {\"name\":" + json_string(rows_[i].name) +
+             ",\"seconds\":" + json_number(rows_[i].seconds) +
+             ",\"gbps\":" + json_number(rows_[i].gbps) + ",\"note\":" + json_string(rows_[i].note) +
+             "}" + (i + 1 < rows_.size() ? ",\n" : "\n");
+    out += "]}\n";
+    std::FILE* f = std::fopen(opt_.json.c_str(), "w");
+    const bool ok = f != nullptr && std::fwrite(out.data(), 1, out.size(), f) == out.size();
+    if ((f != nullptr && std::fclose(f) != 0) || !ok) {
+      json_broken_ = true;  // said once, not after every row
+      std::printf("# cannot write --json %s: %s\n", opt_.json.c_str(), std::strerror(errno));
+    }
+  }
+  const options& opt_;
+  std::vector<row> rows_;
+  std::vector<std::string> notes_;
+  bool json_broken_{false};
+};
+
+// The first failure among a row's threads; the row's note gives it.
+class first_error {
+ public:
+  void set(std::string text)
+  {
+    const std::lock_guard lock{mutex_};
+    if (text_.empty()) text_ = std::move(text);
+  }
+  std::string text()
+  {
+    const std::lock_guard lock{mutex_};
+    return text_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::string text_;
+};
+
+/// Runs body(t) on `threads` threads and returns the seconds from releasing them to the last
+/// join: the threads are created first, untimed, since creating a few hundred costs ms.
+template <class F>
+double timed_threads(unsigned threads, F&& body)
+{
+  std::atomic<unsigned> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> pool;
+  pool.reserve(threads);
+  try {
+    for (unsigned t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        ready.fetch_add(1);
+        while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+        body(t);
+      });
+  } catch (...) {
+    go.store(true);
+    for (std::thread& th : pool) th.join();
+    throw;
+  }
+  while (ready.load() < threads) std::this_thread::yield();
+  const auto t0 = clock_type::now();
+  go.store(true, std::memory_order_release);
+  for (std::thread& th : pool) th.join();
+  return seconds_since(t0);
+}
+
+/// Thread t's contiguous share [first, last) of n bytes: whole huge pages, so that no huge page
+/// is faulted by two threads and MADV_POPULATE_WRITE gets page-aligned ranges.
+std::pair<u64, u64> share(u64 n, unsigned t, unsigned threads)
+{
+  const u64 chunk = ((n + threads - 1) / threads + huge_page - 1) / huge_page * huge_page;
+  const u64 first = std::min(n, t * chunk);
+  return {first, std::min(n, first + chunk)};
+}
+
+/// A "Field:  123 kB" value of a /proc file, -1 when absent.
+long kib_field(const char* path, const char* field)
+{
+  std::FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return -1;
+  char line[512];
+  long v = -1;
+  const std::size_t len = std::strlen(field);
+  while (v < 0 && std::fgets(line, sizeof line, f) != nullptr)
+    if (std::strncmp(line, field, len) == 0 && line[len] == ':')
+      v = std::strtol(line + len + 1, nullptr, 10);
+  std::fclose(f);
+  return v;
+}
+// Whether huge pages were obtained, not just asked for: the growth of a /proc counter.
+std::string huge_delta(const char* path, const char* field, long before)
+{
+  const long after = kib_field(path, field);
+  if (before < 0 || after < 0) return std::string{field} + " n/a";
+  return std::string{field} + " " + (after >= before ? "+" : "") +
+         std::to_string((after - before) / 1024) + " MiB";
+}
+std::string anon_huge(long before)
+{
+  return huge_delta("/proc/self/smaps_rollup", "AnonHugePages", before);
+}
+long anon_huge_now()
+{
+  return kib_field("/proc/self/smaps_rollup", "AnonHugePages");
+}
+std::string shmem_huge(long before)
+{
+  return huge_delta("/proc/meminfo", "ShmemHugePages", before);
+}
+long shmem_huge_now()
+{
+  return kib_field("/proc/meminfo", "ShmemHugePages");
+}
+
+class unique_map {
+ public:
+  unique_map(void* p, u64 len) : p_{p}, len_{len} {}
+  unique_map(const unique_map&) = delete;
+  unique_map& operator=(const unique_map&) = delete;
+  ~unique_map() { check_cleanup(unmap() == 0, "munmap"); }
+  char* get() const { return static_cast<char*>(p_); }
+  int unmap() { return p_ == MAP_FAILED ? 0 : ::munmap(std::exchange(p_, MAP_FAILED), len_); }
+
+ private:
+  void* p_;
+  u64 len_;
+};
+
+/// An anonymous private mapping of n bytes starting on a 2 MiB boundary (so that huge pages can
+/// back all of it), advised MADV_HUGEPAGE or MADV_NOHUGEPAGE.
+struct anon_map {
+  anon_map(u64 n, bool huge)
+      : map{::mmap(nullptr, n + huge_page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                   0),
+            n + huge_page}
+  {
+    if (map.get() == MAP_FAILED) {
+      error = errno_text("mmap", errno);
+      return;
+    }
+    const auto addr = reinterpret_cast<std::uintptr_t>(map.get());
+    data = map.get() + (huge_page - addr % huge_page) % huge_page;
+    if (::madvise(data, n, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) != 0)
+      error = errno_text(huge ? "madvise(MADV_HUGEPAGE)" : "madvise(MADV_NOHUGEPAGE)", errno);
+  }
+  unique_map map;
+  char* data{nullptr};
+  std::string error;
+};
+
+void parallel_memset(char* p, u64 n, unsigned threads, int value)
+{
+  timed_threads(threads, [&](unsigned t) {
+    const auto [first, last] = share(n, t, threads);
+    std::memset(p + first, value, last - first);
+  });
+}
+
+/// Row (2): first touch of a new anonymous mapping, by memset or MADV_POPULATE_WRITE, then its
+/// munmap as a row of its own (the exit or free of a big buffer).
+void anon_first_touch(results& out, const std::string& name, u64 n, unsigned threads, bool huge,
+                      bool populate)
+{
+  const long before = anon_huge_now();
+  anon_map m{n, huge};
+  if (!m.error.empty()) return out.fail(name, m.error);
+  first_error err;
+  const double s = timed_threads(threads, [&](unsigned t) {
+    const auto [first, last] = share(n, t, threads);
+    if (!populate)
+      std::memset(m.data + first, 1, last - first);
+    else if (last > first && ::madvise(m.data + first, last - first, MADV_POPULATE_WRITE) != 0)
+      err.set(errno_text("madvise(MADV_POPULATE_WRITE)", errno));
+  });
+  if (!err.text().empty())
+    out.fail(name, err.text());
+  else
+    out.add(name, s, n, anon_huge(before));
+  const auto t0 = clock_type::now();
+  if (m.map.unmap() != 0) return out.fail(name + "_munmap", errno_text("munmap", errno));
+  out.add(name + "_munmap", seconds_since(t0), n);
+}
+
+/// Rows (4): pinning, and the H2D copy rates that pinning buys, on device 0.
+void cuda_rows(results& out, u64 n, char* touched)
+{
+  cudaError_t e{};
+  void* pinned = nullptr;
+  auto t0 = clock_type::now();
+  if ((e = cudaHostAlloc(&pinned, n, cudaHostAllocPortable)) != cudaSuccess) {
+    out.fail("cuda_host_alloc", cuda_text("cudaHostAlloc", e));
+  } else {
+    out.add("cuda_host_alloc", seconds_since(t0), n, "cudaHostAllocPortable");
+    // (e) copy rates: best of 3 after a warm-up, timed by events on a stream.
+    const u64 copy = std::min(n, u64{1024} * mib);
+    void* dev = nullptr;
+    cudaStream_t stream = nullptr;
+    cudaEvent_t ev[2] = {nullptr, nullptr};
+    if ((e = cudaMalloc(&dev, copy)) != cudaSuccess ||
+        (e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) != cudaSuccess ||
+        (e = cudaEventCreate(&ev[0])) != cudaSuccess ||
+        (e = cudaEventCreate(&ev[1])) != cudaSuccess) {
+      out.fail("h2d_copies", cuda_text("cudaMalloc/StreamCreate/EventCreate", e));
+    } else {
+      const std::pair<const char*, const void*> sources[] = {{"h2d_pinned", pinned},
+                                                             {"h2d_pageable", touched}};
+      for (const auto& [name, src] : sources) {
+        float best = 1e30f;
+        for (int rep = 0; rep < 4 && e == cudaSuccess; ++rep) {
+          float ms = 0;
+          if ((e = cudaEventRecord(ev[0], stream)) == cudaSuccess &&
+              (e = cudaMemcpyAsync(dev, src, copy, cudaMemcpyHostToDevice, stream)) ==
+                  cudaSuccess &&
+              (e = cudaEventRecord(ev[1], stream)) == cudaSuccess &&
+              (e = cudaEventSynchronize(ev[1])) == cudaSuccess &&
+              (e = cudaEventElapsedTime(&ms, ev[0], ev[1])) == cudaSuccess && rep > 0)
+            best = std::min(best, ms);
+        }
+        if (e != cudaSuccess)
+          out.fail(name, cuda_text("cudaMemcpyAsync and events", e));
+        else
+          out.add(name, best / 1e3, copy,
+                  std::to_string(copy / mib) + " MiB, best of 3 after a warm-up");
+        e = cudaSuccess;
+      }
+    }
+    for (cudaEvent_t x : ev)
+      if (x != nullptr) check_cleanup(cudaEventDestroy(x) == cudaSuccess, "cudaEventDestroy");
+    if (stream != nullptr)
+      check_cleanup(cudaStreamDestroy(stream) == cudaSuccess, "cudaStreamDestroy");
+    if (dev != nullptr) check_cleanup(cudaFree(dev) == cudaSuccess, "cudaFree");
+    t0 = clock_type::now();
+    if ((e = cudaFreeHost(pinned)) != cudaSuccess)
+      out.fail("cuda_free_host", cuda_text("cudaFreeHost", e));
+    else
+      out.add("cuda_free_host", seconds_since(t0), n);
+  }
+  // (b) register the touched huge-page buffer; (c) an untouched one: does register populate?
+  anon_map fresh{n, true};
+  for (const bool was_touched : {true, false}) {
+    const std::string suffix = was_touched ? "_touched" : "_untouched";
+    char* p = was_touched ? touched : fresh.data;
+    if (!was_touched && !fresh.error.empty()) return out.fail("register" + suffix, fresh.error);
+    t0 = clock_type::now();
+    if ((e = cudaHostRegister(p, n, cudaHostRegisterPortable)) != cudaSuccess) {
+      out.fail("register" + suffix, cuda_text("cudaHostRegister", e));
+      continue;
+    }
+    const double s = seconds_since(t0);
+    std::string note = "cudaHostRegisterPortable";
+    if (!was_touched) {
+      // Resident pages after the register: 100% means it faulted the pages in itself.
+      const auto page = static_cast<u64>(::sysconf(_SC_PAGESIZE));
+      std::vector<unsigned char> vec((n + page - 1) / page);
+      if (::mincore(p, n, vec.data()) != 0) {
+        note += ", " + errno_text("mincore", errno);
+      } else {
+        const auto resident =
+            std::count_if(vec.begin(), vec.end(), [](unsigned char c) { return (c & 1) != 0; });
+        note +=
+            ", resident after: " + std::to_string(100 * resident / static_cast<long>(vec.size())) +
+            "%";
+      }
+    }
+    out.add("register" + suffix, s, n, note);
+    t0 = clock_type::now();
+    if ((e = cudaHostUnregister(p)) != cudaSuccess)
+      out.fail("unregister" + suffix, cuda_text("cudaHostUnregister", e));
+    else
+      out.add("unregister" + suffix, seconds_since(t0), n);
+  }
+}
+
+/// A new file in --dir (O_EXCL, a name of this process), removed by remove() with its unlink
+/// timed, or else by the destructor or a signal.
+class test_file {
+ public:
+  explicit test_file(const options& o)
+  {
+    static int counter = 0;
+    file_path_set = 0;
+    std::snprintf(file_path, sizeof file_path, "%s/mem_bench.%d.%d", o.dir.c_str(),
+                  static_cast<int>(::getpid()), ++counter);
+    file_path_set = 1;
+    fd = ::open(file_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      error = errno_text("open(O_CREAT|O_EXCL)", errno) + " " + file_path;
+      file_path_set = 0;
+    }
+  }
+  test_file(const test_file&) = delete;
+  test_file& operator=(const test_file&) = delete;
+  ~test_file()
+  {
+    if (fd >= 0) check_cleanup(::close(fd) == 0, "close");
+    if (file_path_set != 0)
+      check_cleanup(::unlink(file_path) == 0, std::string{"unlink "} + file_path);
+    file_path_set = 0;
+  }
+  /// Closes, then times the unlink: with no descriptor or mapping left, it frees the pages.
+  void remove(results& out, const std::string& name, u64 n)
+  {
+    if (::close(std::exchange(fd, -1)) != 0) out.fail(name, errno_text("close", errno));
+    const auto t0 = clock_type::now();
+    const int r = ::unlink(file_path);
+    const double s = seconds_since(t0);
+    file_path_set = 0;
+    if (r != 0)
+      out.fail(name, errno_text("unlink", errno));
+    else
+      out.add(name, s, n);
+  }
+  int fd{-1};
+  std::string error;
+};
+
+/// Writes (or reads, to EOF as an error) all len bytes at off, through EINTR and short counts.
+std::string io_full(bool write, int fd, char* p, u64 len, u64 off)
+{
+  while (len > 0) {
+    const ssize_t r = write ? ::pwrite(fd, p, len, static_cast<off_t>(off))
+                            : ::pread(fd, p, len, static_cast<off_t>(off));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return errno_text(write ? "pwrite" : "pread", errno);
+    if (r == 0) return "pread: end of file at " + std::to_string(off);
+    p += r;
+    off += static_cast<u64>(r);
+    len -= static_cast<u64>(r);
+  }
+  return "";
+}
+
+/// T threads move the file in 1 MiB blocks, block b by thread b % T: the threads advance through
+/// the file together, as a copy pipeline would.
+double interleaved_io(bool write, int fd, char* buf, u64 n, unsigned threads, first_error& err)
+{
+  return timed_threads(threads, [&](unsigned t) {
+    for (u64 off = t * io_block; off < n; off += threads * io_block) {
+      std::string e = io_full(write, fd, buf + off, std::min(io_block, n - off), off);
+      if (!e.empty()) return err.set(std::move(e));
+    }
+  });
+}
+
+std::string verify(const char* a, const char* b, u64 n, unsigned threads)
+{
+  std::atomic<bool> same{true};
+  timed_threads(threads, [&](unsigned t) {
+    const auto [first, last] = share(n, t, threads);
+    if (std::memcmp(a + first, b + first, last - first) != 0) same = false;
+  });
+  return same ? "verified" : "MISMATCH against the source";
+}
+
+/// Rows (5b, 5c with 5d, 5e): a new file ftruncated and mapped shared, its pages created by
+/// MADV_POPULATE_WRITE or by a faulting memcpy from the touched buffer.
+void file_mmap_rows(results& out, const options& o, const std::string& name, const char* src,
+                    bool populate, bool huge, bool rewrite)
+{
+  const u64 n = o.bytes;
+  const unsigned threads = o.threads;
+  test_file f{o};
+  if (!f.error.empty()) return out.fail(name, f.error);
+  const long before = shmem_huge_now();
+  const auto t0 = clock_type::now();
+  if (::ftruncate(f.fd, static_cast<off_t>(n)) != 0)
+    return out.fail(name, errno_text("ftruncate", errno));
+  unique_map m{::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, f.fd, 0), n};
+  if (m.get() == MAP_FAILED) return out.fail(name, errno_text("mmap(MAP_SHARED)", errno));
+  std::string note;
+  if (huge && ::madvise(m.get(), n, MADV_HUGEPAGE) != 0)
+    note = errno_text("madvise(MADV_HUGEPAGE)", errno) + "; ";
+  first_error err;
+  const double s =
+      seconds_since(t0) + timed_threads(threads, [&](unsigned t) {
+        const auto [first, last] = share(n, t, threads);
+        if (!populate)
+          std::memcpy(m.get() + first, src + first, last - first);
+        else if (last > first && ::madvise(m.get() + first, last - first, MADV_POPULATE_WRITE) != 0)
+          err.set(errno_text("madvise(MADV_POPULATE_WRITE)", errno));
+      });
+  if (!err.text().empty())
+    out.fail(name, note + err.text());
+  else
+    out.add(name, s, n,
+            note + shmem_huge(before) + (populate ? "" : ", " + verify(m.get(), src, n, threads)));
+  if (rewrite) {
+    const double s2 = timed_threads(threads, [&](unsigned t) {
+      const auto [first, last] = share(n, t, threads);
+      std::memcpy(m.get() + first, src + first, last - first);
+    });
+    out.add("file_rewrite_T", s2, n, "memcpy into the pages of " + name);
+  }
+  if (m.unmap() != 0) return out.fail(name + "_unlink", errno_text("munmap", errno));
+  f.remove(out, name + "_unlink", n);
+}
+
+std::string first_line(const char* path)
+{
+  std::FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return errno_text(path, errno);
+  char line[1024] = "";
+  if (std::fgets(line, sizeof line, f) == nullptr) line[0] = '\0';
+  std::fclose(f);
+  line[std::strcspn(line, "\n")] = '\0';
+  return line;
+}
+
+/// The /proc/mounts line of the filesystem holding dir: the longest mount point above it.
+std::string mount_line(const std::string& dir)
+{
+  char real[PATH_MAX];
+  if (::realpath(dir.c_str(), real) == nullptr) return errno_text("realpath", errno);
+  std::FILE* f = std::fopen("/proc/mounts", "r");
+  if (f == nullptr) return errno_text("/proc/mounts", errno);
+  std::string best, best_mnt;
+  char line[4096];
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    char dev[1024], mnt[2048];
+    if (std::sscanf(line, "%1023s %2047s", dev, mnt) != 2) continue;
+    const std::string m = mnt, r = real;
+    const bool above = m == "/" || r == m || r.rfind(m + "/", 0) == 0;
+    if (above && m.size() >= best_mnt.size()) {
+      best_mnt = m;
+      best = line;
+    }
+  }
+  std::fclose(f);
+  best.erase(best.find_last_not_of('\n') + 1);
+  return best;
+}
+
+/// Rows (5): the pages of tmpfs (or any --dir) files.
+void file_rows(results& out, const options& o, char* src)
+{
+  const u64 n = o.bytes;
+  out.note("shmem_enabled: " + first_line("/sys/kernel/mm/transparent_hugepage/shmem_enabled"));
+  out.note("mount of " + o.dir + ": " + mount_line(o.dir));
+  struct statvfs v {};
+  if (::statvfs(o.dir.c_str(), &v) != 0) return out.fail("file_rows", errno_text("statvfs", errno));
+  const double free_bytes = static_cast<double>(v.f_bavail) * static_cast<double>(v.f_frsize);
+  if (free_bytes < 2.2 * static_cast<double>(n)) {
+    out.failed = true;
+    return out.note("file rows skipped: " + std::to_string(static_cast<u64>(free_bytes) / mib) +
+                    " MiB free in " + o.dir + ", fewer than 2.2 x --bytes");
+  }
+  {  // (a) the pages of a new file, created by one fallocate
+    test_file f{o};
+    if (!f.error.empty()) return out.fail("file_fallocate", f.error);
+    const long before = shmem_huge_now();
+    const auto t0 = clock_type::now();
+    if (::fallocate(f.fd, 0, 0, static_cast<off_t>(n)) != 0)
+      out.fail("file_fallocate", errno_text("fallocate", errno));
+    else
+      out.add("file_fallocate", seconds_since(t0), n, shmem_huge(before));
+    f.remove(out, "file_fallocate_unlink", n);
+  }
+  file_mmap_rows(out, o, "file_populate_T", src, true, false, false);
+  file_mmap_rows(out, o, "file_memcpy_T", src, false, false, true);
+  file_mmap_rows(out, o, "file_huge_memcpy_T", src, false, true, false);
+
+  // (f) pwrite into a new file, then into its pages; (g) pread it back, buffered and O_DIRECT
+  test_file f{o};
+  if (!f.error.empty()) return out.fail("file_pwrite_T", f.error);
+  for (const char* name : {"file_pwrite_T", "file_pwrite_rewrite_T"}) {
+    first_error err;
+    const long before = shmem_huge_now();
+    const double s = interleaved_io(true, f.fd, src, n, o.threads, err);
+    if (!err.text().empty()) return out.fail(name, err.text());
+    out.add(name, s, n, shmem_huge(before));
+  }
+  anon_map dst{n, true};  // touched below, untimed: the reads' destination, as a staging buffer
+  if (!dst.error.empty()) return out.fail("file_pread_T", dst.error);
+  for (const bool direct : {false, true}) {
+    const char* name = direct ? "file_pread_direct_T" : "file_pread_T";
+    parallel_memset(dst.data, n, o.threads, 0);
+    const int fd = direct ? ::open(file_path, O_RDONLY | O_DIRECT | O_CLOEXEC) : f.fd;
+    if (fd < 0 && errno == EINVAL) {
+      out.add(name, NAN, 0, "EINVAL: no O_DIRECT on this filesystem");
+      continue;
+    }
+    if (fd < 0) {
+      out.fail(name, errno_text("open(O_DIRECT)", errno));
+      continue;
+    }
+    first_error err;
+    const double s = interleaved_io(false, fd, dst.data, n, o.threads, err);
+    if (direct) check_cleanup(::close(fd) == 0, "close");
+    if (err.text().empty())
+      out.add(name, s, n, verify(dst.data, src, n, o.threads));
+    else if (direct && err.text().find(std::strerror(EINVAL)) != std::string::npos)
+      out.add(name, NAN, 0, "EINVAL from O_DIRECT pread: " + err.text());
+    else
+      out.fail(name, err.text());
+  }
+  f.remove(out, "file_pwrite_T_unlink", n);
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+  options o = parse(argc, argv);
+  utsname u{};
+  const bool have_uname = ::uname(&u) == 0;
+  if (o.machine.empty() && have_uname) o.machine = u.nodename;
+  results out{o};
+  struct sigaction sa {};
+  sa.sa_handler = remove_file_and_die;
+  ::sigemptyset(&sa.sa_mask);
+  for (const int sig : {SIGINT, SIGTERM})
+    if (::sigaction(sig, &sa, nullptr) != 0) out.note(errno_text("sigaction", errno));
+  std::printf("mem_bench: machine %s, kernel %s, %llu bytes (%llu MiB), %u threads, dir %s\n",
+              o.machine.c_str(), have_uname ? u.release : "?",
+              static_cast<unsigned long long>(o.bytes),
+              static_cast<unsigned long long>(o.bytes / mib), o.threads, o.dir.c_str());
+  std::printf("%-30s %10s %9s  %s\n", "row", "seconds", "GB/s", "note");
+  const u64 n = o.bytes;
+  const unsigned tt = o.threads;
+  // Each section's unexpected failure (a thread that cannot start, bad_alloc) is its FAILED row.
+  auto section = [&](const char* name, auto&& body) {
+    try {
+      body();
+    } catch (const std::exception& e) {
+      out.fail(name, std::string{"exception: "} + e.what());
+    }
+  };
+
+  // (1) first, as in the CLI: the first CUDA call creates the context
+  auto t0 = clock_type::now();
+  const cudaError_t init = cudaFree(nullptr);
+  const double init_s = seconds_since(t0);
+  const bool cuda = init == cudaSuccess;
+  if (!cuda) {
+    out.fail("cuda_init", cuda_text("cudaFree(0)", init) + "; CUDA rows skipped");
+  } else {
+    int dev = 0;
+    cudaDeviceProp prop{};
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaGetDeviceProperties(&prop, dev);
+    out.device = e == cudaSuccess ? prop.name : cuda_text("cudaGetDeviceProperties", e);
+    out.add("cuda_init", init_s, 0,
+            "cudaFree(0); device " + std::to_string(dev) + ": " + out.device);
+  }
+
+  out.note("THP enabled: " + first_line("/sys/kernel/mm/transparent_hugepage/enabled") +
+           "; defrag: " + first_line("/sys/kernel/mm/transparent_hugepage/defrag"));
+  section("anon", [&] {  // (2) first touch of new anonymous memory
+    anon_first_touch(out, "anon_small_1", n, 1, false, false);
+    anon_first_touch(out, "anon_small_T", n, tt, false, false);
+    anon_first_touch(out, "anon_huge_1", n, 1, true, false);
+    anon_first_touch(out, "anon_huge_T", n, tt, true, false);
+    anon_first_touch(out, "anon_huge_populate_T", n, tt, true, true);
+  });
+
+  // (3) the touched buffer the later rows copy from; its second memset is the bandwidth bound
+  const long before_src = anon_huge_now();
+  anon_map src{n, true};
+  if (!src.error.empty()) {
+    out.fail("anon_retouch_T", src.error + "; the rows after it need this buffer");
+    return 1;
+  }
+  section("anon_retouch_T", [&] {
+    parallel_memset(src.data, n, tt, 0x5a);
+    const double s = timed_threads(tt, [&](unsigned t) {
+      const auto [first, last] = share(n, t, tt);
+      std::memset(src.data + first, 0x5a, last - first);
+    });
+    out.add("anon_retouch_T", s, n, anon_huge(before_src) + ", pages touched before");
+  });
+
+  if (cuda)
+    section("cuda", [&] { cuda_rows(out, n, src.data); });  // (4)
+  else
+    out.note("CUDA rows skipped: no CUDA context (see cuda_init)");
+
+  section("file", [&] { file_rows(out, o, src.data); });  // (5)
+  return out.failed ? 1 : 0;
+}
