@@ -15,8 +15,11 @@
 // output counts there) and the daemon's VmHWM. Writes bench/results-style JSON with "e2e."
 // targets.
 //
+// With --disk-dir, a file of --disk-bytes on that folder's disk: the CLI (caches dropped first)
+// against the disk's own parallel read and fsync'ed write rates, measured in the same run.
+//
 //   e2e_bench --bin DIR [--dir /dev/shm] [--bytes 8Gi] [--cpu-bytes 1Gi] [--json FILE]
-//             [--machine NAME] [--commit C] [--skip-daemon]
+//             [--disk-dir DIR [--disk-bytes 4Gi]] [--machine NAME] [--commit C] [--skip-daemon]
 #include "bench/results_format.hpp"
 #include "core/cpu_sort.hpp"
 #include "core/generate.hpp"
@@ -40,6 +43,7 @@
 #include <cstring>
 #include <fstream>
 #include <optional>
+#include <utility>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -183,6 +187,55 @@ double parallel_memcpy_seconds(std::uint64_t bytes)
   return best;
 }
 
+/// Writes dirty pages back and empties the page cache, so that a file on a disk is read from
+/// the disk; false where this process may not (not root).
+bool drop_caches()
+{
+  ::sync();
+  std::ofstream f{"/proc/sys/vm/drop_caches"};
+  f << "3\n";
+  f.flush();
+  return static_cast<bool>(f);
+}
+
+/// The disk's own rates, as a copy program would see them: the whole file read by parallel
+/// preads of 4 MiB (caches dropped first), and as many bytes written to a new file in the same
+/// folder with parallel pwrites, then fsync'ed.
+std::pair<double, double> disk_seconds(const std::string& path, std::uint64_t bytes,
+                                       const std::string& scratch)
+{
+  constexpr std::uint64_t block = std::uint64_t{4} << 20;
+  host_buffer buffer{bytes};
+  buffer.populate();
+  const auto blocks = static_cast<std::int64_t>((bytes + block - 1) / block);
+  const auto move_all = [&](int fd, bool read) {
+    bool ok = true;
+#pragma omp parallel for schedule(static) reduction(&& : ok)
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      const std::uint64_t off = static_cast<std::uint64_t>(b) * block;
+      const std::uint64_t len = std::min(block, bytes - off);
+      char* at = buffer.as<char>() + off;
+      const ssize_t done = read ? ::pread(fd, at, len, static_cast<off_t>(off))
+                                : ::pwrite(fd, at, len, static_cast<off_t>(off));
+      ok = ok && done == static_cast<ssize_t>(len);
+    }
+    return ok;
+  };
+  drop_caches();
+  auto t0 = clock_type::now();
+  const int in = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0 || !move_all(in, true)) die("cannot read " + path);
+  ::close(in);
+  const double read_s = seconds_since(t0);
+  t0 = clock_type::now();
+  const int out = ::open(scratch.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out < 0 || !move_all(out, false) || ::fsync(out) != 0) die("cannot write " + scratch);
+  ::close(out);
+  const double write_s = seconds_since(t0);
+  ::unlink(scratch.c_str());
+  return {read_s, write_s};
+}
+
 /// A configuration for the children; `budget` 0: none (the job fits the GPU).
 std::string config_file(const std::string& dir, const std::string& name, std::uint64_t budget,
                         const std::string& socket)
@@ -200,8 +253,9 @@ std::string config_file(const std::string& dir, const std::string& name, std::ui
 
 int main(int argc, char** argv)
 {
-  std::string bin, dir = "/dev/shm", json, machine = "unknown", commit = "unknown";
+  std::string bin, dir = "/dev/shm", json, machine = "unknown", commit = "unknown", disk_dir;
   std::uint64_t bytes = std::uint64_t{8} << 30, cpu_bytes = std::uint64_t{1} << 30;
+  std::uint64_t disk_bytes = std::uint64_t{4} << 30;
   bool skip_daemon = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -210,12 +264,15 @@ int main(int argc, char** argv)
       continue;
     }
     if (i + 1 >= argc) die("usage: e2e_bench --bin DIR [--dir D] [--bytes N] [--cpu-bytes N] "
-                           "[--json FILE] [--machine M] [--commit C] [--skip-daemon]");
+                           "[--disk-dir D [--disk-bytes N]] [--json FILE] [--machine M] "
+                           "[--commit C] [--skip-daemon]");
     const std::string v = argv[++i];
     if (a == "--bin") bin = v;
     else if (a == "--dir") dir = v;
     else if (a == "--bytes") bytes = gpusort::parse_count(v).value_or(0);
     else if (a == "--cpu-bytes") cpu_bytes = gpusort::parse_count(v).value_or(0);
+    else if (a == "--disk-dir") disk_dir = v;
+    else if (a == "--disk-bytes") disk_bytes = gpusort::parse_count(v).value_or(0);
     else if (a == "--json") json = v;
     else if (a == "--machine") machine = v;
     else if (a == "--commit") commit = v;
@@ -338,6 +395,8 @@ int main(int argc, char** argv)
     // The same with a pageable round-1 buffer: what pinning it costs a one-shot command.
     if (ooc)
       add_path("cli_round1_pageable", run_child(local, "/tmp", {"GPUSORT_ROUND1_PINNED=0"}));
+    // And without mapping a tmpfs output's pages ahead of the copies (file_window.cpp).
+    add_path("cli_output_unpopulated", run_child(local, "/tmp", {"GPUSORT_OUTPUT_POPULATE=0"}));
     if (skip_daemon) continue;
     // The daemon: started, given time to bind, then a client sorts through it.
     pid_t pid = 0;
@@ -389,6 +448,60 @@ int main(int argc, char** argv)
     raw << ",{\"path\": \"gpusortd " << mode << "\", \"peak_rss_gib\": " << daemon_rss << "}";
   }
   ::unlink(in.c_str());
+
+  // A file on a local disk: the CLI against the disk's own read and write rates, caches dropped
+  // before each, out of core and fitting. The reference is scaled to this size.
+  if (!disk_dir.empty() && disk_bytes >= 8) {
+    const std::uint64_t dn = disk_bytes / 8;
+    const std::string disk_in = disk_dir + "/e2e_bench.disk.in";
+    const std::string disk_out = disk_dir + "/e2e_bench.disk.out";
+    gpusort::fingerprint disk_before;
+    {
+      host_buffer disk_keys{dn * 8};
+      gpusort::generate(std::span<std::uint64_t>{disk_keys.as<std::uint64_t>(), dn},
+                        gpusort::distribution::uniform, 20);
+      disk_before =
+          gpusort::fingerprint_of(gpusort::key_array{disk_keys.data(), dn, gpusort::dtype::u64});
+      write_file(disk_in, disk_keys.data(), dn * 8);
+    }
+    const bool dropped = drop_caches();
+    if (!dropped) std::printf("  (page cache not dropped: not root; the disk rows read it)\n");
+    const auto [read_s, write_s] = disk_seconds(disk_in, dn * 8, disk_dir + "/e2e_bench.scratch");
+    const auto record_disk = [&](const std::string& name, double seconds) {
+      std::printf("  %-28s %8.3f s  %6.2f GB/s\n", name.c_str(), seconds,
+                  static_cast<double>(dn * 8) / seconds / 1e9);
+      raw << ",{\"path\": \"" << name << "\", \"seconds\": " << seconds
+          << ", \"bytes\": " << dn * 8 << ", \"caches_dropped\": " << dropped << "}";
+    };
+    record_disk("disk read (16 threads)", read_s);
+    record_disk("disk write + fsync", write_s);
+    for (const bool ooc : {true, false}) {
+      const char* mode = ooc ? "ooc" : "fit";
+      const std::string cfg = config_file(dir, std::string{"e2e_bench.disk."} + mode + ".yaml",
+                                          ooc ? dn * 8 / 8 : 0, socket);  // budget 1/8
+      const double ref = reference[ooc ? 0 : 1] * static_cast<double>(dn) /
+                         static_cast<double>(n);
+      drop_caches();
+      const child_run r = run_child({gpusort_cli, "sort", disk_in, "--dtype", "u64", "--out",
+                                     disk_out, "--local", "--config", cfg, "--json", "--profile"},
+                                    "/tmp");
+      check_file(disk_out, dn, disk_before);
+      ::unlink(disk_out.c_str());
+      record_disk(std::string{"cli disk "} + mode, r.seconds);
+      if (!r.report.empty())
+        raw << ",{\"path\": \"cli disk " << mode << "\", \"report\": " << r.report << "}";
+      const double floor = std::max(read_s + write_s, ref);
+      targets.push_back(target{.name = std::string{"e2e.cli_disk."} + mode,
+                               .unit = "s",
+                               .baseline = "max(disk read + write, reference scaled)",
+                               .value = r.seconds,
+                               .ratio = r.seconds / floor,
+                               .goal = 1.3,
+                               .higher_is_better = false});
+    }
+    ::unlink(disk_in.c_str());
+  }
+
   const int met = gpusort::bench::print_targets(targets, "seconds or rate");
   std::printf("\n%d of %zu targets met\n", met, targets.size());
   if (!json.empty())

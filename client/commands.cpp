@@ -702,16 +702,14 @@ int run_sort(const std::vector<std::string>& args)
   if (bar.enabled()) options.on_progress = [&bar](const progress_event& e) { bar.update(e); };
   // The engine reads the inputs with positioned reads (nothing mapped: a file truncated
   // meanwhile is an error, not a SIGBUS) and writes the temporaries the same way, or, in
-  // tmpfs, into their mappings whose pages are made ahead (atomic_output::memory_target).
+  // tmpfs, through mappings whose pages it makes ahead (pipeline/file_window.hpp).
   std::vector<file_array> files;
   files.reserve(4);  // data() must stay valid
   const auto input_of = [&](const input_file& f, const std::string& name) {
     return files.emplace_back(f.fd(), 0, f.size(), name).data();
   };
-  const auto output_of = [&](atomic_output& out) {
-    void* memory = out.memory_target();
-    return memory != nullptr ? memory
-                             : files.emplace_back(out.fd(), 0, out.size(), out.shown()).data();
+  const auto output_of = [&](const atomic_output& out) {
+    return files.emplace_back(out.fd(), 0, out.size(), out.shown()).data();
   };
   sort_job job{.keys = {input_of(keys, input_path.string()), n, t},
                .keys_out = output_of(keys_out)};

@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -173,7 +172,7 @@ atomic_output::atomic_output(const fs::path& path, std::uint64_t size)
   } else if (size_ > 0) {
     // Room for the whole output now turns a full disk into an error before the sort rather
     // than after it. Not posix_fallocate: on tmpfs it allocates and zeroes every page on this
-    // thread before the sort starts, where the writes would create them overlapped with it.
+    // thread before the sort starts; the engine makes them beside the sort instead.
     struct statvfs fs_info {};
     if (::fstatvfs(fd_, &fs_info) == 0 && fs_info.f_bavail * fs_info.f_frsize < size_) {
       failure = "cannot write " + shown + " (" + std::to_string(size_) + " bytes): only " +
@@ -205,33 +204,8 @@ void* atomic_output::map()
   return data_;
 }
 
-void* atomic_output::memory_target()
-{
-  if (size_ == 0) return nullptr;
-  struct statfs fs_info {};
-  constexpr auto tmpfs_magic = 0x01021994;
-  if (::fstatfs(fd_, &fs_info) != 0 || fs_info.f_type != tmpfs_magic) return nullptr;
-  if (data_ != nullptr) return data_;
-  void* p = map();
-  if (!preparing_.joinable()) {
-    preparing_ = std::thread{[fd = fd_, p, bytes = size_] {
-      // Pages first (one pass under the file's lock), then the mapping's page table entries,
-      // so that the engine's copies neither create pages nor fault. Only a head start: a
-      // failure here leaves the copies to fault the pages in themselves.
-      if (::posix_fallocate(fd, 0, static_cast<off_t>(bytes)) != 0) return;
-#ifdef MADV_POPULATE_WRITE
-      (void)::madvise(p, bytes, MADV_POPULATE_WRITE);
-#else
-      (void)p;
-#endif
-    }};
-  }
-  return p;
-}
-
 void atomic_output::sync(bool durable)
 {
-  if (preparing_.joinable()) preparing_.join();
   if ((data_ != nullptr && ::msync(data_, size_, MS_SYNC) != 0) ||
       (durable && ::fsync(fd_) != 0)) {
     const int err = errno;
@@ -261,7 +235,6 @@ void atomic_output::publish()
 
 atomic_output::~atomic_output()
 {
-  if (preparing_.joinable()) preparing_.join();
   if (data_ != nullptr) ::munmap(data_, size_);
   if (fd_ >= 0) ::close(fd_);
   if (!published_) ::unlink(temp_.c_str());

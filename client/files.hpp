@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
-#include <thread>
 
 namespace gpusort::cli {
 
@@ -56,8 +55,8 @@ class input_file {
 /// destructor removes an unpublished temporary, and so does a fatal signal (SIGINT, SIGTERM,
 /// SIGHUP, SIGQUIT, SIGBUS) once install_signal_cleanup() has run.
 ///
-/// The temporary is written through its descriptor (the engine's positioned writes, or the
-/// daemon's); map() maps it for callers that fill it in memory. Its filesystem must have room
+/// The temporary is written through its descriptor (by the engine, which maps it when it lies
+/// in tmpfs, or by the daemon); map() maps it for callers that fill it in memory. Its filesystem must have room
 /// for `size` bytes when it is created; a disk that fills up later is the writer's error.
 ///
 /// An existing final path keeps its permissions; a symbolic link is followed, so that sorting
@@ -71,17 +70,6 @@ class atomic_output {
 
   /// Maps the temporary read-write (once) and returns its bytes; null for an empty output.
   [[nodiscard]] void* map();
-  /// Where the engine should write: the temporary mapped, when it lies in tmpfs, with its pages
-  /// created by a background thread from now on; else null (write through fd()).
-  ///
-  /// Why: tmpfs creates a page for every 4 KiB written, under the file's lock, at 2.2-3.4 GB/s
-  /// however many threads write (H100 host, bench/results/h100-20261125-489f82d-io-shm.json:
-  /// pwrite from 16 threads 2.21, one thread 2.64, fallocate then pwrite 2.89, mapped with
-  /// MADV_POPULATE_WRITE 3.44 GB/s). Created ahead, while the engine starts and sorts, the
-  /// pages then take the sorted bytes by parallel copies at memory speed. The mapping is of
-  /// this command's own temporary: a disk that fills up meanwhile is a SIGBUS, which the
-  /// handler of install_signal_cleanup() turns into one line, exit 74 and no temporary.
-  [[nodiscard]] void* memory_target();
   [[nodiscard]] std::uint64_t size() const noexcept { return size_; }
   /// The temporary file, open read-write: what the engine or the daemon writes the sorted data to.
   [[nodiscard]] int fd() const noexcept { return fd_; }
@@ -104,7 +92,6 @@ class atomic_output {
   std::uint64_t size_{};
   bool synced_{};
   bool published_{};
-  std::thread preparing_;  ///< creates the pages of a memory_target()
 };
 
 /// Installs handlers that remove unpublished temporaries on fatal signals: SIGINT, SIGTERM,

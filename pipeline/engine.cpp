@@ -321,6 +321,12 @@ sort_report engine::sort(const sort_job& job, const sort_options& options)
                             .n = job.keys.count};
   if (arrays.dst_keys == arrays.src_keys) arrays.dst_values = arrays.src_values;
 
+  // Outputs in tmpfs are written through mappings whose pages a thread makes from now on,
+  // beside the sort (pipeline/file_window.hpp says why and what it saves).
+  const detail::output_mappings mapped_outputs{
+      {arrays.dst_keys, arrays.n * layout.key_bytes},
+      {arrays.dst_values, arrays.n * layout.value_bytes}};
+
   std::vector<detail::device*> devs;
   for (const auto& dev : impl_->devices) devs.push_back(dev.get());
   detail::job_context ctx{options, layout.bytes()};

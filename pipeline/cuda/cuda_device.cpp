@@ -623,6 +623,7 @@ host_buffer pinned_host_buffer(std::size_t bytes)
 {
   host_buffer b{bytes};
   if (bytes == 0) return b;
+  b.populate();
   GPUSORT_CUDA_TRY(
       cudaHostRegister(b.data(), bytes, cudaHostRegisterPortable | cudaHostRegisterMapped));
   b.set_release_hook(

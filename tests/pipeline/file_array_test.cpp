@@ -8,6 +8,7 @@
 
 #include "core/generate.hpp"
 #include "core/verify.hpp"
+#include "pipeline/file_window.hpp"
 
 #include <gpusort/error.hpp>
 #include <gpusort/gpusort.hpp>
@@ -15,25 +16,29 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 namespace gpusort {
 namespace {
 
-/// An unnamed temporary file, removed when closed.
+/// An unnamed temporary file, removed when closed, in /tmp unless told otherwise.
 class temp_file {
  public:
-  temp_file()
+  explicit temp_file(const std::string& folder = "/tmp")
   {
-    char name[] = "/tmp/gpusort-file-array-XXXXXX";
-    fd_ = ::mkstemp(name);
-    if (fd_ >= 0) ::unlink(name);
+    std::string name = folder + "/gpusort-file-array-XXXXXX";
+    fd_ = ::mkstemp(name.data());
+    if (fd_ >= 0) ::unlink(name.c_str());
   }
   ~temp_file()
   {
@@ -61,6 +66,21 @@ class temp_file {
   int fd_{-1};
 };
 
+bool is_tmpfs(const char* folder)
+{
+  struct statfs info {};
+  return ::statfs(folder, &info) == 0 && info.f_type == 0x01021994;
+}
+
+/// Where the files of the typed tests live: /tmp, and tmpfs (/dev/shm), where the engine writes
+/// outputs through mappings whose pages it makes ahead (pipeline/file_window.hpp).
+std::vector<std::string> folders()
+{
+  std::vector<std::string> f{"/tmp"};
+  if (is_tmpfs("/dev/shm") && !is_tmpfs("/tmp")) f.emplace_back("/dev/shm");
+  return f;
+}
+
 /// Bytes before each array in its file: not a multiple of a page or of the I/O block.
 constexpr std::uint64_t lead = 4096 + 24;
 
@@ -81,32 +101,35 @@ std::vector<std::uint64_t> sizes_for()
 TYPED_TEST(FileArrayKeys, SortsAFileInPlace)
 {
   using K = TypeParam;
-  for (const distribution dist : {distribution::uniform, distribution::sorted,
-                                  distribution::fewunique, distribution::zero}) {
-    for (const order dir : {order::ascending, order::descending}) {
-      for (const std::uint64_t n : sizes_for<K>()) {
-        SCOPED_TRACE(std::string{name_of(dist)} + " n=" + std::to_string(n));
-        std::vector<K> keys(n);
-        generate(std::span<K>{keys}, dist, n + 3);
-        const fingerprint before = fingerprint_of(key_array{keys.data(), n, dtype_of_v<K>});
-        const temp_file file;
-        const std::vector<char> marker(lead, 'x');
-        file.write_at(0, marker.data(), lead);
-        file.write_at(lead, keys.data(), n * sizeof(K));
-        file.write_at(lead + n * sizeof(K), marker.data(), 16);  // bytes after the array
-        {
-          const file_array in{file.fd(), lead, n * sizeof(K), "keys"};
-          engine{test::config_for(n, sizeof(K))}.sort(
-              sort_job{.keys = {in.data(), n, dtype_of_v<K>}}, sort_options{.direction = dir});
+  for (const std::string& folder : folders()) {
+    SCOPED_TRACE(folder);
+    for (const distribution dist : {distribution::uniform, distribution::sorted,
+                                    distribution::fewunique, distribution::zero}) {
+      for (const order dir : {order::ascending, order::descending}) {
+        for (const std::uint64_t n : sizes_for<K>()) {
+          SCOPED_TRACE(std::string{name_of(dist)} + " n=" + std::to_string(n));
+          std::vector<K> keys(n);
+          generate(std::span<K>{keys}, dist, n + 3);
+          const fingerprint before = fingerprint_of(key_array{keys.data(), n, dtype_of_v<K>});
+          const temp_file file{folder};
+          const std::vector<char> marker(lead, 'x');
+          file.write_at(0, marker.data(), lead);
+          file.write_at(lead, keys.data(), n * sizeof(K));
+          file.write_at(lead + n * sizeof(K), marker.data(), 16);  // bytes after the array
+          {
+            const file_array in{file.fd(), lead, n * sizeof(K), "keys"};
+            engine{test::config_for(n, sizeof(K))}.sort(
+                sort_job{.keys = {in.data(), n, dtype_of_v<K>}}, sort_options{.direction = dir});
+          }
+          std::vector<K> sorted = file.read_at<K>(lead, n);
+          const verify_result v =
+              verify(key_array{sorted.data(), n, dtype_of_v<K>}, std::nullopt, dir, before);
+          ASSERT_TRUE(v.ok) << v.message;
+          EXPECT_EQ(file.read_at<char>(0, lead), marker) << "bytes before the array changed";
+          EXPECT_EQ(file.read_at<char>(lead + n * sizeof(K), 16),
+                    std::vector<char>(marker.begin(), marker.begin() + 16))
+              << "bytes after the array changed";
         }
-        std::vector<K> sorted = file.read_at<K>(lead, n);
-        const verify_result v =
-            verify(key_array{sorted.data(), n, dtype_of_v<K>}, std::nullopt, dir, before);
-        ASSERT_TRUE(v.ok) << v.message;
-        EXPECT_EQ(file.read_at<char>(0, lead), marker) << "bytes before the array changed";
-        EXPECT_EQ(file.read_at<char>(lead + n * sizeof(K), 16),
-                  std::vector<char>(marker.begin(), marker.begin() + 16))
-            << "bytes after the array changed";
       }
     }
   }
@@ -115,45 +138,48 @@ TYPED_TEST(FileArrayKeys, SortsAFileInPlace)
 TYPED_TEST(FileArrayKeys, FileToFileAndMemoryToFileLeaveTheInputAlone)
 {
   using K = TypeParam;
-  for (const std::uint64_t n : sizes_for<K>()) {
-    SCOPED_TRACE("n=" + std::to_string(n));
-    std::vector<K> keys(n);
-    generate(std::span<K>{keys}, distribution::uniform, n * 7 + 1);
-    const key_array view{keys.data(), n, dtype_of_v<K>};
-    const fingerprint before = fingerprint_of(view);
-    const temp_file input, output;
-    input.write_at(lead, keys.data(), n * sizeof(K));
-    {
-      const file_array in{input.fd(), lead, n * sizeof(K), "input"};
-      const file_array out{output.fd(), 0, n * sizeof(K), "output"};
-      engine{test::config_for(n, sizeof(K))}.sort(
-          sort_job{.keys = {in.data(), n, dtype_of_v<K>}, .keys_out = out.data()});
-    }
-    const std::vector<K> left = input.read_at<K>(lead, n);
-    EXPECT_TRUE(test::same_bytes(left, keys));
-    std::vector<K> sorted = output.read_at<K>(0, n);
-    verify_result v =
-        verify(key_array{sorted.data(), n, dtype_of_v<K>}, std::nullopt, order::ascending, before);
-    ASSERT_TRUE(v.ok) << "file to file: " << v.message;
+  for (const std::string& folder : folders()) {
+    SCOPED_TRACE(folder);
+    for (const std::uint64_t n : sizes_for<K>()) {
+      SCOPED_TRACE("n=" + std::to_string(n));
+      std::vector<K> keys(n);
+      generate(std::span<K>{keys}, distribution::uniform, n * 7 + 1);
+      const key_array view{keys.data(), n, dtype_of_v<K>};
+      const fingerprint before = fingerprint_of(view);
+      const temp_file input{folder}, output{folder};
+      input.write_at(lead, keys.data(), n * sizeof(K));
+      {
+        const file_array in{input.fd(), lead, n * sizeof(K), "input"};
+        const file_array out{output.fd(), 0, n * sizeof(K), "output"};
+        engine{test::config_for(n, sizeof(K))}.sort(
+            sort_job{.keys = {in.data(), n, dtype_of_v<K>}, .keys_out = out.data()});
+      }
+      const std::vector<K> left = input.read_at<K>(lead, n);
+      EXPECT_TRUE(test::same_bytes(left, keys));
+      std::vector<K> sorted = output.read_at<K>(0, n);
+      verify_result v =
+          verify(key_array{sorted.data(), n, dtype_of_v<K>}, std::nullopt, order::ascending, before);
+      ASSERT_TRUE(v.ok) << "file to file: " << v.message;
 
-    // Memory in, file out; then file in, memory out.
-    const temp_file second;
-    {
-      const file_array out{second.fd(), 8, n * sizeof(K), "output"};
-      engine{test::config_for(n, sizeof(K))}.sort(sort_job{.keys = view, .keys_out = out.data()});
+      // Memory in, file out; then file in, memory out.
+      const temp_file second{folder};
+      {
+        const file_array out{second.fd(), 8, n * sizeof(K), "output"};
+        engine{test::config_for(n, sizeof(K))}.sort(sort_job{.keys = view, .keys_out = out.data()});
+      }
+      sorted = second.read_at<K>(8, n);
+      v = verify(key_array{sorted.data(), n, dtype_of_v<K>}, std::nullopt, order::ascending, before);
+      ASSERT_TRUE(v.ok) << "memory to file: " << v.message;
+      std::vector<K> in_memory(n);
+      {
+        const file_array in{input.fd(), lead, n * sizeof(K), "input"};
+        engine{test::config_for(n, sizeof(K))}.sort(
+            sort_job{.keys = {in.data(), n, dtype_of_v<K>}, .keys_out = in_memory.data()});
+      }
+      v = verify(key_array{in_memory.data(), n, dtype_of_v<K>}, std::nullopt, order::ascending,
+                 before);
+      ASSERT_TRUE(v.ok) << "file to memory: " << v.message;
     }
-    sorted = second.read_at<K>(8, n);
-    v = verify(key_array{sorted.data(), n, dtype_of_v<K>}, std::nullopt, order::ascending, before);
-    ASSERT_TRUE(v.ok) << "memory to file: " << v.message;
-    std::vector<K> in_memory(n);
-    {
-      const file_array in{input.fd(), lead, n * sizeof(K), "input"};
-      engine{test::config_for(n, sizeof(K))}.sort(
-          sort_job{.keys = {in.data(), n, dtype_of_v<K>}, .keys_out = in_memory.data()});
-    }
-    v = verify(key_array{in_memory.data(), n, dtype_of_v<K>}, std::nullopt, order::ascending,
-               before);
-    ASSERT_TRUE(v.ok) << "file to memory: " << v.message;
   }
 }
 
@@ -161,40 +187,43 @@ TYPED_TEST(FileArrayKeys, ValuesInFilesTravelWithTheirKeys)
 {
   using K = TypeParam;
   using V = std::uint64_t;
-  for (const std::uint64_t n : {std::uint64_t{0}, std::uint64_t{1}, test::tiny_capacity + 1,
-                                std::uint64_t{300'007}}) {
-    for (const bool separate : {false, true}) {
-      SCOPED_TRACE("n=" + std::to_string(n) + (separate ? " separate" : " in place"));
-      std::vector<K> keys(n);
-      std::vector<V> values(n);
-      generate(std::span<K>{keys}, distribution::fewunique, n + 5);
-      generate_values(value_array{values.data(), n, sizeof(V)}, 17);
-      const fingerprint before = fingerprint_of(key_array{keys.data(), n, dtype_of_v<K>},
-                                                value_array{values.data(), n, sizeof(V)});
-      // Keys and values in one file, one after the other, as a column store would keep them.
-      const temp_file file, out_file;
-      const std::uint64_t values_at = lead + n * sizeof(K);
-      file.write_at(lead, keys.data(), n * sizeof(K));
-      file.write_at(values_at, values.data(), n * sizeof(V));
-      {
-        const file_array k{file.fd(), lead, n * sizeof(K), "keys"};
-        const file_array v{file.fd(), values_at, n * sizeof(V), "values"};
-        const file_array ko{out_file.fd(), 0, n * sizeof(K), "keys out"};
-        const file_array vo{out_file.fd(), n * sizeof(K), n * sizeof(V), "values out"};
-        sort_job job{.keys = {k.data(), n, dtype_of_v<K>}, .values = value_array{v.data(), n, 8}};
-        if (separate) {
-          job.keys_out = ko.data();
-          job.values_out = vo.data();
+  for (const std::string& folder : folders()) {
+    SCOPED_TRACE(folder);
+    for (const std::uint64_t n : {std::uint64_t{0}, std::uint64_t{1}, test::tiny_capacity + 1,
+                                  std::uint64_t{300'007}}) {
+      for (const bool separate : {false, true}) {
+        SCOPED_TRACE("n=" + std::to_string(n) + (separate ? " separate" : " in place"));
+        std::vector<K> keys(n);
+        std::vector<V> values(n);
+        generate(std::span<K>{keys}, distribution::fewunique, n + 5);
+        generate_values(value_array{values.data(), n, sizeof(V)}, 17);
+        const fingerprint before = fingerprint_of(key_array{keys.data(), n, dtype_of_v<K>},
+                                                  value_array{values.data(), n, sizeof(V)});
+        // Keys and values in one file, one after the other, as a column store would keep them.
+        const temp_file file{folder}, out_file{folder};
+        const std::uint64_t values_at = lead + n * sizeof(K);
+        file.write_at(lead, keys.data(), n * sizeof(K));
+        file.write_at(values_at, values.data(), n * sizeof(V));
+        {
+          const file_array k{file.fd(), lead, n * sizeof(K), "keys"};
+          const file_array v{file.fd(), values_at, n * sizeof(V), "values"};
+          const file_array ko{out_file.fd(), 0, n * sizeof(K), "keys out"};
+          const file_array vo{out_file.fd(), n * sizeof(K), n * sizeof(V), "values out"};
+          sort_job job{.keys = {k.data(), n, dtype_of_v<K>}, .values = value_array{v.data(), n, 8}};
+          if (separate) {
+            job.keys_out = ko.data();
+            job.values_out = vo.data();
+          }
+          engine{test::config_for(n, sizeof(K) + sizeof(V))}.sort(job);
         }
-        engine{test::config_for(n, sizeof(K) + sizeof(V))}.sort(job);
+        const temp_file& result = separate ? out_file : file;
+        std::vector<K> sorted_keys = result.read_at<K>(separate ? 0 : lead, n);
+        std::vector<V> sorted_values = result.read_at<V>(separate ? n * sizeof(K) : values_at, n);
+        const verify_result v = verify(key_array{sorted_keys.data(), n, dtype_of_v<K>},
+                                       value_array{sorted_values.data(), n, sizeof(V)},
+                                       order::ascending, before);
+        ASSERT_TRUE(v.ok) << v.message;
       }
-      const temp_file& result = separate ? out_file : file;
-      std::vector<K> sorted_keys = result.read_at<K>(separate ? 0 : lead, n);
-      std::vector<V> sorted_values = result.read_at<V>(separate ? n * sizeof(K) : values_at, n);
-      const verify_result v = verify(key_array{sorted_keys.data(), n, dtype_of_v<K>},
-                                     value_array{sorted_values.data(), n, sizeof(V)},
-                                     order::ascending, before);
-      ASSERT_TRUE(v.ok) << v.message;
     }
   }
 }
@@ -244,6 +273,102 @@ TEST(FileArray, AWriteThatFailsIsAnIoErrorNamingTheFile)
   }
   ::close(full);
   EXPECT_EQ(keys, original) << "a separate output's input must stay as it was";
+}
+
+TEST(FileArray, OnlyReadWriteOutputsInTmpfsAreMapped)
+{
+  if (!is_tmpfs("/dev/shm")) GTEST_SKIP() << "no tmpfs at /dev/shm";
+  const std::uint64_t bytes = 3 * (std::uint64_t{1} << 20) + 8;
+  const temp_file shm{"/dev/shm"};
+  const file_array at_start{shm.fd(), lead, bytes, "shm"};
+  {
+    const detail::output_mappings mapped{{at_start.data(), bytes}};
+    EXPECT_EQ(mapped.size(), 1U);
+    // Written through the mapping: the bytes land in the file at the window's offset.
+    std::vector<std::uint64_t> data(bytes / 8);
+    for (std::uint64_t i = 0; i < data.size(); ++i) data[i] = i * 0x9e3779b97f4a7c15ULL;
+    detail::host_write(at_start.data(), data.data(), bytes);
+    EXPECT_EQ(shm.read_at<std::uint64_t>(lead, data.size()), data);
+    // A second mapping of a window already mapped, and an address inside a window, are not.
+    const detail::output_mappings again{{at_start.data(), bytes},
+                                        {static_cast<char*>(at_start.data()) + 8, 8}};
+    EXPECT_EQ(again.size(), 0U);
+  }
+  // Not open for reading and writing: a shared mapping cannot write it; pwrite does.
+  const std::string path = "/dev/shm/gpusort-file-array-wronly-" + std::to_string(::getpid());
+  const int wronly = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  ASSERT_GE(wronly, 0);
+  ::unlink(path.c_str());
+  {
+    const file_array out{wronly, 0, 64, "wronly"};
+    const detail::output_mappings mapped{{out.data(), 64}};
+    EXPECT_EQ(mapped.size(), 0U);
+  }
+  ::close(wronly);
+  if (!is_tmpfs("/tmp")) {
+    const temp_file disk;
+    const file_array out{disk.fd(), 0, 64, "disk"};
+    const detail::output_mappings mapped{{out.data(), 64}};
+    EXPECT_EQ(mapped.size(), 0U);
+  }
+}
+
+TEST(FileArray, AMappedOutputThatShrinksIsAnIoErrorNotASignal)
+{
+  if (!is_tmpfs("/dev/shm")) GTEST_SKIP() << "no tmpfs at /dev/shm";
+  const std::uint64_t bytes = 4 * (std::uint64_t{1} << 20);
+  const temp_file shm{"/dev/shm"};
+  const file_array out{shm.fd(), 0, bytes, "shrinking.bin"};
+  const std::vector<char> data(bytes, 'd');
+  const detail::output_mappings mapped{{out.data(), bytes}};
+  ASSERT_EQ(mapped.size(), 1U);
+  detail::host_write(out.data(), data.data(), bytes);  // the pages exist from here on
+  ASSERT_EQ(::ftruncate(shm.fd(), 0), 0);              // another process cuts the file
+  try {
+    detail::host_write(out.data(), data.data(), bytes);
+    FAIL() << "no error for an output that shrank";
+  } catch (const io_error& e) {
+    EXPECT_NE(std::string{e.what()}.find("shrinking.bin"), std::string::npos) << e.what();
+    EXPECT_NE(std::string{e.what()}.find("shrank"), std::string::npos) << e.what();
+  }
+  // Any other SIGBUS still does what it did before the engine's handler came. The child is a
+  // fresh run of this test (threadsafe style): OpenMP's threads do not survive a bare fork.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(::raise(SIGBUS), ::testing::KilledBySignal(SIGBUS), "");
+}
+
+/// In a death test's child: a sort into tmpfs under a file size limit, which makes fallocate
+/// fail (EFBIG) as a full tmpfs would (ENOSPC). Exits 3 when the engine said so with an io_error
+/// naming the file and left the input as it was.
+[[noreturn]] void sort_into_a_tmpfs_that_cannot_grow()
+{
+  const std::uint64_t n = 1'000'000;
+  ::signal(SIGXFSZ, SIG_IGN);
+  const rlimit limit{.rlim_cur = 1 << 20, .rlim_max = 1 << 20};
+  ::setrlimit(RLIMIT_FSIZE, &limit);
+  std::vector<std::uint64_t> keys(n);
+  generate(std::span<std::uint64_t>{keys}, distribution::uniform, 3);
+  const std::vector<std::uint64_t> original = keys;
+  const temp_file shm{"/dev/shm"};
+  const file_array out{shm.fd(), 0, n * 8, "limited.bin"};
+  try {
+    engine{test::config_for(n, 8)}.sort(
+        sort_job{.keys = {keys.data(), n, dtype::u64}, .keys_out = out.data()});
+  } catch (const io_error& e) {
+    const std::string what = e.what();
+    std::fprintf(stderr, "%s\n", e.what());
+    const bool says = what.find("limited.bin") != std::string::npos &&
+                      what.find(std::strerror(EFBIG)) != std::string::npos;
+    std::exit(says && keys == original ? 3 : 4);
+  }
+  std::exit(5);
+}
+
+TEST(FileArray, AnOutputWhosePagesCannotBeMadeIsAnIoErrorAndNothingElse)
+{
+  if (!is_tmpfs("/dev/shm")) GTEST_SKIP() << "no tmpfs at /dev/shm";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // OpenMP's threads do not survive a fork
+  EXPECT_EXIT(sort_into_a_tmpfs_that_cannot_grow(), ::testing::ExitedWithCode(3), "limited.bin");
 }
 
 TEST(FileArray, RejectsABadDescriptorAndARangePastAnyFile)
