@@ -395,8 +395,6 @@ int main(int argc, char** argv)
     // The same with a pageable round-1 buffer: what pinning it costs a one-shot command.
     if (ooc)
       add_path("cli_round1_pageable", run_child(local, "/tmp", {"GPUSORT_ROUND1_PINNED=0"}));
-    // And without mapping a tmpfs output's pages ahead of the copies (file_window.cpp).
-    add_path("cli_output_unpopulated", run_child(local, "/tmp", {"GPUSORT_OUTPUT_POPULATE=0"}));
     if (skip_daemon) continue;
     // The daemon: started, given time to bind, then a client sorts through it.
     pid_t pid = 0;

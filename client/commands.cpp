@@ -440,6 +440,15 @@ std::string json_list(const std::vector<std::string>& items)
   return "[" + out + "]";
 }
 
+/// Outputs that will be fsync'ed start going to their disk while the sort writes them.
+void write_back_meanwhile(const parsed_args& a, atomic_output& keys_out,
+                          std::optional<atomic_output>& values_out)
+{
+  if (a.has("no-sync")) return;
+  keys_out.write_back_meanwhile();
+  if (values_out) values_out->write_back_meanwhile();
+}
+
 /// How a sort finished, for its report: the daemon's own numbers, or the local engine's in the
 /// same shape.
 enum class sorted_by : std::uint8_t { daemon, local };
@@ -615,6 +624,7 @@ int sort_with_daemon(const parsed_args& a, const fs::path& input_path, dtype t,
   atomic_output keys_out{keys_out_path, keys.size()};
   std::optional<atomic_output> values_out;
   if (values) values_out.emplace(*values_out_path, values->size());
+  write_back_meanwhile(a, keys_out, values_out);
   timeline.mark("outputs created");
 
   client::sort_request request{
@@ -694,6 +704,7 @@ int run_sort(const std::vector<std::string>& args)
   atomic_output keys_out{keys_out_path, keys.size()};
   std::optional<atomic_output> values_out;
   if (values) values_out.emplace(*values_out_path, values->size());
+  write_back_meanwhile(a, keys_out, values_out);
   timeline.mark("outputs created");
 
   progress_bar bar{!quiet && !json && ::isatty(STDERR_FILENO) == 1, stderr};

@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/statfs.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <random>
@@ -204,8 +206,32 @@ void* atomic_output::map()
   return data_;
 }
 
+void atomic_output::write_back_meanwhile()
+{
+  struct statfs fs_info {};
+  constexpr long tmpfs_magic = 0x01021994;
+  if (write_back_.joinable() || size_ == 0 || ::fstatfs(fd_, &fs_info) != 0 ||
+      static_cast<long>(fs_info.f_type) == tmpfs_magic)
+    return;
+  write_back_ = std::thread{[this] {
+    // Only a head start for fsync: an error here is fsync's to report.
+    while (!stop_write_back_.load()) {
+      (void)::sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
+      for (int i = 0; i < 20 && !stop_write_back_.load(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds{10});
+    }
+  }};
+}
+
+void atomic_output::stop_write_back() noexcept
+{
+  stop_write_back_ = true;
+  if (write_back_.joinable()) write_back_.join();
+}
+
 void atomic_output::sync(bool durable)
 {
+  stop_write_back();
   if ((data_ != nullptr && ::msync(data_, size_, MS_SYNC) != 0) ||
       (durable && ::fsync(fd_) != 0)) {
     const int err = errno;
@@ -235,6 +261,7 @@ void atomic_output::publish()
 
 atomic_output::~atomic_output()
 {
+  stop_write_back();
   if (data_ != nullptr) ::munmap(data_, size_);
   if (fd_ >= 0) ::close(fd_);
   if (!published_) ::unlink(temp_.c_str());

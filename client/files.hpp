@@ -2,9 +2,11 @@
 // and renamed over it only when complete, so that no failure leaves a partly written output.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 namespace gpusort::cli {
 
@@ -25,6 +27,8 @@ class mapped_input {
   [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
 
  private:
+  void stop_write_back() noexcept;
+
   std::filesystem::path path_;
   void* data_{};
   std::uint64_t size_{};
@@ -45,6 +49,8 @@ class input_file {
   [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
 
  private:
+  void stop_write_back() noexcept;
+
   std::filesystem::path path_;
   int fd_{-1};
   std::uint64_t size_{};
@@ -76,6 +82,11 @@ class atomic_output {
   /// The path as given, for messages.
   [[nodiscard]] const std::string& shown() const noexcept { return shown_; }
 
+  /// Starts writing the temporary's dirty pages back to its disk every 200 ms until sync(), so
+  /// that the final fsync waits for the last part only, not for the whole output (a 4 GiB
+  /// output on the H100 host's disk: 1.47 s of fsync after the sort). Nothing on tmpfs.
+  void write_back_meanwhile();
+
   /// Makes the written bytes durable (msync, fsync; with `durable` false only a mapping's
   /// msync, for scratch files that need not survive a crash); throws cli_error on an I/O error.
   void sync(bool durable = true);
@@ -83,6 +94,8 @@ class atomic_output {
   void publish();
 
  private:
+  void stop_write_back() noexcept;
+
   std::filesystem::path path_;  ///< the final path, symbolic links resolved
   std::string shown_;           ///< the path as given, for messages
   std::string temp_;
@@ -92,6 +105,8 @@ class atomic_output {
   std::uint64_t size_{};
   bool synced_{};
   bool published_{};
+  std::atomic<bool> stop_write_back_{false};
+  std::thread write_back_;
 };
 
 /// Installs handlers that remove unpublished temporaries on fatal signals: SIGINT, SIGTERM,
