@@ -38,7 +38,11 @@ unsigned thread_count(unsigned threads) noexcept
 // thread stall the TLB and the store buffers); 8-bit digits on one thread 2.14x u64, 3.16x u32,
 // 2.24x f64; 10-bit parallel passes 1.92x; pairs 0.93-1.05x (keys and values are two streams
 // each, twice the stores per element). u64/u64 pairs at 2^26: 1.27x, and 1.10x with 7-bit digits
-// for pairs (fewer streams did not pay).
+// for pairs (fewer streams did not pay). Scatters through a cache line of buffer per bucket
+// (software write-combining, for the parallel pass and ranges of 2^16 and more) did not pay on
+// the H100 host's 16 cores either, two runs each against this code at 2^30 keys: u64 3.32-3.44 s
+// against 3.23-3.64 s, u32 2.33-2.43 against 2.12-2.63, f64 5.30-5.76 against 4.57-4.98, pairs
+// (2^28) 1.29-1.40 against 1.16-1.18 (bench/results/h100-20261125-5492247-cpu-ab-*.json).
 constexpr unsigned wide_bits = 11;
 constexpr unsigned narrow_bits = 8;
 constexpr unsigned parallel_bits = 8;
