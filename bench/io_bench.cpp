@@ -14,6 +14,8 @@
 // not in the cache: a disk directory with --drop-caches (as root, sync and drop_caches before
 // every read; otherwise posix_fadvise(DONTNEED) on the file). Each read's note gives how much of
 // the file was cached when it started (mincore), so the case a number belongs to is on record.
+#include "bench/results_format.hpp"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -55,6 +57,8 @@
 #endif
 
 namespace {
+
+using gpusort::bench::json_string;
 
 constexpr std::uint64_t kib = 1024;
 constexpr std::uint64_t mib = kib * 1024;
@@ -982,24 +986,6 @@ bool populate_supported()
   if (map.get() == MAP_FAILED) return false;
   return ::madvise(map.get(), 4096, MADV_POPULATE_WRITE) == 0 &&
          ::madvise(map.get(), 4096, MADV_POPULATE_READ) == 0;
-}
-
-std::string json_string(const std::string& s)
-{
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char esc[8];
-      std::snprintf(esc, sizeof esc, "\\u%04x", static_cast<unsigned>(c));
-      out += esc;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
 }
 
 std::string json_number(double v, const char* format)

@@ -13,6 +13,8 @@
 //
 // Exit status: 0 when every row ran, 1 when some row failed or the CUDA or file rows were
 // skipped, 64 on a bad argument. "_T" in a row name means --threads threads.
+#include "bench/results_format.hpp"
+
 #include <cuda_runtime_api.h>
 
 #include <fcntl.h>
@@ -46,6 +48,8 @@
 #endif
 
 namespace {
+
+using gpusort::bench::json_string;
 
 using u64 = std::uint64_t;
 using clock_type = std::chrono::steady_clock;
@@ -159,23 +163,6 @@ options parse(int argc, char** argv)
   return o;
 }
 
-std::string json_string(const std::string& s)
-{
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char esc[8];
-      std::snprintf(esc, sizeof esc, "\\u%04x", static_cast<unsigned>(c));
-      out += esc;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
 std::string json_number(double v)
 {
   if (!std::isfinite(v)) return "null";

@@ -20,6 +20,25 @@ struct target {
   [[nodiscard]] bool met() const { return higher_is_better ? ratio >= goal : ratio <= goal; }
 };
 
+/// `s` as a JSON string: quoted, with quotes, backslashes and control characters escaped.
+inline std::string json_string(const std::string& s)
+{
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\u%04x", static_cast<unsigned>(c));
+      out += esc;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
 /// Prints the targets as a Markdown table (`value_heading` names the value column); returns how
 /// many are met.
 inline int print_targets(const std::vector<target>& targets, const char* value_heading = "value")

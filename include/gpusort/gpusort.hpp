@@ -117,9 +117,12 @@ class host_registration {
 
 /// A range of an open file standing in for an array: pass data() wherever a sort_job takes an
 /// array (keys, values, an output) and the engine reads and writes the file with positioned I/O,
-/// moving its bytes straight between the file and the pinned memory the GPUs copy from. Nothing
-/// is mapped: no page faults on the way, no SIGBUS when someone truncates the file; a file that
-/// ends early or a write that fails (a full disk) is an io_error.
+/// moving its bytes straight between the file and the pinned memory the GPUs copy from. Inputs
+/// are never mapped: no page faults on the way, no SIGBUS when someone truncates the file. An
+/// output in tmpfs opened for reading and writing is the exception: the engine maps it for the
+/// job and makes its pages ahead with fallocate (a new tmpfs file's pages cost four times as
+/// much written), and turns a SIGBUS in its own copies (the file cut meanwhile) into an error.
+/// A file that ends early or a write that fails (a full disk, a full tmpfs) is an io_error.
 ///
 /// data() is an address reserved for this file and never mapped: only the engine may use it (a
 /// dereference faults). The descriptor stays the caller's and must stay open while this object
