@@ -45,7 +45,12 @@ struct file_place {
 /// several times faster, and copies into pages that exist run at memory speed. H100 host,
 /// 8 GiB, 16 threads (bench/results/h100-20261125-f90a3d0-mem.json): pwrite of a new file
 /// 3.24 s, mapped copies faulting new pages 1.82 s, fallocate 0.82 s, copies into existing
-/// pages 0.11 s (pwrite into them: 2.20 s, the lock again).
+/// pages 0.11 s (pwrite into them: 2.20 s, the lock again). Mapping the made pages into the page
+/// tables ahead of the copies (they fault once per 4 KiB: 8 GiB of round-2 copies take about
+/// 0.77 s) did not pay: from 8 threads the out-of-core CLI went from 1.98 to 3.50 s, from the one
+/// thread that made the pages from 2.08 to 2.78 s, fitting 2.41 to 4.11 s (it holds up the
+/// registration of the round-1 buffer and the reads; bench/results/h100-20261125-efc544d-e2e.json,
+/// -3df1942-map-ahead-e2e.json).
 ///
 /// While a job runs, host_write into such a window waits until the fallocate thread has made
 /// the pages it writes (a full tmpfs is then a clear io_error, not a SIGBUS) and copies with
