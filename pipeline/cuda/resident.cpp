@@ -86,6 +86,7 @@ struct part {
   timeline tl;
   cuda::cuda_event ready;  ///< hands work from one stream to the next
   std::vector<cuda::cuda_event> ranges;
+  std::uint64_t reported{};  ///< elements of progress reported so far
 };
 
 class resident_job {
@@ -136,7 +137,7 @@ class resident_job {
     for (part& p : parts_) {
       const cuda::set_device_guard guard{p.dev->id()};
       p.tl.report(ctx_, p.dev->name());
-      ctx_.add_done(p.count);
+      progress(p, p.count - p.reported);
     }
   }
 
@@ -148,6 +149,12 @@ class resident_job {
   char* values(part& p, unsigned b, std::uint64_t at) const
   {
     return vb_ == 0 ? nullptr : p.buf->values[b].data<char>() + at * vb_;
+  }
+
+  void progress(part& p, std::uint64_t elements)
+  {
+    p.reported += elements;
+    ctx_.add_done(elements);
   }
 
   void synchronize(cuda::cuda_stream resident_buffers::*stream)
@@ -185,6 +192,9 @@ class resident_job {
         load_piece(p, at, len);
         sort_piece(p, at, len);
         p.runs.push_back({0, at, len});
+        // Progress while the job runs, not only at its end: a piece in counts half of its
+        // elements, a range out the other half (a staged copy returns once its bytes moved).
+        progress(p, len / 2);
       }
     }
   }
@@ -447,6 +457,7 @@ class resident_job {
           copy_to_host(static_cast<char*>(a_.dst_values) + dst * vb_, values(p, buffer, k0),
                        (k1 - k0) * vb_, out, p.buf->out_staging);
       });
+      progress(p, (k1 - k0) / 2);
     }
   }
 

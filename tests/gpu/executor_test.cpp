@@ -315,6 +315,33 @@ TEST_F(gpu_test, ProfileTellsWhereEachStageSpentItsTime)
   EXPECT_TRUE(std::is_sorted(keys.begin(), keys.end()));
 }
 
+TEST_F(gpu_test, AJobThatFitsReportsProgressWhileItRuns)
+{
+  // Pageable keys, so that the copies are staged and the progress follows them; 20M keys make
+  // several pieces. Events climb, end at the total, and some come before the end.
+  const std::uint64_t n = small_only() ? 3'000'000 : 20'000'000;
+  std::vector<std::uint64_t> keys(n);
+  generate(std::span<std::uint64_t>{keys}, distribution::uniform, 46);
+  std::vector<progress_event> events;
+  const sort_report r = engine{config{}}.sort(
+      std::span<std::uint64_t>{keys},
+      sort_options{.on_progress = [&](const progress_event& e) { events.push_back(e); }});
+  ASSERT_EQ(r.rounds, 1);
+  ASSERT_FALSE(events.empty());
+  std::uint64_t last = 0, before_end = 0;
+  for (const progress_event& e : events) {
+    EXPECT_EQ(e.round, 1);
+    EXPECT_EQ(e.rounds, 1);
+    EXPECT_EQ(e.bytes_total, n * 8);
+    EXPECT_GE(e.bytes_done, last);
+    last = e.bytes_done;
+    if (e.bytes_done > 0 && e.bytes_done < e.bytes_total) ++before_end;
+  }
+  EXPECT_EQ(last, n * 8);
+  EXPECT_GT(before_end, 0U) << "only the end was reported";
+  EXPECT_TRUE(std::is_sorted(keys.begin(), keys.end()));
+}
+
 TEST_F(gpu_test, PinnedInputsCopyDirectly)
 {
   const std::uint64_t n = 50'000'000;
