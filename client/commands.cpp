@@ -25,6 +25,8 @@
 #include <limits>
 #include <new>
 #include <optional>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace gpusort::cli {
@@ -185,7 +187,7 @@ const command_spec& status_spec()
 {
   static const command_spec spec{
       .name = "status",
-      .synopsis = "[--socket PATH] [--config FILE] [--json]",
+      .synopsis = "[--socket PATH] [--config FILE] [--json | --prometheus]",
       .description =
           "Asks the daemon (gpusortd) how it is: its devices, memory, shared buffers, clients,\n"
           "the jobs running and queued, and the totals since it started.\n",
@@ -195,6 +197,9 @@ const command_spec& status_spec()
           {"config", "FILE", "configuration, YAML, for the socket path (default:\n"
                              "$GPUSORT_CONFIG)"},
           {"json", "", "print one JSON object with every field"},
+          {"prometheus", "", "print the metrics in Prometheus's text format (names\n"
+                             "gpusort_*: see the README), for a node exporter's textfile\n"
+                             "collector or a scrape wrapper"},
           {"help", "", "show this text"},
       }};
   return spec;
@@ -833,6 +838,86 @@ namespace gpusort::cli {
 
 // ---- status ----------------------------------------------------------------------------------
 
+namespace {
+
+/// A label value as Prometheus's text format wants it: backslash, quote and newline escaped.
+std::string label_value(std::string_view v)
+{
+  std::string out;
+  for (const char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+/// The daemon's status as Prometheus metrics (text format 0.0.4): gauges for what is now,
+/// counters (_total) for what happened since the daemon started.
+std::string prometheus_text(const client::daemon_status& st)
+{
+  std::string out;
+  const auto metric = [&out](std::string_view name, std::string_view type, std::string_view help,
+                             const std::vector<std::pair<std::string, double>>& samples) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+    for (const auto& [labels, value] : samples)
+      out += fmt::format("{}{} {}\n", name, labels, value);
+  };
+  const auto one = [](double v) {
+    return std::vector<std::pair<std::string, double>>{{"", v}};
+  };
+  const auto d = [](std::uint64_t v) { return static_cast<double>(v); };
+  metric("gpusort_info", "gauge", "The daemon's version (the value is always 1).",
+         {{fmt::format("{{version=\"{}\"}}", label_value(st.server_version)), 1.0}});
+  metric("gpusort_uptime_seconds", "gauge", "Seconds since the daemon started.",
+         one(st.uptime_seconds));
+  std::vector<std::pair<std::string, double>> total, free_bytes, budget, running;
+  for (const auto& dev : st.devices) {
+    const std::string labels = fmt::format("{{device=\"{}\",model=\"{}\"}}",
+                                           label_value(dev.name), label_value(dev.model));
+    total.emplace_back(labels, d(dev.memory_total));
+    free_bytes.emplace_back(labels, d(dev.memory_free));
+    budget.emplace_back(labels, d(dev.memory_budget));
+    running.emplace_back(labels, d(dev.running_jobs));
+  }
+  metric("gpusort_device_memory_total_bytes", "gauge", "Memory of each device.", total);
+  metric("gpusort_device_memory_free_bytes", "gauge", "Free memory of each device.", free_bytes);
+  metric("gpusort_device_memory_budget_bytes", "gauge",
+         "The memory budget of each device (0: automatic).", budget);
+  metric("gpusort_device_running_jobs", "gauge", "Jobs running on each device.", running);
+  metric("gpusort_host_memory_budget_bytes", "gauge", "host_memory_budget of the jobs together.",
+         one(d(st.host_memory_budget)));
+  metric("gpusort_host_memory_used_bytes", "gauge", "Host memory the running jobs hold.",
+         one(d(st.host_memory_used)));
+  metric("gpusort_pinned_pool_bytes", "gauge", "pinned_pool_bytes of the shared buffers.",
+         one(d(st.pinned_pool_bytes)));
+  metric("gpusort_pinned_pool_used_bytes", "gauge", "Pinned memory of the live shared buffers.",
+         one(d(st.pinned_pool_used)));
+  metric("gpusort_shared_buffers", "gauge", "Shared buffers in use.", one(d(st.buffers)));
+  metric("gpusort_clients", "gauge", "Connected clients.", one(d(st.clients)));
+  metric("gpusort_jobs", "gauge", "Jobs now, by state.",
+         {{"{state=\"queued\"}", d(st.queued_jobs)}, {"{state=\"running\"}", d(st.running_jobs)}});
+  const auto& t = st.totals;
+  metric("gpusort_jobs_submitted_total", "counter", "Jobs submitted since the daemon started.",
+         one(d(t.jobs_submitted)));
+  metric("gpusort_jobs_finished_total", "counter", "Jobs that ended, by outcome.",
+         {{"{outcome=\"succeeded\"}", d(t.jobs_succeeded)},
+          {"{outcome=\"failed\"}", d(t.jobs_failed)},
+          {"{outcome=\"cancelled\"}", d(t.jobs_cancelled)}});
+  metric("gpusort_jobs_rejected_total", "counter", "Jobs refused at admission.",
+         one(d(t.jobs_rejected)));
+  metric("gpusort_sorted_bytes_total", "counter", "Bytes of keys and values sorted.",
+         one(d(t.bytes_sorted)));
+  metric("gpusort_connections_total", "counter", "Connections accepted.",
+         one(d(t.connections)));
+  return out;
+}
+
+}  // namespace
+
 int run_status(const std::vector<std::string>& args)
 {
   const std::optional<parsed_args> parsed = parse_or_help(args, status_spec());
@@ -858,6 +943,13 @@ int run_status(const std::vector<std::string>& args)
                        j.queue_position, j.round, j.bytes_done, j.bytes_total, j.seconds,
                        j.client_pid);
   };
+  if (a.has("json") && a.has("prometheus"))
+    throw cli_error{exit_usage, "--json and --prometheus are two formats: choose one"};
+  if (a.has("prometheus")) {
+    fmt::print("{}", prometheus_text(st));
+    std::fflush(stdout);
+    return exit_ok;
+  }
   if (a.has("json")) {
     std::string devices, jobs;
     for (const auto& d : st.devices)

@@ -11,6 +11,10 @@
 
 #include <sys/wait.h>
 
+#include <regex>
+#include <set>
+#include <map>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -150,6 +154,50 @@ TEST_F(CliDaemon, Status)
   for (const char* part : {"\"devices\": [{\"name\": \"cpu\"", "\"pinned_pool_bytes\": 268435456",
                            "\"jobs\": []", "\"totals\": {\"jobs_submitted\": 0"})
     EXPECT_NE(json.out.find(part), std::string::npos) << part << " in\n" << json.out;
+}
+
+TEST_F(CliDaemon, StatusInPrometheusTextFormat)
+{
+  daemon_process d{dir_.path()};
+  const fingerprint before = write_input(dtype::u32, 10'000, "p.bin");
+  ASSERT_EQ(run({"sort", path("p.bin").string(), "--dtype", "u32", "--socket", d.socket(),
+                 "--quiet"}).code,
+            0);
+  ASSERT_TRUE(sorted_file(dtype::u32, "p.bin", order::ascending, before));
+  const run_result r = run({"status", "--socket", d.socket(), "--prometheus"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  // Every line is a HELP or TYPE comment, or a sample: a name, optional labels, a number; every
+  // sample's metric has its TYPE before it.
+  const std::regex sample{R"(^(gpusort_[a-z_]+)(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? (\S+)$)"};
+  const std::regex type{R"(^# TYPE (gpusort_[a-z_]+) (gauge|counter)$)"};
+  std::set<std::string> typed;
+  std::map<std::string, double> values;
+  std::istringstream lines{r.out};
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::smatch m;
+    if (line.rfind("# HELP gpusort_", 0) == 0) continue;
+    if (std::regex_match(line, m, type)) {
+      typed.insert(m[1]);
+      continue;
+    }
+    ASSERT_TRUE(std::regex_match(line, m, sample)) << line;
+    EXPECT_TRUE(typed.contains(m[1])) << "no TYPE before " << line;
+    std::size_t used = 0;
+    const double v = std::stod(m[4], &used);
+    EXPECT_EQ(used, m[4].length()) << line;
+    values[std::string{m[1]} + std::string{m[2]}] = v;
+  }
+  EXPECT_EQ(values["gpusort_jobs_submitted_total"], 1.0) << r.out;
+  EXPECT_EQ(values["gpusort_jobs_finished_total{outcome=\"succeeded\"}"], 1.0) << r.out;
+  EXPECT_EQ(values["gpusort_sorted_bytes_total"], 40'000.0) << r.out;
+  EXPECT_EQ(values["gpusort_pinned_pool_bytes"], 268435456.0) << r.out;
+  EXPECT_EQ(values["gpusort_jobs{state=\"running\"}"], 0.0) << r.out;
+  const auto device = values.lower_bound("gpusort_device_memory_budget_bytes{device=\"cpu\",");
+  ASSERT_NE(device, values.end()) << r.out;
+  EXPECT_EQ(device->first.rfind("gpusort_device_memory_budget_bytes{device=\"cpu\",model=", 0), 0U)
+      << r.out;
+  EXPECT_EQ(run({"status", "--socket", d.socket(), "--prometheus", "--json"}).code, 64);
 }
 
 TEST_F(CliDaemon, DaemonAwayOrRefusing)
