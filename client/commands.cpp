@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <new>
 #include <optional>
 #include <string_view>
@@ -103,7 +104,7 @@ const command_spec& gen_spec()
           {"dist", "D", distribution_help()},
           {"count", "N", "number of elements, e.g. 10M or 1Gi"},
           {"seed", "S", "seed, an unsigned integer (default 1)"},
-          {"out", "FILE", "keys file to write"},
+          {"out", "FILE", "keys file to write (- : standard output)"},
           {"values-out", "FILE", "values file to write (value i is a hash of seed and i)"},
           {"value-bytes", "4|8", "bytes per value (default 8)"},
           {"quiet", "", "print nothing on success (also -q)"},
@@ -128,10 +129,15 @@ const command_spec& sort_spec()
           "--values-out) the sort is in place; a failure leaves every file as it was.\n"
           "Prints a progress bar on stderr when it is a terminal and a summary line on stdout.\n"
           "The daemon (gpusortd) sorts unless --local is given: this command opens the files\n"
-          "and passes their descriptors to it; the daemon never opens a path itself.\n",
+          "and passes their descriptors to it; the daemon never opens a path itself.\n"
+          "FILE - reads the keys from standard input to its end and writes the sorted keys to\n"
+          "standard output (or --out FILE); --out - writes a file's sorted keys to standard\n"
+          "output. Streams are sorted in memory (--local) or in a shared buffer of the daemon\n"
+          "(within its pinned_pool_bytes); the summary then goes to standard error.\n",
       .options = {
           {"dtype", "T", dtype_help},
-          {"out", "FILE", "sorted keys file (default: sort FILE in place)"},
+          {"out", "FILE", "sorted keys file (default: sort FILE in place; - : standard\n"
+                          "output)"},
           {"descending", "", "sort in descending order"},
           {"values", "FILE", "values file sorted along with the keys"},
           {"value-bytes", "4|8", "bytes per value (default 8)"},
@@ -169,7 +175,8 @@ const command_spec& verify_spec()
           "Checks that FILE is sorted (totalOrder for floats) and, with --original, that it is\n"
           "a permutation of the original, (key, value) pairs included, by an order-independent\n"
           "128-bit fingerprint; without --original only the order is checked.\n"
-          "Prints \"ok\" and exits 0 when it is; exits 1 naming the first problem otherwise.\n",
+          "Prints \"ok\" and exits 0 when it is; exits 1 naming the first problem otherwise.\n"
+          "FILE - reads the keys from standard input.\n",
       .options = {
           {"dtype", "T", dtype_help},
           {"original", "FILE", "the keys before sorting (else: check the order only)"},
@@ -460,13 +467,44 @@ enum class sorted_by : std::uint8_t { daemon, local };
 
 /// The end of both sort paths: the outputs made durable and renamed into place, then the report
 /// (JSON, or a line unless --quiet); only the daemon's report has a queue time.
+/// The report of a finished sort on `to`: JSON with --json, else one line unless --quiet; only
+/// the daemon's report has a queue time.
+void print_sort_report(std::FILE* to, const client::job_report& r, sorted_by by,
+                       const parsed_args& a, const sort_timeline& timeline)
+{
+  const double wall_seconds = seconds_since_start();
+  timeline.print(stderr);
+  const bool daemon = by == sorted_by::daemon;
+  if (a.has("json")) {
+    const std::string queued =
+        daemon ? fmt::format(", \"queue_seconds\": {}", r.queue_seconds) : "";
+    fmt::print(to,
+               "{{\"elements\": {}, \"bytes\": {}, \"seconds\": {}, \"wall_seconds\": {}, "
+               "\"peak_rss_bytes\": {}, \"rate\": {}, \"engine\": {}, \"devices\": {}, "
+               "\"chunks\": {}, \"rounds\": {}, \"compensated_chunks\": {}{}{}}}\n",
+               r.elements, r.bytes, r.seconds, wall_seconds, peak_rss_bytes(), r.rate,
+               json_string(r.engine), json_list(r.devices), r.chunks, r.rounds,
+               r.compensated_chunks, queued, timeline.json_fields());
+  } else if (!a.has("quiet")) {
+    std::string devices;
+    for (const std::string& d : r.devices) devices += (devices.empty() ? "" : ",") + d;
+    // Binary units throughout, as format_bytes gives the size (not MiB beside GB/s).
+    fmt::print(to,
+               "sorted {} ({}) in {:.3f} s ({:.3f} s in all): {:.3f} GiB/s, engine {} on {}, "
+               "{}, {}{}\n",
+               plural(r.elements, "element"), format_bytes(r.bytes), r.seconds, wall_seconds,
+               r.rate / gibibyte, r.engine, devices, plural(r.chunks, "chunk"),
+               plural(static_cast<std::uint64_t>(r.rounds), "round"),
+               daemon ? " (daemon)" : "");
+  }
+  std::fflush(to);
+}
+
+/// The end of both sort paths: the outputs made durable and renamed into place, then the report.
 int finish_sort(progress_bar& bar, atomic_output& keys_out,
                 std::optional<atomic_output>& values_out, const client::job_report& r,
                 sorted_by by, const parsed_args& a, sort_timeline& timeline)
 {
-  const bool json = a.has("json");
-  const bool quiet = a.has("quiet");
-  const bool daemon = by == sorted_by::daemon;
   bar.finish();
   const bool durable = !a.has("no-sync");
   keys_out.sync(durable);
@@ -475,31 +513,94 @@ int finish_sort(progress_bar& bar, atomic_output& keys_out,
   keys_out.publish();
   if (values_out) values_out->publish();
   timeline.mark("outputs published");
-  const double wall_seconds = seconds_since_start();
-  timeline.print(stderr);
-
-  if (json) {
-    const std::string queued =
-        daemon ? fmt::format(", \"queue_seconds\": {}", r.queue_seconds) : "";
-    fmt::print("{{\"elements\": {}, \"bytes\": {}, \"seconds\": {}, \"wall_seconds\": {}, "
-               "\"peak_rss_bytes\": {}, \"rate\": {}, \"engine\": {}, \"devices\": {}, "
-               "\"chunks\": {}, \"rounds\": {}, \"compensated_chunks\": {}{}{}}}\n",
-               r.elements, r.bytes, r.seconds, wall_seconds, peak_rss_bytes(), r.rate,
-               json_string(r.engine), json_list(r.devices), r.chunks, r.rounds,
-               r.compensated_chunks, queued, timeline.json_fields());
-  } else if (!quiet) {
-    std::string devices;
-    for (const std::string& d : r.devices) devices += (devices.empty() ? "" : ",") + d;
-    // Binary units throughout, as format_bytes gives the size (not MiB beside GB/s).
-    fmt::print("sorted {} ({}) in {:.3f} s ({:.3f} s in all): {:.3f} GiB/s, engine {} on {}, "
-               "{}, {}{}\n",
-               plural(r.elements, "element"), format_bytes(r.bytes), r.seconds, wall_seconds,
-               r.rate / gibibyte, r.engine, devices, plural(r.chunks, "chunk"),
-               plural(static_cast<std::uint64_t>(r.rounds), "round"),
-               daemon ? " (daemon)" : "");
-  }
-  std::fflush(stdout);
+  print_sort_report(stdout, r, by, a, timeline);
   return exit_ok;
+}
+
+/// The report of the embedded engine in the shape of the daemon's.
+client::job_report local_report(const sort_report& report)
+{
+  return client::job_report{.elements = report.elements,
+                            .bytes = report.bytes,
+                            .seconds = report.seconds,
+                            .rate = report.rate_bytes_per_second(),
+                            .engine = report.engine,
+                            .devices = report.devices,
+                            .chunks = report.chunks,
+                            .rounds = report.rounds,
+                            .compensated_chunks = report.compensated_chunks};
+}
+
+/// `gpusort sort -` and `--out -`: keys from standard input (or the file), read to the end (a
+/// pipe has no size to plan with), sorted in memory (--local) or in a shared buffer of the
+/// daemon, then written to standard output or to --out FILE. With the data on standard output
+/// the report goes to standard error, so that the stream carries the keys alone.
+int sort_stream(const parsed_args& a, dtype t, const fs::path& input_path)
+{
+  if (a.has("values") || a.has("values-out") || a.has("value-bytes"))
+    throw cli_error{exit_usage, "a stream carries keys alone: --values needs files (and no -)"};
+  const std::optional<std::string> out = a.get("out");
+  const bool to_stdout = !out || *out == "-";
+  const order direction = a.has("descending") ? order::descending : order::ascending;
+  if (a.has("local") && a.has("socket"))
+    throw cli_error{exit_usage, "--local sorts in this process; --socket names a daemon: not both"};
+  sort_timeline timeline{a.has("profile")};
+  const bool from_stdin = input_path == "-";
+  std::optional<input_file> file_in;
+  if (!from_stdin) file_in.emplace(input_path);
+  const std::string shown = from_stdin ? std::string{"standard input"} : input_path.string();
+  const stream_input in{from_stdin ? STDIN_FILENO : file_in->fd(), shown};
+  const std::uint64_t size = size_of(t);
+  if (in.size() % size != 0)
+    throw cli_error{exit_data, shown + " has " + std::to_string(in.size()) +
+                                   " bytes, not a whole number of " + std::string{name_of(t)} + " keys (" +
+                                   std::to_string(size) + " bytes each)"};
+  const std::uint64_t n = in.size() / size;
+  timeline.mark("input read");
+  std::optional<atomic_output> file_out;
+  if (!to_stdout) file_out.emplace(*out, in.size());
+
+  client::job_report report;
+  const char* sorted = in.data();
+  std::optional<client::connection> conn;
+  std::optional<client::shared_buffer> shared;
+  if (a.has("local")) {
+    const config cfg = load_cli_config(a);
+    set_log_level(cfg.level, a.has("quiet") || a.has("json"));
+    report = local_report(run_engine(cfg, sort_job{.keys = {in.data(), n, t}},
+                                     sort_options{.direction = direction, .profile = timeline.on()},
+                                     timeline));
+  } else {
+    conn.emplace(connect_daemon(socket_option(a), "start gpusortd or sort with --local"));
+    try {
+      shared.emplace(conn->allocate_bytes(std::max<std::uint64_t>(in.size(), 1)));
+      std::memcpy(shared->data(), in.data(), in.size());
+      timeline.mark("copied into a shared buffer of the daemon");
+      report = conn->sort(client::sort_request{.type = t,
+                                               .count = n,
+                                               .direction = direction,
+                                               .keys = client::array_ref::in(*shared),
+                                               .values = {},
+                                               .keys_out = {},
+                                               .values_out = {}});
+    } catch (const client::error& e) {
+      throw cli_error{exit_of(e.code()), std::string{"sort failed: "} + e.what()};
+    }
+    sorted = reinterpret_cast<const char*>(shared->data());
+    timeline.mark("sorted by the daemon");
+  }
+  if (to_stdout) {
+    write_all(STDOUT_FILENO, sorted, in.size(), "standard output");
+    timeline.mark("written to standard output");
+    print_sort_report(stderr, report, a.has("local") ? sorted_by::local : sorted_by::daemon, a,
+                      timeline);
+    return exit_ok;
+  }
+  write_all(file_out->fd(), sorted, in.size(), file_out->shown());
+  std::optional<atomic_output> no_values;
+  progress_bar no_bar{false, stderr};
+  return finish_sort(no_bar, *file_out, no_values, report,
+                     a.has("local") ? sorted_by::local : sorted_by::daemon, a, timeline);
 }
 
 }  // namespace
@@ -553,23 +654,36 @@ int run_gen(const std::vector<std::string>& args)
   if (*count > max / size_of(t) || (values_path && *count > max / value_bytes))
     throw cli_error{exit_usage, "--count " + count_text + " is too large: its size overflows"};
 
-  atomic_output keys{out_path, *count * size_of(t)};
+  if (values_path == "-")
+    throw cli_error{exit_usage, "--values-out - : only the keys can go to standard output"};
+  const bool to_stdout = out_path == "-";
+  std::optional<atomic_output> keys;
+  std::unique_ptr<char[]> streamed;  // the keys for standard output, uninitialised until made
+  if (to_stdout)
+    streamed.reset(new char[std::max<std::uint64_t>(*count * size_of(t), 1)]);
+  else
+    keys.emplace(out_path, *count * size_of(t));
   std::optional<atomic_output> values;
   if (values_path) values.emplace(*values_path, *count * value_bytes);
-  generate(key_array{keys.map(), *count, t}, *dist, seed);
+  generate(key_array{to_stdout ? streamed.get() : keys->map(), *count, t}, *dist, seed);
   if (values) generate_values(value_array{values->map(), *count, value_bytes}, seed);
-  keys.sync();
-  if (values) values->sync();
-  keys.publish();
-  if (values) values->publish();
+  if (to_stdout) write_all(STDOUT_FILENO, streamed.get(), *count * size_of(t), "standard output");
+  for (std::optional<atomic_output>* out : {&keys, &values}) {
+    if (!*out) continue;
+    (*out)->sync();
+    (*out)->publish();
+  }
 
   if (!a.has("quiet")) {
-    std::printf("wrote %s of %s (%s, seed %llu) to %s\n", plural(*count, "key").c_str(),
-                std::string{name_of(t)}.c_str(), dist_text.c_str(),
-                static_cast<unsigned long long>(seed), out_path.c_str());
+    // With the keys on standard output, the summary goes to standard error.
+    std::FILE* to = to_stdout ? stderr : stdout;
+    std::fprintf(to, "wrote %s of %s (%s, seed %llu) to %s\n", plural(*count, "key").c_str(),
+                 std::string{name_of(t)}.c_str(), dist_text.c_str(),
+                 static_cast<unsigned long long>(seed),
+                 to_stdout ? "standard output" : out_path.c_str());
     if (values)
-      std::printf("wrote %s of %u bytes to %s\n", plural(*count, "value").c_str(), value_bytes,
-                  values_path->c_str());
+      std::fprintf(to, "wrote %s of %u bytes to %s\n", plural(*count, "value").c_str(),
+                   value_bytes, values_path->c_str());
   }
   return exit_ok;
 }
@@ -669,6 +783,7 @@ int run_sort(const std::vector<std::string>& args)
   const parsed_args& a = *parsed;
   const fs::path input_path = one_file(a, "sort", "the file to sort");
   const dtype t = dtype_option(a);
+  if (input_path == "-" || a.get("out") == "-") return sort_stream(a, t, input_path);
   const std::optional<std::string> values_path = a.get("values");
   if (!values_path && a.has("values-out"))
     throw cli_error{exit_usage, "--values-out needs --values"};
@@ -734,17 +849,8 @@ int run_sort(const std::vector<std::string>& args)
     job.values_out = output_of(*values_out);
   }
   const sort_report report = run_engine(cfg, job, options, timeline);
-  return finish_sort(bar, keys_out, values_out,
-                     client::job_report{.elements = report.elements,
-                                        .bytes = report.bytes,
-                                        .seconds = report.seconds,
-                                        .rate = report.rate_bytes_per_second(),
-                                        .engine = report.engine,
-                                        .devices = report.devices,
-                                        .chunks = report.chunks,
-                                        .rounds = report.rounds,
-                                        .compensated_chunks = report.compensated_chunks},
-                     sorted_by::local, a, timeline);
+  return finish_sort(bar, keys_out, values_out, local_report(report), sorted_by::local, a,
+                     timeline);
 }
 
 // ---- verify ----------------------------------------------------------------------------------
@@ -770,7 +876,34 @@ int report_verification(const parsed_args& a, bool ok, std::uint64_t n,
 }
 
 /// `verify` without an original: the order alone, for a file whose input is gone.
-int verify_order_only(const parsed_args& a, const mapped_input& sorted, std::uint64_t n, dtype t,
+/// What verify checks: a file, mapped, or ("-") standard input read to its end.
+class verify_input {
+ public:
+  explicit verify_input(const std::string& path)
+      : shown_{path == "-" ? std::string{"standard input"} : path}
+  {
+    if (path == "-")
+      piped_.emplace(STDIN_FILENO, shown_.string());
+    else
+      mapped_.emplace(path);
+  }
+  [[nodiscard]] void* source() const noexcept
+  {
+    return piped_ ? static_cast<void*>(piped_->data()) : mapped_->source();
+  }
+  [[nodiscard]] std::uint64_t size() const noexcept
+  {
+    return piped_ ? piped_->size() : mapped_->size();
+  }
+  [[nodiscard]] const fs::path& path() const noexcept { return shown_; }
+
+ private:
+  fs::path shown_;
+  std::optional<stream_input> piped_;
+  std::optional<mapped_input> mapped_;
+};
+
+int verify_order_only(const parsed_args& a, const verify_input& sorted, std::uint64_t n, dtype t,
                       order direction)
 {
   const char* dir = direction == order::ascending ? "ascending" : "descending";
@@ -804,7 +937,7 @@ int run_verify(const std::vector<std::string>& args)
   const order direction = a.has("descending") ? order::descending : order::ascending;
 
   const std::string key_what = std::string{name_of(t)} + " keys";
-  const mapped_input sorted{sorted_path};
+  const verify_input sorted{sorted_path};
   const std::uint64_t n = element_count(sorted, size_of(t), key_what);
   if (!original_path) return verify_order_only(a, sorted, n, t, direction);
   const mapped_input original{*original_path};

@@ -11,6 +11,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -191,6 +192,60 @@ atomic_output::atomic_output(const fs::path& path, std::uint64_t size)
     ::unlink(temp_.c_str());
     unregister_temporary(slot_);
     throw cli_error{exit_cant_create, failure};
+  }
+}
+
+stream_input::stream_input(int fd, std::string shown)
+{
+  // Reserved in steps that double (at least 64 MiB): mremap moves the pages, not their bytes.
+  constexpr std::size_t first = std::size_t{64} << 20;
+  const auto grow = [&](std::size_t want) {
+    void* p = data_ == nullptr
+                  ? ::mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                           -1, 0)
+                  : ::mremap(data_, capacity_, want, MREMAP_MAYMOVE);
+    if (p == MAP_FAILED)
+      throw cli_error{exit_runtime, "out of memory reading " + shown + " (" +
+                                        std::to_string(want) + " bytes)"};
+    data_ = static_cast<char*>(p);
+    capacity_ = want;
+  };
+  try {
+    grow(first);
+    for (;;) {
+      if (size_ == capacity_) grow(capacity_ * 2);
+      const ssize_t got = ::read(fd, data_ + size_, std::min<std::size_t>(capacity_ - size_,
+                                                                           std::size_t{1} << 30));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) {
+        const int err = errno;
+        throw cli_error{exit_io, "cannot read " + shown + ": " + errno_text(err)};
+      }
+      if (got == 0) break;
+      size_ += static_cast<std::uint64_t>(got);
+    }
+  } catch (...) {
+    if (data_ != nullptr) ::munmap(data_, capacity_);
+    throw;
+  }
+}
+
+stream_input::~stream_input()
+{
+  if (data_ != nullptr) ::munmap(data_, capacity_);
+}
+
+void write_all(int fd, const void* data, std::uint64_t bytes, const std::string& shown)
+{
+  const auto* p = static_cast<const char*>(data);
+  for (std::uint64_t done = 0; done < bytes;) {
+    const ssize_t put = ::write(fd, p + done, std::min<std::uint64_t>(bytes - done, 1U << 30));
+    if (put < 0 && errno == EINTR) continue;
+    if (put < 0) {
+      const int err = errno;
+      throw cli_error{exit_io, "cannot write " + shown + ": " + errno_text(err)};
+    }
+    done += static_cast<std::uint64_t>(put);
   }
 }
 

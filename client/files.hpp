@@ -27,8 +27,6 @@ class mapped_input {
   [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
 
  private:
-  void stop_write_back() noexcept;
-
   std::filesystem::path path_;
   void* data_{};
   std::uint64_t size_{};
@@ -49,12 +47,33 @@ class input_file {
   [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
 
  private:
-  void stop_write_back() noexcept;
-
   std::filesystem::path path_;
   int fd_{-1};
   std::uint64_t size_{};
 };
+
+/// All of a stream (standard input: a pipe, a terminal or a redirected file), read to its end
+/// into anonymous memory that grows by mremap, so that growing never copies what was read.
+/// Throws cli_error (exit_io, or exit_runtime when memory runs out) naming `shown`.
+class stream_input {
+ public:
+  stream_input(int fd, std::string shown);
+  ~stream_input();
+  stream_input(const stream_input&) = delete;
+  stream_input& operator=(const stream_input&) = delete;
+
+  [[nodiscard]] char* data() const noexcept { return data_; }
+  [[nodiscard]] std::uint64_t size() const noexcept { return size_; }
+
+ private:
+  char* data_{};
+  std::size_t capacity_{};
+  std::uint64_t size_{};
+};
+
+/// Writes `bytes` to `fd`, a piece at a time where it is a pipe; throws cli_error (exit_io)
+/// naming `shown` when a write fails.
+void write_all(int fd, const void* data, std::uint64_t bytes, const std::string& shown);
 
 /// An output of `size` bytes that lives in a temporary file in the final path's folder until
 /// publish() renames it over the final path. Until then the final path is untouched; the

@@ -36,7 +36,8 @@ class CliDaemon : public ::testing::Test {
   void SetUp() override { fs::create_directories(dir_.path() / "work"); }
 
   run_result run(const std::vector<std::string>& args,
-                 const std::vector<std::pair<std::string, std::string>>& env = {}) const
+                 const std::vector<std::pair<std::string, std::string>>& env = {},
+                 const std::string& stdin_path = "/dev/null") const
   {
     const std::string out = (dir_.path() / "stdout.txt").string();
     const std::string err = (dir_.path() / "stderr.txt").string();
@@ -47,8 +48,10 @@ class CliDaemon : public ::testing::Test {
     argv.push_back(nullptr);
     const pid_t pid = ::fork();
     if (pid == 0) {
+      const int i = ::open(stdin_path.c_str(), O_RDONLY);
       const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(i, STDIN_FILENO);
       ::dup2(o, STDOUT_FILENO);
       ::dup2(e, STDERR_FILENO);
       ::unsetenv("GPUSORT_CONFIG");
@@ -198,6 +201,26 @@ TEST_F(CliDaemon, StatusInPrometheusTextFormat)
   EXPECT_EQ(device->first.rfind("gpusort_device_memory_budget_bytes{device=\"cpu\",model=", 0), 0U)
       << r.out;
   EXPECT_EQ(run({"status", "--socket", d.socket(), "--prometheus", "--json"}).code, 64);
+}
+
+TEST_F(CliDaemon, StandardInputGoesThroughASharedBuffer)
+{
+  daemon_process d{dir_.path()};
+  const fingerprint before = write_input(dtype::i64, 100'003, "s.bin");
+  const run_result r = run({"sort", "-", "--dtype", "i64", "--descending", "--socket", d.socket()},
+                           {}, path("s.bin").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  spit(path("sorted.bin"), r.out);
+  EXPECT_TRUE(sorted_file(dtype::i64, "sorted.bin", order::descending, before));
+  EXPECT_NE(r.err.find("(daemon)"), std::string::npos) << r.err;
+  // Larger than the daemon's pinned pool: refused with the key to raise, nothing on stdout.
+  const fingerprint big = write_input(dtype::u64, (std::uint64_t{300} << 20) / 8, "big.bin");
+  (void)big;
+  const run_result refused =
+      run({"sort", "-", "--dtype", "u64", "--socket", d.socket()}, {}, path("big.bin").string());
+  EXPECT_NE(refused.code, 0);
+  EXPECT_EQ(refused.out, "");
+  EXPECT_NE(refused.err.find("pinned_pool_bytes"), std::string::npos) << refused.err;
 }
 
 TEST_F(CliDaemon, DaemonAwayOrRefusing)

@@ -288,7 +288,7 @@ class Cli : public ::testing::Test {
     argv.push_back(nullptr);
     const pid_t pid = ::fork();
     if (pid == 0) {
-      const int in = ::open("/dev/null", O_RDONLY);
+      const int in = ::open(stdin_.c_str(), O_RDONLY);
       const int out = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       const int err = stderr_fd >= 0 ? stderr_fd
                                      : ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -348,6 +348,7 @@ class Cli : public ::testing::Test {
 
   fs::path dir_;
   fs::path config_;
+  fs::path stdin_{"/dev/null"};  ///< what run() gives the command as its standard input
 };
 
 // ---- round trips ---------------------------------------------------------------------------
@@ -575,6 +576,72 @@ TEST_F(Cli, ProfileSaysWhereTheTimeWentStepByStep)
       << j.out;
   EXPECT_NE(j.out.find("\"stages\": ["), std::string::npos) << j.out;
   EXPECT_NE(j.out.find("{\"step\": \"outputs published\", \"at\": "), std::string::npos) << j.out;
+}
+
+TEST_F(Cli, StandardInputAndOutputCarryTheKeys)
+{
+  const key_type& t = type_named("u32");
+  gen("u32", "uniform", tiny_budget() ? "30011" : "300007", path("d.bin"));
+  const bytes keys = slurp(path("d.bin"));
+  // - in, - out (the default for a stream): the sorted keys on stdout, the summary on stderr.
+  stdin_ = path("d.bin");
+  const run_result both = sort({"-", "--dtype", "u32"});
+  ASSERT_EQ(both.code, 0) << both.err;
+  EXPECT_EQ(reference_check(t, keys, both.out, false), "");
+  EXPECT_EQ(both.err.rfind(tiny_budget() ? "sorted 30011 elements" : "sorted 300007 elements", 0),
+            0U)
+      << both.err;
+  // - in, a file out: the summary on stdout as usual.
+  const run_result to_file = sort({"-", "--dtype", "u32", "--out", path("o.bin"), "--descending",
+                                   "--quiet"});
+  ASSERT_EQ(to_file.code, 0) << to_file.err;
+  EXPECT_EQ(to_file.out, "");
+  EXPECT_EQ(reference_check(t, keys, slurp(path("o.bin")), true), "");
+  // A file in, - out; the file stays as it was.
+  stdin_ = "/dev/null";
+  const run_result from_file = sort({path("d.bin"), "--dtype", "u32", "--out", "-",
+                                     "--json"});
+  ASSERT_EQ(from_file.code, 0) << from_file.err;
+  EXPECT_EQ(reference_check(t, keys, from_file.out, false),
+            "");
+  EXPECT_NE(from_file.err.find("\"elements\": "), std::string::npos) << from_file.err;
+  EXPECT_TRUE(same_bytes(slurp(path("d.bin")), keys));
+  // Nothing in: nothing out.
+  const run_result empty = sort({"-", "--dtype", "u32", "--quiet"});
+  EXPECT_EQ(empty.code, 0) << empty.err;
+  EXPECT_EQ(empty.out, "");
+  // A pipe, as a shell makes it, into verify through another pipe.
+  const std::string cli = GPUSORT_CLI;
+  const std::string line = "'" + cli + "' gen --dtype f64 --dist nanmix --count 70001 --out - -q"
+                           " | '" + cli + "' sort - --dtype f64 --local -q --config '" +
+                           config_.string() + "' | '" + cli + "' verify - --dtype f64";
+  EXPECT_EQ(std::system(("/bin/sh -c \"" + line + "\" > '" + path("v.txt") +
+                         "' 2>&1").c_str()),
+            0)
+      << slurp(path("v.txt"));
+  EXPECT_EQ(slurp(path("v.txt")).rfind("ok: 70001 elements sorted ascending", 0), 0U)
+      << slurp(path("v.txt"));
+  // Not a whole number of keys; values with a stream; values to stdout.
+  spit(path("odd.bin"), bytes(13, '\x01'));
+  stdin_ = path("odd.bin");
+  const run_result odd = sort({"-", "--dtype", "u32"});
+  EXPECT_EQ(odd.code, 65);
+  EXPECT_EQ(odd.out, "");
+  expect_one_error_line(odd);
+  EXPECT_NE(odd.err.find("13 bytes"), std::string::npos) << odd.err;
+  stdin_ = "/dev/null";
+  EXPECT_EQ(sort({"-", "--dtype", "u32", "--values", path("d.bin")}).code, 64);
+  EXPECT_EQ(run({"gen", "--dtype", "u32", "--dist", "uniform", "--count", "10", "--out",
+                 path("k.bin"), "--values-out", "-"})
+                .code,
+            64);
+  // gen to stdout gives the bytes gen gives a file.
+  const run_result streamed = run({"gen", "--dtype", "u32", "--dist", "uniform", "--count", "1000",
+                                   "--seed", "7", "--out", "-"});
+  ASSERT_EQ(streamed.code, 0) << streamed.err;
+  gen("u32", "uniform", "1000", path("g.bin"));
+  EXPECT_TRUE(same_bytes(streamed.out, slurp(path("g.bin"))));
+  EXPECT_EQ(streamed.err.rfind("wrote 1000 keys of u32", 0), 0U) << streamed.err;
 }
 
 TEST_F(Cli, SummaryLineUnlessQuietAndNoProgressWithoutATerminal)
