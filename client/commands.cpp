@@ -8,6 +8,7 @@
 #include <gpusort/client.hpp>
 #include <gpusort/config.hpp>
 #include <gpusort/gpusort.hpp>
+#include <gpusort/log.hpp>
 #include <gpusort/units.hpp>
 
 #include <fmt/format.h>
@@ -276,6 +277,8 @@ void set_log_level(log_level level, bool quiet)
   auto spd = levels[static_cast<int>(level)];
   if (quiet && spd < spdlog::level::warn) spd = spdlog::level::warn;
   spdlog::set_level(spd);
+  // The library passes on what the command's logger would print (its sink is that logger).
+  gpusort::set_log_level(quiet && level < log_level::warn ? log_level::warn : level);
 }
 
 std::string json_string(std::string_view s)

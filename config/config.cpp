@@ -2,8 +2,8 @@
 #include <gpusort/error.hpp>
 
 #include "config/schema.hpp"
+#include "core/log.hpp"
 
-#include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -146,7 +146,7 @@ config load_config(const std::filesystem::path& path)
     }
   }
   config cfg = parse_config(text, name);
-  spdlog::debug("gpusort: configuration read from {}", name);
+  detail::log(log_level::debug, "configuration read from {}", name);
   return cfg;
 }
 

@@ -1,6 +1,6 @@
 #include <gpusort/error.hpp>
 
-#include <spdlog/spdlog.h>
+#include "core/log.hpp"
 
 namespace gpusort::detail {
 
@@ -12,10 +12,7 @@ void throw_expects(const char* condition, const char* message, const char* file,
 
 void log_destructor_error(const char* what, const char* file, int line) noexcept
 {
-  try {
-    spdlog::error("CUDA call failed in a destructor at {}:{}: {}", file, line, what);
-  } catch (...) {  // logging must not throw out of a destructor
-  }
+  log(log_level::error, "CUDA call failed in a destructor at {}:{}: {}", file, line, what);
 }
 
 }  // namespace gpusort::detail

@@ -1,4 +1,5 @@
 // gpusort::engine: picks the devices from the configuration, plans each job and runs it.
+#include "core/log.hpp"
 #include "core/plan/chunk_plan.hpp"
 #include "pipeline/device.hpp"
 #include "pipeline/direct.hpp"
@@ -15,8 +16,6 @@
 #include "pipeline/cuda/resident.hpp"
 #include "pipeline/cuda/resources.hpp"
 #endif
-
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
@@ -67,13 +66,17 @@ device_set make_devices(const config& cfg)
     }
     if (!ids.empty()) {
 #if GPUSORT_WITH_CUDA
-      spdlog::info("devices: sorting on {} GPU(s)", ids.size());
+      detail::log(log_level::info, "sorting on {} GPU{}", ids.size(),
+                  ids.size() == 1 ? "" : "s");
       return make_gpus(cfg, ids);
 #else
       throw config_error{"devices: GPUs requested, but this build has no CUDA"};
 #endif
     }
-    spdlog::info("devices: auto: no GPU ({}); sorting on the CPU", probe.note);
+    // One short line; why there is no GPU (no driver, too old a driver, none visible) is
+    // for those who ask for debug.
+    detail::log(log_level::info, "no GPU found: sorting on the CPU");
+    detail::log(log_level::debug, "no GPU: {}", probe.note);
   }
   device_set set;
   set.devices.push_back(
@@ -256,7 +259,8 @@ detail::execution_stats engine::impl::sort_on_gpus(const detail::job_arrays& arr
       return detail::execute(arrays, layout, plan, devs, ctx, &round1_cache);
     } catch (const out_of_memory& e) {
       if (attempt == attempts) throw;
-      spdlog::warn("GPU memory ran out ({}); retrying with smaller chunks", e.what());
+      detail::log(log_level::warn, "GPU memory ran out ({}); retrying with smaller chunks",
+                  e.what());
       for (detail::device* d : devs) static_cast<detail::cuda_device*>(d)->shrink_budget();
     }
   }

@@ -2,6 +2,7 @@
 
 #include "core/cpu_sort.hpp"
 #include "core/keys.hpp"
+#include "core/log.hpp"
 #include "core/plan/compensation.hpp"
 #include "core/plan/dealing.hpp"
 #include "core/plan/slicing.hpp"
@@ -10,8 +11,6 @@
 #include "pipeline/host_memory.hpp"
 
 #include <gpusort/error.hpp>
-
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <exception>
@@ -167,7 +166,8 @@ void restore_input(const job_arrays& a, const element_layout& layout,
     if constexpr (!std::is_same_v<V, no_value>)
       host_write(a.src_values, r1.values(), a.n * sizeof(V));
   } catch (const std::exception& e) {
-    spdlog::error("an in-place sort failed and its input could not be restored: {}", e.what());
+    log(log_level::error, "an in-place sort failed and its input could not be restored: {}",
+        e.what());
   }
 }
 
