@@ -234,11 +234,11 @@ struct sort_request {
   dtype type{dtype::u64};
   std::uint64_t count{};
   order direction{order::ascending};
-  array_ref keys;
+  array_ref keys{};
   std::uint32_t value_bytes{};  ///< 0: keys only; else 4 or 8
-  std::optional<array_ref> values;
-  std::optional<array_ref> keys_out;
-  std::optional<array_ref> values_out;
+  std::optional<array_ref> values{};
+  std::optional<array_ref> keys_out{};
+  std::optional<array_ref> values_out{};
 };
 
 /// A submitted job. wait() returns its report or throws its error; cancel() asks the daemon to

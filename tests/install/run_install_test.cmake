@@ -1,42 +1,136 @@
-# cmake -P script behind the install.package test; see CMakeLists.txt.
+# cmake -P script behind the install.package test; see CMakeLists.txt. Two phases:
+#   PHASE=package (default): install, check the installed files, then run the consumer phase on a
+#     view without CUDA (in a namespace through without_cuda.sh where the machine allows one);
+#   PHASE=consumers: configure, build and run the consumer programs against the prefix.
 cmake_minimum_required(VERSION 3.25)
-foreach(v IN ITEMS BUILD_DIR SOURCE_DIR CONSUMER_DIR WORK_DIR GENERATOR CXX_COMPILER)
+if(NOT DEFINED PHASE)
+  set(PHASE package)
+endif()
+foreach(v IN ITEMS TEST_DIR WORK_DIR GENERATOR CXX_COMPILER)
   if(NOT DEFINED ${v} OR "${${v}}" STREQUAL "")
     message(FATAL_ERROR "run_install_test.cmake needs -D${v}=...")
   endif()
 endforeach()
+set(prefix "${WORK_DIR}/prefix")
 
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "failed (${rc}): ${ARGN}\n${out}\n${err}")
   endif()
+  string(STRIP "${out}" out)
   set(run_output "${out}" PARENT_SCOPE)
 endfunction()
 
+# The lines of a file that are not comments, lower-cased: what the checks below read.
+function(read_code file out_var)
+  file(STRINGS "${file}" lines)
+  list(FILTER lines EXCLUDE REGEX "^[ \t]*#")
+  string(TOLOWER "${lines}" text)
+  set(${out_var} "${text}" PARENT_SCOPE)
+endfunction()
+
+if(PHASE STREQUAL "consumers")
+  # Runs inside the view without CUDA. EXPECT_NO_CUDA makes each consumer project check, after
+  # find_package(gpusort), that it cannot find a CUDA toolkit itself: the view is what it claims.
+  set(configure_args -G "${GENERATOR}" "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}"
+      "-DCMAKE_PREFIX_PATH=${prefix}" -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON
+      -DEXPECT_NO_CUDA=ON)
+  if(VIEW STREQUAL "cmake-variables")
+    list(APPEND configure_args "-DCUDAToolkit_ROOT=${WORK_DIR}/no-cuda"
+         "-DCMAKE_IGNORE_PREFIX_PATH=/usr/local/cuda;/opt/cuda")
+  endif()
+  set(daemon "${prefix}/bin/gpusortd")
+  # Each component alone, then the whole package (find_package without COMPONENTS).
+  foreach(components IN ITEMS client engine all)
+    set(build "${WORK_DIR}/cmake-${components}")
+    set(asked "${components}")
+    if(components STREQUAL "all")
+      set(asked "")
+    endif()
+    run(${CMAKE_COMMAND} -S "${TEST_DIR}/consumer" -B "${build}" ${configure_args}
+        "-DGPUSORT_COMPONENTS=${asked}")
+    if(NOT run_output MATCHES "no CUDA toolkit in this machine view")
+      message(FATAL_ERROR "the consumer project did not check for a CUDA toolkit:\n${run_output}")
+    endif()
+    message(STATUS "CMake consumer (${components}) configured; no CUDA toolkit in view")
+    run(${CMAKE_COMMAND} --build "${build}")
+    if(components STREQUAL "engine" OR components STREQUAL "all")
+      run("${build}/gpusort_consumer")
+      message(STATUS "CMake consumer (${components}): ${run_output}")
+    endif()
+    if(components STREQUAL "client" OR components STREQUAL "all")
+      file(MAKE_DIRECTORY "${build}/run")
+      run("${build}/gpusort_client_consumer" "${daemon}" "${build}/run")
+      message(STATUS "CMake client consumer (${components}): ${run_output}")
+    endif()
+  endforeach()
+
+  # pkg-config alone: one .pc per component, the flags a Makefile would use.
+  if(NOT PKG_CONFIG)
+    message(FATAL_ERROR "pkg-config not found")
+  endif()
+  file(GLOB_RECURSE pc_files "${prefix}/*/gpusort-client.pc")
+  get_filename_component(pc_dir "${pc_files}" DIRECTORY)
+  get_filename_component(libdir "${pc_dir}" DIRECTORY)
+  foreach(component IN ITEMS client engine)
+    run(${CMAKE_COMMAND} -E env "PKG_CONFIG_PATH=${pc_dir}" "${PKG_CONFIG}" --cflags --libs
+        gpusort-${component})
+    string(STRIP "${run_output}" flags)
+    separate_arguments(flags UNIX_COMMAND "${flags}")
+    message(STATUS "pkg-config --cflags --libs gpusort-${component}: ${flags}")
+    set(source "${TEST_DIR}/consumer/main.cpp")
+    if(component STREQUAL "client")
+      set(source "${TEST_DIR}/consumer/client_main.cpp")
+    endif()
+    set(exe "${WORK_DIR}/pkg-config-${component}")
+    run("${CXX_COMPILER}" -std=c++20 -Wall -Wextra -Werror "${source}" -o "${exe}" ${flags}
+        "-Wl,-rpath,${libdir}")
+    if(component STREQUAL "client")
+      file(MAKE_DIRECTORY "${exe}.run")
+      run("${exe}" "${daemon}" "${exe}.run")
+    else()
+      run("${exe}")
+    endif()
+    message(STATUS "pkg-config consumer (${component}): ${run_output}")
+  endforeach()
+  return()
+endif()
+
+foreach(v IN ITEMS BUILD_DIR SOURCE_DIR)
+  if(NOT DEFINED ${v} OR "${${v}}" STREQUAL "")
+    message(FATAL_ERROR "run_install_test.cmake needs -D${v}=...")
+  endif()
+endforeach()
 file(REMOVE_RECURSE "${WORK_DIR}")
-set(prefix "${WORK_DIR}/prefix")
 
 # 1. Install.
 run(${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${prefix}")
 file(GLOB_RECURSE config_files "${prefix}/*/gpusortConfig.cmake")
-file(GLOB_RECURSE pc_files "${prefix}/*/gpusort.pc")
-foreach(f IN ITEMS bin/gpusort bin/gpusortd include/gpusort/gpusort.hpp include/gpusort/config.hpp
-                  include/gpusort/client.hpp)
+file(GLOB_RECURSE client_pc "${prefix}/*/gpusort-client.pc")
+file(GLOB_RECURSE engine_pc "${prefix}/*/gpusort-engine.pc")
+file(GLOB headers RELATIVE "${SOURCE_DIR}" "${SOURCE_DIR}/include/gpusort/*.hpp")
+foreach(f IN ITEMS bin/gpusort bin/gpusortd ${headers})
   if(NOT EXISTS "${prefix}/${f}")
     message(FATAL_ERROR "not installed: ${f}")
   endif()
 endforeach()
-list(LENGTH config_files n_config)
-list(LENGTH pc_files n_pc)
-if(NOT n_config EQUAL 1 OR NOT n_pc EQUAL 1)
-  message(FATAL_ERROR "expected one gpusortConfig.cmake and one gpusort.pc: ${config_files} "
-                      "${pc_files}")
-endif()
-# The package must stand alone: nothing in it may point back into the source or build tree
-# (a consumer would then build here and fail anywhere else).
+foreach(v IN ITEMS config_files client_pc engine_pc)
+  list(LENGTH ${v} n)
+  if(NOT n EQUAL 1)
+    message(FATAL_ERROR "expected one gpusortConfig.cmake, gpusort-client.pc and "
+                        "gpusort-engine.pc: ${config_files} ${client_pc} ${engine_pc}")
+  endif()
+endforeach()
+run("${prefix}/bin/gpusort" --version)
+message(STATUS "installed: ${run_output}")
+
+# 2. What the package holds. It must stand alone: nothing in it may point back into the source
+# or build tree (a consumer would then build here and fail anywhere else).
 get_filename_component(cmake_dir "${config_files}" DIRECTORY)
-file(GLOB package_files "${cmake_dir}/*.cmake" ${pc_files})
+file(GLOB package_files "${cmake_dir}/*.cmake")
+list(APPEND package_files ${client_pc} ${engine_pc})
+set(exported "")
 foreach(f IN LISTS package_files)
   file(READ "${f}" text)
   foreach(tree IN ITEMS "${SOURCE_DIR}" "${BUILD_DIR}")
@@ -45,34 +139,97 @@ foreach(f IN LISTS package_files)
       message(FATAL_ERROR "${f} refers to ${tree}")
     endif()
   endforeach()
+  # Our warnings are for our code: no -Werror or other compile options reach a consumer.
+  if(text MATCHES "-Werror|INTERFACE_COMPILE_OPTIONS")
+    message(FATAL_ERROR "${f} passes compile options on to consumers:\n${text}")
+  endif()
+  string(REGEX MATCHALL "add_library\\(gpusort::[A-Za-z0-9_]+" found "${text}")
+  list(TRANSFORM found REPLACE "add_library\\(" "")
+  list(APPEND exported ${found})
 endforeach()
-run("${prefix}/bin/gpusort" --version)
-message(STATUS "installed: ${run_output}")
-
-# 2. find_package(gpusort CONFIG REQUIRED) from a separate project.
-set(build "${WORK_DIR}/consumer-cmake")
-run(${CMAKE_COMMAND} -S "${CONSUMER_DIR}" -B "${build}" -G "${GENERATOR}"
-    "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" "-DCMAKE_PREFIX_PATH=${prefix}"
-    -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON)
-run(${CMAKE_COMMAND} --build "${build}")
-run("${build}/gpusort_consumer")
-message(STATUS "CMake consumer: ${run_output}")
-run("${build}/gpusort_client_consumer" "${prefix}/bin/gpusortd" "${WORK_DIR}")
-message(STATUS "CMake client consumer: ${run_output}")
-
-# 3. pkg-config flags alone.
-if(NOT PKG_CONFIG)
-  message(FATAL_ERROR "pkg-config not found")
+# Only the public targets; the internal libraries (core, config, proto, the CUDA ones, the
+# interface targets of warnings and logging) are inside them.
+list(SORT exported)
+if(NOT exported STREQUAL "gpusort::client;gpusort::engine")
+  message(FATAL_ERROR "the package exports ${exported}; expected gpusort::client;gpusort::engine")
 endif()
-get_filename_component(pc_dir "${pc_files}" DIRECTORY)
-run(${CMAKE_COMMAND} -E env "PKG_CONFIG_PATH=${pc_dir}" "${PKG_CONFIG}" --cflags --libs gpusort)
-string(STRIP "${run_output}" flags)
-separate_arguments(flags UNIX_COMMAND "${flags}")
-message(STATUS "pkg-config flags: ${flags}")
-set(exe "${WORK_DIR}/gpusort_consumer_pc")
-run("${CXX_COMPILER}" -std=c++20 "${CONSUMER_DIR}/main.cpp" -o "${exe}" ${flags})
-run("${exe}")
-message(STATUS "pkg-config consumer: ${run_output}")
-run("${CXX_COMPILER}" -std=c++20 "${CONSUMER_DIR}/client_main.cpp" -o "${exe}_client" ${flags})
-run("${exe}_client" "${prefix}/bin/gpusortd" "${WORK_DIR}")
-message(STATUS "pkg-config client consumer: ${run_output}")
+# The installed libraries link the system's shared protobuf and yaml-cpp: no copies of ours.
+file(GLOB_RECURSE copies "${prefix}/*libprotobuf*" "${prefix}/*libyaml-cpp*")
+if(copies)
+  message(FATAL_ERROR "the package carries its own copies of protobuf or yaml-cpp: ${copies}")
+endif()
+# pkg-config: one file per component, its dependencies in Requires.private; the client's names
+# no CUDA, OpenMP or spdlog, and neither names the CUDA toolkit's folder.
+read_code("${client_pc}" client_text)
+read_code("${engine_pc}" engine_text)
+if(NOT client_text MATCHES "requires.private:[^;]*protobuf")
+  message(FATAL_ERROR "gpusort-client.pc does not require protobuf privately:\n${client_text}")
+endif()
+if(NOT engine_text MATCHES "requires.private:[^;]*yaml-cpp")
+  message(FATAL_ERROR "gpusort-engine.pc does not require yaml-cpp privately:\n${engine_text}")
+endif()
+if(client_text MATCHES "cuda|openmp|gomp|spdlog|fmt")
+  message(FATAL_ERROR "gpusort-client.pc names CUDA, OpenMP or spdlog:\n${client_text}")
+endif()
+if(engine_text MATCHES "/cuda|cudart")
+  message(FATAL_ERROR "gpusort-engine.pc names the CUDA toolkit:\n${engine_text}")
+endif()
+# The shared libraries: the client's needs neither the CUDA runtime nor OpenMP's; neither needs
+# a CUDA toolkit on the consumer's machine (cudart is linked in statically, as in the programs),
+# spdlog or fmt (header-only inside); both link the system's protobuf and yaml-cpp.
+if(READELF)
+  file(GLOB_RECURSE client_so "${prefix}/*/libgpusort_client.so")
+  file(GLOB_RECURSE engine_so "${prefix}/*/libgpusort_engine.so")
+  if(NOT client_so OR NOT engine_so)
+    message(FATAL_ERROR "libgpusort_client.so or libgpusort_engine.so not installed")
+  endif()
+  foreach(lib IN ITEMS client engine)
+    run("${READELF}" -d "${${lib}_so}")
+    string(REGEX MATCHALL "\\(NEEDED\\)[^\n]*" needed "${run_output}")
+    message(STATUS "libgpusort_${lib}.so needs: ${needed}")
+    set(forbidden "libcudart|libcuda\\.|libspdlog|libfmt")
+    set(required "libprotobuf\\.so")
+    if(lib STREQUAL "client")
+      string(APPEND forbidden "|libgomp")
+    else()
+      set(required "libyaml-cpp\\.so")
+    endif()
+    if(needed MATCHES "${forbidden}" OR NOT needed MATCHES "${required}")
+      message(FATAL_ERROR "libgpusort_${lib}.so needs ${needed}: it must not need "
+                          "${forbidden} and must need ${required}")
+    endif()
+  endforeach()
+else()
+  message(WARNING "install.package: readelf not found, the libraries' dependencies are not checked")
+endif()
+
+# 3. The consumers, on a view of this machine without CUDA.
+set(consumer_args -DPHASE=consumers "-DTEST_DIR=${TEST_DIR}" "-DWORK_DIR=${WORK_DIR}"
+    "-DGENERATOR=${GENERATOR}" "-DCXX_COMPILER=${CXX_COMPILER}" "-DPKG_CONFIG=${PKG_CONFIG}")
+set(script "${CMAKE_CURRENT_LIST_FILE}")
+set(empty "${WORK_DIR}/empty")
+file(MAKE_DIRECTORY "${empty}")
+set(namespace_ok FALSE)
+set(namespace_error "unshare not found")
+if(UNSHARE)
+  execute_process(COMMAND "${UNSHARE}" -rm sh "${TEST_DIR}/without_cuda.sh" "${empty}" true
+                  RESULT_VARIABLE rc ERROR_VARIABLE namespace_error)
+  if(rc EQUAL 0)
+    set(namespace_ok TRUE)
+  else()
+    string(STRIP "${namespace_error}" namespace_error)
+    string(PREPEND namespace_error "exit status ${rc} ")
+  endif()
+endif()
+if(namespace_ok)
+  message(STATUS "consumers: in a user and mount namespace with the CUDA folders hidden")
+  run("${UNSHARE}" -rm sh "${TEST_DIR}/without_cuda.sh" "${empty}"
+      ${CMAKE_COMMAND} ${consumer_args} -DVIEW=namespace -P "${script}")
+else()
+  message(WARNING "install.package: SKIPPED building the consumers with /usr/local/cuda hidden: "
+                  "this machine allows no user and mount namespace (unshare -rm: "
+                  "${namespace_error}). They are built with CUDA hidden from CMake only "
+                  "(CUDAToolkit_ROOT pointing nowhere); the compiler and linker still see it.")
+  run(${CMAKE_COMMAND} ${consumer_args} -DVIEW=cmake-variables -P "${script}")
+endif()
+message(STATUS "${run_output}")

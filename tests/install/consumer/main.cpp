@@ -1,6 +1,11 @@
-// Sorts 1000 u64 keys with the installed engine; exits non-zero unless the result is the
-// sorted input (compared with std::sort of a copy).
+// Sorts 1000 u64 keys with the installed engine (gpusort::engine); exits non-zero unless the
+// result is the sorted input (compared with std::sort of a copy).
 #include <gpusort/gpusort.hpp>
+// The other public headers, each on its own, under the consumer's warnings too.
+#include <gpusort/config.hpp>
+#include <gpusort/error.hpp>
+#include <gpusort/types.hpp>
+#include <gpusort/units.hpp>
 
 #include <algorithm>
 #include <cstdint>
