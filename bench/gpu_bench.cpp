@@ -6,10 +6,9 @@
 // of several runs (the floor is the fastest the links went, in either kind of pinned memory) and
 // gpusort its median after a warm-up run (buffers and the pinned round-1 output cached, as a
 // daemon keeps them): a target met here is not met by a lucky run.
-// Writes bench/results-style JSON with "executor." targets.
-//
-//   gpu_bench [--sizes 1Gi,4Gi] [--cpu-count 1Gi] [--json FILE] [--machine NAME] [--commit C]
-//             [--repeat 5] [--sweep-chunks 8,16,32] [--compare-gather yes]
+// Writes bench/results-style JSON with "executor." targets. Usage: gpu_bench --help; any failure
+// (no GPU, a wrong result, out of memory) ends it with one line and exit code 1.
+#include "bench/bench_cli.hpp"
 #include "bench/results_format.hpp"
 #include "core/cuda/chunk_ops.cuh"
 #include "core/generate.hpp"
@@ -33,7 +32,9 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -47,6 +48,7 @@ double seconds_since(clock_type::time_point t0)
 }
 
 using gpusort::bench::target;
+using gpusort::bench::usage_error;
 
 struct bandwidth {
   double h2d{}, d2h{}, both_each{};
@@ -191,46 +193,61 @@ double cub_baseline(std::uint64_t* keys, std::uint64_t n)
   });  // sorted keys after the first run: a radix sort costs the same on them
 }
 
-std::vector<std::uint64_t> parse_sizes(const std::string& text)
+/// The GPUs there are; none (or no driver for the CUDA the binary carries) is an error that
+/// says so, rather than the first CUDA call's failure deep inside a measurement.
+int gpu_count()
 {
-  std::vector<std::uint64_t> out;
-  std::stringstream ss{text};
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    const auto c = gpusort::parse_count(item);
-    if (!c) {
-      std::fprintf(stderr, "gpu_bench: bad size %s\n", item.c_str());
-      std::exit(64);
-    }
-    out.push_back(*c);
-  }
-  return out;
+  int gpus = 0;
+  const cudaError_t e = cudaGetDeviceCount(&gpus);
+  if (e != cudaSuccess)
+    throw std::runtime_error{std::string{"no usable GPU: cudaGetDeviceCount: "} +
+                             cudaGetErrorName(e) + ": " + cudaGetErrorString(e)};
+  if (gpus == 0) throw std::runtime_error{"no GPU found"};
+  return gpus;
 }
 
-}  // namespace
+constexpr const char* usage =
+    "usage: gpu_bench [--sizes 1Gi,4Gi] [--cpu-count 1Gi] [--repeat 5] [--json FILE]\n"
+    "                 [--machine NAME] [--commit C] [--sweep-chunks 8,16,32]\n"
+    "                 [--compare-gather yes|no]\n"
+    "\n"
+    "The GPU executor on u64 uniform keys (--sizes: counts of keys) against the PCIe floor, the\n"
+    "copy-in / CUB radix sort / copy-out baseline and the parallel CPU sort (--cpu-count keys):\n"
+    "out of core with the budget at 1/8 of the data, and not forced; the median of --repeat\n"
+    "runs after a warm-up. --sweep-chunks adds out-of-core runs with at least that many chunks,\n"
+    "--compare-gather yes one with round 2's gather done by a kernel.\n"
+    "exit codes: 0 done, 1 a failure (one line says which), 64 a bad command line\n";
 
-int main(int argc, char** argv)
-{
+struct options {
   std::vector<std::uint64_t> sizes{std::uint64_t{1} << 30, std::uint64_t{4} << 30};
   std::uint64_t cpu_count = std::uint64_t{1} << 30;
   std::vector<std::uint64_t> sweep;
   bool compare_gather = false;
   int repeat = 5;
-  std::string json, machine = "unknown", commit = "unknown";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--sizes") sizes = parse_sizes(v);
-    else if (a == "--cpu-count") cpu_count = parse_sizes(v).front();
-    else if (a == "--json") json = v;
-    else if (a == "--machine") machine = v;
-    else if (a == "--commit") commit = v;
-    else if (a == "--sweep-chunks") sweep = parse_sizes(v);
-    else if (a == "--compare-gather") compare_gather = v == "yes";
-    else if (a == "--repeat") repeat = std::max(1, std::atoi(v.c_str()));
-    else { std::fprintf(stderr, "gpu_bench: unknown argument %s\n", a.c_str()); return 64; }
+  gpusort::bench::results_options results;
+};
+
+void set_option(options& o, std::string_view flag, const std::string& v)
+{
+  using gpusort::bench::parse_counts;
+  using gpusort::bench::parse_one_count;
+  if (flag == "--sizes") {
+    o.sizes = parse_counts(flag, v);
+  } else if (flag == "--cpu-count") {
+    o.cpu_count = parse_one_count(flag, v);
+  } else if (flag == "--sweep-chunks") {
+    o.sweep = parse_counts(flag, v);
+  } else if (flag == "--repeat") {
+    o.repeat = static_cast<int>(parse_one_count(flag, v, 1000));
+  } else if (flag == "--compare-gather") {
+    if (v != "yes" && v != "no") throw usage_error{"--compare-gather takes yes or no"};
+    o.compare_gather = v == "yes";
   }
-  int gpus = 0;
-  GPUSORT_CUDA_TRY(cudaGetDeviceCount(&gpus));
+}
+
+int run(const options& o)
+{
+  const int gpus = gpu_count();
   std::vector<target> targets;
   std::ostringstream raw;
 
@@ -264,18 +281,18 @@ int main(int argc, char** argv)
   }
 
   // CPU baseline.
-  std::vector<std::uint64_t> cpu_keys(cpu_count);
+  std::vector<std::uint64_t> cpu_keys(o.cpu_count);
   gpusort::generate(std::span<std::uint64_t>{cpu_keys}, gpusort::distribution::uniform, 1);
   auto t0 = clock_type::now();
   __gnu_parallel::sort(cpu_keys.begin(), cpu_keys.end());
   const double cpu_seconds = seconds_since(t0);
-  const double cpu_rate = static_cast<double>(cpu_count) * 8 / cpu_seconds / 1e9;
+  const double cpu_rate = static_cast<double>(o.cpu_count) * 8 / cpu_seconds / 1e9;
   std::printf("parallel CPU sort, %d threads: %llu keys in %.3f s (%.2f GB/s)\n",
-              omp_get_max_threads(), static_cast<unsigned long long>(cpu_count), cpu_seconds,
+              omp_get_max_threads(), static_cast<unsigned long long>(o.cpu_count), cpu_seconds,
               cpu_rate);
   cpu_keys = {};
 
-  for (const std::uint64_t n : sizes) {
+  for (const std::uint64_t n : o.sizes) {
     const double gb = static_cast<double>(n) * 8 / 1e9;
     const std::string tag = gpusort::format_bytes(n * 8);
     host_buffer pinned = gpusort::detail::pinned_host_buffer(n * 8);
@@ -288,10 +305,7 @@ int main(int argc, char** argv)
     const gpusort::fingerprint before = gpusort::fingerprint_of(view);
     auto check = [&](const char* what) {
       const auto v = gpusort::verify(view, std::nullopt, gpusort::order::ascending, before);
-      if (!v.ok) {
-        std::fprintf(stderr, "gpu_bench: %s wrong: %s\n", what, v.message.c_str());
-        std::exit(1);
-      }
+      if (!v.ok) throw std::runtime_error{std::string{what} + " wrong: " + v.message};
     };
 
     // Baselines, where the keys fit one GPU twice over.
@@ -339,7 +353,7 @@ int main(int argc, char** argv)
     forced.device_memory_budget = n * 8 / 8 * gpusort::detail::cuda_device::buffers_per_element +
                                   (std::uint64_t{256} << 20);
     // Round 2's gather: copy engines against a kernel reading mapped memory (design.md 1).
-    if (compare_gather) {
+    if (o.compare_gather) {
       ::setenv("GPUSORT_GATHER", "kernel", 1);
       const auto r_kernel = run_engine(forced, "out of core, gather by kernel, 1 GPU", 3);
       ::unsetenv("GPUSORT_GATHER");
@@ -347,7 +361,7 @@ int main(int argc, char** argv)
           << "},";
     }
     // The chunk count's trade-off (pipeline fill and drain against d^3 slices in round 2).
-    for (const std::uint64_t chunks : sweep) {
+    for (const std::uint64_t chunks : o.sweep) {
       const std::string value = std::to_string(chunks);
       ::setenv("GPUSORT_PIPELINE_CHUNKS", value.c_str(), 1);
       const auto r = run_engine(forced, "out of core, at least " + value + " chunks", 3);
@@ -355,8 +369,8 @@ int main(int argc, char** argv)
           << ", \"out_of_core_s\": " << r.seconds << "},";
     }
     ::unsetenv("GPUSORT_PIPELINE_CHUNKS");
-    const auto r_forced = run_engine(forced, "out of core (budget 1/8), 1 GPU", repeat);
-    const auto r_free = run_engine(one, "not forced, 1 GPU", repeat);
+    const auto r_forced = run_engine(forced, "out of core (budget 1/8), 1 GPU", o.repeat);
+    const auto r_free = run_engine(one, "not forced, 1 GPU", o.repeat);
     const double floor_s = 4 * gb / sum_both;
     targets.push_back({"executor.out_of_core_vs_pcie_floor." + tag, "time ratio",
                        "4N / (simultaneous H2D+D2H, both directions summed)", r_forced.seconds,
@@ -370,13 +384,13 @@ int main(int argc, char** argv)
     if (gpus >= 2) {
       gpusort::config two = forced;
       two.gpu_ids = {0, 1};
-      const auto r_two = run_engine(two, "out of core (budget 1/8), 2 GPUs", repeat);
+      const auto r_two = run_engine(two, "out of core (budget 1/8), 2 GPUs", o.repeat);
       targets.push_back({"executor.two_gpus_out_of_core_vs_one." + tag, "speed ratio",
                          "the same forced job on 1 GPU", r_two.seconds,
                          r_forced.seconds / r_two.seconds, 1.35, true});
       gpusort::config two_free = one;
       two_free.gpu_ids = {0, 1};
-      const auto r_two_free = run_engine(two_free, "not forced, 2 GPUs", repeat);
+      const auto r_two_free = run_engine(two_free, "not forced, 2 GPUs", o.repeat);
       targets.push_back({"executor.two_gpus_fits_vs_one_gpu_cub_pinned." + tag, "speed ratio",
                          "copy in, cub::DeviceRadixSort, copy out (pinned, 1 GPU)",
                          r_two_free.seconds, cub_pinned / r_two_free.seconds, 1.6, true});
@@ -399,10 +413,21 @@ int main(int argc, char** argv)
   }
 
   gpusort::bench::print_targets(targets);
-  if (!json.empty()) {
+  if (!o.results.json.empty()) {
     std::string r = raw.str();
     if (!r.empty()) r.pop_back();
-    gpusort::bench::write_results(json, commit, machine, targets, r);
+    gpusort::bench::write_results(o.results.json, o.results.commit, o.results.machine, targets,
+                                  r);
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+  return gpusort::bench::run_main<options>(
+      "gpu_bench", usage, argc, argv,
+      {"--sizes", "--cpu-count", "--repeat", "--sweep-chunks", "--compare-gather"}, set_option,
+      run);
 }

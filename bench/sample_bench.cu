@@ -3,10 +3,10 @@
 // pairs, on uniform, gaussian, staggered, sorted, zero and detdupes, at 2^26 and 2^29 elements.
 // Every sample-sort result is verified (order + fingerprint). Also the device's copy bandwidth
 // and, per case, the bytes the sample sort moves per key against it (what bounds it).
-// Writes bench/results-style JSON with "sample." targets and prints a Markdown table.
-//
-//   sample_bench [--sizes 64Mi,512Mi] [--reps 3] [--json FILE] [--machine NAME] [--commit C]
-//                [--types u32,u64,f32,f64,pairs] [--dists uniform,...]
+// Writes bench/results-style JSON with "sample." targets and prints a Markdown table. Usage:
+// sample_bench --help; any failure (no GPU, out of memory) ends it with one line and exit code
+// 1, a wrong result with exit code 1 after the table.
+#include "bench/bench_cli.hpp"
 #include "bench/results_format.hpp"
 #include "core/cuda/sample_sort.cuh"
 #include "core/generate.hpp"
@@ -33,7 +33,9 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -44,6 +46,7 @@ using gpusort::cuda::device_buffer;
 using gpusort::cuda::event_timing;
 
 using gpusort::bench::target;
+using gpusort::bench::usage_error;
 
 struct less_op {
   template <typename T>
@@ -236,48 +239,52 @@ std::vector<std::string> split_list(const std::string& text)
   return out;
 }
 
-}  // namespace
+constexpr const char* usage =
+    "usage: sample_bench [--sizes 64Mi,512Mi] [--reps 3] [--types u32,u64,f32,f64,pairs]\n"
+    "                    [--dists uniform,gaussian,staggered,sorted,zero,detdupes]\n"
+    "                    [--json FILE] [--machine NAME] [--commit C]\n"
+    "\n"
+    "Gkeys/s of the GPU sample sort, cub::DeviceRadixSort and cub::DeviceMergeSort on data in\n"
+    "GPU 0's memory, for each size (a count of keys), key type and distribution; the median of\n"
+    "--reps runs after a warm-up. Every sample-sort result is verified.\n"
+    "exit codes: 0 done and verified, 1 a failure or a wrong result, 64 a bad command line\n";
 
-int main(int argc, char** argv)
-{
+constexpr std::string_view key_types[] = {"u32", "u64", "f32", "f64", "pairs"};
+
+struct options {
   std::vector<std::uint64_t> sizes{std::uint64_t{1} << 26, std::uint64_t{1} << 29};
-  std::vector<std::string> types{"u32", "u64", "f32", "f64", "pairs"};
+  std::vector<std::string> types{key_types, key_types + std::size(key_types)};
   std::vector<std::string> dists{"uniform", "gaussian", "staggered", "sorted", "zero", "detdupes"};
   int reps = 3;
-  std::string json, machine = "unknown", commit = "unknown";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--sizes") {
-      sizes.clear();
-      for (const auto& item : split_list(v)) {
-        const auto c = gpusort::parse_count(item);
-        if (!c) {
-          std::fprintf(stderr, "sample_bench: bad size %s\n", item.c_str());
-          return 64;
-        }
-        sizes.push_back(*c);
-      }
-    } else if (a == "--reps") {
-      reps = std::max(1, std::atoi(v.c_str()));
-    } else if (a == "--types") {
-      types = split_list(v);
-    } else if (a == "--dists") {
-      dists = split_list(v);
-    } else if (a == "--json") {
-      json = v;
-    } else if (a == "--machine") {
-      machine = v;
-    } else if (a == "--commit") {
-      commit = v;
-    } else {
-      std::fprintf(stderr, "sample_bench: unknown argument %s\n", a.c_str());
-      return 64;
-    }
+  gpusort::bench::results_options results;
+};
+
+void set_option(options& o, std::string_view flag, const std::string& v)
+{
+  if (flag == "--sizes") {
+    o.sizes = gpusort::bench::parse_counts(flag, v);
+  } else if (flag == "--reps") {
+    o.reps = static_cast<int>(gpusort::bench::parse_one_count(flag, v, 1000));
+  } else if (flag == "--types") {
+    o.types = split_list(v);
+    for (const std::string& t : o.types)
+      if (std::find(std::begin(key_types), std::end(key_types), t) == std::end(key_types))
+        throw usage_error{"--types: bad type '" + t + "' (u32, u64, f32, f64 or pairs)"};
+  } else if (flag == "--dists") {
+    o.dists = split_list(v);
+    for (const std::string& d : o.dists)
+      if (!gpusort::parse_distribution(d))
+        throw usage_error{"--dists: bad distribution '" + d + "'"};
   }
-  cuda_stream stream;
-  const cudaStream_t s = stream.value();
+}
+
+int run(const options& o)
+{
+  // Before any other CUDA call, so that a host without a GPU or driver is told so by this one.
   cudaDeviceProp prop{};
   GPUSORT_CUDA_TRY(cudaGetDeviceProperties(&prop, 0));
+  cuda_stream stream;
+  const cudaStream_t s = stream.value();
   const double bandwidth = copy_bandwidth(s);
   std::printf("device: %s, %d SMs; device-to-device copy %.0f GB/s (read + write)\n", prop.name,
               prop.multiProcessorCount, bandwidth);
@@ -289,32 +296,26 @@ int main(int argc, char** argv)
               "vs merge | vs radix | levels | bytes/key | GB/s moved | of copy bw |\n"
               "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
               "---: |\n");
-  for (const std::uint64_t n : sizes) {
+  for (const std::uint64_t n : o.sizes) {
     const std::string size_tag = size_name(n);
-    for (const std::string& type : types) {
+    for (const std::string& type : o.types) {
       std::map<std::string, double> rate_of;
-      for (const std::string& dist_name : dists) {
-        const auto d = gpusort::parse_distribution(dist_name);
-        if (!d) {
-          std::fprintf(stderr, "sample_bench: bad distribution %s\n", dist_name.c_str());
-          return 64;
-        }
+      for (const std::string& dist_name : o.dists) {
+        const auto d = gpusort::parse_distribution(dist_name);  // checked by set_option
         result r;
         if (type == "u32")
-          r = run_case<std::uint32_t, void>(gpusort::dtype::u32, *d, n, reps, s, all_verified);
+          r = run_case<std::uint32_t, void>(gpusort::dtype::u32, *d, n, o.reps, s, all_verified);
         else if (type == "u64")
-          r = run_case<std::uint64_t, void>(gpusort::dtype::u64, *d, n, reps, s, all_verified);
+          r = run_case<std::uint64_t, void>(gpusort::dtype::u64, *d, n, o.reps, s, all_verified);
         else if (type == "f32")
-          r = run_case<float, void>(gpusort::dtype::f32, *d, n, reps, s, all_verified);
+          r = run_case<float, void>(gpusort::dtype::f32, *d, n, o.reps, s, all_verified);
         else if (type == "f64")
-          r = run_case<double, void>(gpusort::dtype::f64, *d, n, reps, s, all_verified);
+          r = run_case<double, void>(gpusort::dtype::f64, *d, n, o.reps, s, all_verified);
         else if (type == "pairs")
-          r = run_case<std::uint64_t, std::uint64_t>(gpusort::dtype::u64, *d, n, reps, s,
+          r = run_case<std::uint64_t, std::uint64_t>(gpusort::dtype::u64, *d, n, o.reps, s,
                                                      all_verified);
-        else {
-          std::fprintf(stderr, "sample_bench: bad type %s\n", type.c_str());
-          return 64;
-        }
+        else
+          throw std::logic_error{"no case for key type " + type};  // set_option checked it
         const double moved = r.sample * r.bytes_per_key;
         std::printf("| %s | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %d | %.0f | %.0f | "
                     "%.0f%% |\n",
@@ -352,14 +353,23 @@ int main(int argc, char** argv)
   const int met = gpusort::bench::print_targets(targets, "value (Gkeys/s)");
   std::printf("\n%d of %zu targets met; every sample-sort result verified: %s\n", met,
               targets.size(), all_verified ? "yes" : "NO");
-  if (!json.empty()) {
+  if (!o.results.json.empty()) {
     std::string r = raw.str();
     if (!r.empty()) r.pop_back();
     gpusort::bench::write_results(
-        json, commit, machine, targets, r,
+        o.results.json, o.results.commit, o.results.machine, targets, r,
         {"\"device\": \"" + std::string{prop.name} + "\"",
          "\"copy_bandwidth_gbs\": " + std::to_string(bandwidth),
          "\"verified\": " + std::string{all_verified ? "true" : "false"}});
   }
   return all_verified ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+  return gpusort::bench::run_main<options>("sample_bench", usage, argc, argv,
+                                           {"--sizes", "--reps", "--types", "--dists"},
+                                           set_option, run);
 }

@@ -7,11 +7,9 @@
 //     threads sorting in-process on one engine;
 //   - a --large job (1 GiB by default) through the daemon and in-process: the daemon's overhead.
 // Every result is checked (sorted, and the same multiset by fingerprint). Writes the results
-// format of bench/results_format.hpp.
-//
-//   service_bench --daemon build/release/service/gpusortd [--devices cpu] [--jobs 1000]
-//                 [--clients 32] [--client-jobs 20] [--large 1Gi] [--json FILE]
-//                 [--machine NAME] [--commit C]
+// format of bench/results_format.hpp. Any failure (a refused job, a daemon that does not start)
+// ends it with one line and exit code 1, the daemon stopped and its folder removed.
+#include "bench/bench_cli.hpp"
 #include "bench/results_format.hpp"
 #include "core/generate.hpp"
 #include "core/verify.hpp"
@@ -26,6 +24,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -35,7 +34,10 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -43,16 +45,26 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 using gpusort::bench::target;
+using gpusort::bench::usage_error;
+
+constexpr const char* usage =
+    "usage: service_bench --daemon GPUSORTD [--devices cpu] [--pool auto] [--jobs 1000]\n"
+    "                     [--clients 32] [--client-jobs 20] [--large 1Gi] [--json FILE]\n"
+    "                     [--machine NAME] [--commit C]\n"
+    "\n"
+    "gpusortd against the same sorts in-process: the latency of 1 MiB u64 jobs (p50, p99 over\n"
+    "--jobs), --clients clients at once submitting --client-jobs such jobs each, and one --large\n"
+    "job (bytes of u64 keys) for the daemon's overhead.\n"
+    "\n"
+    "  --daemon GPUSORTD  the daemon to start, on a socket in a temporary folder\n"
+    "  --devices D        its devices key and the in-process engine's (cpu, auto, [0, 1])\n"
+    "  --pool SIZE        its pinned_pool_bytes: at least --large (auto: half the memory)\n"
+    "  --json FILE        also write the results there (bench/results_format.hpp)\n"
+    "exit codes: 0 done, 1 a failure (one line says which), 64 a bad command line\n";
 
 double seconds_since(clock_type::time_point t0)
 {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
-
-[[noreturn]] void fail(const std::string& what)
-{
-  std::fprintf(stderr, "service_bench: %s\n", what.c_str());
-  std::exit(1);
 }
 
 void check_sorted(std::uint64_t* keys, std::uint64_t n, const gpusort::fingerprint& before,
@@ -60,7 +72,7 @@ void check_sorted(std::uint64_t* keys, std::uint64_t n, const gpusort::fingerpri
 {
   const auto v = gpusort::verify(gpusort::key_array{keys, n, gpusort::dtype::u64}, std::nullopt,
                                  gpusort::order::ascending, before);
-  if (!v.ok) fail(std::string{what} + ": " + v.message);
+  if (!v.ok) throw std::runtime_error{std::string{what} + ": " + v.message};
 }
 
 double percentile(std::vector<double> samples, double p)
@@ -70,93 +82,152 @@ double percentile(std::vector<double> samples, double p)
   return samples[std::min(i, samples.size() - 1)];
 }
 
-/// gpusortd as a child process on a private socket; SIGTERM and wait when destroyed.
+/// Runs one part of the benchmark; its failure names the part ("the --large job: TOO_LARGE:
+/// ..."), since the daemon's message alone does not say which of the bench's jobs it refused.
+template <typename F>
+void part(const std::string& what, F&& body)
+{
+  try {
+    body();
+  } catch (const std::exception& e) {
+    throw std::runtime_error{what + ": " + e.what()};
+  }
+}
+
+/// A temporary folder, removed with everything in it.
+class temp_folder {
+ public:
+  temp_folder()
+  {
+    std::string name = (std::filesystem::temp_directory_path() / "gpusort-bench-XXXXXX").string();
+    if (::mkdtemp(name.data()) == nullptr)
+      throw std::system_error{errno, std::generic_category(), "mkdtemp " + name};
+    path_ = name;
+  }
+  ~temp_folder()
+  {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  temp_folder(const temp_folder&) = delete;
+  temp_folder& operator=(const temp_folder&) = delete;
+  [[nodiscard]] const std::string& path() const noexcept { return path_; }
+
+ private:
+  std::string path_;
+};
+
+/// gpusortd as a child process on a private socket; SIGTERM and wait when destroyed. A daemon
+/// that does not come up is stopped and its folder removed before the constructor throws.
 class daemon_process {
  public:
-  daemon_process(const std::string& exe, const std::string& devices)
+  daemon_process(const std::string& exe, const std::string& devices, const std::string& pool)
+      : socket_{dir_.path() + "/gpusortd.sock"}
   {
-    char dir_template[] = "/tmp/gpusort-bench-XXXXXX";
-    if (mkdtemp(dir_template) == nullptr) fail("cannot make a temporary folder");
-    dir_ = dir_template;
-    socket_ = dir_ + "/gpusortd.sock";
-    const std::string config = dir_ + "/gpusortd.yaml";
+    const std::string config = dir_.path() + "/gpusortd.yaml";
     std::ofstream{config} << "devices: " << devices << "\nsocket: " << socket_
-                          << "\nlog_level: warn\n";
-    pid_ = fork();
-    if (pid_ < 0) fail("fork failed");
+                          << "\npinned_pool_bytes: " << pool << "\nlog_level: warn\n";
+    pid_ = ::fork();
+    if (pid_ < 0) throw std::system_error{errno, std::generic_category(), "fork"};
     if (pid_ == 0) {
-      execl(exe.c_str(), exe.c_str(), "--config", config.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
+      ::execl(exe.c_str(), exe.c_str(), "--config", config.c_str(), static_cast<char*>(nullptr));
+      std::fprintf(stderr, "service_bench: cannot run %s: %s\n", exe.c_str(),
+                   std::strerror(errno));
+      ::_exit(127);
     }
-    for (int attempt = 0;; ++attempt) {  // until it listens
-      try {
-        gpusort::client::connection::connect(socket_, "service-bench-probe");
-        return;
-      } catch (const gpusort::client::error&) {
-        int status = 0;
-        if (waitpid(pid_, &status, WNOHANG) == pid_) fail("gpusortd exited at start");
-        if (attempt == 600) fail("gpusortd did not start listening within 30 s");
-        std::this_thread::sleep_for(std::chrono::milliseconds{50});
-      }
+    try {
+      wait_until_listening(exe);
+    } catch (...) {
+      stop();
+      throw;
     }
   }
-  ~daemon_process()
-  {
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
-  }
+  ~daemon_process() { stop(); }
   daemon_process(const daemon_process&) = delete;
   daemon_process& operator=(const daemon_process&) = delete;
 
   [[nodiscard]] const std::string& socket() const noexcept { return socket_; }
 
  private:
-  std::string dir_, socket_;
+  void wait_until_listening(const std::string& exe)
+  {
+    for (int attempt = 0;; ++attempt) {
+      try {
+        gpusort::client::connection::connect(socket_, "service-bench-probe");
+        return;
+      } catch (const gpusort::client::error&) {
+        int status = 0;
+        if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+          pid_ = -1;
+          throw std::runtime_error{
+              exe + " exited at start (" +
+              (WIFEXITED(status) ? "exit code " + std::to_string(WEXITSTATUS(status))
+                                 : "signal " + std::to_string(WTERMSIG(status))) +
+              "; its message, if any, is above)"};
+        }
+        if (attempt == 600) throw std::runtime_error{exe + " did not listen within 30 s"};
+        std::this_thread::sleep_for(std::chrono::milliseconds{50});
+      }
+    }
+  }
+  void stop() noexcept
+  {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+
+  temp_folder dir_;  // first: the folder outlives the daemon
+  std::string socket_;
   pid_t pid_{-1};
 };
 
 struct options {
-  std::string daemon, devices = "cpu", json, machine = "unknown", commit = "unknown";
+  std::string daemon, devices = "cpu", pool = "auto";
+  gpusort::bench::results_options results;
+  gpusort::config local{.devices = gpusort::device_selection::cpu};  ///< in-process: --devices
   std::uint64_t jobs = 1000, clients = 32, client_jobs = 20;
   std::uint64_t large = std::uint64_t{1} << 27;  // u64 keys: 1 GiB
 };
 
-options parse(int argc, char** argv)
+/// `key: value` as the daemon would read it; a value it would refuse is a usage error here,
+/// before the daemon starts.
+gpusort::config checked(std::string_view flag, const std::string& key, const std::string& value)
 {
-  options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i], v = argv[i + 1];
-    auto count = [&] {
-      const auto c = gpusort::parse_count(v);
-      if (!c) fail("bad count " + v);
-      return *c;
-    };
-    if (a == "--daemon") o.daemon = v;
-    else if (a == "--devices") o.devices = v;
-    else if (a == "--jobs") o.jobs = count();
-    else if (a == "--clients") o.clients = count();
-    else if (a == "--client-jobs") o.client_jobs = count();
-    else if (a == "--large") o.large = count() / 8;
-    else if (a == "--json") o.json = v;
-    else if (a == "--machine") o.machine = v;
-    else if (a == "--commit") o.commit = v;
-    else fail("unknown argument " + a);
+  try {
+    return gpusort::parse_config(key + ": " + value + "\n", flag);
+  } catch (const std::exception& e) {
+    throw usage_error{e.what()};
   }
-  if (o.daemon.empty()) fail("--daemon PATH (gpusortd) is required");
-  return o;
 }
 
-}  // namespace
-
-int main(int argc, char** argv)
+void set_option(options& o, std::string_view flag, const std::string& v)
 {
-  const options o = parse(argc, argv);
-  const daemon_process daemon{o.daemon, o.devices};
-  gpusort::config cfg = gpusort::parse_config("devices: " + o.devices + "\n");
-  gpusort::engine local{cfg};
+  const auto count = [&](std::uint64_t at_least) {
+    const auto c = gpusort::parse_count(v);
+    if (!c || *c < at_least)
+      throw usage_error{std::string{flag} + " takes a count of at least " +
+                        std::to_string(at_least) + ", not '" + v + "'"};
+    return *c;
+  };
+  if (flag == "--daemon" && ::access(v.c_str(), X_OK) != 0)
+    throw usage_error{"--daemon " + v + ": " + std::strerror(errno)};
+  if (flag == "--daemon") o.daemon = v;
+  else if (flag == "--devices") o.local = checked(flag, "devices", o.devices = v);
+  else if (flag == "--pool") checked(flag, "pinned_pool_bytes", o.pool = v);
+  else if (flag == "--jobs") o.jobs = count(1);
+  else if (flag == "--clients") o.clients = count(1);
+  else if (flag == "--client-jobs") o.client_jobs = count(1);
+  else if (flag == "--large") o.large = count(8) / 8;
+}
+
+int run(const options& o)
+{
+  if (o.daemon.empty()) throw usage_error{"--daemon GPUSORTD is required"};
+  const daemon_process daemon{o.daemon, o.devices, o.pool};
+  gpusort::engine local{o.local};
   std::vector<target> targets;
   std::ostringstream raw;
 
@@ -167,7 +238,7 @@ int main(int argc, char** argv)
   const gpusort::fingerprint small_print =
       gpusort::fingerprint_of(gpusort::key_array{input.data(), small, gpusort::dtype::u64});
   std::vector<double> through_daemon, in_process;
-  {
+  part("the 1 MiB jobs", [&] {
     auto conn = gpusort::client::connection::connect(daemon.socket(), "service-bench");
     auto keys = conn.allocate<std::uint64_t>(small);
     std::vector<std::uint64_t> scratch(small);
@@ -188,7 +259,7 @@ int main(int argc, char** argv)
         check_sorted(scratch.data(), small, small_print, "in-process 1 MiB job");
       }
     }
-  }
+  });
   const double p50 = percentile(through_daemon, 0.5), p99 = percentile(through_daemon, 0.99);
   const double l50 = percentile(in_process, 0.5), l99 = percentile(in_process, 0.99);
   std::printf("1 MiB u64 job, %llu jobs: daemon p50 %.3f ms p99 %.3f ms; in-process p50 %.3f ms "
@@ -231,10 +302,14 @@ int main(int argc, char** argv)
     }
     for (std::thread& t : threads) t.join();
     for (const std::string& e : errors)
-      if (!e.empty()) fail("client: " + e);
+      if (!e.empty()) throw std::runtime_error{"a client: " + e};
     return static_cast<double>(o.clients * o.client_jobs) / seconds_since(t0);
   };
-  const double daemon_rate = run_clients(true), local_rate = run_clients(false);
+  double daemon_rate = 0, local_rate = 0;
+  part("the concurrent clients", [&] {
+    daemon_rate = run_clients(true);
+    local_rate = run_clients(false);
+  });
   std::printf("%llu clients x %llu jobs of 1 MiB: daemon %.0f jobs/s, in-process %.0f jobs/s\n",
               static_cast<unsigned long long>(o.clients),
               static_cast<unsigned long long>(o.client_jobs), daemon_rate, local_rate);
@@ -242,13 +317,23 @@ int main(int argc, char** argv)
       << daemon_rate << ", \"in_process_jobs_per_s\": " << local_rate << "}},";
 
   // A large job: the daemon's overhead against the same sort in-process.
-  {
+  const std::string tag = gpusort::format_bytes(o.large * 8);
+  part("the --large job (" + tag + ")", [&] {
+    // The daemon's buffer first: a pool too small for it refuses at once, before the input is
+    // made.
+    auto conn = gpusort::client::connection::connect(daemon.socket(), "service-bench-large");
+    auto keys = [&] {
+      try {
+        return conn.allocate<std::uint64_t>(o.large);
+      } catch (const gpusort::client::error& e) {
+        if (e.code() != gpusort::client::status_code::too_large) throw;
+        throw std::runtime_error{std::string{e.what()} + " (--pool sets it for this run)"};
+      }
+    }();
     std::vector<std::uint64_t> big(o.large);
     gpusort::generate(std::span<std::uint64_t>{big}, gpusort::distribution::uniform, 9);
     const gpusort::fingerprint print =
         gpusort::fingerprint_of(gpusort::key_array{big.data(), o.large, gpusort::dtype::u64});
-    auto conn = gpusort::client::connection::connect(daemon.socket(), "service-bench-large");
-    auto keys = conn.allocate<std::uint64_t>(o.large);
     double best_daemon = 1e30, best_local = 1e30;
     for (int rep = 0; rep < 3; ++rep) {
       std::copy(big.begin(), big.end(), keys.begin());
@@ -262,7 +347,6 @@ int main(int argc, char** argv)
       best_local = std::min(best_local, seconds_since(t0));
       check_sorted(mine.data(), o.large, print, "large in-process job");
     }
-    const std::string tag = gpusort::format_bytes(o.large * 8);
     std::printf("%s u64 job (best of 3): daemon %.3f s, in-process %.3f s, overhead %.1f%%\n",
                 tag.c_str(), best_daemon, best_local, 100.0 * (best_daemon / best_local - 1));
     targets.push_back({"service.daemon_overhead." + tag, "time ratio",
@@ -270,14 +354,24 @@ int main(int argc, char** argv)
                        false});
     raw << "{\"large\": {\"bytes\": " << o.large * 8 << ", \"daemon_s\": " << best_daemon
         << ", \"in_process_s\": " << best_local << "}},";
-  }
+  });
 
   gpusort::bench::print_targets(targets);
-  if (!o.json.empty()) {
+  if (!o.results.json.empty()) {
     std::string r = raw.str();
     if (!r.empty()) r.pop_back();
-    gpusort::bench::write_results(o.json, o.commit, o.machine, targets, r,
-                                  {"\"devices\": \"" + o.devices + "\""});
+    gpusort::bench::write_results(o.results.json, o.results.commit, o.results.machine, targets,
+                                  r, {"\"devices\": \"" + o.devices + "\""});
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+  return gpusort::bench::run_main<options>(
+      "service_bench", usage, argc, argv,
+      {"--daemon", "--devices", "--pool", "--jobs", "--clients", "--client-jobs", "--large"},
+      set_option, run);
 }

@@ -12,18 +12,25 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 namespace gpusort::service {
 
 struct daemon_context {
-  daemon_context(const config& c, engine& e, buffer_pool& p, job_queue& q)
-      : cfg{c}, eng{e}, pool{p}, queue{q}, devices{e.devices()}
+  daemon_context(const config& c, engine& e, buffer_pool& p, job_queue& q,
+                 std::filesystem::path config_file = {})
+      : cfg{c}, config_path{std::move(config_file)}, eng{e}, pool{p}, queue{q},
+        devices{e.devices()}
   {
   }
 
-  const config& cfg;
+  /// The configuration in force. SIGHUP (server::reload) replaces the keys it can apply at run
+  /// time; it does so on the io thread, the only thread that reads this.
+  config cfg;
+  /// The file `cfg` came from, which SIGHUP reads again; empty: none (tests), nothing to reload.
+  const std::filesystem::path config_path;
   engine& eng;
   buffer_pool& pool;
   job_queue& queue;

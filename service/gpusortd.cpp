@@ -8,6 +8,7 @@
 #include "service/buffer_pool.hpp"
 #include "service/daemon_context.hpp"
 #include "service/job_queue.hpp"
+#include "service/reload.hpp"
 #include "service/sd_notify.hpp"
 #include "service/server.hpp"
 #include "service/system_info.hpp"
@@ -24,6 +25,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -51,17 +53,13 @@ constexpr const char* usage =
     "\n"
     "SIGTERM or SIGINT: stop accepting, finish or cancel the jobs (keys shutdown and\n"
     "shutdown_timeout), remove the socket and exit 0; a second signal cancels the jobs.\n"
+    "SIGHUP: read FILE again and apply log_level, allowed_uids, allowed_gids,\n"
+    "max_connections, max_queued_jobs, admission, host_memory_budget, shutdown and\n"
+    "shutdown_timeout; other changed keys are logged and wait for a restart. A file that\n"
+    "does not load is logged and the daemon keeps its configuration.\n"
     "With $NOTIFY_SOCKET set (systemd Type=notify) it reports READY=1 once the engine is\n"
     "initialised and the socket bound, and STOPPING=1 when it begins to stop.\n"
     "exit codes: 0 ok, 64 usage, 70 runtime error, 78 configuration error\n";
-
-spdlog::level::level_enum spd_level(log_level level)
-{
-  static constexpr spdlog::level::level_enum levels[] = {
-      spdlog::level::trace, spdlog::level::debug, spdlog::level::info,
-      spdlog::level::warn,  spdlog::level::err,   spdlog::level::off};
-  return levels[static_cast<int>(level)];
-}
 
 /// Page-locks the pool's buffers with every GPU of the engine, once per buffer: the one place
 /// where the daemon pins. On a CPU engine the registrations are empty.
@@ -88,7 +86,7 @@ class host_pinning {
   std::map<void*, host_registration> registrations_;
 };
 
-int serve(const config& cfg)
+int serve(const config& cfg, const std::filesystem::path& config_path)
 {
   spdlog::info("gpusortd {} starting (pid {})", GPUSORT_VERSION, ::getpid());
   // The engine first: with GPUs this initialises them, which READY=1 must wait for.
@@ -99,14 +97,12 @@ int serve(const config& cfg)
   const std::uint64_t pool_bytes =
       cfg.pinned_pool_bytes.value_or(service::default_host_budget());
   service::buffer_pool pool{pool_bytes, pinning.hooks()};
-  const std::uint64_t host_budget = cfg.host_memory_budget.value_or(service::default_host_budget());
   // GPU jobs: one at a time, each takes every GPU and alone saturates the PCIe links.
   const unsigned workers = gpus ? 1U : cfg.max_running_jobs;
-  service::job_queue queue{service::queue_limits{.workers = workers,
-                                                 .max_queued = cfg.max_queued_jobs,
-                                                 .host_budget = host_budget,
-                                                 .admission = cfg.admission}};
-  service::daemon_context ctx{cfg, eng, pool, queue};
+  service::job_queue queue{service::queue_limits_of(cfg, workers)};
+  const std::uint64_t host_budget = queue.limits().host_budget;
+  // Absolute: SIGHUP reads the same file whatever the working directory is by then.
+  service::daemon_context ctx{cfg, eng, pool, queue, std::filesystem::absolute(config_path)};
 
   boost::asio::io_context io{1};
   service::server srv{io, ctx};
@@ -168,12 +164,15 @@ int main(int argc, char** argv)
     std::fflush(stdout);
     return exit_ok;
   }
-  spdlog::set_level(spd_level(cfg.level));
+  spdlog::set_level(service::spdlog_level(cfg.level));
   // A client that disappears must not kill the daemon: sends use MSG_NOSIGNAL, and this covers
   // every other write.
   std::signal(SIGPIPE, SIG_IGN);
+  // Until the server watches SIGHUP (once the engine has started, which with GPUs takes a
+  // while), a reload asked for must not kill the daemon; the file was read just now anyway.
+  std::signal(SIGHUP, SIG_IGN);
   try {
-    return serve(cfg);
+    return serve(cfg, *config_path);
   } catch (const config_error& e) {
     spdlog::critical("{}", e.what());
     service::sd_notify_quietly("STATUS=configuration error: " + std::string{e.what()});

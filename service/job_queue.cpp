@@ -2,6 +2,7 @@
 
 #include "config/schema.hpp"
 #include "service/fd_check.hpp"
+#include "service/system_info.hpp"
 
 #include <gpusort/error.hpp>
 #include <gpusort/units.hpp>
@@ -78,6 +79,14 @@ void job::progress(const progress_event& e)
 
 // ---- job_queue ------------------------------------------------------------------------------
 
+queue_limits queue_limits_of(const config& cfg, unsigned workers)
+{
+  return queue_limits{.workers = workers,
+                      .max_queued = cfg.max_queued_jobs,
+                      .host_budget = cfg.host_memory_budget.value_or(default_host_budget()),
+                      .admission = cfg.admission};
+}
+
 job_queue::job_queue(queue_limits limits) : limits_{limits}
 {
   GPUSORT_EXPECTS(limits_.workers > 0, "a job queue needs at least one worker");
@@ -140,6 +149,9 @@ bool job_queue::head_fits() const
 {
   if (queued_.empty() || running_.size() >= limits_.workers) return false;
   const std::uint64_t need = queued_.front()->host_bytes();
+  // Admitted under a larger budget that set_limits lowered since: it had the promise that it
+  // would run, and keeps it, alone.
+  if (need > limits_.host_budget) return running_.empty();
   return host_used_ <= limits_.host_budget && need <= limits_.host_budget - host_used_;
 }
 
@@ -282,6 +294,23 @@ bool job_queue::idle() const
 {
   const std::lock_guard lock{mutex_};
   return queued_.empty() && running_.empty() && finishing_ == 0;
+}
+
+queue_limits job_queue::limits() const
+{
+  const std::lock_guard lock{mutex_};
+  return limits_;
+}
+
+void job_queue::set_limits(const queue_limits& limits)
+{
+  {
+    const std::lock_guard lock{mutex_};
+    const unsigned workers = limits_.workers;
+    limits_ = limits;
+    limits_.workers = workers;
+  }
+  wake_.notify_all();  // a larger budget may let the head start now
 }
 
 queue_snapshot job_queue::snapshot() const

@@ -107,6 +107,9 @@ struct queue_limits {
   admission_policy admission{admission_policy::wait};
 };
 
+/// The daemon's limits from its configuration (host_memory_budget `auto`: half the memory).
+queue_limits queue_limits_of(const config& cfg, unsigned workers);
+
 struct admission {
   wire::StatusCode code{wire::OK};
   std::string message;
@@ -152,7 +155,12 @@ class job_queue {
   /// Nothing queued or running.
   [[nodiscard]] bool idle() const;
   [[nodiscard]] queue_snapshot snapshot() const;
-  [[nodiscard]] const queue_limits& limits() const noexcept { return limits_; }
+  [[nodiscard]] queue_limits limits() const;
+  /// New admission limits (SIGHUP): max_queued, host_budget and admission count for the next
+  /// submissions and for the head of the queue; the worker count stays (`limits.workers` is
+  /// ignored). Nothing admitted is refused afterwards: a queued job larger than a lowered
+  /// budget runs once it can run alone, a queue longer than a lowered max_queued drains.
+  void set_limits(const queue_limits& limits);
 
   /// The protocol status of an exception a job threw.
   static job_outcome outcome_of(std::exception_ptr error);
@@ -165,8 +173,8 @@ class job_queue {
   void count(const job& j, const job_outcome& outcome);
   void finish(const std::shared_ptr<job>& j, job_outcome outcome);
 
-  const queue_limits limits_;
   mutable std::mutex mutex_;
+  queue_limits limits_;  ///< under the mutex: set_limits changes it while workers read it
   std::condition_variable wake_;
   std::deque<std::shared_ptr<job>> queued_;
   std::vector<std::shared_ptr<job>> running_;

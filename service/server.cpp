@@ -2,7 +2,10 @@
 
 #include "proto/fd_passing.hpp"
 #include "service/peer.hpp"
+#include "service/reload.hpp"
 #include "service/sd_notify.hpp"
+
+#include <gpusort/config.hpp>
 
 #include <boost/asio/post.hpp>
 
@@ -17,6 +20,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <stdexcept>
 #include <system_error>
 
@@ -84,7 +88,7 @@ server::server(asio::io_context& io, daemon_context& ctx)
     : io_{io},
       ctx_{ctx},
       acceptor_{io},
-      signals_{io, SIGTERM, SIGINT},
+      signals_{io, SIGTERM, SIGINT, SIGHUP},
       timer_{io},
       own_uid_{static_cast<std::uint32_t>(::geteuid())}
 {
@@ -140,9 +144,13 @@ void server::watch_signals()
 {
   signals_.async_wait([this](const boost::system::error_code& ec, int signo) {
     if (ec) return;
-    spdlog::info("signal {} ({}) received: {}", signo, ::strsignal(signo),
-                 stopping_ ? "cancelling the jobs" : "shutting down");
-    shutdown();
+    if (signo == SIGHUP) {
+      reload();
+    } else {
+      spdlog::info("signal {} ({}) received: {}", signo, ::strsignal(signo),
+                   stopping_ ? "cancelling the jobs" : "shutting down");
+      shutdown();
+    }
     if (!closing_sessions_) watch_signals();
   });
 }
@@ -244,6 +252,43 @@ void server::shutdown()
   drain_deadline_ =
       std::chrono::steady_clock::now() + std::chrono::seconds{ctx_.cfg.shutdown_timeout};
   poll_drain();
+}
+
+void server::reload()
+{
+  if (stopping_) {
+    spdlog::info("SIGHUP received while shutting down: not reloading the configuration");
+    return;
+  }
+  if (ctx_.config_path.empty()) {
+    spdlog::warn("SIGHUP received: there is no configuration file to reload");
+    return;
+  }
+  const std::string file = ctx_.config_path.string();
+  // systemd's reload protocol: RELOADING=1 with the time, READY=1 when done, even when the
+  // file was refused (the daemon serves on, as it was).
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  sd_notify_quietly("RELOADING=1\nMONOTONIC_USEC=" +
+                    std::to_string(static_cast<std::uint64_t>(now.tv_sec) * 1'000'000 +
+                                   static_cast<std::uint64_t>(now.tv_nsec) / 1000));
+  try {
+    reload_plan plan = plan_reload(ctx_.cfg, load_config(ctx_.config_path));
+    ctx_.cfg = std::move(plan.next);
+    spdlog::set_level(spdlog_level(ctx_.cfg.level));
+    ctx_.queue.set_limits(queue_limits_of(ctx_.cfg, ctx_.queue.limits().workers));
+    // After the new level is set, so that the line shows at the level the file asks for.
+    spdlog::log(plan.need_restart.empty() ? spdlog::level::info : spdlog::level::warn, "{}",
+                describe(plan, file));
+    sd_notify_quietly("READY=1\nSTATUS=serving on " + ctx_.cfg.socket +
+                      "; configuration reloaded");
+  } catch (const std::exception& e) {
+    spdlog::error("SIGHUP: the configuration was not reloaded, the daemon keeps the one it has: "
+                  "{}",
+                  e.what());
+    sd_notify_quietly("READY=1\nSTATUS=serving on " + ctx_.cfg.socket +
+                      "; reloading the configuration failed: " + e.what());
+  }
 }
 
 void server::poll_drain()

@@ -1,6 +1,7 @@
 // The daemon's listening side: the Unix socket (stale file replaced, a live daemon refused, mode
-// 0660), peer authentication with SO_PEERCRED, the connection limit, and the signals that stop
-// it (SIGTERM, SIGINT: graceful shutdown per the `shutdown` and `shutdown_timeout` keys).
+// 0660), peer authentication with SO_PEERCRED and SO_PEERGROUPS, the connection limit, and the
+// signals: SIGTERM and SIGINT stop it (graceful shutdown per the `shutdown` and
+// `shutdown_timeout` keys), SIGHUP reloads its configuration file (service/reload.hpp).
 #pragma once
 
 #include "service/daemon_context.hpp"
@@ -33,6 +34,11 @@ class server {
   /// Graceful shutdown: stop accepting, drain or cancel the jobs, close the sessions, remove
   /// the socket. io.run() returns once everything is closed. A second call cancels the jobs.
   void shutdown();
+  /// Reads the configuration file again and applies the keys that can change at run time (log
+  /// level, peer lists, connection and job limits, shutdown keys) to what follows: connections
+  /// already open and jobs already admitted stay. One log line says what changed; a file that
+  /// does not load is logged as an error and changes nothing.
+  void reload();
 
  private:
   void watch_signals();

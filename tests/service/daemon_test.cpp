@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <grp.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
@@ -616,6 +617,163 @@ TEST_F(Daemon, HostBudgetAdmission)
   const std::string log = d.log();
   EXPECT_NE(log.find("job of 1048576 u64 keys refused: TOO_LARGE"), std::string::npos) << log;
   EXPECT_NE(log.find(" done: 1000 elements (7.81 KiB) in "), std::string::npos) << log;
+}
+
+// Issue 25: a user added to the allowed group (usermod -aG gpusort) has it as a supplementary
+// group, not as their primary one. The client is another user, made in a child process.
+TEST_F(Daemon, MemberOfAnAllowedSupplementaryGroupIsServed)
+{
+  if (::geteuid() != 0) GTEST_SKIP() << "making a client with other credentials needs root";
+  daemon_process d{dir(), "allowed_gids: [4242]\n"};
+  // The client may reach the socket: the folder is searchable, the socket writable by others.
+  fs::permissions(dir(), fs::perms::others_exec, fs::perm_options::add);
+  fs::permissions(d.socket(), fs::perms::others_read | fs::perms::others_write,
+                  fs::perm_options::add);
+  // Exit code of a client of uid 4444, primary group 4343 and supplementary `groups` saying
+  // HELLO: 0 served, 1 refused with UNAUTHORIZED, 2 something else, 3 no answer.
+  const auto hello_as = [&](std::vector<gid_t> groups) {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      if (::setgroups(groups.size(), groups.data()) != 0 || ::setgid(4343) != 0 ||
+          ::setuid(4444) != 0)
+        ::_exit(4);
+      try {
+        raw_connection raw{d.socket()};
+        wire::HelloRequest h;
+        h.set_min_version(1);
+        h.set_max_version(1);
+        raw.send(1, h);
+        const proto::frame f = raw.next_frame();
+        if (f.type == proto::message_type::hello_reply) ::_exit(0);
+        ::_exit(status_of(f).code() == wire::UNAUTHORIZED ? 1 : 2);
+      } catch (...) {
+        ::_exit(3);
+      }
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  EXPECT_EQ(hello_as({4242}), 0) << d.log();
+  EXPECT_EQ(hello_as({4240, 4242, 4244}), 0) << d.log();
+  EXPECT_EQ(hello_as({4241}), 1) << d.log();
+  EXPECT_EQ(hello_as({}), 1) << d.log();
+  const std::string log = d.log();
+  EXPECT_NE(log.find("uid 4444, gid 4343, groups 4240,4242,4244"), std::string::npos) << log;
+  EXPECT_NE(log.find("refused a client (pid "), std::string::npos) << log;
+}
+
+// ---- SIGHUP: the configuration read again ------------------------------------------------------
+
+TEST_F(Daemon, SighupKeepsServing)
+{
+  daemon_process d{dir()};
+  auto before = client::connection::connect(d.socket());
+  std::string seen;
+  ASSERT_TRUE(d.reload(&seen)) << "no RELOADING=1 then READY=1: " << seen << d.log();
+  EXPECT_NE(seen.find("MONOTONIC_USEC="), std::string::npos) << seen;
+  EXPECT_EQ(d.wait(200ms), std::nullopt) << "SIGHUP stopped the daemon: " << d.log();
+  EXPECT_TRUE(fs::exists(d.socket()));
+  EXPECT_NE(d.log().find("configuration reloaded from " + (dir() / "gpusortd.yaml").string() +
+                         ": nothing changed"),
+            std::string::npos)
+      << d.log();
+  // The connection open across the reload and a new one both work.
+  EXPECT_NO_THROW(before.status());
+  auto after = client::connection::connect(d.socket());
+  auto keys = after.allocate<std::uint64_t>(10'000);
+  const fingerprint print = fill(keys.data(), dtype::u64, keys.size(), 41);
+  after.sort(keys);
+  EXPECT_TRUE(sorted(keys.data(), dtype::u64, keys.size(), order::ascending, print));
+  before.close();
+  after.close();
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait(20s), 0) << d.log();
+  EXPECT_FALSE(fs::exists(d.socket()));
+}
+
+TEST_F(Daemon, SighupAppliesTheLogLevelAndThePeerLists)
+{
+  const std::string other = std::to_string(::geteuid() + 4242);
+  const std::string others_only = "allowed_uids: [" + other + "]\n";
+  daemon_process d{dir(), others_only + "log_level: info\n"};
+  EXPECT_EQ(code_of([&] { client::connection::connect(d.socket()); }),
+            status_code::unauthorized);
+  // This process's group listed: it gets in, and the debug level shows its connection.
+  d.write_config(others_only + "allowed_gids: [" + std::to_string(::getegid()) +
+                 "]\nlog_level: debug\n");
+  ASSERT_TRUE(d.reload()) << d.log();
+  auto c = client::connection::connect(d.socket());
+  EXPECT_NO_THROW(c.status());
+  std::string log = d.log();
+  EXPECT_NE(log.find("applied allowed_gids, log_level\n"), std::string::npos) << log;
+  EXPECT_NE(log.find(": connected (pid "), std::string::npos) << "no debug line: " << log;
+  // Back: new connections are refused; the one open stays (peers are checked at connect).
+  d.write_config(others_only + "log_level: info\n");
+  ASSERT_TRUE(d.reload()) << d.log();
+  EXPECT_EQ(code_of([&] { client::connection::connect(d.socket()); }),
+            status_code::unauthorized);
+  EXPECT_NO_THROW(c.status());
+}
+
+TEST_F(Daemon, SighupAppliesJobLimits)
+{
+  daemon_process d{dir(), "host_memory_budget: 4MiB\n"};
+  auto c = client::connection::connect(d.socket());
+  auto big = c.allocate<std::uint64_t>(1 << 20);  // 8 MiB of working memory
+  EXPECT_EQ(code_of([&] { c.sort(big); }), status_code::too_large);
+  d.write_config("host_memory_budget: 64MiB\n");
+  ASSERT_TRUE(d.reload()) << d.log();
+  EXPECT_EQ(c.status().host_memory_budget, std::uint64_t{64} << 20);
+  const fingerprint before = fill(big.data(), dtype::u64, big.size(), 42);
+  c.sort(big);
+  EXPECT_TRUE(sorted(big.data(), dtype::u64, big.size(), order::ascending, before));
+}
+
+TEST_F(Daemon, SighupNamesTheKeysThatNeedARestartAndKeepsThem)
+{
+  daemon_process d{dir()};
+  d.write_config("pinned_pool_bytes: 1MiB\nmax_running_jobs: 3\nlog_level: debug\n");
+  ASSERT_TRUE(d.reload()) << d.log();
+  const std::string log = d.log();
+  EXPECT_NE(log.find("warning: configuration reloaded from "), std::string::npos) << log;
+  EXPECT_NE(log.find(": nothing applied; changed but kept until a restart: pinned_pool_bytes, "
+                     "max_running_jobs\n"),
+            std::string::npos)
+      << log;
+  // The pool is still the 256 MiB it started with.
+  auto c = client::connection::connect(d.socket());
+  EXPECT_EQ(c.status().pinned_pool_bytes, std::uint64_t{256} << 20);
+  EXPECT_NO_THROW(c.allocate<std::uint64_t>(1 << 20));
+}
+
+TEST_F(Daemon, SighupWithABrokenFileKeepsTheConfiguration)
+{
+  daemon_process d{dir(), "max_connections: 1\n"};
+  const fs::path file = dir() / "gpusortd.yaml";
+  spit(file, "max_connections: 2\nlog_level: loud\n");
+  std::string seen;
+  ASSERT_TRUE(d.reload(&seen)) << d.log();
+  EXPECT_NE(seen.find("STATUS=serving on " + d.socket() + "; reloading the configuration failed"),
+            std::string::npos)
+      << seen;
+  EXPECT_NE(d.log().find("error: SIGHUP: the configuration was not reloaded, the daemon keeps "
+                         "the one it has: " +
+                         file.string() + ":2:12: log_level: expected one of"),
+            std::string::npos)
+      << d.log();
+  // A file that is gone: the same.
+  fs::remove(file);
+  ASSERT_TRUE(d.reload()) << d.log();
+  EXPECT_EQ(d.wait(100ms), std::nullopt) << d.log();
+  // Still serving, with max_connections still 1.
+  auto a = client::connection::connect(d.socket());
+  EXPECT_EQ(code_of([&] { client::connection::connect(d.socket()); }),
+            status_code::rejected_busy);
+  // Mended: it applies.
+  d.write_config("max_connections: 2\n");
+  ASSERT_TRUE(d.reload()) << d.log();
+  EXPECT_NO_THROW(client::connection::connect(d.socket()));
 }
 
 // ---- malformed input ------------------------------------------------------------------------

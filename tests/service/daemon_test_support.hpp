@@ -105,9 +105,9 @@ class notify_socket {
 };
 
 /// The daemon under test. The configuration is `devices: cpu`, a socket in the folder, a
-/// 256 MiB pool, and `extra` (more keys); with GPUSORT_TEST_BUDGET=tiny a 512 KiB device budget
-/// so that the jobs of the tests take the out-of-core path with several chunks (unless `extra`
-/// sets the budget itself).
+/// 256 MiB pool, log level debug, and `extra` (more keys, or other values of those three); with
+/// GPUSORT_TEST_BUDGET=tiny a 512 KiB device budget so that the jobs of the tests take the
+/// out-of-core path with several chunks (unless `extra` sets the budget itself).
 class daemon_process {
  public:
   /// `activated`: a listening socket handed over as systemd's socket activation does (descriptor
@@ -116,11 +116,7 @@ class daemon_process {
                           bool wait_ready = true, int activated = -1)
       : dir_{dir}, socket_{(dir / "gpusortd.sock").string()}, notify_{dir}, activated_{activated}
   {
-    std::string yaml = "devices: cpu\nsocket: " + socket_ +
-                       "\npinned_pool_bytes: 256MiB\nlog_level: debug\n" + extra;
-    if (tiny_budget() && extra.find("device_memory_budget") == std::string::npos)
-      yaml += "device_memory_budget: 512KiB\n";
-    spit(dir / "gpusortd.yaml", yaml);
+    write_config(extra);
     start();
     if (wait_ready && !notify_.wait_for("READY=1", std::chrono::seconds{20}, &notices_))
       throw std::runtime_error{"gpusortd did not report READY=1; its log:\n" + log()};
@@ -143,6 +139,31 @@ class daemon_process {
   [[nodiscard]] const std::string& notices() const { return notices_; }
 
   void signal(int signo) const { ::kill(pid_, signo); }
+
+  /// Writes the configuration file again, as the constructor does with `extra`.
+  void write_config(const std::string& extra) const
+  {
+    const auto unless_set = [&](const std::string& key, const std::string& value) {
+      return extra.find(key + ":") == std::string::npos ? key + ": " + value + "\n" : "";
+    };
+    std::string yaml = "devices: cpu\n" + unless_set("socket", socket_) +
+                       unless_set("pinned_pool_bytes", "256MiB") +
+                       unless_set("log_level", "debug") + extra;
+    if (tiny_budget()) yaml += unless_set("device_memory_budget", "512KiB");
+    spit(dir_ / "gpusortd.yaml", yaml);
+  }
+
+  /// Sends SIGHUP and waits for the daemon to say it is done (READY=1 after RELOADING=1 on the
+  /// notify socket); what came is appended to `seen`.
+  bool reload(std::string* seen = nullptr)
+  {
+    signal(SIGHUP);
+    std::string got;
+    const bool reloading = notify_.wait_for("RELOADING=1", std::chrono::seconds{10}, &got);
+    const bool ready = reloading && notify_.wait_for("READY=1", std::chrono::seconds{10}, &got);
+    if (seen != nullptr) *seen += got;
+    return ready;
+  }
 
   /// Waits for the daemon to exit; returns its exit code, or -signal when a signal ended it,
   /// or nullopt when it is still running after `timeout`.

@@ -187,6 +187,65 @@ TEST(JobQueue, StopAcceptingAndDestructionCancel)
   for (const auto& [id, code] : ended) EXPECT_EQ(code, wire::CANCELLED) << id;
 }
 
+// ---- new limits while it runs (SIGHUP) ---------------------------------------------------------
+
+TEST(JobQueue, RaisedBudgetStartsTheWaitingHead)
+{
+  harness h;
+  job_queue q{{.workers = 2, .max_queued = 4, .host_budget = 1000}};
+  q.submit(h.make(1, 600));
+  ASSERT_EQ(h.started(1).size(), 1u);
+  EXPECT_EQ(q.submit(h.make(2, 600)).queue_position, 1u);
+  q.set_limits({.workers = 7, .max_queued = 4, .host_budget = 2000});
+  // No job ended, yet the head starts: the new budget wakes the workers.
+  EXPECT_EQ(h.started(2), (std::vector<std::uint64_t>{1, 2}));
+  EXPECT_EQ(q.limits().host_budget, 2000u);
+  EXPECT_EQ(q.limits().workers, 2u) << "the worker count is fixed at construction";
+  h.release();
+  EXPECT_EQ(h.ended(2).size(), 2u);
+}
+
+TEST(JobQueue, LoweredBudgetRefusesNewJobsButRunsTheAdmittedOnes)
+{
+  harness h;
+  job_queue q{{.workers = 2, .max_queued = 4, .host_budget = 1000}};
+  q.submit(h.make(1, 300));
+  ASSERT_EQ(h.started(1).size(), 1u);
+  EXPECT_EQ(q.submit(h.make(2, 800)).queue_position, 1u);  // waits for job 1's memory
+  q.set_limits({.workers = 2, .max_queued = 4, .host_budget = 500});
+  // New submissions meet the new budget; job 2, admitted under the old one, stays queued.
+  EXPECT_EQ(q.submit(h.make(3, 600)).code, wire::TOO_LARGE);
+  EXPECT_EQ(q.submit(h.make(4, 100)).queue_position, 2u);
+  h.release();
+  // Job 2 is larger than the whole budget now: it runs once it can run alone, and job 4 after
+  // it, rather than waiting for ever at the head of the queue.
+  const auto ended = h.ended(3);
+  ASSERT_EQ(ended.size(), 3u);
+  for (const auto& [id, code] : ended) EXPECT_EQ(code, wire::OK) << id;
+  EXPECT_EQ(h.started(3), (std::vector<std::uint64_t>{1, 2, 4}));
+  EXPECT_TRUE(q.idle());
+}
+
+TEST(JobQueue, LoweredQueueLimitAndRejectPolicyApplyToTheNextSubmission)
+{
+  harness h;
+  job_queue q{{.workers = 1, .max_queued = 4, .host_budget = 1000}};
+  q.submit(h.make(1, 100));
+  ASSERT_EQ(h.started(1).size(), 1u);
+  EXPECT_EQ(q.submit(h.make(2, 100)).code, wire::OK);
+  EXPECT_EQ(q.submit(h.make(3, 100)).code, wire::OK);
+  q.set_limits({.workers = 1, .max_queued = 1, .host_budget = 1000});
+  const admission full = q.submit(h.make(4, 100));
+  EXPECT_EQ(full.code, wire::REJECTED_BUSY);
+  EXPECT_NE(full.message.find("1 jobs waiting"), std::string::npos) << full.message;
+  EXPECT_EQ(q.snapshot().queued.size(), 2u) << "the jobs already queued stay";
+  q.set_limits({.workers = 1, .max_queued = 4, .host_budget = 1000,
+                .admission = admission_policy::reject});
+  EXPECT_EQ(q.submit(h.make(5, 900)).code, wire::REJECTED_BUSY);
+  h.release();
+  EXPECT_EQ(h.ended(3).size(), 3u);
+}
+
 TEST(JobQueue, ExceptionsBecomeStatuses)
 {
   const auto code = [](auto e) { return job_queue::outcome_of(std::make_exception_ptr(e)).code; };
