@@ -343,8 +343,9 @@ const std::vector<key_spec>& config_keys()
                   "those of `allowed_gids`. Both lists empty: only the daemon's own user and "
                   "root."),
       id_list_key("allowed_gids", &config::allowed_gids, "group",
-                  "Groups whose members may use the daemon: a peer whose primary group is "
-                  "listed. Both lists empty: only the daemon's own user and root."),
+                  "Groups whose members may use the daemon: a peer whose primary or "
+                  "supplementary group is listed. Both lists empty: only the daemon's own user "
+                  "and root."),
       integer_key("max_connections", &config::max_connections, 1, 65536,
                   "Clients connected at once; a connection over the limit gets one "
                   "REJECTED_BUSY error and is closed."),

@@ -6,6 +6,7 @@
 #include "service/sd_notify.hpp"
 
 #include <gpusort/config.hpp>
+#include <gpusort/log.hpp>
 
 #include <boost/asio/post.hpp>
 
@@ -276,6 +277,7 @@ void server::reload()
     reload_plan plan = plan_reload(ctx_.cfg, load_config(ctx_.config_path));
     ctx_.cfg = std::move(plan.next);
     spdlog::set_level(spdlog_level(ctx_.cfg.level));
+    gpusort::set_log_level(ctx_.cfg.level);
     ctx_.queue.set_limits(queue_limits_of(ctx_.cfg, ctx_.queue.limits().workers));
     // After the new level is set, so that the line shows at the level the file asks for.
     spdlog::log(plan.need_restart.empty() ? spdlog::level::info : spdlog::level::warn, "{}",
