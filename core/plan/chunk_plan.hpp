@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 
@@ -16,8 +17,13 @@ struct device_capacity {
   std::uint64_t elements{std::numeric_limits<std::uint64_t>::max()};  ///< Theta
   std::uint64_t bytes_per_element{};  ///< budget bytes per element of capacity
   std::uint64_t fixed_bytes{};        ///< budget bytes the device needs besides its chunks
-  [[nodiscard]] std::uint64_t budget_for(std::uint64_t capacity) const noexcept
+  /// The device's own answer where what it needs besides its chunks grows with them (a GPU's
+  /// sort scratch): the smallest budget whose capacity is at least the argument. Without it,
+  /// fixed_bytes + capacity * bytes_per_element.
+  std::function<std::uint64_t(std::uint64_t)> exact_budget{};
+  [[nodiscard]] std::uint64_t budget_for(std::uint64_t capacity) const
   {
+    if (exact_budget) return exact_budget(capacity);
     return fixed_bytes + capacity * bytes_per_element;
   }
 };

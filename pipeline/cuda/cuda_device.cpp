@@ -474,6 +474,9 @@ namespace {
 /// take: the largest count c with margin + c * per_element + scratch(c) <= budget, by bisection.
 constexpr std::uint64_t budget_margin = std::uint64_t{64} << 20;
 
+/// The capacity below which no budget goes: jobs this small sort in core on any GPU.
+constexpr std::uint64_t small_job_elements = 4096;
+
 template <typename Scratch>
 std::uint64_t largest_fitting(std::uint64_t budget, std::uint64_t per_element, Scratch&& scratch)
 {
@@ -492,14 +495,23 @@ device_capacity cuda_device::capacity(const element_layout& layout) const
   const std::uint64_t per_element = buffers_per_element * layout.bytes();
   const cuda::set_device_guard guard{options_.id};
   const chunk_sorter with = sorter(layout);
-  auto scratch = [&](std::uint64_t c) -> std::uint64_t {
+  auto scratch = [with, layout](std::uint64_t c) -> std::uint64_t {
     return with.scratch_bytes(c, layout.key_bytes, layout.value_bytes);
   };
-  const std::uint64_t elements =
-      std::max<std::uint64_t>(largest_fitting(budget_bytes_, per_element, scratch), 1);
-  return device_capacity{.elements = elements,
-                         .bytes_per_element = per_element,
-                         .fixed_bytes = budget_margin + scratch(elements)};
+  // A small job always sorts, whatever the budget: a few thousand elements take far less than
+  // any GPU has, where a budget under the margin would leave no capacity at all (a 2-element
+  // job with a 24 MiB budget was refused, naming a "smallest budget" of 64.03 MiB).
+  const std::uint64_t elements = std::max(
+      largest_fitting(budget_bytes_, per_element, scratch), small_job_elements);
+  return device_capacity{
+      .elements = elements,
+      .bytes_per_element = per_element,
+      .fixed_bytes = budget_margin + scratch(elements),
+      // The scratch at the capacity asked about, not at today's: the figure an error names must
+      // work when retried (it named 66.12, then 66.15, then 66.54 MiB for 20000003 u32 keys).
+      .exact_budget = [per_element, scratch](std::uint64_t c) {
+        return budget_margin + per_element * c + scratch(c);
+      }};
 }
 
 std::uint64_t cuda_device::resident_capacity(const element_layout& layout) const

@@ -484,6 +484,55 @@ TEST_F(gpu_test, ABudgetAboveTheGpuShrinksAndSucceeds)
   EXPECT_TRUE(verify(view, std::nullopt, order::ascending, before).ok);
 }
 
+/// Sorts `job` with `cfg`; when the budget is refused, retries once with the budget the error
+/// names, which must work. Returns how many attempts it took.
+int sort_or_retry_with_the_named_budget(config cfg, const sort_job& job)
+{
+  try {
+    engine{cfg}.sort(job);
+    return 1;
+  } catch (const config_error& e) {
+    const std::string msg = e.what();
+    const auto at = msg.find('(', msg.find("smallest budget that works is"));
+    if (at == std::string::npos) throw;
+    cfg.device_memory_budget = std::stoull(msg.substr(at + 1));
+    engine{cfg}.sort(job);  // must not throw
+    return 2;
+  }
+}
+
+TEST_F(gpu_test, ASmallJobAlwaysSortsAndTheNamedBudgetWorks)
+{
+  const std::uint64_t n = small_only() ? 2'000'003 : 20'000'003;
+  for (const incore_engine with : {incore_engine::radix, incore_engine::sample}) {
+    SCOPED_TRACE(with == incore_engine::radix ? "radix" : "sample");
+    config cfg;
+    cfg.incore = with;
+    cfg.device_memory_budget = std::uint64_t{24} << 20;  // below the GPU's 64 MiB margin
+    // Two elements, any budget.
+    std::vector<std::uint64_t> two{7, 3};
+    engine{cfg}.sort(std::span<std::uint64_t>{two});
+    EXPECT_EQ(two, (std::vector<std::uint64_t>{3, 7}));
+    // Keys of every width and pairs: refused with a budget that then works.
+    std::vector<std::uint32_t> u32(n);
+    generate(std::span<std::uint32_t>{u32}, distribution::uniform, 61);
+    const key_array k32{u32.data(), n, dtype::u32};
+    fingerprint before = fingerprint_of(k32);
+    EXPECT_EQ(sort_or_retry_with_the_named_budget(cfg, sort_job{.keys = k32}), 2);
+    EXPECT_TRUE(verify(k32, std::nullopt, order::ascending, before).ok);
+
+    std::vector<double> f64(n / 4);
+    std::vector<std::uint32_t> values(n / 4);
+    generate(std::span<double>{f64}, distribution::nanmix, 62);
+    generate_values(value_array{values.data(), values.size(), 4}, 63);
+    const key_array kf{f64.data(), f64.size(), dtype::f64};
+    const value_array v{values.data(), values.size(), 4};
+    before = fingerprint_of(kf, v);
+    EXPECT_EQ(sort_or_retry_with_the_named_budget(cfg, sort_job{.keys = kf, .values = v}), 2);
+    EXPECT_TRUE(verify(kf, v, order::ascending, before).ok);
+  }
+}
+
 TEST_F(gpu_test, TwoGpusShareTheChunks)
 {
   if (test::probed_gpus().gpus.size() < 2) GTEST_SKIP() << "needs two GPUs";

@@ -211,6 +211,47 @@ TEST(Engine, TooSmallABudgetIsAConfigErrorNamingTheSmallestThatWorks)
   }
 }
 
+TEST(Engine, TheNamedBudgetWorksForEveryKeyTypeAndPairs)
+{
+  const std::uint64_t n = 300'007;
+  for (const dtype t : {dtype::u32, dtype::i32, dtype::f32, dtype::u64, dtype::i64, dtype::f64}) {
+    for (const std::uint32_t value_bytes : {0U, 8U}) {
+      SCOPED_TRACE(std::string{name_of(t)} + " values " + std::to_string(value_bytes));
+      std::vector<char> keys(n * size_of(t));
+      std::vector<char> values(n * value_bytes);
+      const key_array k{keys.data(), n, t};
+      generate(k, distribution::uniform, 9);
+      std::optional<value_array> v;
+      if (value_bytes > 0) {
+        v = value_array{values.data(), n, value_bytes};
+        generate_values(*v, 9);
+      }
+      const fingerprint before = fingerprint_of(k, v);
+      config cfg{.devices = device_selection::cpu, .device_memory_budget = 64 * 1024};
+      const sort_job job{.keys = k, .values = v};
+      try {
+        engine{cfg}.sort(job);
+        FAIL() << "64 KiB cannot sort 300007 elements in two rounds";
+      } catch (const config_error& e) {
+        const std::string msg = e.what();
+        const auto at = msg.find('(', msg.find("smallest budget that works is"));
+        ASSERT_NE(at, std::string::npos) << msg;
+        cfg.device_memory_budget = std::stoull(msg.substr(at + 1));
+      }
+      EXPECT_EQ(engine{cfg}.sort(job).rounds, 2);
+      EXPECT_TRUE(verify(k, v, order::ascending, before).ok);
+      // And a job of two elements sorts with the smallest budget the configuration takes.
+      cfg.device_memory_budget = 64 * 1024;
+      const key_array two{keys.data(), 2, t};
+      const sort_job small{.keys = two,
+                           .values = v ? std::optional<value_array>{value_array{
+                                             values.data(), 2, value_bytes}}
+                                       : std::nullopt};
+      EXPECT_NO_THROW(engine{cfg}.sort(small));
+    }
+  }
+}
+
 TEST(Engine, ReportsProgressPerRound)
 {
   std::vector<std::uint64_t> keys(200'000);
