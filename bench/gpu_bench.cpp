@@ -10,6 +10,7 @@
 // (no GPU, a wrong result, out of memory) ends it with one line and exit code 1.
 #include "bench/bench_cli.hpp"
 #include "bench/results_format.hpp"
+#include "core/checks.hpp"
 #include "core/cuda/chunk_ops.cuh"
 #include "core/generate.hpp"
 #include "core/verify.hpp"

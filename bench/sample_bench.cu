@@ -8,6 +8,7 @@
 // 1, a wrong result with exit code 1 after the table.
 #include "bench/bench_cli.hpp"
 #include "bench/results_format.hpp"
+#include "core/checks.hpp"
 #include "core/cuda/sample_sort.cuh"
 #include "core/generate.hpp"
 #include "core/keys.hpp"

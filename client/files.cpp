@@ -1,6 +1,7 @@
 #include "client/files.hpp"
 
 #include "client/args.hpp"
+#include "core/checks.hpp"
 
 #include <gpusort/error.hpp>
 

@@ -1,5 +1,7 @@
 #include "core/cpu_sort.hpp"
 
+#include "core/checks.hpp"
+
 #include <gpusort/error.hpp>
 
 #include <omp.h>

@@ -1,5 +1,6 @@
 #include <gpusort/error.hpp>
 
+#include "core/checks.hpp"
 #include "core/log.hpp"
 
 namespace gpusort::detail {

@@ -1,5 +1,6 @@
 #include "pipeline/executor.hpp"
 
+#include "core/checks.hpp"
 #include "core/cpu_sort.hpp"
 #include "core/keys.hpp"
 #include "core/log.hpp"

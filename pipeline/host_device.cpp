@@ -1,5 +1,6 @@
 #include "pipeline/host_device.hpp"
 
+#include "core/checks.hpp"
 #include "core/cpu_sort.hpp"
 #include "core/keys.hpp"
 #include "core/plan/dealing.hpp"

@@ -1,5 +1,7 @@
 #include "proto/fd_passing.hpp"
 
+#include "core/checks.hpp"
+
 #include <gpusort/error.hpp>
 
 #include <poll.h>

@@ -1,5 +1,7 @@
 #include "proto/frame.hpp"
 
+#include "core/checks.hpp"
+
 #include <gpusort/error.hpp>
 
 #include <algorithm>

@@ -1,5 +1,7 @@
 #include "proto/messages.hpp"
 
+#include "core/checks.hpp"
+
 #include <gpusort/error.hpp>
 
 #include <algorithm>

@@ -1,5 +1,7 @@
 #include "service/fd_check.hpp"
 
+#include "core/checks.hpp"
+
 #include <gpusort/units.hpp>
 
 #include <fcntl.h>

@@ -1,6 +1,7 @@
 #include "service/job_queue.hpp"
 
 #include "config/schema.hpp"
+#include "core/checks.hpp"
 #include "service/fd_check.hpp"
 #include "service/system_info.hpp"
 

@@ -3,6 +3,7 @@
 // result a job's wait() returns). Requests are written under a mutex from any thread.
 #include <gpusort/client.hpp>
 
+#include "core/checks.hpp"
 #include "proto/fd_passing.hpp"
 #include "proto/frame.hpp"
 

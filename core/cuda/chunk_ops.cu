@@ -1,5 +1,6 @@
 // Dispatch of the chunk steps: validates, picks the instance for the element widths, launches
 // on the caller's stream. Never allocates, never synchronizes.
+#include "core/checks.hpp"
 #include "core/cuda/chunk_ops.cuh"
 #include "core/cuda/chunk_ops_kernels.cuh"
 #include "core/keys.hpp"

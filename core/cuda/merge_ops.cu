@@ -1,5 +1,6 @@
 // Dispatch of the merge steps over ordered bits (unsigned keys, so CUB's default less is the
 // product's order). Never allocates, never synchronizes.
+#include "core/checks.hpp"
 #include "core/cuda/merge_ops.cuh"
 #include "core/cuda/merge_ops_kernels.cuh"
 #include "core/keys.hpp"

@@ -1,6 +1,7 @@
 // Ordered-bits transforms on the device, the dispatch layer: validates, lays the array out
 // into scalar ends and 16-byte vectors, picks the kernel instance for (dtype, order, direction)
 // and launches it. Never allocates and never synchronizes.
+#include "core/checks.hpp"
 #include "core/cuda/ordered_keys.cuh"
 #include "core/cuda/ordered_keys_kernel.cuh"
 

@@ -1,6 +1,7 @@
 // Dispatch of the sample sort (CUB's "dispatch" layer): validates, lays the scratch out, picks the
 // policy of the binary the device runs, and launches the levels and the bucket sorts on the
 // caller's stream. Never allocates, never synchronizes.
+#include "core/checks.hpp"
 #include "core/cuda/sample_sort.cuh"
 #include "core/cuda/sample_sort/kernels.cuh"
 #include "core/keys.hpp"

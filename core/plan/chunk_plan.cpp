@@ -1,5 +1,6 @@
 #include "core/plan/chunk_plan.hpp"
 
+#include "core/checks.hpp"
 #include "core/plan/tuning.hpp"
 
 #include <gpusort/error.hpp>

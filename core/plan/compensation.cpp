@@ -1,5 +1,7 @@
 #include "core/plan/compensation.hpp"
 
+#include "core/checks.hpp"
+
 #include <gpusort/error.hpp>
 
 #include <algorithm>

@@ -1,5 +1,6 @@
 #include "core/plan/dealing.hpp"
 
+#include "core/checks.hpp"
 #include "core/keys.hpp"
 
 #include <gpusort/error.hpp>

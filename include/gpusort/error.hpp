@@ -1,8 +1,6 @@
-// Error handling in the style of RAPIDS RMM: one header, one set of exception types.
-//
-// CUDA_TRY expands to CUDA runtime calls but this header includes no CUDA header, so that
-// host-only code (config/, service/, proto/) can include it; a translation unit that uses
-// CUDA_TRY includes <cuda_runtime_api.h> itself.
+// The exceptions gpusort throws, in the style of RAPIDS RMM: one set of types for the engine,
+// the configuration and the client. The checking macros that throw them inside the library are
+// internal (core/checks.hpp).
 #pragma once
 
 #include <stdexcept>
@@ -46,51 +44,4 @@ struct cancelled : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-namespace detail {
-[[noreturn]] void throw_expects(const char* condition, const char* message, const char* file,
-                                int line);
-void log_destructor_error(const char* what, const char* file, int line) noexcept;
-}  // namespace detail
-
 }  // namespace gpusort
-
-#define GPUSORT_STRINGIFY_DETAIL(x) #x
-#define GPUSORT_STRINGIFY(x) GPUSORT_STRINGIFY_DETAIL(x)
-
-/// Throws gpusort::logic_error naming the failed condition, file and line.
-#define GPUSORT_EXPECTS(condition, message)                                             \
-  do {                                                                                  \
-    if (!(condition)) [[unlikely]]                                                      \
-      ::gpusort::detail::throw_expects(#condition, (message), __FILE__, __LINE__);      \
-  } while (0)
-
-/// Calls a CUDA runtime function; on failure clears the sticky error state and throws
-/// gpusort::out_of_memory (allocation failures) or gpusort::cuda_error with file:line.
-#define GPUSORT_CUDA_TRY(call)                                                          \
-  do {                                                                                  \
-    const cudaError_t gpusort_status_ = (call);                                         \
-    if (gpusort_status_ != cudaSuccess) [[unlikely]] {                                  \
-      cudaGetLastError();                                                               \
-      const std::string gpusort_msg_ = std::string{"CUDA error at " __FILE__ ":"        \
-                                                   GPUSORT_STRINGIFY(__LINE__) ": "} +  \
-                                       cudaGetErrorName(gpusort_status_) + " " +        \
-                                       cudaGetErrorString(gpusort_status_);             \
-      if (gpusort_status_ == cudaErrorMemoryAllocation)                                 \
-        throw ::gpusort::out_of_memory{gpusort_msg_};                                   \
-      throw ::gpusort::cuda_error{gpusort_msg_};                                        \
-    }                                                                                   \
-  } while (0)
-
-/// Checks the launch just made (configuration errors) without synchronizing.
-#define GPUSORT_CHECK_LAUNCH() GPUSORT_CUDA_TRY(cudaPeekAtLastError())
-
-/// For destructors: logs a failing CUDA call instead of throwing.
-#define GPUSORT_CUDA_ASSERT_OK(call)                                                    \
-  do {                                                                                  \
-    const cudaError_t gpusort_status_ = (call);                                         \
-    if (gpusort_status_ != cudaSuccess) {                                               \
-      cudaGetLastError();                                                               \
-      ::gpusort::detail::log_destructor_error(cudaGetErrorString(gpusort_status_),      \
-                                              __FILE__, __LINE__);                      \
-    }                                                                                   \
-  } while (0)

@@ -1,5 +1,6 @@
 #include "pipeline/cuda/cuda_device.hpp"
 
+#include "core/checks.hpp"
 #include "core/cpu_sort.hpp"
 #include "core/cuda/chunk_ops.cuh"
 #include "core/cuda/merge_ops.cuh"

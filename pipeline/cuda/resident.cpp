@@ -1,5 +1,6 @@
 #include "pipeline/cuda/resident.hpp"
 
+#include "core/checks.hpp"
 #include "core/cuda/chunk_ops.cuh"
 #include "core/cuda/merge_ops.cuh"
 #include "core/cuda/ordered_keys.cuh"

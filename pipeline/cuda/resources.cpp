@@ -1,5 +1,7 @@
 #include "pipeline/cuda/resources.hpp"
 
+#include "core/checks.hpp"
+
 #include <gpusort/error.hpp>
 
 #include <string>

@@ -4,6 +4,7 @@
 // straight into a piece, written to the file straight from one.
 #pragma once
 
+#include "core/checks.hpp"
 #include "pipeline/file_window.hpp"
 #include "pipeline/cuda/resources.hpp"
 
