@@ -3,16 +3,15 @@
 #include "client/files.hpp"
 #include "client/progress.hpp"
 #include "core/generate.hpp"
+#include "core/program_log.hpp"
 #include "core/verify.hpp"
 
 #include <gpusort/client.hpp>
 #include <gpusort/config.hpp>
 #include <gpusort/gpusort.hpp>
-#include <gpusort/log.hpp>
 #include <gpusort/units.hpp>
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include <unistd.h>
 
@@ -243,14 +242,20 @@ std::uint64_t seed_option(const parsed_args& a)
 
 /// Elements in a file (mapped_input or input_file) of `bytes`, which must hold a whole number of
 /// `element_bytes`.
+/// How many elements `bytes` of `shown` hold; exit 65 when they are not a whole number.
+std::uint64_t whole_elements(std::string_view shown, std::uint64_t bytes,
+                             std::uint64_t element_bytes, std::string_view what)
+{
+  if (bytes % element_bytes != 0)
+    throw cli_error{exit_data, fmt::format("{}: {} bytes is not a whole number of {}-byte {}",
+                                           shown, bytes, element_bytes, what)};
+  return bytes / element_bytes;
+}
+
 template <typename File>
 std::uint64_t element_count(const File& file, std::uint64_t element_bytes, std::string_view what)
 {
-  if (file.size() % element_bytes != 0)
-    throw cli_error{exit_data, fmt::format("{}: {} bytes is not a whole number of {}-byte {}",
-                                           file.path().string(), file.size(), element_bytes,
-                                           what)};
-  return file.size() / element_bytes;
+  return whole_elements(file.path().string(), file.size(), element_bytes, what);
 }
 
 config load_cli_config(const parsed_args& a)
@@ -271,14 +276,7 @@ config load_cli_config(const parsed_args& a)
 
 void set_log_level(log_level level, bool quiet)
 {
-  static constexpr spdlog::level::level_enum levels[] = {
-      spdlog::level::trace, spdlog::level::debug, spdlog::level::info,
-      spdlog::level::warn,  spdlog::level::err,   spdlog::level::off};
-  auto spd = levels[static_cast<int>(level)];
-  if (quiet && spd < spdlog::level::warn) spd = spdlog::level::warn;
-  spdlog::set_level(spd);
-  // The library passes on what the command's logger would print (its sink is that logger).
-  gpusort::set_log_level(quiet && level < log_level::warn ? log_level::warn : level);
+  detail::set_program_log_level(quiet && level < log_level::warn ? log_level::warn : level);
 }
 
 std::string json_string(std::string_view s)
@@ -302,7 +300,6 @@ std::string plural(std::uint64_t n, std::string_view word)
   return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
 }
 
-/// Runs the engine, mapping its exceptions to exit codes.
 double seconds_since_start()
 {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - process_start).count();
@@ -362,6 +359,7 @@ class sort_timeline {
   std::vector<stage_profile> stages_;
 };
 
+/// Runs the engine, mapping its exceptions to exit codes.
 sort_report run_engine(const config& cfg, const sort_job& job, const sort_options& options,
                        sort_timeline& timeline)
 {
@@ -468,8 +466,6 @@ void write_back_meanwhile(const parsed_args& a, atomic_output& keys_out,
 /// same shape.
 enum class sorted_by : std::uint8_t { daemon, local };
 
-/// The end of both sort paths: the outputs made durable and renamed into place, then the report
-/// (JSON, or a line unless --quiet); only the daemon's report has a queue time.
 /// The report of a finished sort on `to`: JSON with --json, else one line unless --quiet; only
 /// the daemon's report has a queue time.
 void print_sort_report(std::FILE* to, const client::job_report& r, sorted_by by,
@@ -545,20 +541,15 @@ int sort_stream(const parsed_args& a, dtype t, const fs::path& input_path)
   const std::optional<std::string> out = a.get("out");
   const bool to_stdout = !out || *out == "-";
   const order direction = a.has("descending") ? order::descending : order::ascending;
-  if (a.has("local") && a.has("socket"))
-    throw cli_error{exit_usage, "--local sorts in this process; --socket names a daemon: not both"};
+  const sorted_by by = a.has("local") ? sorted_by::local : sorted_by::daemon;
   sort_timeline timeline{a.has("profile")};
   const bool from_stdin = input_path == "-";
   std::optional<input_file> file_in;
   if (!from_stdin) file_in.emplace(input_path);
   const std::string shown = from_stdin ? std::string{"standard input"} : input_path.string();
   const stream_input in{from_stdin ? STDIN_FILENO : file_in->fd(), shown};
-  const std::uint64_t size = size_of(t);
-  if (in.size() % size != 0)
-    throw cli_error{exit_data, shown + " has " + std::to_string(in.size()) +
-                                   " bytes, not a whole number of " + std::string{name_of(t)} + " keys (" +
-                                   std::to_string(size) + " bytes each)"};
-  const std::uint64_t n = in.size() / size;
+  const std::uint64_t n =
+      whole_elements(shown, in.size(), size_of(t), std::string{name_of(t)} + " keys");
   timeline.mark("input read");
   std::optional<atomic_output> file_out;
   if (!to_stdout) file_out.emplace(*out, in.size());
@@ -567,7 +558,7 @@ int sort_stream(const parsed_args& a, dtype t, const fs::path& input_path)
   const char* sorted = in.data();
   std::optional<client::connection> conn;
   std::optional<client::shared_buffer> shared;
-  if (a.has("local")) {
+  if (by == sorted_by::local) {
     const config cfg = load_cli_config(a);
     set_log_level(cfg.level, a.has("quiet") || a.has("json"));
     report = local_report(run_engine(cfg, sort_job{.keys = {in.data(), n, t}},
@@ -595,15 +586,13 @@ int sort_stream(const parsed_args& a, dtype t, const fs::path& input_path)
   if (to_stdout) {
     write_all(STDOUT_FILENO, sorted, in.size(), "standard output");
     timeline.mark("written to standard output");
-    print_sort_report(stderr, report, a.has("local") ? sorted_by::local : sorted_by::daemon, a,
-                      timeline);
+    print_sort_report(stderr, report, by, a, timeline);
     return exit_ok;
   }
   write_all(file_out->fd(), sorted, in.size(), file_out->shown());
   std::optional<atomic_output> no_values;
   progress_bar no_bar{false, stderr};
-  return finish_sort(no_bar, *file_out, no_values, report,
-                     a.has("local") ? sorted_by::local : sorted_by::daemon, a, timeline);
+  return finish_sort(no_bar, *file_out, no_values, report, by, a, timeline);
 }
 
 }  // namespace
@@ -786,6 +775,8 @@ int run_sort(const std::vector<std::string>& args)
   const parsed_args& a = *parsed;
   const fs::path input_path = one_file(a, "sort", "the file to sort");
   const dtype t = dtype_option(a);
+  if (a.has("local") && a.has("socket"))
+    throw cli_error{exit_usage, "--local sorts in this process; --socket names a daemon: not both"};
   if (input_path == "-" || a.get("out") == "-") return sort_stream(a, t, input_path);
   const std::optional<std::string> values_path = a.get("values");
   if (!values_path && a.has("values-out"))
@@ -808,8 +799,6 @@ int run_sort(const std::vector<std::string>& args)
                                          : "--out and --values-out name the same file"};
   const bool json = a.has("json");
   const bool quiet = a.has("quiet");
-  if (a.has("local") && a.has("socket"))
-    throw cli_error{exit_usage, "--local sorts in this process; --socket names a daemon: not both"};
   if (!a.has("local"))
     return sort_with_daemon(a, input_path, t, values_path, value_bytes, keys_out_path,
                             values_out_path);
@@ -878,7 +867,6 @@ int report_verification(const parsed_args& a, bool ok, std::uint64_t n,
   return ok ? exit_ok : exit_verify_failed;
 }
 
-/// `verify` without an original: the order alone, for a file whose input is gone.
 /// What verify checks: a file, mapped, or ("-") standard input read to its end.
 class verify_input {
  public:
@@ -906,6 +894,7 @@ class verify_input {
   std::optional<mapped_input> mapped_;
 };
 
+/// `verify` without an original: the order alone, for a file whose input is gone.
 int verify_order_only(const parsed_args& a, const verify_input& sorted, std::uint64_t n, dtype t,
                       order direction)
 {

@@ -6,6 +6,7 @@
 #include <gpusort/error.hpp>
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/statfs.h>
 #include <sys/stat.h>
@@ -265,9 +266,8 @@ void* atomic_output::map()
 void atomic_output::write_back_meanwhile()
 {
   struct statfs fs_info {};
-  constexpr long tmpfs_magic = 0x01021994;
   if (write_back_.joinable() || size_ == 0 || ::fstatfs(fd_, &fs_info) != 0 ||
-      static_cast<long>(fs_info.f_type) == tmpfs_magic)
+      fs_info.f_type == TMPFS_MAGIC)
     return;
   write_back_ = std::thread{[this] {
     // Only a head start for fsync: an error here is fsync's to report.

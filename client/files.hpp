@@ -81,8 +81,9 @@ void write_all(int fd, const void* data, std::uint64_t bytes, const std::string&
 /// SIGHUP, SIGQUIT, SIGBUS) once install_signal_cleanup() has run.
 ///
 /// The temporary is written through its descriptor (by the engine, which maps it when it lies
-/// in tmpfs, or by the daemon); map() maps it for callers that fill it in memory. Its filesystem must have room
-/// for `size` bytes when it is created; a disk that fills up later is the writer's error.
+/// in tmpfs, or by the daemon); map() maps it for callers that fill it in memory. Its
+/// filesystem must have room for `size` bytes when it is created; a disk that fills up later is
+/// the writer's error.
 ///
 /// An existing final path keeps its permissions; a symbolic link is followed, so that sorting
 /// through a link replaces the file it names rather than the link.

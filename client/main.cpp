@@ -1,9 +1,9 @@
 // gpusort: generate, sort and verify raw little-endian arrays of keys (and values).
 #include "client/commands.hpp"
 #include "client/files.hpp"
+#include "core/program_log.hpp"
 
 #include <gpusort/error.hpp>
-#include <gpusort/log.hpp>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -12,7 +12,6 @@
 #include <exception>
 #include <new>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace {
@@ -87,13 +86,7 @@ int main(int argc, char** argv)
   // Logs share stderr with the errors, in the same "gpusort: " form; stdout holds only results.
   spdlog::set_default_logger(spdlog::stderr_color_mt("gpusort"));
   spdlog::set_pattern("gpusort: %l: %v");
-  // The engine's messages (devices found, failures it cannot throw) join the command's own.
-  gpusort::set_log_sink([](gpusort::log_level level, std::string_view message) {
-    static constexpr spdlog::level::level_enum levels[] = {
-        spdlog::level::trace, spdlog::level::debug, spdlog::level::info,
-        spdlog::level::warn,  spdlog::level::err,   spdlog::level::off};
-    spdlog::log(levels[static_cast<int>(level)], "{}", message);
-  });
+  gpusort::detail::send_library_log_to_spdlog();
   int code = exit_runtime;
   std::string error;
   try {

@@ -6,6 +6,7 @@
 #include <gpusort/gpusort.hpp>
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -267,7 +268,7 @@ struct mapped_output {
   void write(std::uint64_t into, const char* src, std::uint64_t n)
   {
     wait_for(into + n);
-    constexpr std::uint64_t piece = std::uint64_t{1} << 20;
+    constexpr std::uint64_t piece = io_block;
     const auto pieces = static_cast<std::int64_t>((n + piece - 1) / piece);
     std::atomic<bool> shrank{false};
 #pragma omp parallel for schedule(static) if (pieces > 1)
@@ -312,14 +313,13 @@ void host_write(void* dst, const void* src, std::uint64_t bytes)
 output_mappings::output_mappings(
     std::initializer_list<std::pair<const void*, std::uint64_t>> outputs)
 {
-  constexpr long tmpfs_magic = 0x01021994;
   for (const auto& [address, bytes] : outputs) {
     if (address == nullptr || bytes == 0) continue;
+    // A window mapped already (the same output given twice) keeps its one mapping.
     const std::optional<file_place> place = find_file_window(address);
     if (!place || place->into != 0 || place->mapped || bytes > place->remaining) continue;
-    if (std::find(bases_.begin(), bases_.end(), address) != bases_.end()) continue;
     struct statfs fs {};
-    if (::fstatfs(place->fd, &fs) != 0 || static_cast<long>(fs.f_type) != tmpfs_magic) continue;
+    if (::fstatfs(place->fd, &fs) != 0 || fs.f_type != TMPFS_MAGIC) continue;
     // A shared mapping writes the file itself; it needs a descriptor open for reading and
     // writing, and starts at a page boundary.
     const int flags = ::fcntl(place->fd, F_GETFL);

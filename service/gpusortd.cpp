@@ -5,6 +5,7 @@
 //
 // Exit codes: 0 after a clean shutdown, 64 usage, 70 runtime failure (socket in use, engine),
 // 78 configuration error.
+#include "core/program_log.hpp"
 #include "service/buffer_pool.hpp"
 #include "service/daemon_context.hpp"
 #include "service/job_queue.hpp"
@@ -16,7 +17,6 @@
 #include <gpusort/config.hpp>
 #include <gpusort/error.hpp>
 #include <gpusort/gpusort.hpp>
-#include <gpusort/log.hpp>
 #include <gpusort/units.hpp>
 
 #include <boost/asio/io_context.hpp>
@@ -126,10 +126,7 @@ int main(int argc, char** argv)
 {
   spdlog::set_default_logger(spdlog::stderr_color_mt("gpusortd"));
   spdlog::set_pattern("gpusortd: %l: %v");
-  // The engine's messages (GPUs found, failures it cannot throw) go into the daemon's log.
-  gpusort::set_log_sink([](log_level level, std::string_view message) {
-    spdlog::log(service::spdlog_level(level), "{}", message);
-  });
+  gpusort::detail::send_library_log_to_spdlog();
   std::optional<std::string> config_path;
   bool check_only = false;
   for (int i = 1; i < argc; ++i) {
@@ -169,8 +166,7 @@ int main(int argc, char** argv)
     std::fflush(stdout);
     return exit_ok;
   }
-  spdlog::set_level(service::spdlog_level(cfg.level));
-  gpusort::set_log_level(cfg.level);
+  gpusort::detail::set_program_log_level(cfg.level);
   // A client that disappears must not kill the daemon: sends use MSG_NOSIGNAL, and this covers
   // every other write.
   std::signal(SIGPIPE, SIG_IGN);

@@ -82,12 +82,4 @@ std::string describe(const reload_plan& plan, std::string_view file)
   return line;
 }
 
-spdlog::level::level_enum spdlog_level(log_level level) noexcept
-{
-  static constexpr spdlog::level::level_enum levels[] = {
-      spdlog::level::trace, spdlog::level::debug, spdlog::level::info,
-      spdlog::level::warn,  spdlog::level::err,   spdlog::level::off};
-  return levels[static_cast<int>(level)];
-}
-
 }  // namespace gpusort::service

@@ -7,8 +7,6 @@
 
 #include <gpusort/config.hpp>
 
-#include <spdlog/common.h>
-
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,7 +27,5 @@ bool reloadable(std::string_view key) noexcept;
 
 /// The one log line of a reload: what was applied, what needs a restart.
 std::string describe(const reload_plan& plan, std::string_view file);
-
-spdlog::level::level_enum spdlog_level(log_level level) noexcept;
 
 }  // namespace gpusort::service

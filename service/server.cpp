@@ -1,12 +1,12 @@
 #include "service/server.hpp"
 
+#include "core/program_log.hpp"
 #include "proto/fd_passing.hpp"
 #include "service/peer.hpp"
 #include "service/reload.hpp"
 #include "service/sd_notify.hpp"
 
 #include <gpusort/config.hpp>
-#include <gpusort/log.hpp>
 
 #include <boost/asio/post.hpp>
 
@@ -276,8 +276,7 @@ void server::reload()
   try {
     reload_plan plan = plan_reload(ctx_.cfg, load_config(ctx_.config_path));
     ctx_.cfg = std::move(plan.next);
-    spdlog::set_level(spdlog_level(ctx_.cfg.level));
-    gpusort::set_log_level(ctx_.cfg.level);
+    detail::set_program_log_level(ctx_.cfg.level);
     ctx_.queue.set_limits(queue_limits_of(ctx_.cfg, ctx_.queue.limits().workers));
     // After the new level is set, so that the line shows at the level the file asks for.
     spdlog::log(plan.need_restart.empty() ? spdlog::level::info : spdlog::level::warn, "{}",

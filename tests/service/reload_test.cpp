@@ -4,6 +4,7 @@
 #include "service/reload.hpp"
 
 #include "config/schema.hpp"
+#include "core/program_log.hpp"
 
 #include <gtest/gtest.h>
 
@@ -87,10 +88,10 @@ TEST(Reload, EveryKeyIsEitherAppliedOrKept)
 
 TEST(Reload, LogLevels)
 {
-  EXPECT_EQ(spdlog_level(log_level::trace), spdlog::level::trace);
-  EXPECT_EQ(spdlog_level(log_level::warn), spdlog::level::warn);
-  EXPECT_EQ(spdlog_level(log_level::error), spdlog::level::err);
-  EXPECT_EQ(spdlog_level(log_level::off), spdlog::level::off);
+  EXPECT_EQ(detail::spdlog_level(log_level::trace), spdlog::level::trace);
+  EXPECT_EQ(detail::spdlog_level(log_level::warn), spdlog::level::warn);
+  EXPECT_EQ(detail::spdlog_level(log_level::error), spdlog::level::err);
+  EXPECT_EQ(detail::spdlog_level(log_level::off), spdlog::level::off);
 }
 
 }  // namespace
