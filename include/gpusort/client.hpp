@@ -239,6 +239,14 @@ struct sort_request {
   std::optional<array_ref> values{};
   std::optional<array_ref> keys_out{};
   std::optional<array_ref> values_out{};
+  /// Equal keys keep their input order (gpusort::sort_options::stable).
+  bool stable{false};
+  float_order floats{float_order::total};
+  /// Set: an argsort job (gpusort::argsort_job): `count` indices of index_bytes (8: int64, 4:
+  /// uint32) go here, the keys are never written, keys_out (optional) gets the sorted keys;
+  /// values must be absent.
+  std::optional<array_ref> indices_out{};
+  std::uint32_t index_bytes{8};
 };
 
 /// A submitted job. wait() returns its report or throws its error; cancel() asks the daemon to

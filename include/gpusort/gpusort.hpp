@@ -44,6 +44,10 @@ class cancel_token {
 
 struct sort_options {
   order direction{order::ascending};
+  /// Equal keys keep their input order, and so do their values. Keys alone gain from it only
+  /// in float_order::numpy, where keys of different bits compare equal.
+  bool stable{false};
+  float_order floats{float_order::total};
   progress_callback on_progress{};
   cancel_token cancel{};
   /// Fill sort_report::profile: where each device's time went, stage by stage. Costs a few
@@ -90,6 +94,17 @@ struct sort_job {
   std::optional<value_array> values{};
   void* keys_out{};    ///< nullptr: in place
   void* values_out{};  ///< nullptr: in place (must be null exactly when keys_out is)
+};
+
+/// An argsort: the permutation that sorts `keys`, stable by definition (equal keys by position):
+/// keys[indices_out[i]] is the i-th key in order. The keys are never written; keys_out, when
+/// set, receives the sorted keys. Indices are int64 (index_bytes 8) or uint32 (index_bytes 4,
+/// only when keys.count < 2^32). The arrays may be file_array ranges.
+struct argsort_job {
+  key_array keys{};
+  void* indices_out{};
+  std::uint32_t index_bytes{8};
+  void* keys_out{};
 };
 
 /// Host memory page-locked for every GPU of an engine for as long as this object lives, so that
@@ -158,6 +173,9 @@ class engine {
   engine& operator=(const engine&) = delete;
 
   sort_report sort(const sort_job& job, const sort_options& options = {});
+
+  /// The stable sorting permutation of job.keys (argsort_job); options.stable is implied.
+  sort_report argsort(const argsort_job& job, const sort_options& options = {});
 
   template <typename K>
   sort_report sort(std::span<K> keys, const sort_options& options = {})

@@ -14,6 +14,13 @@ enum class dtype : std::uint8_t { u32, i32, u64, i64, f32, f64 };
 
 enum class order : std::uint8_t { ascending, descending };
 
+/// How float keys compare (integer keys ignore it).
+///  - total: IEEE 754 totalOrder: -NaN before -inf, -0.0 before +0.0, NaNs by sign and payload.
+///  - numpy: NumPy's order: every NaN after every number whatever its sign and payload (NaNs
+///    last in both orders), NaNs equal among themselves, -0.0 equal to +0.0. A stable sort in
+///    this order equals np.sort(a, kind="stable") byte for byte.
+enum class float_order : std::uint8_t { total, numpy };
+
 inline constexpr dtype all_dtypes[] = {dtype::u32, dtype::i32, dtype::u64,
                                        dtype::i64, dtype::f32, dtype::f64};
 
