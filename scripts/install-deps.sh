@@ -2,7 +2,8 @@
 # Installs the Debian packages gpusort builds against; does nothing when they are all present.
 set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config libboost-dev libspdlog-dev libfmt-dev
-          libyaml-cpp-dev libgtest-dev libgmock-dev libprotobuf-dev protobuf-compiler liburing-dev)
+          libyaml-cpp-dev libgtest-dev libgmock-dev libprotobuf-dev protobuf-compiler liburing-dev
+          python3-numpy python3-protobuf python3-pytest)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
