@@ -20,6 +20,7 @@ copies), and the buffer is kept between calls so that its pages are mapped only 
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import random
@@ -603,6 +604,17 @@ class Client:
             raise
         return _Region(mm, max(nbytes, 1), fd=fd)
 
+    @contextlib.contextmanager
+    def _staged(self, nbytes: int):
+        """_staging(nbytes) for the block's length (None for 0 bytes), given up after it when
+        it is not the kept buffer, also when the block fails."""
+        st = self._staging(nbytes) if nbytes else None
+        try:
+            yield st
+        finally:
+            if st is not None:
+                self._done_with(st)
+
     def _done_with(self, st: _Region) -> None:
         if st is not self._stage:
             st.close()
@@ -647,8 +659,7 @@ class Client:
             return a
         if n == 0:
             return a if inplace else a.copy()
-        with self._conn.lock:
-            st = self._staging(a.nbytes)
+        with self._conn.lock, self._staged(a.nbytes) as st:
             view = st.view(_native(a.dtype), n)
             _copy(view, a)
             fds: list[int] = []
@@ -657,7 +668,6 @@ class Client:
             out = a if inplace else np.empty(n, a.dtype)
             _copy(out, view)
             del view
-            self._done_with(st)
         return out
 
     def argsort(self, a, descending: bool = False, index_dtype=np.int64,
@@ -701,32 +711,30 @@ class Client:
                 idx_at, need = need, _align8(need + n * ix.itemsize)
             if want_keys:
                 sorted_at, need = need, need + a.nbytes
-            st = self._staging(need) if need else None
-            fds: list[int] = []
-            native = _native(a.dtype)
-            if key_ref is None:
-                _copy(st.view(native, n, keys_at), a)
-                req.keys.CopyFrom(st.ref(keys_at, fds))
-            else:
-                req.keys.CopyFrom(pb.DataRef(buffer_id=key_ref[0], offset=key_ref[1]))
-            if out_ref is None:
-                req.indices_out.CopyFrom(st.ref(idx_at, fds))
-            else:
-                req.indices_out.CopyFrom(pb.DataRef(buffer_id=out_ref[0], offset=out_ref[1]))
-            if want_keys:
-                req.keys_out.CopyFrom(st.ref(sorted_at, fds))
-            self._run(req, fds, progress, "gpusort argsort")
-            if out is not None and out_ref is not None:
-                idx = out
-            else:
-                idx = out if out is not None else np.empty(n, ix)
-                _copy(idx, st.view(ix, n, idx_at))
-            keys = None
-            if want_keys:
-                keys = np.empty(n, a.dtype)
-                _copy(keys, st.view(native, n, sorted_at))
-            if st is not None:
-                self._done_with(st)
+            with self._staged(need) as st:
+                fds: list[int] = []
+                native = _native(a.dtype)
+                if key_ref is None:
+                    _copy(st.view(native, n, keys_at), a)
+                    req.keys.CopyFrom(st.ref(keys_at, fds))
+                else:
+                    req.keys.CopyFrom(pb.DataRef(buffer_id=key_ref[0], offset=key_ref[1]))
+                if out_ref is None:
+                    req.indices_out.CopyFrom(st.ref(idx_at, fds))
+                else:
+                    req.indices_out.CopyFrom(pb.DataRef(buffer_id=out_ref[0], offset=out_ref[1]))
+                if want_keys:
+                    req.keys_out.CopyFrom(st.ref(sorted_at, fds))
+                self._run(req, fds, progress, "gpusort argsort")
+                if out is not None and out_ref is not None:
+                    idx = out
+                else:
+                    idx = out if out is not None else np.empty(n, ix)
+                    _copy(idx, st.view(ix, n, idx_at))
+                keys = None
+                if want_keys:
+                    keys = np.empty(n, a.dtype)
+                    _copy(keys, st.view(native, n, sorted_at))
         return idx, keys
 
     def sort_pairs(self, keys, values, descending: bool = False, stable: bool = False,
@@ -762,9 +770,8 @@ class Client:
             return keys, values
         if n == 0:
             return keys.copy(), values.copy()
-        with self._conn.lock:
-            vat = _align8(keys.nbytes)
-            st = self._staging(vat + values.nbytes)
+        vat = _align8(keys.nbytes)
+        with self._conn.lock, self._staged(vat + values.nbytes) as st:
             kview = st.view(_native(keys.dtype), n)
             vview = st.view(values.dtype, n, vat)  # the values' own dtype: bits unchanged
             _copy(kview, keys)
@@ -777,7 +784,6 @@ class Client:
             _copy(k, kview)
             _copy(v, vview)
             del kview, vview
-            self._done_with(st)
         return k, v
 
     def sort_by_key(self, keys, *columns, descending: bool = False,
@@ -927,24 +933,20 @@ class Client:
             smm = mmap.mmap(src_fd, size, mmap.MAP_SHARED, mmap.PROT_READ | write)
             dmm = None
             try:
-                with self._conn.lock:
-                    st = self._staging(n * fdt.itemsize)
-                    try:
-                        _copy(st.view(_native(fdt), n),
-                              np.frombuffer(smm, dtype=fdt, count=n, offset=offset))
-                        fds: list[int] = []
-                        req.in_place = True
-                        req.keys.CopyFrom(st.ref(0, fds))
-                        report = self._run(req, fds, progress, "gpusort sort")
-                        if dst_fd != src_fd:
-                            dmm = mmap.mmap(dst_fd, size, mmap.MAP_SHARED,
-                                            mmap.PROT_READ | mmap.PROT_WRITE)
-                        target = smm if dmm is None else dmm
-                        _copy(np.frombuffer(target, dtype=fdt, count=n, offset=offset),
-                              st.view(_native(fdt), n))
-                        target.flush()
-                    finally:
-                        self._done_with(st)
+                with self._conn.lock, self._staged(n * fdt.itemsize) as st:
+                    _copy(st.view(_native(fdt), n),
+                          np.frombuffer(smm, dtype=fdt, count=n, offset=offset))
+                    fds: list[int] = []
+                    req.in_place = True
+                    req.keys.CopyFrom(st.ref(0, fds))
+                    report = self._run(req, fds, progress, "gpusort sort")
+                    if dst_fd != src_fd:
+                        dmm = mmap.mmap(dst_fd, size, mmap.MAP_SHARED,
+                                        mmap.PROT_READ | mmap.PROT_WRITE)
+                    target = smm if dmm is None else dmm
+                    _copy(np.frombuffer(target, dtype=fdt, count=n, offset=offset),
+                          st.view(_native(fdt), n))
+                    target.flush()
                 return report
             finally:
                 for m in (smm, dmm):
