@@ -8,7 +8,9 @@ the data's offset, so only the header is read here, never the data.
 
 from __future__ import annotations
 
+import ast
 import os
+import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,13 +61,11 @@ def read_header(f) -> NpyHeader:
             shape, fortran_order, dtype = fmt.read_array_header_1_0(f)
         elif version == (2, 0):
             shape, fortran_order, dtype = fmt.read_array_header_2_0(f)
+        elif version == (3, 0):
+            shape, fortran_order, dtype = _read_header_3_0(f)
         else:
-            # 3.0 (a UTF-8 header) has no public reader; numpy's own private one knows it.
-            reader = getattr(fmt, "_read_array_header", None)
-            if reader is None:
-                raise ValueError(f"unsupported .npy format version {version[0]}.{version[1]}")
-            shape, fortran_order, dtype = reader(f, version)
-    except ValueError as e:
+            raise ValueError(f"unsupported .npy format version {version[0]}.{version[1]}")
+    except (ValueError, SyntaxError, KeyError, TypeError) as e:
         raise ValueError(f"not a valid .npy file: {e}") from e
     return NpyHeader(dtype=np.dtype(dtype), shape=tuple(shape), fortran_order=bool(fortran_order),
                      version=tuple(version), offset=f.tell())
@@ -75,3 +75,23 @@ def read_header_path(path) -> NpyHeader:
     """read_header of the file at ``path``."""
     with open(path, "rb") as f:
         return read_header(f)
+
+
+def _read_header_3_0(f):
+    """Format 3.0: 2.0's layout (a 4-byte header length) with a UTF-8 header. NumPy has no
+    public reader for it (its private one moved in NumPy 2), so it is parsed here as NumPy does:
+    a dict literal whose 'descr' numpy.lib.format.descr_to_dtype reads."""
+    raw = f.read(4)
+    if len(raw) != 4:
+        raise ValueError("the header length is cut short")
+    length = struct.unpack("<I", raw)[0]
+    text = f.read(length)
+    if len(text) != length:
+        raise ValueError("the header is cut short")
+    d = ast.literal_eval(text.decode("utf-8"))
+    if not isinstance(d, dict) or not {"descr", "fortran_order", "shape"} <= d.keys():
+        raise ValueError(f"the header is not a dict with descr, fortran_order and shape: {d!r}")
+    shape = d["shape"]
+    if not isinstance(shape, tuple) or not all(isinstance(x, int) and x >= 0 for x in shape):
+        raise ValueError(f"bad shape in the header: {shape!r}")
+    return shape, bool(d["fortran_order"]), np.lib.format.descr_to_dtype(d["descr"])

@@ -166,3 +166,10 @@ def test_shared_array_survives_close(daemon):
     assert np.array_equal(x, [3, 2, 1])
     with pytest.raises(gpusort.ConnectionLost):
         c.sort(x)
+
+
+def test_progress_bar_with_tqdm(tiny_daemon, rng, capsys):
+    pytest.importorskip("tqdm")
+    with tiny_daemon.client() as c:
+        c.sort(keys(np.int64, 500_000, rng), progress=True)
+    assert "gpusort sort" in capsys.readouterr().err
