@@ -192,6 +192,68 @@ double seconds_since(std::chrono::steady_clock::time_point start)
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+/// The keys NumPy's order calls equal although their bits differ, as the input has them: its
+/// zeros and its NaNs in input order, and how many keys sort before the zeros.
+template <typename K>
+struct distinct_equals {
+  std::vector<K> zeros;
+  std::vector<K> nans;
+  std::uint64_t below_zero{};  ///< keys before the zeros in the job's direction
+};
+
+/// One pass over the input (memory, or a file read in pieces), every core scanning its part
+/// of each piece; the parts' lists are joined in input order.
+template <typename K>
+distinct_equals<K> scan_distinct_equals(const void* input, std::uint64_t n, order dir)
+{
+  constexpr K sign = sign_bit<K>;
+  constexpr K inf = static_cast<K>(sign - (K{1} << (sizeof(K) == 4 ? 23 : 52)));  // exponent ones
+  distinct_equals<K> out;
+  const std::uint64_t piece = std::min<std::uint64_t>(n, (std::uint64_t{64} << 20) / sizeof(K));
+  host_buffer buffer;
+  if (!in_memory(input)) buffer = host_buffer{piece * sizeof(K)};
+  const auto parts = static_cast<std::int64_t>(omp_get_max_threads());
+  std::vector<distinct_equals<K>> found(static_cast<std::size_t>(parts));
+  std::uint64_t negative = 0;
+  std::uint64_t positive = 0;
+  for (std::uint64_t at = 0; at < n; at += piece) {
+    const std::uint64_t len = std::min(piece, n - at);
+    const K* keys = static_cast<const K*>(input) + at;
+    if (!in_memory(input)) {
+      host_read(buffer.data(), keys, len * sizeof(K));
+      keys = static_cast<const K*>(buffer.data());
+    }
+#pragma omp parallel for schedule(static) reduction(+ : negative, positive) \
+    if (len > (std::uint64_t{1} << 16))
+    for (std::int64_t t = 0; t < parts; ++t) {
+      distinct_equals<K>& mine = found[static_cast<std::size_t>(t)];
+      const auto count = static_cast<std::uint64_t>(parts);
+      const std::uint64_t begin = len * static_cast<std::uint64_t>(t) / count;
+      const std::uint64_t end = len * static_cast<std::uint64_t>(t + 1) / count;
+      for (std::uint64_t i = begin; i < end; ++i) {
+        const K magnitude = keys[i] & static_cast<K>(~sign);
+        if (magnitude > inf) {
+          mine.nans.push_back(keys[i]);
+        } else if (magnitude == 0) {
+          mine.zeros.push_back(keys[i]);
+        } else if ((keys[i] & sign) != 0) {
+          ++negative;
+        } else {
+          ++positive;
+        }
+      }
+    }
+    for (distinct_equals<K>& f : found) {
+      out.zeros.insert(out.zeros.end(), f.zeros.begin(), f.zeros.end());
+      out.nans.insert(out.nans.end(), f.nans.begin(), f.nans.end());
+      f.zeros.clear();
+      f.nans.clear();
+    }
+  }
+  out.below_zero = dir == order::ascending ? negative : positive;
+  return out;
+}
+
 }  // namespace
 
 bool needs_stable_path(const sort_job& job, const sort_options& options) noexcept
@@ -236,9 +298,41 @@ sort_report run_argsort(const argsort_job& job, const sort_options& options,
   return report;
 }
 
+namespace {
+
+/// Keys alone in NumPy's order: a plain sort by canonical codes, every zero and NaN of the
+/// input recorded beforehand in input order and written over the zero and NaN runs afterwards.
+/// That is the stable result (NaNs last; the zeros after every key before them), at the cost of
+/// one read of the input instead of sorting positions. A failed in-place job may leave the
+/// zeros' signs and the NaNs' payloads canonical (+0.0, one NaN).
+sort_report stable_keys_alone(const sort_job& job, const sort_options& options,
+                              const inner_sort& sort)
+{
+  const std::uint64_t n = job.keys.count;
+  const auto start = std::chrono::steady_clock::now();
+  sort_report report = visit_layout(size_of(job.keys.type), 0, [&]<typename K, typename>() {
+    const distinct_equals<K> equals = scan_distinct_equals<K>(job.keys.data, n, options.direction);
+    sort_options unstable = options;
+    unstable.stable = false;
+    sort_report r = sort(job, unstable, true);
+    auto* const out = static_cast<K*>(job.keys_out != nullptr ? job.keys_out : job.keys.data);
+    if (!equals.zeros.empty())
+      host_write(out + equals.below_zero, equals.zeros.data(), equals.zeros.size() * sizeof(K));
+    if (!equals.nans.empty())
+      host_write(out + (n - equals.nans.size()), equals.nans.data(),
+                 equals.nans.size() * sizeof(K));
+    return r;
+  });
+  report.seconds = seconds_since(start);
+  return report;
+}
+
+}  // namespace
+
 sort_report run_stable_sort(const sort_job& job, const sort_options& options,
                             const inner_sort& sort)
 {
+  if (!job.values) return stable_keys_alone(job, options, sort);
   const std::uint64_t n = job.keys.count;
   const auto start = std::chrono::steady_clock::now();
   const auto key_bytes = static_cast<std::uint32_t>(size_of(job.keys.type));

@@ -176,7 +176,7 @@ std::vector<std::uint32_t> referenced_fds(const wire::SubmitRequest& request)
 {
   std::vector<std::uint32_t> indices;
   for (const wire::DataRef* ref : {&request.keys(), &request.values(), &request.keys_out(),
-                                   &request.values_out()})
+                                   &request.values_out(), &request.indices_out()})
     if (ref->source_case() == wire::DataRef::kAttachedFd) indices.push_back(ref->attached_fd());
   std::sort(indices.begin(), indices.end());
   indices.erase(std::unique(indices.begin(), indices.end()), indices.end());

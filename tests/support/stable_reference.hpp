@@ -153,6 +153,8 @@ void check_stable_contract(engine& eng, const std::vector<K>& keys, order dir,
     eng.sort(sort_job{.keys = {in.data(), n, dtype_of_v<K>}, .keys_out = out.data()}, stable);
     EXPECT_TRUE(equal_bytes(out, ref_keys)) << "stable keys";
     EXPECT_TRUE(equal_bytes(in, keys)) << "stable keys: input changed";
+    eng.sort(std::span<K>{in}, stable);
+    EXPECT_TRUE(equal_bytes(in, ref_keys)) << "stable keys in place";
   }
   {  // unstable keys alone in place: ordered, and the same multiset of bits
     std::vector<K> k = keys;
