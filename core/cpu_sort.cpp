@@ -332,19 +332,23 @@ bool small_radix_sort(K* keys, std::uint64_t n, void* scratch)
 constexpr std::int64_t parallel_pass_threshold = std::int64_t{1} << 18;
 
 template <typename K>
-void to_ordered_bits(const K* src, K* dst, std::uint64_t n, dtype t, order dir)
+void map_bits(const K* src, K* dst, std::uint64_t n, const key_map<K>& map)
 {
   const auto count = static_cast<std::int64_t>(n);
 #pragma omp parallel for schedule(static) if (count > parallel_pass_threshold)
-  for (std::int64_t i = 0; i < count; ++i) dst[i] = to_ordered<K>(src[i], t, dir);
+  for (std::int64_t i = 0; i < count; ++i) dst[i] = map(src[i]);
 }
 
 template <typename K>
-void from_ordered_bits(const K* src, K* dst, std::uint64_t n, dtype t, order dir)
+void to_ordered_bits(const K* src, K* dst, std::uint64_t n, const key_order& k)
 {
-  const auto count = static_cast<std::int64_t>(n);
-#pragma omp parallel for schedule(static) if (count > parallel_pass_threshold)
-  for (std::int64_t i = 0; i < count; ++i) dst[i] = from_ordered<K>(src[i], t, dir);
+  map_bits(src, dst, n, ordered_map<K>(k, true));
+}
+
+template <typename K>
+void from_ordered_bits(const K* src, K* dst, std::uint64_t n, const key_order& k)
+{
+  map_bits(src, dst, n, ordered_map<K>(k, false));
 }
 
 void parallel_copy(void* dst, const void* src, std::size_t bytes)
@@ -372,11 +376,13 @@ GPUSORT_FOR_EACH_LAYOUT(GPUSORT_INSTANTIATE_CPU_SORT)
 
 template bool small_radix_sort(std::uint32_t*, std::uint64_t, void*);
 template bool small_radix_sort(std::uint64_t*, std::uint64_t, void*);
-template void to_ordered_bits(const std::uint32_t*, std::uint32_t*, std::uint64_t, dtype, order);
-template void to_ordered_bits(const std::uint64_t*, std::uint64_t*, std::uint64_t, dtype, order);
-template void from_ordered_bits(const std::uint32_t*, std::uint32_t*, std::uint64_t, dtype,
-                                order);
-template void from_ordered_bits(const std::uint64_t*, std::uint64_t*, std::uint64_t, dtype,
-                                order);
+template void to_ordered_bits(const std::uint32_t*, std::uint32_t*, std::uint64_t,
+                              const key_order&);
+template void to_ordered_bits(const std::uint64_t*, std::uint64_t*, std::uint64_t,
+                              const key_order&);
+template void from_ordered_bits(const std::uint32_t*, std::uint32_t*, std::uint64_t,
+                                const key_order&);
+template void from_ordered_bits(const std::uint64_t*, std::uint64_t*, std::uint64_t,
+                                const key_order&);
 
 }  // namespace gpusort::detail

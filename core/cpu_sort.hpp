@@ -49,11 +49,23 @@ bool small_radix_sort(K* keys, std::uint64_t n, void* scratch);
 
 /// dst[i] = to_ordered(src[i]) (src and dst may be the same array).
 template <typename K>
-void to_ordered_bits(const K* src, K* dst, std::uint64_t n, dtype t, order dir);
+void to_ordered_bits(const K* src, K* dst, std::uint64_t n, const key_order& k);
 
 /// dst[i] = from_ordered(src[i]) (src and dst may be the same array).
 template <typename K>
-void from_ordered_bits(const K* src, K* dst, std::uint64_t n, dtype t, order dir);
+void from_ordered_bits(const K* src, K* dst, std::uint64_t n, const key_order& k);
+
+template <typename K>
+void to_ordered_bits(const K* src, K* dst, std::uint64_t n, dtype t, order dir)
+{
+  to_ordered_bits(src, dst, n, key_order{.type = t, .dir = dir});
+}
+
+template <typename K>
+void from_ordered_bits(const K* src, K* dst, std::uint64_t n, dtype t, order dir)
+{
+  from_ordered_bits(src, dst, n, key_order{.type = t, .dir = dir});
+}
 
 /// memcpy split over threads: one core cannot saturate host memory bandwidth.
 void parallel_copy(void* dst, const void* src, std::size_t bytes);

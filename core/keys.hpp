@@ -81,6 +81,93 @@ constexpr bool ordered_is_identity(dtype t, order dir) noexcept
   return dir == order::ascending && (t == dtype::u32 || t == dtype::u64);
 }
 
+/// Everything that decides how raw keys map to ordered bits. `canonical` (float_order::numpy
+/// only) maps every NaN to one code and -0.0 to +0.0's code, so that keys NumPy calls equal are
+/// equal bits: what a stable sort and an argsort in NumPy's order need. It loses the NaNs'
+/// payloads and the zeros' signs; the engine puts them back (pipeline/stable.cpp).
+struct key_order {
+  dtype type{dtype::u64};
+  order dir{order::ascending};
+  float_order floats{float_order::total};
+  bool canonical{false};
+  [[nodiscard]] constexpr bool numpy_floats() const noexcept
+  {
+    return floats == float_order::numpy && is_float(type);
+  }
+};
+
+/// NaN bit patterns of one sign: every nonzero mantissa.
+template <typename Bits>
+inline constexpr Bits nans_per_sign = (Bits{1} << (sizeof(Bits) == 4 ? 23 : 52)) - 1;
+
+/// The general map between raw bits and ordered bits as a few integer operations, so that
+/// kernels apply it in passing: y = sign_xor(x + pre) + post, then (canonical maps) the code
+/// `zero_from` becomes `zero_to` and codes above `nan_code` become `nan_code`.
+/// NumPy's order is totalOrder's ordered bits rotated down by the NaNs of the sign that
+/// totalOrder puts first (a bijection): the NaNs of both signs then take the top codes, in
+/// either direction, and every number keeps its relative order.
+template <typename Bits>
+struct key_map {
+  sign_xor<Bits> xor_{};
+  Bits pre{};
+  Bits post{};
+  Bits zero_from{};
+  Bits zero_to{};
+  Bits nan_code{static_cast<Bits>(~Bits{0})};
+
+  GPUSORT_HD constexpr Bits operator()(Bits x) const noexcept
+  {
+    Bits y = static_cast<Bits>(xor_(static_cast<Bits>(x + pre)) + post);
+    if (y == zero_from) y = zero_to;
+    return y < nan_code ? y : nan_code;
+  }
+  [[nodiscard]] GPUSORT_HD constexpr bool identity() const noexcept
+  {
+    return xor_.set == 0 && xor_.clear == 0 && pre == 0 && post == 0 && zero_from == zero_to &&
+           nan_code == static_cast<Bits>(~Bits{0});
+  }
+};
+
+/// The key_map of `k`, forward (raw -> ordered) or back (ordered -> raw; a canonical map's
+/// codes come back as +0.0 and one NaN). Built on the host; kernels get the map.
+template <typename Bits>
+constexpr key_map<Bits> ordered_map(const key_order& k, bool forward) noexcept
+{
+  key_map<Bits> m;
+  m.xor_ = ordered_xor<Bits>(k.type, k.dir, forward);
+  if (!k.numpy_floats()) return m;
+  constexpr Bits r = nans_per_sign<Bits>;
+  if (!forward) {
+    m.pre = r;
+    return m;
+  }
+  m.post = static_cast<Bits>(Bits{0} - r);
+  if (k.canonical) {
+    const Bits neg_zero = sign_bit<Bits>;
+    m.zero_from = static_cast<Bits>(m.xor_(neg_zero) + m.post);
+    m.zero_to = static_cast<Bits>(m.xor_(Bits{0}) + m.post);
+    m.nan_code = static_cast<Bits>(Bits{0} - 2 * r);
+  }
+  return m;
+}
+
+template <typename Bits>
+constexpr Bits to_ordered(Bits raw, const key_order& k) noexcept
+{
+  return ordered_map<Bits>(k, true)(raw);
+}
+
+template <typename Bits>
+constexpr Bits from_ordered(Bits o, const key_order& k) noexcept
+{
+  return ordered_map<Bits>(k, false)(o);
+}
+
+constexpr bool ordered_is_identity(const key_order& k) noexcept
+{
+  return ordered_is_identity(k.type, k.dir) && !k.numpy_floats();
+}
+
 template <typename Key>
 GPUSORT_HD constexpr auto raw_bits(Key k) noexcept
 {

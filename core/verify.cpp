@@ -93,8 +93,11 @@ fingerprint fingerprint_typed(const K* keys, const V* values, std::uint64_t n)
 }
 
 template <typename K>
-std::uint64_t first_violation(const K* keys, std::uint64_t n, dtype t, order dir)
+std::uint64_t first_violation(const K* keys, std::uint64_t n, const key_order& k)
 {
+  // Canonical codes: keys the order calls equal (NumPy's NaNs, its zeros) compare equal.
+  using bits = bits_t<sizeof(K)>;
+  const key_map<bits> code = ordered_map<bits>(k, true);
   std::uint64_t first = n;  // n: none
   if (n < 2) return first;
   const std::uint64_t pairs = n - 1;
@@ -103,7 +106,7 @@ std::uint64_t first_violation(const K* keys, std::uint64_t n, dtype t, order dir
   for (std::uint64_t item = 0; item < items; ++item) {
     const std::uint64_t end = std::min(pairs, (item + 1) * work_item);
     for (std::uint64_t i = item * work_item; i < end; ++i) {
-      if (to_ordered(raw_bits(keys[i]), t, dir) > to_ordered(raw_bits(keys[i + 1]), t, dir)) {
+      if (code(raw_bits(keys[i])) > code(raw_bits(keys[i + 1]))) {
         first = std::min(first, i);
         break;
       }
@@ -150,22 +153,24 @@ fingerprint fingerprint_of(const key_array& keys, const std::optional<value_arra
   });
 }
 
-order_check check_order(const key_array& keys, order dir)
+order_check check_order(const key_array& keys, order dir, float_order floats)
 {
   detail::check_keys(keys);
   const std::uint64_t first = detail::visit_dtype(keys.type, [&]<typename K>() {
-    return detail::first_violation(static_cast<const K*>(keys.data), keys.count, keys.type, dir);
+    return detail::first_violation(
+        static_cast<const K*>(keys.data), keys.count,
+        detail::key_order{.type = keys.type, .dir = dir, .floats = floats, .canonical = true});
   });
   if (first >= keys.count) return order_check{};
   return order_check{false, first};
 }
 
 verify_result verify(const key_array& keys, const std::optional<value_array>& values, order dir,
-                     const fingerprint& original)
+                     const fingerprint& original, float_order floats)
 {
   detail::check_keys(keys);
   detail::check_values(keys, values);
-  const order_check sorted = check_order(keys, dir);
+  const order_check sorted = check_order(keys, dir, floats);
   if (!sorted.ok) {
     const std::uint64_t i = sorted.first_violation;
     std::string message = detail::visit_dtype(keys.type, [&]<typename K>() {

@@ -28,8 +28,9 @@ struct order_check {
   std::uint64_t first_violation{};  ///< index i where key[i] and key[i+1] are out of order
 };
 
-/// Checks that keys are sorted by the key order (totalOrder for floats) in direction `dir`.
-order_check check_order(const key_array& keys, order dir);
+/// Checks that keys are sorted by the key order (`floats` for floats) in direction `dir`.
+order_check check_order(const key_array& keys, order dir,
+                        float_order floats = float_order::total);
 
 struct verify_result {
   bool ok{};
@@ -39,6 +40,6 @@ struct verify_result {
 /// Verifies that (keys, values) is a sorted permutation of the original, given by its
 /// fingerprint.
 verify_result verify(const key_array& keys, const std::optional<value_array>& values, order dir,
-                     const fingerprint& original);
+                     const fingerprint& original, float_order floats = float_order::total);
 
 }  // namespace gpusort

@@ -18,7 +18,7 @@ void write_tail(const chunk_task& task, const element_layout& layout)
 {
   K* dst = static_cast<K*>(task.dst_keys) + task.count;
   const K ordered = static_cast<K>(task.splitter_bits);
-  const K key = task.dst_ordered ? ordered : from_ordered<K>(ordered, layout.type, layout.direction);
+  const K key = task.dst_ordered ? ordered : from_ordered<K>(ordered, layout.keys());
   produce_into(dst, task.equal_count, [key](K* out, std::uint64_t, std::uint64_t count) {
     const auto n = static_cast<std::int64_t>(count);
 #pragma omp parallel for schedule(static)

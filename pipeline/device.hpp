@@ -3,6 +3,7 @@
 // deal or write back", within the device's memory budget.
 #pragma once
 
+#include "core/keys.hpp"
 #include "core/plan/chunk_plan.hpp"
 #include "core/plan/dealing.hpp"
 
@@ -23,7 +24,13 @@ struct element_layout {
   order direction{order::ascending};
   std::uint32_t key_bytes{8};
   std::uint32_t value_bytes{0};  ///< 0: keys alone
+  float_order floats{float_order::total};
+  bool canonical{false};  ///< key_order::canonical
   [[nodiscard]] std::uint64_t bytes() const noexcept { return key_bytes + value_bytes; }
+  [[nodiscard]] key_order keys() const noexcept
+  {
+    return {.type = type, .dir = direction, .floats = floats, .canonical = canonical};
+  }
 };
 
 /// One unit of device work: gather `slices` of the source, sort them, and either deal the sorted

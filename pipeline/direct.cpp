@@ -17,7 +17,7 @@ execution_stats sort_direct(const job_arrays& arrays, const element_layout& layo
   visit_layout(layout.key_bytes, layout.value_bytes, [&]<typename K, typename V>() {
     K* keys = static_cast<K*>(arrays.dst_keys);
     V* values = static_cast<V*>(arrays.dst_values);
-    const bool identity = ordered_is_identity(layout.type, layout.direction);
+    const bool identity = ordered_is_identity(layout.keys());
     // Allocated before the input is touched, so that running out of memory changes nothing.
     // cpu_sort's scratch (a copy of the data) serves the small-job radix sort too.
     constexpr bool keys_alone = std::is_same_v<V, no_value>;
@@ -27,15 +27,15 @@ execution_stats sort_direct(const job_arrays& arrays, const element_layout& layo
       if (identity)
         parallel_copy(keys, arrays.src_keys, arrays.n * sizeof(K));
       else
-        to_ordered_bits<K>(static_cast<const K*>(arrays.src_keys), keys, arrays.n, layout.type,
-                           layout.direction);
+        to_ordered_bits<K>(static_cast<const K*>(arrays.src_keys), keys, arrays.n,
+                           layout.keys());
       if constexpr (!keys_alone) parallel_copy(values, arrays.src_values, arrays.n * sizeof(V));
     } else if (!identity) {
-      to_ordered_bits<K>(keys, keys, arrays.n, layout.type, layout.direction);
+      to_ordered_bits<K>(keys, keys, arrays.n, layout.keys());
     }
     if (!keys_alone || !small_radix_sort<K>(keys, arrays.n, scratch.data()))
       cpu_sort<K, V>(keys, values, arrays.n, scratch.data(), threads);
-    if (!identity) from_ordered_bits<K>(keys, keys, arrays.n, layout.type, layout.direction);
+    if (!identity) from_ordered_bits<K>(keys, keys, arrays.n, layout.keys());
   });
   ctx.add_done(arrays.n);
   return execution_stats{.chunks = 1, .rounds = 1};

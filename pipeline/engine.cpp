@@ -7,6 +7,7 @@
 #include "pipeline/file_window.hpp"
 #include "pipeline/gpu_probe.hpp"
 #include "pipeline/host_device.hpp"
+#include "pipeline/stable.hpp"
 
 #include <gpusort/gpusort.hpp>
 #include <gpusort/units.hpp>
@@ -201,6 +202,14 @@ struct engine::impl {
                                        std::optional<std::uint64_t> max_chunk,
                                        const std::vector<detail::device*>& devs,
                                        detail::job_context& ctx);
+  /// One job with the given options as it comes, stable or not; `canonical`: see key_order.
+  sort_report run(const sort_job& job, const sort_options& options, bool canonical);
+  [[nodiscard]] detail::inner_sort inner()
+  {
+    return [this](const sort_job& job, const sort_options& options, bool canonical) {
+      return run(job, options, canonical);
+    };
+  }
 };
 
 detail::execution_stats engine::impl::sort_on_gpus(const detail::job_arrays& arrays,
@@ -311,12 +320,26 @@ std::vector<std::string> engine::devices() const
 sort_report engine::sort(const sort_job& job, const sort_options& options)
 {
   validate(job);
+  if (detail::needs_stable_path(job, options))
+    return detail::run_stable_sort(job, options, impl_->inner());
+  return impl_->run(job, options, false);
+}
+
+sort_report engine::argsort(const argsort_job& job, const sort_options& options)
+{
+  return detail::run_argsort(job, options, impl_->inner());
+}
+
+sort_report engine::impl::run(const sort_job& job, const sort_options& options, bool canonical)
+{
   const auto start = std::chrono::steady_clock::now();
   const detail::element_layout layout{
       .type = job.keys.type,
       .direction = options.direction,
       .key_bytes = static_cast<std::uint32_t>(size_of(job.keys.type)),
-      .value_bytes = job.values ? job.values->value_bytes : 0U};
+      .value_bytes = job.values ? job.values->value_bytes : 0U,
+      .floats = options.floats,
+      .canonical = canonical};
   detail::job_arrays arrays{.src_keys = job.keys.data,
                             .src_values = job.values ? job.values->data : nullptr,
                             .dst_keys = job.keys_out ? job.keys_out : job.keys.data,
@@ -332,17 +355,16 @@ sort_report engine::sort(const sort_job& job, const sort_options& options)
       {arrays.dst_values, arrays.n * layout.value_bytes}};
 
   std::vector<detail::device*> devs;
-  for (const auto& dev : impl_->devices) devs.push_back(dev.get());
+  for (const auto& dev : devices) devs.push_back(dev.get());
   detail::job_context ctx{options, layout.bytes()};
 
   sort_report report;
   detail::execution_stats stats;
-  const config& cfg = impl_->cfg;
   std::optional<std::uint64_t> max_chunk;
   if (cfg.chunk_bytes) max_chunk = std::max<std::uint64_t>(1, *cfg.chunk_bytes / layout.bytes());
-  if (impl_->gpus) {
+  if (gpus) {
     report.engine = "gpu-dsps";
-    stats = impl_->sort_on_gpus(arrays, layout, max_chunk, devs, ctx);
+    stats = sort_on_gpus(arrays, layout, max_chunk, devs, ctx);
   } else {
     const bool direct = !cfg.device_memory_budget && !cfg.chunk_bytes;
     report.engine = direct ? "cpu-direct" : "cpu-dsps";
@@ -359,7 +381,7 @@ sort_report engine::sort(const sort_job& job, const sort_options& options)
   report.bytes = arrays.n * layout.bytes();
   report.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  report.devices = devices();
+  for (const auto& dev : devices) report.devices.push_back(dev->name());
   report.chunks = stats.chunks;
   report.rounds = stats.rounds;
   report.compensated_chunks = stats.compensated_chunks;

@@ -161,8 +161,7 @@ void restore_input(const job_arrays& a, const element_layout& layout,
   try {
     produce_into(static_cast<K*>(a.src_keys), a.n,
                  [&](K* out, std::uint64_t first, std::uint64_t count) {
-                   from_ordered_bits<K>(r1.keys() + first, out, count, layout.type,
-                                        layout.direction);
+                   from_ordered_bits<K>(r1.keys() + first, out, count, layout.keys());
                  });
     if constexpr (!std::is_same_v<V, no_value>)
       host_write(a.src_values, r1.values(), a.n * sizeof(V));

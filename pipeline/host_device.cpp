@@ -54,7 +54,7 @@ void gather(const chunk_task& task, const element_layout& layout, K* keys, V* va
     if (task.src_ordered)
       parallel_copy(keys + at, src, sl.length * sizeof(K));
     else
-      to_ordered_bits<K>(src, keys + at, sl.length, layout.type, layout.direction);
+      to_ordered_bits<K>(src, keys + at, sl.length, layout.keys());
     if constexpr (!std::is_same_v<V, no_value>)
       parallel_copy(values + at, static_cast<const V*>(task.src_values) + sl.offset,
                     sl.length * sizeof(V));
@@ -71,7 +71,7 @@ void write_out(const chunk_task& task, const element_layout& layout, const K* ke
   if (task.dst_ordered)
     parallel_copy(dst, keys, n * sizeof(K));
   else
-    from_ordered_bits<K>(keys, dst, n, layout.type, layout.direction);
+    from_ordered_bits<K>(keys, dst, n, layout.keys());
   if constexpr (!std::is_same_v<V, no_value>)
     parallel_copy(task.dst_values, values, n * sizeof(V));
 }

@@ -239,6 +239,36 @@ std::optional<std::string> check_submit(const wire::SubmitRequest& request)
         !problem.empty())
       return problem;
   }
+  if (request.float_order() != wire::FLOAT_ORDER_TOTAL &&
+      request.float_order() != wire::FLOAT_ORDER_NUMPY)
+    return "float_order " + std::to_string(request.float_order()) + " is neither TOTAL nor NUMPY";
+  if (request.kind() == wire::JOB_KIND_ARGSORT) {
+    const std::uint32_t index_bytes = request.index_bytes();
+    if (index_bytes != 4 && index_bytes != 8)
+      return "index_bytes " + std::to_string(index_bytes) + " is not 4 or 8 for an argsort";
+    if (index_bytes == 4 && request.count() > std::numeric_limits<std::uint32_t>::max())
+      return "count " + std::to_string(request.count()) +
+             " needs 8-byte indices (4-byte indices hold fewer than 2^32)";
+    if (request.count() > std::numeric_limits<std::uint64_t>::max() / 16)
+      return "count " + std::to_string(request.count()) + " overflows 64-bit byte sizes";
+    if (has_values || request.has_values_out())
+      return "an argsort takes keys alone (values or values_out given)";
+    if (request.in_place()) return "an argsort is never in place (its keys are not written)";
+    if (!request.has_indices_out()) return "indices_out missing for an argsort";
+    if (auto problem = element_problem("indices_out", request.indices_out(), index_bytes);
+        !problem.empty())
+      return problem;
+    if (request.has_keys_out()) {
+      if (auto problem = element_problem("keys_out", request.keys_out(), key_bytes);
+          !problem.empty())
+        return problem;
+    }
+    return std::nullopt;
+  }
+  if (request.kind() != wire::JOB_KIND_SORT)
+    return "kind " + std::to_string(request.kind()) + " is neither SORT nor ARGSORT";
+  if (request.has_indices_out() || request.index_bytes() != 0)
+    return "indices_out or index_bytes given for a job that is not an argsort";
   if (request.in_place()) {
     if (request.has_keys_out() || request.has_values_out())
       return "in_place job with keys_out or values_out";

@@ -99,10 +99,15 @@ struct job_data {
   std::uint32_t value_bytes{};
   bool in_place{};
   order direction{};
+  bool stable{};
+  float_order floats{};
+  bool argsort{};
+  std::uint32_t index_bytes{};
   array keys;
   std::optional<array> values;
   std::optional<array> keys_out;
   std::optional<array> values_out;
+  std::optional<array> indices_out;
 };
 
 sort_report run(job_data& d, engine& eng, const sort_options& options)
@@ -118,14 +123,24 @@ sort_report run(job_data& d, engine& eng, const sort_options& options)
     return files.emplace_back(a.fd->get(), a.offset, a.length, a.what + " (the client's file)")
         .data();
   };
+  sort_options with_order = options;
+  with_order.direction = d.direction;
+  with_order.stable = d.stable;
+  with_order.floats = d.floats;
+  if (d.argsort) {
+    argsort_job job{.keys = {place(d.keys), d.count, d.type}, .index_bytes = d.index_bytes};
+    if (d.count > 0) {
+      job.indices_out = place(*d.indices_out);
+      if (d.keys_out) job.keys_out = place(*d.keys_out);
+    }
+    return eng.argsort(job, with_order);
+  }
   sort_job job{.keys = {place(d.keys), d.count, d.type}};
   if (d.values) job.values = value_array{place(*d.values), d.count, d.value_bytes};
   if (!d.in_place && d.count > 0) {
     job.keys_out = place(*d.keys_out);
     if (d.values_out) job.values_out = place(*d.values_out);
   }
-  sort_options with_order = options;
-  with_order.direction = d.direction;
   return eng.sort(job, with_order);
 }
 
@@ -144,6 +159,11 @@ prepared_job prepare_job(const wire::SubmitRequest& request, std::vector<unique_
   d->value_bytes = request.value_bytes();
   d->in_place = request.in_place();
   d->direction = *proto::from_wire(request.order());
+  d->stable = request.stable();
+  d->floats = request.float_order() == wire::FLOAT_ORDER_NUMPY ? float_order::numpy
+                                                                : float_order::total;
+  d->argsort = request.kind() == wire::JOB_KIND_ARGSORT;
+  d->index_bytes = request.index_bytes();
   const std::uint64_t key_bytes = size_of(d->type);
   const fd_access input_access = d->in_place ? fd_access::read_write : fd_access::read;
   d->keys = resolve("keys", request.keys(), key_bytes, d->count, input_access, shared, pool,
@@ -151,7 +171,13 @@ prepared_job prepare_job(const wire::SubmitRequest& request, std::vector<unique_
   if (d->value_bytes != 0)
     d->values = resolve("values", request.values(), d->value_bytes, d->count, input_access,
                         shared, pool, session);
-  if (!d->in_place) {
+  if (d->argsort) {
+    d->indices_out = resolve("indices_out", request.indices_out(), d->index_bytes, d->count,
+                             fd_access::read_write, shared, pool, session);
+    if (request.has_keys_out())
+      d->keys_out = resolve("keys_out", request.keys_out(), key_bytes, d->count,
+                            fd_access::read_write, shared, pool, session);
+  } else if (!d->in_place) {
     d->keys_out = resolve("keys_out", request.keys_out(), key_bytes, d->count,
                           fd_access::read_write, shared, pool, session);
     if (d->value_bytes != 0)
@@ -166,6 +192,7 @@ prepared_job prepare_job(const wire::SubmitRequest& request, std::vector<unique_
   std::vector<const array*> outputs;
   if (d->keys_out) outputs.push_back(&*d->keys_out);
   if (d->values_out) outputs.push_back(&*d->values_out);
+  if (d->indices_out) outputs.push_back(&*d->indices_out);
   const std::vector<const array*>& written = d->in_place ? inputs : outputs;
   const auto clash = [](const array* a, const array* b) {
     return status_error{wire::BAD_REQUEST, a->what + " and " + b->what + " overlap"};
@@ -184,6 +211,13 @@ prepared_job prepare_job(const wire::SubmitRequest& request, std::vector<unique_
   // The engine's working memory is about one copy of the data (its round-1 buffer or its
   // scratch); files are read and written in place, through the engine's fixed staging.
   p.host_bytes = p.bytes;
+  // An argsort and a stable sort sort (key, position) pairs in buffers of their own
+  // (pipeline/stable.hpp): the keys and positions, the round-1 buffer of those pairs, and for
+  // pairs the gathered values.
+  const std::uint64_t positions = d->count * (d->argsort ? d->index_bytes : 4);
+  if (d->argsort || (d->stable && (d->values || (d->floats == float_order::numpy &&
+                                                 is_float(d->type)))))
+    p.host_bytes = 2 * (d->keys.length + positions) + (d->values ? d->values->length : 0);
   for (const array* a : inputs)
     if (a->in_pool) p.buffer_ids.push_back(a->buffer_id);
   for (const array* a : outputs)

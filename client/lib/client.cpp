@@ -573,7 +573,15 @@ job connection::submit(const sort_request& request, progress_callback on_progres
   r.set_order(proto::to_wire(request.direction));
   r.set_count(request.count);
   r.set_value_bytes(request.value_bytes);
-  r.set_in_place(!request.keys_out.has_value());
+  const bool argsort = request.indices_out.has_value();
+  r.set_in_place(!argsort && !request.keys_out.has_value());
+  r.set_stable(request.stable);
+  r.set_float_order(request.floats == float_order::numpy ? wire::FLOAT_ORDER_NUMPY
+                                                         : wire::FLOAT_ORDER_TOTAL);
+  if (argsort) {
+    r.set_kind(wire::JOB_KIND_ARGSORT);
+    r.set_index_bytes(request.index_bytes);
+  }
   std::vector<int> fds;
   const auto set = [&](wire::DataRef& ref, const array_ref& a) {
     ref.set_offset(a.offset);
@@ -589,6 +597,7 @@ job connection::submit(const sort_request& request, progress_callback on_progres
   if (request.values) set(*r.mutable_values(), *request.values);
   if (request.keys_out) set(*r.mutable_keys_out(), *request.keys_out);
   if (request.values_out) set(*r.mutable_values_out(), *request.values_out);
+  if (request.indices_out) set(*r.mutable_indices_out(), *request.indices_out);
 
   auto box = std::make_shared<detail::job_state_box>();
   box->on_progress = std::move(on_progress);

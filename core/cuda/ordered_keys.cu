@@ -24,8 +24,9 @@ void check_tuning(const transform_tuning& tuning)
     throw invalid_argument{"transform_tuning: items_per_thread and max_blocks must be positive"};
 }
 
-template <typename Bits, dtype Type, order Dir, bool Forward>
-void launch(Bits* keys, std::uint64_t n, cudaStream_t stream, const transform_tuning& tuning)
+template <typename Bits, typename Op>
+void launch(Bits* keys, std::uint64_t n, cudaStream_t stream, const transform_tuning& tuning,
+            Op op)
 {
   using vector_t = detail::key_vector<Bits>;
   constexpr auto key_bytes = std::uint64_t{sizeof(Bits)};
@@ -46,7 +47,7 @@ void launch(Bits* keys, std::uint64_t n, cudaStream_t stream, const transform_tu
 
   detail::transform_kernel<<<static_cast<unsigned int>(blocks), tuning.threads_per_block, 0,
                              stream>>>(keys, layout, tuning.items_per_thread,
-                                       detail::ordered_op<Bits, Type, Dir, Forward>{});
+                                       op);
   GPUSORT_CHECK_LAUNCH();
 }
 
@@ -57,21 +58,29 @@ void dispatch_order(void* d_keys, std::uint64_t n, order dir, cudaStream_t strea
   using bits = gpusort::detail::bits_t<size_of(Type)>;
   auto* const keys = static_cast<bits*>(d_keys);
   if (dir == order::ascending) {
-    launch<bits, Type, order::ascending, Forward>(keys, n, stream, tuning);
+    launch(keys, n, stream, tuning, detail::ordered_op<bits, Type, order::ascending, Forward>{});
   } else {
-    launch<bits, Type, order::descending, Forward>(keys, n, stream, tuning);
+    launch(keys, n, stream, tuning, detail::ordered_op<bits, Type, order::descending, Forward>{});
   }
+}
+
+/// Checks the arguments; false when there is nothing to launch.
+bool check_transform(const void* d_keys, std::uint64_t n, const gpusort::detail::key_order& k,
+                     const transform_tuning& tuning)
+{
+  check_tuning(tuning);
+  if (n == 0 || gpusort::detail::ordered_is_identity(k)) return false;
+  if (d_keys == nullptr) throw invalid_argument{"ordered-key transform: null keys with n > 0"};
+  if (reinterpret_cast<std::uintptr_t>(d_keys) % size_of(k.type) != 0)
+    throw invalid_argument{"ordered-key transform: keys not aligned to their size"};
+  return true;
 }
 
 template <bool Forward>
 void transform(void* d_keys, std::uint64_t n, dtype t, order dir, cudaStream_t stream,
                const transform_tuning& tuning)
 {
-  check_tuning(tuning);
-  if (n == 0 || gpusort::detail::ordered_is_identity(t, dir)) return;
-  if (d_keys == nullptr) throw invalid_argument{"ordered-key transform: null keys with n > 0"};
-  if (reinterpret_cast<std::uintptr_t>(d_keys) % size_of(t) != 0)
-    throw invalid_argument{"ordered-key transform: keys not aligned to their size"};
+  if (!check_transform(d_keys, n, {.type = t, .dir = dir}, tuning)) return;
 
   switch (t) {
     case dtype::u32: return dispatch_order<dtype::u32, Forward>(d_keys, n, dir, stream, tuning);
@@ -84,7 +93,36 @@ void transform(void* d_keys, std::uint64_t n, dtype t, order dir, cudaStream_t s
   throw invalid_argument{"ordered-key transform: unknown dtype"};
 }
 
+template <bool Forward>
+void transform(void* d_keys, std::uint64_t n, const gpusort::detail::key_order& k,
+               cudaStream_t stream, const transform_tuning& tuning)
+{
+  if (!k.numpy_floats()) return transform<Forward>(d_keys, n, k.type, k.dir, stream, tuning);
+  if (!check_transform(d_keys, n, k, tuning)) return;
+  if (size_of(k.type) == 4) {
+    using bits = std::uint32_t;
+    launch(static_cast<bits*>(d_keys), n, stream, tuning,
+           detail::map_op<bits>{gpusort::detail::ordered_map<bits>(k, Forward)});
+  } else {
+    using bits = std::uint64_t;
+    launch(static_cast<bits*>(d_keys), n, stream, tuning,
+           detail::map_op<bits>{gpusort::detail::ordered_map<bits>(k, Forward)});
+  }
+}
+
 }  // namespace
+
+void to_ordered(void* d_keys, std::uint64_t n, const gpusort::detail::key_order& k,
+                cudaStream_t stream, const transform_tuning& tuning)
+{
+  transform<true>(d_keys, n, k, stream, tuning);
+}
+
+void from_ordered(void* d_keys, std::uint64_t n, const gpusort::detail::key_order& k,
+                  cudaStream_t stream, const transform_tuning& tuning)
+{
+  transform<false>(d_keys, n, k, stream, tuning);
+}
 
 void to_ordered(void* d_keys, std::uint64_t n, dtype t, order dir, cudaStream_t stream,
                 const transform_tuning& tuning)

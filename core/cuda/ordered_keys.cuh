@@ -6,6 +6,8 @@
 // descending sort is an ascending sort of complemented bits.
 #pragma once
 
+#include "core/keys.hpp"
+
 #include <gpusort/types.hpp>
 
 #include <cuda_runtime_api.h>
@@ -34,5 +36,13 @@ void to_ordered(void* d_keys, std::uint64_t n, dtype t, order dir, cudaStream_t 
 /// The inverse of to_ordered(), with the same contract.
 void from_ordered(void* d_keys, std::uint64_t n, dtype t, order dir, cudaStream_t stream,
                   const transform_tuning& tuning = {});
+
+/// The same for every key order (core/keys.hpp key_order: NumPy's float order, canonical codes
+/// for stable sorts). Orders other than totalOrder run a kernel with the map's few integer
+/// operations as run-time constants.
+void to_ordered(void* d_keys, std::uint64_t n, const gpusort::detail::key_order& k,
+                cudaStream_t stream, const transform_tuning& tuning = {});
+void from_ordered(void* d_keys, std::uint64_t n, const gpusort::detail::key_order& k,
+                  cudaStream_t stream, const transform_tuning& tuning = {});
 
 }  // namespace gpusort::cuda

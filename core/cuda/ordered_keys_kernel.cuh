@@ -33,6 +33,13 @@ struct ordered_op {
   }
 };
 
+/// The element operation of an order known only at run time (NumPy's float order).
+template <typename Bits>
+struct map_op {
+  gpusort::detail::key_map<Bits> map;
+  __device__ __forceinline__ Bits operator()(Bits bits) const { return map(bits); }
+};
+
 /// Where the vectorized part of an array lies: keys [0, head) precede the first 16-byte
 /// boundary, [head, tail_begin) are `vectors` whole vectors, [tail_begin, n) is the rest.
 struct transform_layout {

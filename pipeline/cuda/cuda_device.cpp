@@ -300,7 +300,7 @@ struct round_state {
     s.loaded.make_wait(st);
     mark(s, 2, st);
     const unsigned kb = layout.key_bytes, vb = layout.value_bytes;
-    if (!t.src_ordered) cuda::to_ordered(s.keys.data(), t.count, layout.type, layout.direction, st);
+    if (!t.src_ordered) cuda::to_ordered(s.keys.data(), t.count, layout.keys(), st);
     if (sorter.sort(s.keys.data(), alt_keys.data(), s.values.data(), alt_values.data(), t.count,
                     kb, vb, scratch.data(), scratch_bytes, st)) {
       std::swap(s.keys, alt_keys);
@@ -313,7 +313,7 @@ struct round_state {
       std::swap(s.values, alt_values);
     }
     if (!t.dst_ordered)
-      cuda::from_ordered(s.keys.data(), t.count, layout.type, layout.direction, st);
+      cuda::from_ordered(s.keys.data(), t.count, layout.keys(), st);
     mark(s, 3, st);
     s.computed.record(st);
   }

@@ -219,7 +219,7 @@ class resident_job {
     const cudaStream_t s = p.buf->compute.value();
     p.ready.make_wait(s);
     p.tl.span(gpu_stage::sort, s, len * layout_.bytes(), [&] {
-      cuda::to_ordered(keys(p, 0, at), len, layout_.type, layout_.direction, s);
+      cuda::to_ordered(keys(p, 0, at), len, layout_.keys(), s);
       const bool in_alt = p.buf->sorter.sort(keys(p, 0, at), keys(p, 1, at), values(p, 0, at),
                                              values(p, 1, at), len, kb_, vb_,
                                              p.buf->scratch.data(), p.buf->scratch_capacity, s);
@@ -441,7 +441,7 @@ class resident_job {
                       keys(p, buffer, k0), values(p, buffer, k0), kb_, vb_,
                       p.buf->scratch.data(), p.buf->scratch_capacity, s);
         }
-        cuda::from_ordered(keys(p, buffer, k0), k1 - k0, layout_.type, layout_.direction, s);
+        cuda::from_ordered(keys(p, buffer, k0), k1 - k0, layout_.keys(), s);
       });
       p.ranges[r].record(s);
     }

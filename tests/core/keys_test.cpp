@@ -287,4 +287,77 @@ TEST(Keys, VisitLayoutDispatchesKeyAndValueWidths)
   }
 }
 
+/// NumPy's order from its definition: numbers by value (-0.0 == +0.0), every NaN after every
+/// number and equal to every other NaN, in both directions; -1, 0, 1 like three_way.
+template <typename F>
+int numpy_three_way(F a, F b, order dir)
+{
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) - std::isnan(b);
+  return dir == order::ascending ? three_way(a, b) : three_way(b, a);
+}
+
+template <typename F>
+std::vector<F> numpy_probe_values()
+{
+  using B = gpusort::detail::bits_t<sizeof(F)>;
+  const B quiet = raw_bits(std::numeric_limits<F>::quiet_NaN());
+  const B max_payload = static_cast<B>(~B{0} >> 1);  // exponent all ones, every mantissa bit
+  std::vector<F> v{F{0.0}, F{-0.0}, F{1.5}, F{-1.5}, std::numeric_limits<F>::infinity(),
+                   -std::numeric_limits<F>::infinity(), std::numeric_limits<F>::max(),
+                   std::numeric_limits<F>::lowest(), std::numeric_limits<F>::denorm_min(),
+                   -std::numeric_limits<F>::denorm_min(), std::bit_cast<F>(quiet),
+                   std::bit_cast<F>(static_cast<B>(quiet | sign_bit<B>)),
+                   std::bit_cast<F>(
+                       static_cast<B>(raw_bits(std::numeric_limits<F>::infinity()) | 1)),
+                   std::bit_cast<F>(max_payload),
+                   std::bit_cast<F>(static_cast<B>(max_payload | sign_bit<B>))};
+  std::mt19937_64 rng{11};
+  for (int i = 0; i < 200; ++i) v.push_back(std::bit_cast<F>(static_cast<B>(rng())));
+  return v;
+}
+
+template <typename F>
+void check_numpy_order()
+{
+  using B = gpusort::detail::bits_t<sizeof(F)>;
+  const std::vector<F> values = numpy_probe_values<F>();
+  for (const order dir : {order::ascending, order::descending}) {
+    const gpusort::detail::key_order plain{.type = gpusort::dtype_of_v<F>, .dir = dir,
+                                           .floats = gpusort::float_order::numpy};
+    gpusort::detail::key_order canonical = plain;
+    canonical.canonical = true;
+    for (const F a : values) {
+      const B raw_a = raw_bits(a);
+      // The plain map is a bijection: back to the very bits.
+      EXPECT_EQ(from_ordered<B>(to_ordered<B>(raw_a, plain), plain), raw_a);
+      for (const F b : values) {
+        const B raw_b = raw_bits(b);
+        const int want = numpy_three_way(a, b, dir);
+        // Canonical codes follow NumPy's order exactly, ties included.
+        EXPECT_EQ(three_way(to_ordered<B>(raw_a, canonical), to_ordered<B>(raw_b, canonical)),
+                  want)
+            << std::hex << raw_a << " vs " << raw_b;
+        // The plain map refines it: never against it, and distinct bits stay distinct.
+        const int got = three_way(to_ordered<B>(raw_a, plain), to_ordered<B>(raw_b, plain));
+        if (want != 0) {
+          EXPECT_EQ(got, want) << std::hex << raw_a << " vs " << raw_b;
+        }
+        EXPECT_EQ(got == 0, raw_a == raw_b);
+      }
+    }
+  }
+}
+
+TEST(Keys, NumpyOrderF32) { check_numpy_order<float>(); }
+TEST(Keys, NumpyOrderF64) { check_numpy_order<double>(); }
+
+TEST(Keys, NumpyOrderLeavesIntegersAlone)
+{
+  const gpusort::detail::key_order k{.type = dtype::i64, .dir = order::descending,
+                                     .floats = gpusort::float_order::numpy, .canonical = true};
+  for (const std::uint64_t x : {std::uint64_t{0}, std::uint64_t{1} << 63, ~std::uint64_t{0}})
+    EXPECT_EQ(to_ordered<std::uint64_t>(x, k), to_ordered<std::uint64_t>(x, dtype::i64,
+                                                                        order::descending));
+}
+
 }  // namespace

@@ -2,6 +2,7 @@
 // pairs, pinned and pageable inputs, several GPUs, a budget above the GPU's memory, and an array
 // past 2^32 elements. Checked by the order-plus-fingerprint verifier; skipped without a GPU.
 #include "gpu_test_support.hpp"
+#include "tests/support/stable_reference.hpp"
 
 #include "core/generate.hpp"
 #include "core/keys.hpp"
@@ -564,6 +565,39 @@ TEST_F(gpu_test, PastTwoToTheThirtyTwoElements)
   const sort_report r = engine{cfg}.sort(std::span<std::uint32_t>{keys});
   EXPECT_EQ(r.rounds, 2);
   EXPECT_TRUE(verify(view, std::nullopt, order::ascending, before).ok);
+}
+
+// Stable sorts, argsort and NumPy's float order on the GPU engine, with both in-core sorters,
+// in core and out of core (ties across chunks, splitters and compensated final chunks), against
+// std::stable_sort references.
+TYPED_TEST(GpuEngineKeys, StableArgsortAndNumpyOrderMeetTheReference)
+{
+  using K = TypeParam;
+  for (const incore_engine sorter : {incore_engine::sample, incore_engine::radix}) {
+    for (const bool out_of_core : {false, true}) {
+      for (const std::uint64_t n : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{1009},
+                                    std::uint64_t{300'007}}) {
+        config cfg = out_of_core ? forced_out_of_core(n, sizeof(K), 8) : config{};
+        cfg.devices = device_selection::listed;
+        cfg.gpu_ids = {0};
+        cfg.incore = sorter;
+        engine eng{cfg};
+        for (const std::uint64_t distinct : {std::uint64_t{3}, std::uint64_t{5000}}) {
+          const std::vector<K> keys = test::tied_keys<K>(n, distinct, n + distinct);
+          for (const order dir : {order::ascending, order::descending}) {
+            for (const float_order floats : {float_order::total, float_order::numpy}) {
+              SCOPED_TRACE(std::string{sorter == incore_engine::sample ? "sample" : "radix"} +
+                           (out_of_core ? " out of core" : " in core") + " n=" +
+                           std::to_string(n) + " distinct=" + std::to_string(distinct) +
+                           (dir == order::ascending ? " asc" : " desc") +
+                           (floats == float_order::numpy ? " numpy" : " total"));
+              test::check_stable_contract(eng, keys, dir, floats);
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

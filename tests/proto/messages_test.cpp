@@ -225,6 +225,52 @@ TEST(Messages, CheckSubmitAcceptsWellFormedJobs)
   EXPECT_EQ(check_submit(empty), std::nullopt);
 }
 
+TEST(Messages, CheckSubmitArgsortAndFloatOrder)
+{
+  wire::SubmitRequest a;
+  a.set_dtype(wire::DTYPE_F64);
+  a.set_count(10);
+  *a.mutable_keys() = buffer_ref(1, 0);
+  a.set_kind(wire::JOB_KIND_ARGSORT);
+  a.set_index_bytes(8);
+  *a.mutable_indices_out() = buffer_ref(2, 0);
+  a.set_float_order(wire::FLOAT_ORDER_NUMPY);
+  EXPECT_EQ(check_submit(a), std::nullopt);
+  auto with_keys = a;
+  *with_keys.mutable_keys_out() = buffer_ref(3, 8);
+  EXPECT_EQ(check_submit(with_keys), std::nullopt);
+
+  auto s = a;
+  s.set_index_bytes(2);
+  expect_problem(s, "index_bytes 2");
+  s = a;
+  s.set_index_bytes(4);
+  s.set_count(std::uint64_t{1} << 33);
+  expect_problem(s, "8-byte indices");
+  s = a;
+  s.clear_indices_out();
+  expect_problem(s, "indices_out missing");
+  s = a;
+  s.set_in_place(true);
+  expect_problem(s, "never in place");
+  s = a;
+  s.set_value_bytes(4);
+  *s.mutable_values() = buffer_ref(4, 0);
+  expect_problem(s, "keys alone");
+  s = a;
+  *s.mutable_indices_out() = buffer_ref(2, 4);
+  expect_problem(s, "indices_out");
+  s = a;
+  s.set_kind(static_cast<wire::JobKind>(9));
+  expect_problem(s, "kind 9");
+  s = in_place_keys();
+  s.set_index_bytes(8);
+  expect_problem(s, "not an argsort");
+  s = in_place_keys();
+  s.set_float_order(static_cast<wire::FloatOrder>(5));
+  expect_problem(s, "float_order 5");
+}
+
 TEST(Messages, CheckSubmitNamesEachProblem)
 {
   auto s = in_place_keys();

@@ -6,6 +6,7 @@
 
 #include "core/generate.hpp"
 #include "core/verify.hpp"
+#include "tests/support/stable_reference.hpp"
 
 #include <gpusort/client.hpp>
 
@@ -153,6 +154,58 @@ TEST_F(Daemon, PairsAndSeparateOutputsLeaveTheInputAlone)
       EXPECT_EQ(std::memcmp(in.data(), original.data(), original.size()), 0)
           << "a separate-output job wrote its input";
     }
+  }
+}
+
+TEST_F(Daemon, ArgsortAndStableNumpyOrderThroughSharedBuffers)
+{
+  daemon_process d{dir()};
+  auto c = client::connection::connect(d.socket());
+  constexpr std::uint64_t n = 30'011;
+  const std::vector<double> original = test::tied_keys<double>(n, 5, 3);
+  auto keys = c.allocate<double>(n);
+  auto idx = c.allocate<std::int64_t>(n);
+  auto sorted = c.allocate<double>(n);
+  std::copy(original.begin(), original.end(), keys.begin());
+  for (const order dir : {order::ascending, order::descending}) {
+    SCOPED_TRACE(dir == order::ascending ? "ascending" : "descending");
+    const std::vector<std::uint64_t> ref =
+        test::reference_argsort(original, dir, float_order::numpy);
+    c.sort({.type = dtype::f64,
+            .count = n,
+            .direction = dir,
+            .keys = client::array_ref::in(keys),
+            .keys_out = client::array_ref::in(sorted),
+            .floats = float_order::numpy,
+            .indices_out = client::array_ref::in(idx)});
+    const std::vector<std::int64_t> got(idx.begin(), idx.end());
+    EXPECT_EQ(got, std::vector<std::int64_t>(ref.begin(), ref.end()));
+    EXPECT_EQ(std::memcmp(keys.data(), original.data(), n * sizeof(double)), 0)
+        << "an argsort wrote its keys";
+    // The stable sort in place gives the same bytes as the argsort's sorted keys.
+    auto copy = c.allocate<double>(n);
+    std::copy(original.begin(), original.end(), copy.begin());
+    c.sort({.type = dtype::f64,
+            .count = n,
+            .direction = dir,
+            .keys = client::array_ref::in(copy),
+            .stable = true,
+            .floats = float_order::numpy});
+    std::vector<double> expected(n);
+    for (std::uint64_t i = 0; i < n; ++i) expected[i] = original[ref[i]];
+    EXPECT_EQ(std::memcmp(copy.data(), expected.data(), n * sizeof(double)), 0);
+    EXPECT_EQ(std::memcmp(sorted.data(), expected.data(), n * sizeof(double)), 0);
+  }
+  // u32 indices past 2^32 keys are refused before any work.
+  try {
+    c.sort({.type = dtype::f64,
+            .count = n,
+            .keys = client::array_ref::in(keys),
+            .indices_out = client::array_ref::in(idx),
+            .index_bytes = 2});
+    ADD_FAILURE() << "index_bytes 2 accepted";
+  } catch (const client::error& e) {
+    EXPECT_EQ(e.code(), status_code::bad_request) << e.what();
   }
 }
 

@@ -1,0 +1,290 @@
+// Argsort and the stable sort (pipeline/stable.hpp says why they sort positions).
+#include "pipeline/stable.hpp"
+
+#include "core/cpu_sort.hpp"
+#include "core/keys.hpp"
+#include "pipeline/file_window.hpp"
+#include "pipeline/host_memory.hpp"
+
+#include <gpusort/error.hpp>
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace gpusort::detail {
+
+namespace {
+
+bool in_memory(const void* p) { return !find_file_window(p).has_value(); }
+
+/// A run of equal keys: `length` elements from `offset`.
+struct tie_run {
+  std::uint64_t offset{};
+  std::uint64_t length{};
+};
+
+/// Ties of at least this many elements are sorted by the parallel radix sort, one at a time;
+/// shorter ones by std::sort inside the thread that found them (few distinct keys make runs of
+/// millions, which one thread would take seconds over).
+constexpr std::uint64_t long_tie = std::uint64_t{1} << 16;
+
+template <typename I>
+void fill_positions(I* idx, std::uint64_t n)
+{
+  const auto count = static_cast<std::int64_t>(n);
+#pragma omp parallel for schedule(static) if (count > (std::int64_t{1} << 16))
+  for (std::int64_t i = 0; i < count; ++i) idx[i] = static_cast<I>(i);
+}
+
+/// Puts the positions of every run of equal keys in ascending order: the unstable sort's
+/// permutation becomes the stable one. Keys compare by their bits, which in a canonical order
+/// (key_order::canonical) holds for every pair of keys the order calls equal.
+template <typename K, typename I>
+void order_ties(const K* keys, I* idx, std::uint64_t n)
+{
+  if (n < 2) return;
+  std::vector<tie_run> long_runs;
+  std::mutex long_runs_mutex;
+  const std::uint64_t parts =
+      n < (std::uint64_t{1} << 16) ? 1 : static_cast<std::uint64_t>(omp_get_max_threads()) * 4;
+  const auto part_count = static_cast<std::int64_t>(parts);
+#pragma omp parallel for schedule(dynamic) if (parts > 1)
+  for (std::int64_t p = 0; p < part_count; ++p) {
+    // The runs that start inside [begin, end) are this part's, however far they reach.
+    std::uint64_t begin = n * static_cast<std::uint64_t>(p) / parts;
+    const std::uint64_t end = n * static_cast<std::uint64_t>(p + 1) / parts;
+    while (begin < end && begin > 0 && keys[begin] == keys[begin - 1]) ++begin;
+    for (std::uint64_t i = begin; i < end;) {
+      std::uint64_t j = i + 1;
+      while (j < n && keys[j] == keys[i]) ++j;
+      if (j - i >= long_tie) {
+        const std::lock_guard lock{long_runs_mutex};
+        long_runs.push_back({i, j - i});
+      } else if (j - i > 1) {
+        std::sort(idx + i, idx + j);
+      }
+      i = j;
+    }
+  }
+  if (long_runs.empty()) return;
+  std::uint64_t longest = 0;
+  for (const tie_run& r : long_runs) longest = std::max(longest, r.length);
+  const host_buffer scratch{cpu_sort_scratch_bytes<I, no_value>(longest)};
+  for (const tie_run& r : long_runs)
+    cpu_sort<I, no_value>(idx + r.offset, nullptr, r.length, scratch.data(), 0);
+}
+
+/// Key i of an input in memory or in a file window.
+template <typename K>
+K input_key(const void* keys, std::uint64_t i)
+{
+  const auto* at = static_cast<const K*>(keys) + i;
+  if (in_memory(keys)) return *at;
+  K k{};
+  host_read(&k, at, sizeof(K));
+  return k;
+}
+
+/// First position in [0, n) whose code is not below `code` (codes ascend along the keys).
+template <typename K>
+std::uint64_t first_code_at_least(const K* keys, std::uint64_t n, const key_map<K>& forward,
+                                  K code)
+{
+  std::uint64_t lo = 0;
+  std::uint64_t hi = n;
+  while (lo < hi) {
+    const std::uint64_t mid = lo + (hi - lo) / 2;
+    if (forward(keys[mid]) < code)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/// A canonical sort leaves +0.0 for every zero and one NaN for every NaN; the stable
+/// permutation says which input key each of them is, so their bits come back from the input
+/// (memory, or positioned reads of a file: only these two runs are read).
+template <typename K, typename I>
+void restore_canonical(K* sorted, const I* idx, std::uint64_t n, const key_order& canonical,
+                       const void* input)
+{
+  const key_map<K> forward = ordered_map<K>(canonical, true);
+  for (const K code : {forward.zero_to, forward.nan_code}) {
+    const std::uint64_t lo = first_code_at_least(sorted, n, forward, code);
+    const std::uint64_t hi = first_code_at_least(sorted, n, forward, static_cast<K>(code + 1));
+    const auto first = static_cast<std::int64_t>(lo);
+    const auto last = static_cast<std::int64_t>(code == forward.nan_code ? n : hi);
+    if (in_memory(input)) {
+      const K* keys = static_cast<const K*>(input);
+#pragma omp parallel for schedule(static) if (last - first > (std::int64_t{1} << 16))
+      for (std::int64_t i = first; i < last; ++i) sorted[i] = keys[idx[i]];
+    } else {
+      for (std::int64_t i = first; i < last; ++i) sorted[i] = input_key<K>(input, idx[i]);
+    }
+  }
+}
+
+/// The sorted keys and the stable permutation of an array, in memory: the caller's own
+/// (`keys_dst`, `idx_dst` when they are memory) or buffers of its own.
+template <typename K, typename I>
+struct permutation {
+  host_buffer keys_buffer;
+  host_buffer idx_buffer;
+  K* keys{};
+  I* idx{};
+  bool canonical{};
+  sort_report report;
+};
+
+template <typename K, typename I>
+permutation<K, I> sort_positions(const key_array& keys, void* keys_dst, void* idx_dst,
+                                 const sort_options& options, const inner_sort& sort)
+{
+  const std::uint64_t n = keys.count;
+  permutation<K, I> p;
+  // Allocated before anything is read, so that running out of memory changes nothing.
+  if (keys_dst != nullptr && in_memory(keys_dst)) {
+    p.keys = static_cast<K*>(keys_dst);
+  } else {
+    p.keys_buffer = host_buffer{n * sizeof(K)};
+    p.keys = static_cast<K*>(p.keys_buffer.data());
+  }
+  if (idx_dst != nullptr && in_memory(idx_dst)) {
+    p.idx = static_cast<I*>(idx_dst);
+  } else {
+    p.idx_buffer = host_buffer{n * sizeof(I)};
+    p.idx = static_cast<I*>(p.idx_buffer.data());
+  }
+  host_read(p.keys, keys.data, n * sizeof(K));
+  fill_positions(p.idx, n);
+  p.canonical = options.floats == float_order::numpy && is_float(keys.type);
+  sort_options unstable = options;
+  unstable.stable = false;
+  p.report = sort(sort_job{.keys = {p.keys, n, keys.type},
+                           .values = value_array{p.idx, n, static_cast<std::uint32_t>(sizeof(I))}},
+                  unstable, p.canonical);
+  order_ties(p.keys, p.idx, n);
+  return p;
+}
+
+key_order canonical_order(dtype type, const sort_options& options)
+{
+  return {.type = type, .dir = options.direction, .floats = options.floats, .canonical = true};
+}
+
+template <typename F>
+decltype(auto) visit_index(std::uint32_t index_bytes, F&& f)
+{
+  if (index_bytes == 4) return std::forward<F>(f).template operator()<std::uint32_t>();
+  return std::forward<F>(f).template operator()<std::uint64_t>();
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start)
+{
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+bool needs_stable_path(const sort_job& job, const sort_options& options) noexcept
+{
+  return options.stable && job.keys.count > 1 &&
+         (job.values.has_value() ||
+          (options.floats == float_order::numpy && is_float(job.keys.type)));
+}
+
+sort_report run_argsort(const argsort_job& job, const sort_options& options,
+                        const inner_sort& sort)
+{
+  const std::uint64_t n = job.keys.count;
+  if (job.index_bytes != 4 && job.index_bytes != 8)
+    throw invalid_argument{"argsort: indices must be 4 or 8 bytes, not " +
+                           std::to_string(job.index_bytes)};
+  if (job.index_bytes == 4 && n > std::numeric_limits<std::uint32_t>::max())
+    throw invalid_argument{"argsort: " + std::to_string(n) +
+                           " keys need 8-byte indices (4-byte indices hold fewer than 2^32)"};
+  if (n > 0 && job.keys.data == nullptr) throw invalid_argument{"argsort: keys are null"};
+  if (n > 0 && job.indices_out == nullptr)
+    throw invalid_argument{"argsort: indices_out is null"};
+  const auto start = std::chrono::steady_clock::now();
+  const auto key_bytes = static_cast<std::uint32_t>(size_of(job.keys.type));
+  sort_report report = visit_layout(key_bytes, 0, [&]<typename K, typename>() {
+    return visit_index(job.index_bytes, [&]<typename I>() {
+      permutation<K, I> p =
+          sort_positions<K, I>(job.keys, job.keys_out, job.indices_out, options, sort);
+      if (job.keys_out != nullptr) {
+        if (p.canonical)
+          restore_canonical(p.keys, p.idx, n, canonical_order(job.keys.type, options),
+                            job.keys.data);
+        if (p.keys != job.keys_out) host_write(job.keys_out, p.keys, n * sizeof(K));
+      }
+      if (p.idx != job.indices_out) host_write(job.indices_out, p.idx, n * sizeof(I));
+      return std::move(p.report);
+    });
+  });
+  report.elements = n;
+  report.bytes = n * key_bytes;
+  report.seconds = seconds_since(start);
+  return report;
+}
+
+sort_report run_stable_sort(const sort_job& job, const sort_options& options,
+                            const inner_sort& sort)
+{
+  const std::uint64_t n = job.keys.count;
+  const auto start = std::chrono::steady_clock::now();
+  const auto key_bytes = static_cast<std::uint32_t>(size_of(job.keys.type));
+  const std::uint32_t value_bytes = job.values ? job.values->value_bytes : 0;
+  const bool separate = job.keys_out != nullptr;
+  void* const dst_keys = separate ? job.keys_out : job.keys.data;
+  void* const dst_values = separate ? job.values_out : (job.values ? job.values->data : nullptr);
+  const std::uint32_t index_bytes = n <= std::numeric_limits<std::uint32_t>::max() ? 4 : 8;
+  sort_report report = visit_layout(key_bytes, value_bytes, [&]<typename K, typename V>() {
+    return visit_index(index_bytes, [&]<typename I>() {
+      // A separate output in memory receives the keys straight from the sort; an in-place job
+      // writes its input only once the whole result exists.
+      void* const keys_dst = separate ? dst_keys : nullptr;
+      permutation<K, I> p = sort_positions<K, I>(job.keys, keys_dst, nullptr, options, sort);
+      if (p.canonical)
+        restore_canonical(p.keys, p.idx, n, canonical_order(job.keys.type, options),
+                          job.keys.data);
+      host_buffer values_sorted;
+      if constexpr (!std::is_same_v<V, no_value>) {
+        host_buffer values_in;
+        const V* src = static_cast<const V*>(job.values->data);
+        if (!in_memory(src)) {
+          values_in = host_buffer{n * sizeof(V)};
+          host_read(values_in.data(), src, n * sizeof(V));
+          src = static_cast<const V*>(values_in.data());
+        }
+        V* out = nullptr;
+        if (separate && in_memory(dst_values)) {
+          out = static_cast<V*>(dst_values);
+        } else {
+          values_sorted = host_buffer{n * sizeof(V)};
+          out = static_cast<V*>(values_sorted.data());
+        }
+        const auto count = static_cast<std::int64_t>(n);
+#pragma omp parallel for schedule(static) if (count > (std::int64_t{1} << 16))
+        for (std::int64_t i = 0; i < count; ++i) out[i] = src[p.idx[i]];
+        if (out != dst_values) host_write(dst_values, out, n * sizeof(V));
+      }
+      if (p.keys != dst_keys) host_write(dst_keys, p.keys, n * sizeof(K));
+      return std::move(p.report);
+    });
+  });
+  report.elements = n;
+  report.bytes = n * (key_bytes + value_bytes);
+  report.seconds = seconds_since(start);
+  return report;
+}
+
+}  // namespace gpusort::detail

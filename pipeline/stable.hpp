@@ -1,0 +1,34 @@
+// Argsort and the stable sort, built on the engine's sort of pairs.
+//
+// Neither round of DSPS is stable (round 1 deals each sorted chunk round robin into its runs, and
+// the GPU sample sort is not stable either), so instead of a stable variant of every sorter the
+// engine sorts (key, position) pairs with any sorter and then puts each run of equal keys in
+// position order: the exact stable permutation. A stable sort of pairs gathers the values by it;
+// keys that NumPy's order calls equal but whose bits differ (NaN payloads, -0.0) are sorted by a
+// canonical code and get their own bits back from the input by the same permutation.
+#pragma once
+
+#include <gpusort/gpusort.hpp>
+
+#include <functional>
+
+namespace gpusort::detail {
+
+/// The engine's sort of one job: `canonical` asks for key_order::canonical codes.
+using inner_sort =
+    std::function<sort_report(const sort_job& job, const sort_options& options, bool canonical)>;
+
+/// engine::argsort.
+sort_report run_argsort(const argsort_job& job, const sort_options& options,
+                        const inner_sort& sort);
+
+/// engine::sort with options.stable where it matters: pairs, and keys alone in NumPy's float
+/// order. (Keys alone in any other order are equal only when their bits are, so any sort is
+/// stable for them.)
+sort_report run_stable_sort(const sort_job& job, const sort_options& options,
+                            const inner_sort& sort);
+
+/// Whether engine::sort must take run_stable_sort for this job.
+bool needs_stable_path(const sort_job& job, const sort_options& options) noexcept;
+
+}  // namespace gpusort::detail

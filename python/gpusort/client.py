@@ -1,0 +1,968 @@
+"""gpusort.Client: sort NumPy arrays and files through gpusortd.
+
+How the data travels (proto/README.md): arrays never go through the socket. The client asks the
+daemon for a shared buffer (ALLOCATE: a memfd the daemon pinned once), maps it, and submits jobs
+that name the buffer; or it passes the descriptor of a file (or of a memfd of its own) with the
+SUBMIT frame. So:
+
+- an array made by ``Client.empty`` (or ``Client.array``) lives in such a buffer and is sorted
+  where it is, with no copy at all;
+- any other array is copied into a buffer (in large pieces, by several threads), sorted there,
+  and copied out;
+- ``Client.sort_file`` passes the file's descriptor: the daemon reads and writes the file itself.
+
+Why the copies are not overlapped with the sort: a SUBMIT needs the whole array in place before
+the job starts (a sort's first output depends on its last input), and the daemon reports
+nothing until the job's end is written, so neither direction of copying can run beside the
+daemon's work. The copies are instead split over threads (NumPy releases the GIL while it
+copies), and the buffer is kept between calls so that its pages are mapped only once.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import random
+import threading
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, NamedTuple, Union
+
+import numpy as np
+
+from . import _proto as pb
+from . import _wire as w
+from ._errors import ConnectionLost, Error, Unavailable
+from ._progress import Bar, Progress
+from .npy import MAGIC as NPY_MAGIC
+from .npy import read_header
+
+DEFAULT_SOCKET = "/run/gpusort/gpusort.sock"
+PROTOCOL_VERSION = 1
+
+ProgressArg = Union[None, bool, Callable[[Progress], object]]
+
+# (kind, itemsize) -> the protocol's DType. Keys are 4- or 8-byte unsigned, signed or floats.
+_DTYPES = {
+    ("u", 4): pb.DTYPE_U32,
+    ("i", 4): pb.DTYPE_I32,
+    ("u", 8): pb.DTYPE_U64,
+    ("i", 8): pb.DTYPE_I64,
+    ("f", 4): pb.DTYPE_F32,
+    ("f", 8): pb.DTYPE_F64,
+}
+_SUPPORTED = "uint32, int32, uint64, int64, float32 and float64 (either byte order)"
+
+
+class ServerInfo(NamedTuple):
+    """What the daemon said about itself in its HELLO_REPLY."""
+
+    server_version: str
+    pid: int
+    devices: tuple
+    max_body_bytes: int
+    max_fds_per_frame: int
+    max_buffer_bytes: int
+    pinned_pool_bytes: int
+
+
+class JobReport(NamedTuple):
+    """What a finished job did (the daemon's JobReport; the numbers of ``gpusort sort --json``)."""
+
+    elements: int
+    bytes: int
+    seconds: float
+    rate: float
+    engine: str
+    devices: tuple
+    chunks: int
+    rounds: int
+    compensated_chunks: int
+    queue_seconds: float
+
+
+# ---- helpers ------------------------------------------------------------------------------
+
+
+def _key_dtype(dt: np.dtype, what: str = "keys") -> int:
+    """The protocol DType of NumPy dtype ``dt``; TypeError for any dtype gpusort cannot sort."""
+    if dt.fields is not None or dt.subdtype is not None or dt.hasobject:
+        raise TypeError(f"gpusort cannot sort {what} of dtype {dt}: it sorts {_SUPPORTED}")
+    code = _DTYPES.get((dt.kind, dt.itemsize))
+    if code is None:
+        raise TypeError(f"gpusort cannot sort {what} of dtype {dt}: it sorts {_SUPPORTED}"
+                        + ("; convert float16 with a.astype(np.float32)" if dt.kind == "f" else "")
+                        + ("; bool keys: a.view(np.uint8).astype(np.uint32)" if dt.kind == "b"
+                           else ""))
+    return code
+
+
+def _as_keys(a, what: str = "keys") -> tuple[np.ndarray, int]:
+    """``a`` as a 1-D array of a supported dtype, and its protocol DType."""
+    if not isinstance(a, np.ndarray):
+        a = np.asarray(a)
+    code = _key_dtype(a.dtype, what)
+    if a.ndim == 0:
+        raise ValueError(f"gpusort sorts 1-D arrays; the {what} are a 0-d array (a scalar)")
+    if a.ndim != 1:
+        raise ValueError(f"gpusort sorts 1-D arrays; the {what} have shape {a.shape} (use "
+                         "a.ravel() to sort all elements together; np.sort sorts each row)")
+    return a, code
+
+
+def _float_order(dt: np.dtype) -> int:
+    # The package promises NumPy's answers, so floats always sort in NumPy's order: NaNs last
+    # whatever their sign, -0.0 equal to +0.0 (integer keys ignore the field).
+    return pb.FLOAT_ORDER_NUMPY if dt.kind == "f" else pb.FLOAT_ORDER_TOTAL
+
+
+def _native(dt: np.dtype) -> np.dtype:
+    return dt if dt.isnative else dt.newbyteorder("=")
+
+
+def _align8(n: int) -> int:
+    return (n + 7) & ~7
+
+
+_pool_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+
+
+def _threads() -> int:
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 16))
+
+
+def _copy(dst: np.ndarray, src: np.ndarray) -> None:
+    """dst[...] = src for 1-D arrays of one length (and dtypes equal up to byte order, which the
+    copy converts): a few large np.copyto calls on several threads. NumPy releases the GIL
+    while it copies, so the threads run in parallel; pieces of at least 16 MiB keep the
+    per-call overhead negligible."""
+    global _pool
+    n = dst.shape[0]
+    pieces = min(_threads(), max(1, dst.nbytes // (16 << 20)))
+    if pieces <= 1:
+        np.copyto(dst, src, casting="equiv" if dst.dtype != src.dtype else "no")
+        return
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=_threads(), thread_name_prefix="gpusort-copy")
+    casting = "equiv" if dst.dtype != src.dtype else "no"
+    bounds = [n * i // pieces for i in range(pieces + 1)]
+    futures = [_pool.submit(np.copyto, dst[lo:hi], src[lo:hi], casting=casting)
+               for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
+    for f in futures:
+        f.result()
+
+
+def _address(mm: mmap.mmap) -> int:
+    view = np.frombuffer(mm, dtype=np.uint8, count=1)
+    try:
+        return view.__array_interface__["data"][0]
+    finally:
+        del view
+
+
+def _data_address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+# ---- shared memory ------------------------------------------------------------------------
+
+
+class _Conn:
+    """The connection and what outlives the Client object: shared arrays keep it (through their
+    finalizers) so that the daemon does not take their buffers back while they live. A buffer
+    whose arrays are all gone is released at the next request (a finalizer may run anywhere,
+    even in the middle of reading a frame, so it only notes the id), or by closing the
+    connection."""
+
+    def __init__(self, wire: w.Wire):
+        self.wire = wire
+        self.lock = threading.RLock()
+        self.next_id = 1
+        self.version = 1
+        self.live: dict[int, tuple[int, int]] = {}  # buffer id -> (address, size)
+        self.to_release: list[int] = []
+        self.closing = False
+
+    def request_id(self) -> int:
+        rid = self.next_id
+        self.next_id += 1
+        return rid
+
+    def buffer_gone(self, buffer_id: int) -> None:
+        """A shared buffer's mapping was collected (finalizer: no I/O here)."""
+        self.live.pop(buffer_id, None)
+        if self.closing:
+            if not self.live:
+                self.wire.close()  # the last array is gone: now the connection may end
+        else:
+            self.to_release.append(buffer_id)
+
+    def flush_releases(self) -> None:
+        """Sends RELEASE for buffers whose arrays are gone; their replies are stray frames."""
+        while self.to_release and not self.wire.closed:
+            bid = self.to_release.pop()
+            body = pb.ReleaseRequest(buffer_id=bid).SerializeToString()
+            try:
+                self.wire.send(w.RELEASE, self.request_id(), body, version=self.version)
+            except (Error, w._SendFailed):
+                return
+
+
+class _Region:
+    """A piece of shared memory the daemon can reach: a buffer of the daemon (``buffer_id``) or
+    a memfd of ours passed with the SUBMIT (``fd``), mapped here as ``mm``."""
+
+    def __init__(self, mm: mmap.mmap, size: int, buffer_id: int | None = None,
+                 fd: int | None = None):
+        self.mm = mm
+        self.size = size
+        self.buffer_id = buffer_id
+        self.fd = fd
+
+    def view(self, dtype: np.dtype, count: int, offset: int = 0) -> np.ndarray:
+        return np.frombuffer(self.mm, dtype=dtype, count=count, offset=offset)
+
+    def ref(self, offset: int, fds: list[int]):
+        """A DataRef to ``offset`` in this region, adding our memfd to ``fds`` when needed."""
+        if self.buffer_id is not None:
+            return pb.DataRef(buffer_id=self.buffer_id, offset=offset)
+        if self.fd not in fds:
+            fds.append(self.fd)
+        return pb.DataRef(attached_fd=fds.index(self.fd), offset=offset)
+
+    def close(self) -> None:
+        """Drops our reference; a daemon buffer is released once the mapping is collected."""
+        if self.fd is not None:
+            try:
+                self.mm.close()
+            except BufferError:
+                pass  # a view is still alive: the mapping goes with it
+            os.close(self.fd)
+            self.fd = None
+        self.mm = None
+
+
+# ---- the client ---------------------------------------------------------------------------
+
+
+class Client:
+    """A connection to gpusortd.
+
+    ``socket``: the daemon's Unix socket; default ``$GPUSORT_SOCKET``, else
+    ``/run/gpusort/gpusort.sock``. ``client_name`` goes to the daemon's log. ``timeout``:
+    seconds to wait for the daemon's answer to a request (None: for ever); a running job is
+    waited for without a limit, but a daemon that stops or dies ends the wait at once with
+    ConnectionLost. ``keep_buffer``: keep the shared buffer that copied arrays travel through
+    between calls (fast repeated sorts; it counts against the daemon's pinned_pool_bytes until
+    ``trim()`` or ``close()``).
+
+    Use it as a context manager, or call ``close()``. One thread at a time: calls from several
+    threads are serialised. Not usable across ``fork()``.
+
+    Raises Unavailable when no daemon answers at the socket, Error when the daemon refuses the
+    connection (UNAUTHORIZED, REJECTED_BUSY) or speaks no common protocol version.
+    """
+
+    def __init__(self, socket: str | os.PathLike | None = None, client_name: str | None = None,
+                 timeout: float | None = 120.0, keep_buffer: bool = True):
+        if socket is None:
+            socket = os.environ.get("GPUSORT_SOCKET") or DEFAULT_SOCKET
+        self.socket_path = os.fspath(socket)
+        if client_name is None:
+            from . import __version__
+            client_name = f"gpusort-python {__version__} (pid {os.getpid()})"
+        self.keep_buffer = keep_buffer
+        self.last_report: JobReport | None = None
+        self._stage: _Region | None = None
+        try:
+            wire = w.Wire(self.socket_path, timeout)
+        except FileNotFoundError:
+            raise Unavailable("UNAVAILABLE", f"no gpusortd socket at {self.socket_path} (start "
+                              "the daemon, or pass socket= / set GPUSORT_SOCKET)") from None
+        except ConnectionRefusedError:
+            raise Unavailable("UNAVAILABLE", f"nothing listens at {self.socket_path} (gpusortd "
+                              "is not running)") from None
+        except PermissionError:
+            raise Unavailable("UNAVAILABLE", f"no permission to connect to {self.socket_path} "
+                              "(join the daemon's group, e.g. gpusort)") from None
+        except OSError as e:
+            raise Unavailable("UNAVAILABLE", f"cannot connect to {self.socket_path}: {e}") from None
+        self._conn = _Conn(wire)
+        try:
+            self._hello(client_name)
+        except BaseException:
+            wire.close()
+            raise
+
+    # -- connection ------------------------------------------------------------------------
+
+    def _hello(self, client_name: str) -> None:
+        req = pb.HelloRequest(min_version=PROTOCOL_VERSION, max_version=PROTOCOL_VERSION,
+                              client_name=client_name)
+        _, reply = self._request(w.HELLO, req, w.HELLO_REPLY, pb.HelloReply)
+        self._conn.version = reply.version
+        s = reply.server
+        self.server = ServerInfo(s.server_version, s.pid, tuple(s.devices), s.max_body_bytes,
+                                 s.max_fds_per_frame, s.max_buffer_bytes, s.pinned_pool_bytes)
+
+    @property
+    def closed(self) -> bool:
+        return self._conn.closing or self._conn.wire.closed
+
+    def close(self) -> None:
+        """Ends the session. Buffers are given back, except those of shared arrays still alive:
+        the connection stays open (doing nothing) until the last of them is collected, so that
+        the daemon never hands their memory to anyone else while they can be read."""
+        conn = self._conn
+        with conn.lock:
+            if conn.closing:
+                return
+            self._drop_stage()
+            conn.closing = True
+            conn.to_release.clear()
+            if not conn.live:
+                conn.wire.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def trim(self) -> None:
+        """Gives back the buffer kept for copied arrays (see ``keep_buffer``)."""
+        with self._conn.lock:
+            self._drop_stage()
+            self._conn.flush_releases()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<gpusort.Client {self.socket_path} {state}>"
+
+    # -- frames ----------------------------------------------------------------------------
+
+    def _send(self, type_: int, rid: int, msg, fds=()) -> None:
+        conn = self._conn
+        version = 1 if type_ == w.HELLO else conn.version
+        try:
+            conn.wire.send(type_, rid, msg.SerializeToString(), fds, version)
+        except w._SendFailed as e:
+            # The daemon closed the connection; an ERROR it sent first says why.
+            try:
+                fr = conn.wire.recv(timeout=1.0)
+                if fr.type == w.ERROR:
+                    self._raise_error_frame(fr)
+            except Error as inner:
+                if inner.status not in ("CONNECTION_LOST", "TIMEOUT"):
+                    raise
+            conn.wire.close()
+            raise ConnectionLost("CONNECTION_LOST", f"gpusortd at {self.socket_path} closed "
+                                 f"the connection ({e.cause})") from None
+
+    def _raise_error_frame(self, fr: w.Frame):
+        msg = pb.ErrorReply()
+        msg.ParseFromString(fr.body)
+        if fr.request_id == 0:  # the daemon ends the connection (refused peer, bad stream)
+            self._conn.wire.close()
+        raise Error(pb.status_name(msg.status.code), msg.status.message)
+
+    def _stray(self, fr: w.Frame) -> None:
+        """A frame that answers nothing we wait for: replies to RELEASEs sent in passing, events
+        of a job given up on. An ERROR with request id 0 ends the connection."""
+        fr.close_fds()
+        if fr.type == w.ERROR and fr.request_id == 0:
+            self._raise_error_frame(fr)
+
+    def _parse(self, fr: w.Frame, cls):
+        msg = cls()
+        try:
+            msg.ParseFromString(fr.body)
+        except Exception as e:
+            self._conn.wire.close()
+            raise Error("PROTOCOL_ERROR", f"gpusortd sent a {cls.__name__} that does not parse "
+                        f"({e}); connection closed") from None
+        return msg
+
+    def _request(self, type_: int, msg, reply_type: int, reply_cls, fds=()):
+        """Sends a request and returns (frame, reply) once its reply came; raises Error when
+        the reply's status is not OK (the frame's descriptors are then closed)."""
+        conn = self._conn
+        with conn.lock:
+            if conn.closing:
+                raise ConnectionLost("CONNECTION_LOST", "the client is closed")
+            if type_ != w.HELLO:
+                conn.flush_releases()
+            rid = conn.request_id()
+            self._send(type_, rid, msg, fds)
+            while True:
+                fr = conn.wire.recv()
+                if fr.request_id != rid:
+                    self._stray(fr)
+                    continue
+                if fr.type == w.ERROR:
+                    fr.close_fds()
+                    self._raise_error_frame(fr)
+                if fr.type != reply_type:
+                    fr.close_fds()
+                    conn.wire.close()
+                    raise Error("PROTOCOL_ERROR", f"gpusortd answered request type {type_:#06x} "
+                                f"with type {fr.type:#06x}; connection closed")
+                reply = self._parse(fr, reply_cls)
+                if reply.status.code != pb.OK:
+                    fr.close_fds()
+                    raise Error(pb.status_name(reply.status.code), reply.status.message)
+                return fr, reply
+
+    def _run(self, req, fds=(), progress: ProgressArg = None, description: str = "gpusort"):
+        """Submits a job and waits for its end, feeding PROGRESS events to ``progress``.
+        Returns the JobReport; raises Error with the job's status when it failed. When the wait
+        is interrupted (Ctrl-C, an exception from the progress callable), the job is cancelled
+        and its end awaited, so that no job still writes into memory we hand back."""
+        conn = self._conn
+        bar = Bar(description) if progress is True else None
+        callback = bar if bar is not None else (progress if callable(progress) else None)
+        with conn.lock:
+            if conn.closing:
+                raise ConnectionLost("CONNECTION_LOST", "the client is closed")
+            conn.flush_releases()
+            rid = conn.request_id()
+            job_id = None
+            finished = False
+            try:
+                self._send(w.SUBMIT, rid, req, fds)
+                while True:
+                    # The reply comes at once; the job's end may take as long as the sort.
+                    fr = conn.wire.recv(timeout=-1.0 if job_id is None else None)
+                    if fr.request_id != rid:
+                        self._stray(fr)
+                        continue
+                    fr.close_fds()
+                    if fr.type == w.ERROR:
+                        finished = True
+                        self._raise_error_frame(fr)
+                    elif fr.type == w.SUBMIT_REPLY:
+                        reply = self._parse(fr, pb.SubmitReply)
+                        if reply.status.code != pb.OK:
+                            finished = True
+                            raise Error(pb.status_name(reply.status.code), reply.status.message)
+                        job_id = reply.job_id
+                    elif fr.type == w.PROGRESS:
+                        ev = self._parse(fr, pb.ProgressEvent)
+                        if callback is not None:
+                            callback(Progress(ev.bytes_done, ev.bytes_total, ev.round,
+                                              ev.rounds, ev.rate))
+                    elif fr.type == w.JOB_FINISHED:
+                        finished = True
+                        ev = self._parse(fr, pb.JobFinishedEvent)
+                        if ev.status.code != pb.OK:
+                            raise Error(pb.status_name(ev.status.code), ev.status.message)
+                        r = ev.report
+                        self.last_report = JobReport(r.elements, r.bytes, r.seconds, r.rate,
+                                                     r.engine, tuple(r.devices), r.chunks,
+                                                     r.rounds, r.compensated_chunks,
+                                                     r.queue_seconds)
+                        return self.last_report
+                    else:
+                        conn.wire.close()
+                        raise Error("PROTOCOL_ERROR", f"unexpected frame type {fr.type:#06x} "
+                                    "for a job; connection closed")
+            except BaseException:
+                if job_id is not None and not finished and not conn.wire.closed:
+                    self._cancel_and_drain(rid, job_id)
+                raise
+            finally:
+                if bar is not None:
+                    bar.close()
+
+    def _cancel_and_drain(self, rid: int, job_id: int) -> None:
+        conn = self._conn
+        try:
+            self._send(w.CANCEL, conn.request_id(), pb.CancelRequest(job_id=job_id))
+            while True:
+                fr = conn.wire.recv(timeout=60.0)
+                fr.close_fds()
+                if fr.request_id == rid and fr.type in (w.JOB_FINISHED, w.ERROR):
+                    return
+        except BaseException:
+            # Could not see the job end: closing the connection cancels it for sure.
+            conn.wire.close()
+
+    # -- shared memory ---------------------------------------------------------------------
+
+    def _allocate(self, nbytes: int) -> tuple[int, int, mmap.mmap]:
+        fr, reply = self._request(w.ALLOCATE, pb.AllocateRequest(bytes=nbytes), w.ALLOCATE_REPLY,
+                                  pb.AllocateReply)
+        if len(fr.fds) != 1:
+            fr.close_fds()
+            self._conn.wire.close()
+            raise Error("PROTOCOL_ERROR", f"ALLOCATE_REPLY came with {len(fr.fds)} descriptors, "
+                        "not 1; connection closed")
+        fd = fr.fds[0]
+        try:
+            mm = mmap.mmap(fd, reply.size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)  # the mapping keeps the memfd alive
+        conn = self._conn
+        conn.live[reply.buffer_id] = (_address(mm), reply.size)
+        f = weakref.finalize(mm, _Conn.buffer_gone, conn, reply.buffer_id)
+        f.atexit = False
+        return reply.buffer_id, reply.size, mm
+
+    def empty(self, n: int, dtype=np.float64) -> np.ndarray:
+        """A new 1-D array of ``n`` elements of ``dtype`` in a shared buffer of the daemon.
+
+        Sorting it (``sort``, ``sort_pairs`` with both arrays shared, ``argsort`` keys) copies
+        nothing: the daemon sorts the buffer itself, and ``sort`` of such an array is always in
+        place (it returns the same array). It is an ordinary ndarray otherwise; slices and
+        views of it are zero copy too when contiguous. Its buffer goes back to the daemon once
+        the array and every view of it are garbage collected (or when the client closes and
+        they are gone). The contents start as zeros. Raises Error TOO_LARGE over the daemon's
+        ``max_buffer_bytes``, REJECTED_BUSY when its pool is full for now.
+        """
+        dt = np.dtype(dtype)
+        if dt.hasobject:
+            raise TypeError("a shared array cannot hold Python objects")
+        n = int(n)
+        if n < 0:
+            raise ValueError(f"negative size {n}")
+        if n == 0 or dt.itemsize == 0:
+            return np.empty(n, dt)
+        with self._conn.lock:
+            _, _, mm = self._allocate(n * dt.itemsize)
+        return np.frombuffer(mm, dtype=dt, count=n)
+
+    def array(self, a, dtype=None) -> np.ndarray:
+        """A shared array (``empty``) holding a copy of ``a``: ``client.array(a)`` then
+        ``client.sort(x)`` sorts without any further copy."""
+        a = np.asarray(a, dtype=dtype)
+        if a.ndim != 1:
+            raise ValueError(f"shared arrays are 1-D; got shape {a.shape}")
+        x = self.empty(a.shape[0], _native(a.dtype))
+        if a.shape[0]:
+            _copy(x, a)
+        return x
+
+    def is_shared(self, a: np.ndarray) -> bool:
+        """True when ``a`` lies in a shared buffer of this client and sorts with no copy."""
+        return self._shared_ref(a) is not None
+
+    def _shared_ref(self, a: np.ndarray):
+        """(buffer id, byte offset) when ``a`` is contiguous, native, writeable and lies in a
+        live buffer of this connection at an offset the daemon accepts; else None."""
+        conn = self._conn
+        if (not isinstance(a, np.ndarray) or not conn.live or a.size == 0
+                or not a.flags.c_contiguous or not a.flags.writeable or not a.dtype.isnative):
+            return None
+        start = _data_address(a)
+        for bid, (base, size) in list(conn.live.items()):
+            if base <= start and start + a.nbytes <= base + size:
+                off = start - base
+                return (bid, off) if off % a.dtype.itemsize == 0 else None
+        return None
+
+    def _staging(self, nbytes: int) -> _Region:
+        """Memory for copied arrays: the kept buffer when it is large enough, else a new one;
+        when the daemon's pool cannot give one (TOO_LARGE, REJECTED_BUSY), a memfd of our own
+        that travels with the SUBMIT (the daemon takes shrink-sealed memfds)."""
+        st = self._stage
+        if st is not None and st.size >= nbytes:
+            return st
+        self._drop_stage()
+        try:
+            bid, size, mm = self._allocate(max(nbytes, 1))
+            st = _Region(mm, size, buffer_id=bid)
+            self._stage = st if self.keep_buffer else None
+            return st
+        except Error as e:
+            if e.status not in ("TOO_LARGE", "REJECTED_BUSY"):
+                raise
+        return self._memfd(nbytes)
+
+    @staticmethod
+    def _memfd(nbytes: int) -> _Region:
+        import fcntl
+        fd = os.memfd_create("gpusort-python", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            os.ftruncate(fd, max(nbytes, 1))
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
+            mm = mmap.mmap(fd, max(nbytes, 1), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(fd)
+            raise
+        return _Region(mm, max(nbytes, 1), fd=fd)
+
+    def _done_with(self, st: _Region) -> None:
+        if st is not self._stage:
+            st.close()
+
+    def _drop_stage(self) -> None:
+        st, self._stage = self._stage, None
+        if st is not None:
+            st.close()
+
+    # -- sorting ---------------------------------------------------------------------------
+
+    def sort(self, a, descending: bool = False, inplace: bool = False, stable: bool = False,
+             progress: ProgressArg = None) -> np.ndarray:
+        """The sorted copy of 1-D array ``a``, as ``np.sort(a)`` returns it.
+
+        dtypes: uint32, int32, uint64, int64, float32, float64, in either byte order (a
+        byte-swapped array is converted while it is copied in and back while it is copied out,
+        so the result has ``a``'s dtype, as with np.sort). Floats sort as NumPy sorts them:
+        NaNs last whatever their sign and payload, -0.0 equal to +0.0; with ``stable=True``
+        equal keys keep their input order, and the result is byte for byte
+        ``np.sort(a, kind="stable")``. ``descending``: largest first, NaNs still last.
+
+        ``inplace=True`` sorts ``a`` itself and returns it (copied in and back). An array
+        from ``empty``/``array`` is always sorted in place in its shared buffer with no copy,
+        and returned. Any other input (non-contiguous, a list, ...) is copied. ``progress``: a
+        callable taking a Progress, or True for a bar.
+        """
+        was_array = isinstance(a, np.ndarray)
+        a, code = _as_keys(a)
+        if inplace and not was_array:
+            raise TypeError("inplace=True needs a NumPy array to sort")
+        if inplace and not a.flags.writeable:
+            raise ValueError("inplace=True needs a writeable array")
+        n = a.shape[0]
+        req = pb.SubmitRequest(dtype=code, count=n, in_place=True, stable=bool(stable),
+                               float_order=_float_order(a.dtype),
+                               order=pb.ORDER_DESCENDING if descending else pb.ORDER_ASCENDING)
+        ref = self._shared_ref(a)
+        if ref is not None:
+            req.keys.CopyFrom(pb.DataRef(buffer_id=ref[0], offset=ref[1]))
+            self._run(req, progress=progress, description="gpusort sort")
+            return a
+        if n == 0:
+            return a if inplace else a.copy()
+        with self._conn.lock:
+            st = self._staging(a.nbytes)
+            view = st.view(_native(a.dtype), n)
+            _copy(view, a)
+            fds: list[int] = []
+            req.keys.CopyFrom(st.ref(0, fds))
+            self._run(req, fds, progress, "gpusort sort")
+            out = a if inplace else np.empty(n, a.dtype)
+            _copy(out, view)
+            del view
+            self._done_with(st)
+        return out
+
+    def argsort(self, a, descending: bool = False, index_dtype=np.int64,
+                progress: ProgressArg = None, out: np.ndarray | None = None) -> np.ndarray:
+        """The indices that sort 1-D array ``a``, equal to ``np.argsort(a, kind="stable")``:
+        stable by definition (equal keys by position), floats in NumPy's order (NaNs last).
+        ``descending``: largest first, equal keys still by position, NaNs last.
+
+        ``index_dtype``: np.int64 (default) or np.uint32 (only when len(a) < 2**32; half the
+        memory). ``out``: an array from ``empty`` of that dtype and length to receive the
+        indices with no copy. The keys are never modified."""
+        idx, _ = self._argsort(a, descending, index_dtype, progress, out, want_keys=False)
+        return idx
+
+    def _argsort(self, a, descending, index_dtype=np.int64, progress=None, out=None,
+                 want_keys=False):
+        a, code = _as_keys(a)
+        ix = np.dtype(index_dtype)
+        if ix not in (np.dtype(np.int64), np.dtype(np.uint32)):
+            raise TypeError(f"index_dtype must be np.int64 or np.uint32, not {ix}")
+        n = a.shape[0]
+        if ix == np.dtype(np.uint32) and n >= 2**32:
+            raise ValueError(f"{n} keys need 64-bit indices (index_dtype=np.int64)")
+        if out is not None and (not isinstance(out, np.ndarray) or out.dtype != ix
+                                or out.shape != (n,)):
+            raise ValueError(f"out must be a 1-D array of {n} {ix}")
+        if n == 0:
+            idx = out if out is not None else np.empty(0, ix)
+            return idx, (a.copy() if want_keys else None)
+        req = pb.SubmitRequest(dtype=code, count=n, kind=pb.JOB_KIND_ARGSORT,
+                               index_bytes=ix.itemsize, float_order=_float_order(a.dtype),
+                               order=pb.ORDER_DESCENDING if descending else pb.ORDER_ASCENDING)
+        with self._conn.lock:
+            key_ref = self._shared_ref(a)
+            out_ref = self._shared_ref(out) if out is not None else None
+            need = 0
+            keys_at = idx_at = sorted_at = None
+            if key_ref is None:
+                keys_at, need = 0, _align8(a.nbytes)
+            if out_ref is None:
+                idx_at, need = need, _align8(need + n * ix.itemsize)
+            if want_keys:
+                sorted_at, need = need, need + a.nbytes
+            st = self._staging(need) if need else None
+            fds: list[int] = []
+            native = _native(a.dtype)
+            if key_ref is None:
+                _copy(st.view(native, n, keys_at), a)
+                req.keys.CopyFrom(st.ref(keys_at, fds))
+            else:
+                req.keys.CopyFrom(pb.DataRef(buffer_id=key_ref[0], offset=key_ref[1]))
+            if out_ref is None:
+                req.indices_out.CopyFrom(st.ref(idx_at, fds))
+            else:
+                req.indices_out.CopyFrom(pb.DataRef(buffer_id=out_ref[0], offset=out_ref[1]))
+            if want_keys:
+                req.keys_out.CopyFrom(st.ref(sorted_at, fds))
+            self._run(req, fds, progress, "gpusort argsort")
+            if out is not None and out_ref is not None:
+                idx = out
+            else:
+                idx = out if out is not None else np.empty(n, ix)
+                _copy(idx, st.view(ix, n, idx_at))
+            keys = None
+            if want_keys:
+                keys = np.empty(n, a.dtype)
+                _copy(keys, st.view(native, n, sorted_at))
+            if st is not None:
+                self._done_with(st)
+        return idx, keys
+
+    def sort_pairs(self, keys, values, descending: bool = False, stable: bool = False,
+                   progress: ProgressArg = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(sorted keys, values reordered with them)``.
+
+        ``values``: a 1-D array as long as ``keys`` of any dtype of 4 or 8 bytes (moved as
+        raw bits, so any such dtype, byte order or structured type works). With
+        ``stable=True`` equal keys keep their input order and so do their values; otherwise
+        the values of equal keys come in any order. When both arrays come from ``empty`` they
+        are sorted in place with no copy, and returned.
+        """
+        keys, code = _as_keys(keys)
+        values = np.asarray(values)
+        n = keys.shape[0]
+        if values.dtype.hasobject:
+            raise TypeError("values of dtype object cannot be sorted (they are pointers)")
+        if values.ndim != 1 or values.shape[0] != n:
+            raise ValueError(f"values must be a 1-D array of {n} elements like the keys; "
+                             f"got shape {values.shape}")
+        vb = values.dtype.itemsize
+        if vb not in (4, 8):
+            raise TypeError(f"values must be 4 or 8 bytes each; {values.dtype} is {vb} (use "
+                            "sort_by_key for other payloads)")
+        req = pb.SubmitRequest(dtype=code, count=n, in_place=True, stable=bool(stable),
+                               value_bytes=vb, float_order=_float_order(keys.dtype),
+                               order=pb.ORDER_DESCENDING if descending else pb.ORDER_ASCENDING)
+        kref, vref = self._shared_ref(keys), self._shared_ref(values)
+        if kref is not None and vref is not None:
+            req.keys.CopyFrom(pb.DataRef(buffer_id=kref[0], offset=kref[1]))
+            req.values.CopyFrom(pb.DataRef(buffer_id=vref[0], offset=vref[1]))
+            self._run(req, progress=progress, description="gpusort sort")
+            return keys, values
+        if n == 0:
+            return keys.copy(), values.copy()
+        with self._conn.lock:
+            vat = _align8(keys.nbytes)
+            st = self._staging(vat + values.nbytes)
+            kview = st.view(_native(keys.dtype), n)
+            vview = st.view(values.dtype, n, vat)  # the values' own dtype: bits unchanged
+            _copy(kview, keys)
+            _copy(vview, values)
+            fds: list[int] = []
+            req.keys.CopyFrom(st.ref(0, fds))
+            req.values.CopyFrom(st.ref(vat, fds))
+            self._run(req, fds, progress, "gpusort sort")
+            k, v = np.empty(n, keys.dtype), np.empty(n, values.dtype)
+            _copy(k, kview)
+            _copy(v, vview)
+            del kview, vview
+            self._done_with(st)
+        return k, v
+
+    def sort_by_key(self, keys, *columns, descending: bool = False,
+                    progress: ProgressArg = None) -> tuple:
+        """``(sorted keys, *columns in the keys' order)``, from ONE argsort job: each column
+        (any dtype and item size, any number of dimensions, first axis as long as the keys) is
+        permuted with ``np.take(column, indices, axis=0)``. Stable, like ``argsort``."""
+        keys, _ = _as_keys(keys)
+        n = keys.shape[0]
+        cols = [np.asarray(c) for c in columns]
+        for i, c in enumerate(cols):
+            if c.ndim == 0 or c.shape[0] != n:
+                raise ValueError(f"column {i} has shape {c.shape}; its first axis must have the "
+                                 f"keys' length {n}")
+        idx, sorted_keys = self._argsort(keys, descending, np.int64, progress, want_keys=True)
+        return (sorted_keys, *[np.take(c, idx, axis=0) for c in cols])
+
+    # -- files -----------------------------------------------------------------------------
+
+    def sort_file(self, path, dtype=None, out=None, descending: bool = False,
+                  stable: bool = False, progress: ProgressArg = None) -> JobReport | None:
+        """Sorts the array in file ``path``: a .npy file (recognised by its magic
+        ``\\x93NUMPY``; the header is kept and gives the dtype) or a raw file of ``dtype``
+        elements in the machine's byte order (``dtype`` required).
+
+        ``out=None`` sorts the file in place: the daemon reads and writes it through its
+        descriptor, with nothing copied here. A job that fails leaves the same elements in
+        the file, possibly in another order (the header untouched). ``out=PATH`` writes a new
+        file (for a .npy the same header, then the sorted data) through a temporary in PATH's
+        folder that is renamed over PATH only on success; ``path`` is only read.
+
+        Only 1-D .npy arrays of the supported dtypes; a ``dtype`` that disagrees with the
+        header is a ValueError. A big-endian .npy (or ``dtype`` with '>' for a raw file) is
+        copied through a shared buffer and converted both ways, as the daemon sorts native
+        numbers only. Returns the JobReport (None for an empty array).
+        """
+        path = os.fspath(path)
+        with open(path, "rb") as f:
+            is_npy = f.read(len(NPY_MAGIC)) == NPY_MAGIC
+            f.seek(0)
+            header = read_header(f) if is_npy else None
+            head_bytes = b""
+            if header is not None:
+                f.seek(0)
+                head_bytes = f.read(header.offset)
+            size = os.fstat(f.fileno()).st_size
+        if header is not None:
+            fdt = header.dtype
+            if dtype is not None and np.dtype(dtype) != fdt:
+                raise ValueError(f"{path} is a .npy of dtype {fdt}, not {np.dtype(dtype)}")
+            if len(header.shape) != 1:
+                raise ValueError(f"{path} holds an array of shape {header.shape}; gpusort sorts "
+                                 "1-D arrays only")
+            offset, n = header.offset, header.count
+        else:
+            if dtype is None:
+                raise ValueError(f"{path} is a raw file (no .npy header): pass dtype=")
+            fdt = np.dtype(dtype)
+            offset = 0
+            if size % fdt.itemsize:
+                raise ValueError(f"{path} has {size} bytes, not a whole number of {fdt} "
+                                 f"elements of {fdt.itemsize} bytes")
+            n = size // fdt.itemsize
+        code = _key_dtype(fdt, f"the elements of {path}")
+        if offset + n * fdt.itemsize > size:
+            raise ValueError(f"{path} is truncated: its header promises {n} elements "
+                             f"({n * fdt.itemsize} bytes) after {offset} header bytes, but it "
+                             f"has {size} bytes")
+        in_place = out is None or (os.path.exists(out) and os.path.samefile(out, path))
+        if n == 0:
+            if not in_place:
+                self._write_new(out, head_bytes, offset, lambda fd: None)
+            return None
+        req = pb.SubmitRequest(dtype=code, count=n, stable=bool(stable),
+                               float_order=_float_order(fdt),
+                               order=pb.ORDER_DESCENDING if descending else pb.ORDER_ASCENDING)
+        if not fdt.isnative:
+            return self._sort_file_swapped(path, out, in_place, head_bytes, fdt, offset, n, req,
+                                           progress)
+        if offset % fdt.itemsize:
+            raise ValueError(f"the .npy header of {path} is {offset} bytes, not a multiple of "
+                             f"the element size {fdt.itemsize}: the daemon reads arrays only at "
+                             "such offsets (numpy.save writes 64-byte aligned headers; rewrite "
+                             "the file with it)")
+        if in_place:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+            try:
+                req.in_place = True
+                req.keys.CopyFrom(pb.DataRef(attached_fd=0, offset=offset))
+                return self._run(req, [fd], progress, "gpusort sort")
+            finally:
+                os.close(fd)
+        fin = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            def job(fout: int):
+                req.keys.CopyFrom(pb.DataRef(attached_fd=0, offset=offset))
+                req.keys_out.CopyFrom(pb.DataRef(attached_fd=1, offset=offset))
+                return self._run(req, [fin, fout], progress, "gpusort sort")
+            return self._write_new(out, head_bytes, offset + n * fdt.itemsize, job)
+        finally:
+            os.close(fin)
+
+    @staticmethod
+    def _write_new(out, head_bytes: bytes, total: int, fill):
+        """Creates ``out`` atomically: a temporary beside it gets the header and its full size,
+        ``fill(fd)`` writes the rest, then it is made durable and renamed over ``out``."""
+        out = os.fspath(out)
+        folder = os.path.dirname(os.path.abspath(out))
+        name = os.path.basename(out)
+        for _ in range(16):
+            temp = os.path.join(folder, f".{name}.gpusort-{os.getpid()}-"
+                                f"{random.getrandbits(32):08x}.tmp")
+            try:
+                fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+                break
+            except FileExistsError:
+                continue
+        else:  # pragma: no cover
+            raise OSError(f"cannot create a temporary file beside {out}")
+        try:
+            if os.path.exists(out):
+                os.fchmod(fd, os.stat(out).st_mode & 0o7777)
+            if head_bytes:
+                os.pwrite(fd, head_bytes, 0)
+            os.ftruncate(fd, max(total, len(head_bytes)))
+            result = fill(fd)
+            os.fsync(fd)
+            os.close(fd)
+            fd = -1
+            os.replace(temp, out)
+        except BaseException:
+            if fd >= 0:
+                os.close(fd)
+            try:
+                os.unlink(temp)
+            except OSError:
+                pass
+            raise
+        return result
+
+    def _sort_file_swapped(self, path, out, in_place, head_bytes, fdt, offset, n, req, progress):
+        """A file of byte-swapped numbers: mapped here, converted into a shared buffer, sorted,
+        and converted back into the file (or the new file)."""
+        def through_buffer(dst_fd: int, src_fd: int):
+            size = offset + n * fdt.itemsize
+            write = mmap.PROT_WRITE if src_fd == dst_fd else 0
+            smm = mmap.mmap(src_fd, size, mmap.MAP_SHARED, mmap.PROT_READ | write)
+            dmm = None
+            try:
+                with self._conn.lock:
+                    st = self._staging(n * fdt.itemsize)
+                    try:
+                        _copy(st.view(_native(fdt), n),
+                              np.frombuffer(smm, dtype=fdt, count=n, offset=offset))
+                        fds: list[int] = []
+                        req.in_place = True
+                        req.keys.CopyFrom(st.ref(0, fds))
+                        report = self._run(req, fds, progress, "gpusort sort")
+                        if dst_fd != src_fd:
+                            dmm = mmap.mmap(dst_fd, size, mmap.MAP_SHARED,
+                                            mmap.PROT_READ | mmap.PROT_WRITE)
+                        target = smm if dmm is None else dmm
+                        _copy(np.frombuffer(target, dtype=fdt, count=n, offset=offset),
+                              st.view(_native(fdt), n))
+                        target.flush()
+                    finally:
+                        self._done_with(st)
+                return report
+            finally:
+                for m in (smm, dmm):
+                    if m is not None:
+                        try:
+                            m.close()
+                        except BufferError:  # a view still referenced by a traceback
+                            pass
+
+        if in_place:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+            try:
+                return through_buffer(fd, fd)
+            finally:
+                os.close(fd)
+        fin = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            return self._write_new(out, head_bytes, offset + n * fdt.itemsize,
+                                   lambda fout: through_buffer(fout, fin))
+        finally:
+            os.close(fin)
