@@ -18,7 +18,6 @@
 
 #include <cerrno>
 #include <charconv>
-#include <cmath>
 #include <chrono>
 #include <fstream>
 #include <functional>
@@ -1318,34 +1317,6 @@ struct mapped_array {
   void* data;  ///< the array's first byte, after any header
 };
 
-/// The first place where keys break NumPy's order (float_order::numpy) in `dir`: every NaN
-/// after every number in both directions, NaNs equal among themselves, -0.0 equal to +0.0.
-/// Integer keys have no other order than their own: those go to check_order.
-template <typename F>
-order_check check_numpy_order(const F* keys, std::uint64_t n, order dir)
-{
-  for (std::uint64_t i = 0; i + 1 < n; ++i) {
-    const F x = keys[i];
-    const F y = keys[i + 1];
-    const bool bad = std::isnan(x) ? !std::isnan(y)
-                     : std::isnan(y) ? false
-                     : dir == order::ascending ? y < x
-                                               : x < y;
-    if (bad) return order_check{false, i};
-  }
-  return order_check{true, 0};
-}
-
-/// The order check of `floats`; totalOrder is core/verify's.
-order_check check_keys_order(const key_array& keys, order dir, float_order floats)
-{
-  if (floats == float_order::numpy && keys.type == dtype::f32)
-    return check_numpy_order(static_cast<const float*>(keys.data), keys.count, dir);
-  if (floats == float_order::numpy && keys.type == dtype::f64)
-    return check_numpy_order(static_cast<const double*>(keys.data), keys.count, dir);
-  return check_order(keys, dir);
-}
-
 std::string_view direction_name(order dir)
 {
   return dir == order::ascending ? "ascending" : "descending";
@@ -1355,7 +1326,7 @@ std::string_view direction_name(order dir)
 int verify_order_only(const parsed_args& a, const fs::path& shown, const key_array& keys,
                       order direction, float_order floats)
 {
-  const order_check c = check_keys_order(keys, direction, floats);
+  const order_check c = check_order(keys, direction, floats);
   return report_verification(
       a, c.ok, keys.count,
       c.ok ? "" : fmt::format("{} is not sorted {}: elements {} and {} are out of order",
@@ -1425,29 +1396,18 @@ int run_verify(const std::vector<std::string>& args)
     original_values_at.emplace(ov, original_values_file->source(), original_values_file->size());
     const std::uint32_t vb = values_of(sorted_values_at->layout, value_bytes_given, k.count, sv,
                                        sorted_file.path().string());
-    (void)values_of(original_values_at->layout, vb, ok.count, ov, *original_path);
+    const std::uint32_t ovb =
+        values_of(original_values_at->layout, value_bytes_given, ok.count, ov, *original_path);
+    if (ovb != vb)
+      throw cli_error{exit_data, fmt::format("{} holds {}-byte values but {} holds {}-byte ones",
+                                             sv, vb, ov, ovb)};
     sorted_values = value_array{sorted_values_at->data, k.count, vb};
     original_values = value_array{original_values_at->data, ok.count, vb};
   }
 
   const fingerprint before =
       fingerprint_of(key_array{original->data, ok.count, k.type}, original_values);
-  verify_result r;
-  if (floats == float_order::numpy && is_float(k.type)) {
-    // core/verify checks totalOrder; NumPy's order is checked here, the permutation the same.
-    const order_check c = check_keys_order(keys, direction, floats);
-    if (!c.ok)
-      r = {false, fmt::format("not sorted {} in NumPy's order at index {}",
-                              direction_name(direction), c.first_violation)};
-    else if (const fingerprint got = fingerprint_of(keys, sorted_values); got != before)
-      r = {false, fmt::format("not a permutation of the input: fingerprint differs (count {} "
-                              "vs {})",
-                              got.count, before.count)};
-    else
-      r = {true, {}};
-  } else {
-    r = verify(keys, sorted_values, direction, before);
-  }
+  const verify_result r = verify(keys, sorted_values, direction, before, floats);
   return report_verification(a, r.ok, k.count, r.message,
                              fmt::format("ok: {} sorted {}, a permutation of {}",
                                          plural(k.count, "element"), direction_name(direction),
