@@ -1,6 +1,7 @@
 #include "client/commands.hpp"
 
 #include "client/files.hpp"
+#include "client/npy.hpp"
 #include "client/progress.hpp"
 #include "core/generate.hpp"
 #include "core/program_log.hpp"
@@ -19,6 +20,7 @@
 #include <charconv>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -92,13 +94,16 @@ const command_spec& gen_spec()
 {
   static const command_spec spec{
       .name = "gen",
-      .synopsis = "--dtype T --dist D --count N --out FILE [--seed S]\n"
+      .synopsis = "--dtype T --dist D --count N --out FILE [--seed S] [--npy]\n"
                   "                   [--values-out FILE [--value-bytes 4|8]] [--quiet]",
       .description =
           "Writes N generated keys of type T to FILE as a raw little-endian array (no header),\n"
           "and with --values-out as many values. The same dtype, distribution, count and seed\n"
           "always give the same files. N takes the suffixes k, M, G, T (10^3, 10^6, ...) and\n"
-          "Ki, Mi, Gi, Ti (2^10, 2^20, ...): 10M is 10000000, 1Gi is 1073741824.\n",
+          "Ki, Mi, Gi, Ti (2^10, 2^20, ...): 10M is 10000000, 1Gi is 1073741824.\n"
+          "A file whose name ends in .npy, and every file with --npy, is a NumPy .npy file\n"
+          "instead: the header np.save writes (version 1.0, 1-D, '<u4' ... '<f8'; values\n"
+          "'<u4' or '<u8'), then the same bytes.\n",
       .options = {
           {"dtype", "T", dtype_help},
           {"dist", "D", distribution_help()},
@@ -107,6 +112,7 @@ const command_spec& gen_spec()
           {"out", "FILE", "keys file to write (- : standard output)"},
           {"values-out", "FILE", "values file to write (value i is a hash of seed and i)"},
           {"value-bytes", "4|8", "bytes per value (default 8)"},
+          {"npy", "", "write .npy files whatever their names (for --out -)"},
           {"quiet", "", "print nothing on success (also -q)"},
           {"help", "", "show this text"},
       }};
@@ -117,30 +123,56 @@ const command_spec& sort_spec()
 {
   static const command_spec spec{
       .name = "sort",
-      .synopsis = "FILE --dtype T [--out FILE] [--descending]\n"
+      .synopsis = "FILE [--dtype T] [--out FILE] [--descending] [--stable]\n"
+                  "                    [--float-order total|numpy]\n"
+                  "                    [--argsort-out FILE [--index-type i64|u32]]\n"
                   "                    [--values FILE [--value-bytes 4|8] [--values-out FILE]]\n"
                   "                    [--socket PATH | --local] [--config FILE] [--json]\n"
                   "                    [--quiet] [--no-sync] [--profile]",
       .description =
           "Sorts FILE, a raw little-endian array of keys of type T, and with --values a file of\n"
-          "values paired with the keys by index. Floats sort by IEEE 754 totalOrder (-NaN first,\n"
-          "+NaN last). FILE is only read: the sorted data goes to a temporary file in the\n"
-          "output's folder, renamed over the output only on success. Without --out (and\n"
-          "--values-out) the sort is in place; a failure leaves every file as it was.\n"
+          "values paired with the keys by index. FILE is only read: the sorted data goes to a\n"
+          "temporary file in the output's folder, renamed over the output only on success.\n"
+          "Without --out (and --values-out) the sort is in place; a failure leaves every file\n"
+          "as it was.\n"
+          "FILE may be a NumPy .npy file (known by its magic \\x93NUMPY, versions 1.0-3.0):\n"
+          "1-D, little-endian '<u4' '<i4' '<u8' '<i8' '<f4' '<f8'. Its header gives the type\n"
+          "(--dtype may repeat it, not contradict it) and is kept byte for byte: only the data\n"
+          "after it is sorted. The same holds for a .npy --values file (any 4- or 8-byte\n"
+          "numeric type). An output of a .npy input is a .npy file with the input's header;\n"
+          "an output named *.npy of a raw input gets a new header.\n"
+          "Floats sort by IEEE 754 totalOrder (-NaN first, +NaN last, -0.0 before +0.0), or\n"
+          "with --float-order numpy as np.sort does: every NaN last in both orders, -0.0 equal\n"
+          "to +0.0. numpy is the default for .npy files, total for raw files.\n"
+          "--stable keeps equal keys (and their values) in input order: with --float-order\n"
+          "numpy the result is np.sort(a, kind=\"stable\") byte for byte.\n"
+          "--argsort-out FILE writes the stable sorting permutation, np.argsort(a,\n"
+          "kind=\"stable\"): int64 (or u32) little-endian indices, raw, or a .npy file when\n"
+          "FILE ends in .npy. The keys file is then only read; the sorted keys are written\n"
+          "only when --out is given too.\n"
           "Prints a progress bar on stderr when it is a terminal and a summary line on stdout.\n"
           "The daemon (gpusortd) sorts unless --local is given: this command opens the files\n"
           "and passes their descriptors to it; the daemon never opens a path itself.\n"
-          "FILE - reads the keys from standard input to its end and writes the sorted keys to\n"
-          "standard output (or --out FILE); --out - writes a file's sorted keys to standard\n"
-          "output. Streams are sorted in memory (--local) or in a shared buffer of the daemon\n"
-          "(within its pinned_pool_bytes); the summary then goes to standard error.\n",
+          "FILE - reads the keys (raw or .npy) from standard input to its end and writes the\n"
+          "sorted keys to standard output (or --out FILE); --out - writes a file's sorted keys\n"
+          "to standard output. Streams are sorted in memory (--local) or in a shared buffer of\n"
+          "the daemon (within its pinned_pool_bytes); the summary then goes to standard error.\n",
       .options = {
-          {"dtype", "T", dtype_help},
+          {"dtype", "T", "key type: u32 i32 u64 i64 f32 f64 (a .npy file's\n"
+                         "header says it)"},
           {"out", "FILE", "sorted keys file (default: sort FILE in place; - : standard\n"
                           "output)"},
           {"descending", "", "sort in descending order"},
+          {"stable", "", "equal keys keep their input order"},
+          {"float-order", "ORDER", "total (IEEE 754 totalOrder) or numpy (NaNs last,\n"
+                                   "-0.0 == +0.0); default numpy for .npy files,\n"
+                                   "else total"},
+          {"argsort-out", "FILE", "write the stable sorting permutation here (.npy\n"
+                                  "when FILE ends in .npy) and leave FILE unsorted"},
+          {"index-type", "i64|u32", "index type for --argsort-out (default i64; u32\n"
+                                    "for fewer than 2^32 keys)"},
           {"values", "FILE", "values file sorted along with the keys"},
-          {"value-bytes", "4|8", "bytes per value (default 8)"},
+          {"value-bytes", "4|8", "bytes per value (default 8, or the .npy header's)"},
           {"values-out", "FILE", "sorted values file; with --values, --out and --values-out\n"
                                  "go together (neither: both in place)"},
           {"socket", "PATH", "the daemon's socket (default: $GPUSORT_SOCKET, else the\n"
@@ -168,22 +200,30 @@ const command_spec& verify_spec()
 {
   static const command_spec spec{
       .name = "verify",
-      .synopsis = "FILE --dtype T [--original FILE] [--descending]\n"
+      .synopsis = "FILE [--dtype T] [--original FILE] [--descending]\n"
+                  "                      [--float-order total|numpy]\n"
                   "                      [--values FILE --original-values FILE "
                   "[--value-bytes 4|8]] [--json]",
       .description =
-          "Checks that FILE is sorted (totalOrder for floats) and, with --original, that it is\n"
-          "a permutation of the original, (key, value) pairs included, by an order-independent\n"
-          "128-bit fingerprint; without --original only the order is checked.\n"
+          "Checks that FILE is sorted and, with --original, that it is a permutation of the\n"
+          "original, (key, value) pairs included, by an order-independent 128-bit\n"
+          "fingerprint; without --original only the order is checked. Floats are checked in\n"
+          "IEEE 754 totalOrder, or with --float-order numpy in NumPy's order (NaNs last,\n"
+          "-0.0 == +0.0), the default when FILE is a .npy file.\n"
+          "Any of the files may be a .npy file: its data after the header is checked, and the\n"
+          "header gives the type (--dtype is then optional).\n"
           "Prints \"ok\" and exits 0 when it is; exits 1 naming the first problem otherwise.\n"
           "FILE - reads the keys from standard input.\n",
       .options = {
-          {"dtype", "T", dtype_help},
+          {"dtype", "T", "key type: u32 i32 u64 i64 f32 f64 (a .npy file's\n"
+                         "header says it)"},
           {"original", "FILE", "the keys before sorting (else: check the order only)"},
           {"descending", "", "expect descending order"},
+          {"float-order", "ORDER", "total or numpy (default numpy for a .npy FILE,\n"
+                                   "else total)"},
           {"values", "FILE", "the sorted values"},
           {"original-values", "FILE", "the values before sorting"},
-          {"value-bytes", "4|8", "bytes per value (default 8)"},
+          {"value-bytes", "4|8", "bytes per value (default 8, or the .npy header's)"},
           {"json", "", "print one JSON object: ok, elements, message"},
           {"help", "", "show this text"},
       }};
@@ -222,12 +262,45 @@ dtype dtype_option(const parsed_args& a)
   return *t;
 }
 
+/// --dtype when given (an unknown name is a usage error at once); a .npy file may say it instead.
+std::optional<dtype> optional_dtype_option(const parsed_args& a)
+{
+  if (!a.has("dtype")) return std::nullopt;
+  return dtype_option(a);
+}
+
+/// --value-bytes when given; a .npy values file says it, else the default is 8.
+std::optional<std::uint32_t> optional_value_bytes_option(const parsed_args& a)
+{
+  const std::optional<std::string> text = a.get("value-bytes");
+  if (!text) return std::nullopt;
+  if (*text == "4") return 4;
+  if (*text == "8") return 8;
+  throw cli_error{exit_usage, "--value-bytes must be 4 or 8, not '" + *text + "'"};
+}
+
 std::uint32_t value_bytes_option(const parsed_args& a)
 {
-  const std::string text = a.get("value-bytes").value_or("8");
-  if (text == "4") return 4;
-  if (text == "8") return 8;
-  throw cli_error{exit_usage, "--value-bytes must be 4 or 8, not '" + text + "'"};
+  return optional_value_bytes_option(a).value_or(8);
+}
+
+/// --float-order when given; otherwise the input decides (numpy for .npy files, else total).
+std::optional<float_order> float_order_option(const parsed_args& a)
+{
+  const std::optional<std::string> text = a.get("float-order");
+  if (!text) return std::nullopt;
+  if (*text == "total") return float_order::total;
+  if (*text == "numpy") return float_order::numpy;
+  throw cli_error{exit_usage, "--float-order must be total or numpy, not '" + *text + "'"};
+}
+
+/// Bytes per index of --argsort-out: 8 (i64, NumPy's intp) unless --index-type u32.
+std::uint32_t index_bytes_option(const parsed_args& a)
+{
+  const std::string text = a.get("index-type").value_or("i64");
+  if (text == "i64") return 8;
+  if (text == "u32") return 4;
+  throw cli_error{exit_usage, "--index-type must be i64 or u32, not '" + text + "'"};
 }
 
 std::uint64_t seed_option(const parsed_args& a)
@@ -256,6 +329,211 @@ template <typename File>
 std::uint64_t element_count(const File& file, std::uint64_t element_bytes, std::string_view what)
 {
   return whole_elements(file.path().string(), file.size(), element_bytes, what);
+}
+
+// ---- raw and .npy arrays ---------------------------------------------------------------------
+
+/// Where an array lies in a file or a stream: all of it (a raw file), or the data after a .npy
+/// file's header, which outputs keep byte for byte.
+struct array_layout {
+  std::string header;             ///< the .npy header as read; empty for a raw file
+  std::optional<npy_header> npy;  ///< the header parsed
+  std::uint64_t bytes{};          ///< of data, after the header
+  [[nodiscard]] std::uint64_t offset() const noexcept { return header.size(); }
+};
+
+/// The layout of `size` bytes named `shown`, whose first bytes `prefix(k)` returns (fewer when
+/// there are fewer). A file named *.npy must be one: sorting a header as keys is what this
+/// check exists to prevent.
+array_layout layout_of(const std::string& shown, std::uint64_t size,
+                       const std::function<std::string(std::uint64_t)>& prefix)
+{
+  array_layout out{.bytes = size};
+  const std::string first = prefix(12);
+  if (!has_npy_magic(first)) {
+    if (has_npy_name(shown))
+      throw cli_error{exit_data, shown + " is named .npy but is no .npy file (it does not start "
+                                         "with \\x93NUMPY)"};
+    return out;
+  }
+  try {
+    out.header = prefix(npy_header_bytes(first));
+    out.npy = parse_npy_header(out.header);
+  } catch (const npy_error& e) {
+    throw cli_error{exit_data, shown + " is not a .npy file gpusort can read: " + e.what()};
+  }
+  out.bytes = size - out.header.size();
+  return out;
+}
+
+/// The layout of an open file, its header read with pread (the file is never mapped here).
+array_layout layout_of(const input_file& file)
+{
+  const std::string shown = file.path().string();
+  return layout_of(shown, file.size(), [&](std::uint64_t want) {
+    std::string out(std::min(file.size(), want), '\0');
+    for (std::uint64_t done = 0; done < out.size();) {
+      const ssize_t got = ::pread(file.fd(), out.data() + done, out.size() - done,
+                                  static_cast<off_t>(done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) {
+        const int err = errno;
+        throw cli_error{exit_io, "cannot read " + shown + ": " + std::strerror(err)};
+      }
+      if (got == 0) {  // the file shrank since it was opened
+        out.resize(done);
+        break;
+      }
+      done += static_cast<std::uint64_t>(got);
+    }
+    return out;
+  });
+}
+
+/// The layout of bytes in memory (a mapped file, a stream read to its end).
+array_layout layout_of(const std::string& shown, const void* data, std::uint64_t size)
+{
+  const std::string_view all{static_cast<const char*>(data), size};
+  return layout_of(shown, size, [&](std::uint64_t want) {
+    return std::string{all.substr(0, std::min<std::uint64_t>(want, size))};
+  });
+}
+
+/// The key type of a .npy header; exit 65 naming what the file holds when it is none the engine
+/// sorts.
+dtype npy_keys_dtype(const npy_header& h, const std::string& shown)
+{
+  constexpr std::string_view sorted = "'<u4' '<i4' '<u8' '<i8' '<f4' '<f8'";
+  if (h.structured)
+    throw cli_error{exit_data, fmt::format("{} holds a structured array ({}): gpusort sorts "
+                                           "arrays of {}",
+                                           shown, h.descr, sorted)};
+  if (const auto t = npy_key_type(h.descr)) return *t;
+  if (h.descr.starts_with('>') && npy_key_type("<" + h.descr.substr(1)))
+    throw cli_error{exit_data, fmt::format("{} is big-endian ('{}'): gpusort sorts little-endian "
+                                           "keys; save a.astype('<{}') instead",
+                                           shown, h.descr, h.descr.substr(1))};
+  throw cli_error{exit_data, fmt::format("{} holds '{}', not a key type gpusort sorts ({})",
+                                         shown, h.descr, sorted)};
+}
+
+/// The element count of a .npy array of `element_bytes` each, after checking that it is 1-D,
+/// that its data starts at a whole element (an offset the engine and the protocol take) and
+/// that the file holds exactly its data after the header. Exit 65 otherwise.
+std::uint64_t npy_elements(const array_layout& l, std::uint64_t element_bytes,
+                           const std::string& shown)
+{
+  const npy_header& h = *l.npy;
+  if (h.shape.empty())
+    throw cli_error{exit_data, shown + " holds a 0-d array (a single scalar): nothing to sort"};
+  // np.sort sorts along the last axis; a flat sort of a 2-D array would be something else.
+  // fortran_order only matters for two or more axes: a 1-D array's bytes are the same.
+  if (h.shape.size() != 1)
+    throw cli_error{exit_data, fmt::format("{} has shape {}: gpusort sorts 1-D arrays (save "
+                                           "a.ravel() to sort all of its elements as one)",
+                                           shown, h.shape_text())};
+  const std::uint64_t n = h.shape.front();
+  if (l.offset() % element_bytes != 0)
+    throw cli_error{exit_data, fmt::format("{}: its .npy header is {} bytes, not a whole number "
+                                           "of {}-byte elements, so its data cannot be sorted "
+                                           "where it lies (np.save pads headers to 64 bytes: "
+                                           "save the array again)",
+                                           shown, l.offset(), element_bytes)};
+  if (n > std::numeric_limits<std::uint64_t>::max() / element_bytes ||
+      n * element_bytes != l.bytes)
+    throw cli_error{exit_data, fmt::format("{} holds {} bytes after its .npy header, but its "
+                                           "shape {} of '{}' is {} bytes",
+                                           shown, l.bytes, h.shape_text(), h.descr,
+                                           n > std::numeric_limits<std::uint64_t>::max() /
+                                                   element_bytes
+                                               ? std::string{"more than 2^64"}
+                                               : std::to_string(n * element_bytes))};
+  return n;
+}
+
+/// The type and count of keys.
+struct key_layout {
+  dtype type{};
+  std::uint64_t count{};
+};
+
+/// Where an expected key type came from, for the message when a header disagrees: --dtype (a
+/// usage error), or the file whose header said it (a data error).
+struct expected_type {
+  std::optional<dtype> type;
+  std::string source{"--dtype"};  ///< "--dtype" or a file's name
+};
+
+/// The keys of a file or stream: from the .npy header (which must agree with `expected`), or for
+/// a raw file from `expected` and the size.
+key_layout keys_of(const array_layout& l, const expected_type& expected, const std::string& shown)
+{
+  if (!l.npy) {
+    if (!expected.type)
+      throw cli_error{exit_usage, "missing --dtype (" + shown + " is a raw file, which does not "
+                                                                "say its key type)"};
+    const dtype t = *expected.type;
+    return {t, whole_elements(shown, l.bytes, size_of(t), std::string{name_of(t)} + " keys")};
+  }
+  const dtype t = npy_keys_dtype(*l.npy, shown);
+  if (expected.type && *expected.type != t) {
+    if (expected.source == "--dtype")
+      throw cli_error{exit_usage, fmt::format("--dtype {} disagrees with {}, whose .npy header "
+                                              "says '{}' ({})",
+                                              name_of(*expected.type), shown, l.npy->descr,
+                                              name_of(t))};
+    throw cli_error{exit_data, fmt::format("{} holds {} keys ('{}') but {} holds {}", shown,
+                                           name_of(t), l.npy->descr, expected.source,
+                                           name_of(*expected.type))};
+  }
+  return {t, npy_elements(l, size_of(t), shown)};
+}
+
+/// Bytes per value of a values file (4 or 8) holding `keys` values: from its .npy header, which
+/// --value-bytes must agree with, or from --value-bytes (default 8) and its size.
+std::uint32_t values_of(const array_layout& l, const std::optional<std::uint32_t>& option,
+                        std::uint64_t keys, const std::string& shown,
+                        const std::string& keys_shown)
+{
+  std::uint32_t value_bytes = option.value_or(8);
+  std::uint64_t n = 0;
+  if (l.npy) {
+    const std::optional<std::uint32_t> bytes =
+        l.npy->structured ? std::nullopt : npy_value_bytes(l.npy->descr);
+    if (!bytes)
+      throw cli_error{exit_data, fmt::format("{} holds '{}': values must be 4 or 8 bytes each "
+                                             "(integers, floats, complex64, datetime64)",
+                                             shown, l.npy->descr)};
+    if (option && *option != *bytes)
+      throw cli_error{exit_usage, fmt::format("--value-bytes {} disagrees with {}, whose .npy "
+                                              "header says '{}' ({} bytes)",
+                                              *option, shown, l.npy->descr, *bytes)};
+    value_bytes = *bytes;
+    n = npy_elements(l, value_bytes, shown);
+  } else {
+    n = whole_elements(shown, l.bytes, value_bytes, "values");
+  }
+  if (n != keys)
+    throw cli_error{exit_data, fmt::format("{} holds {} {}-byte values but {} holds {} keys",
+                                           shown, n, value_bytes, keys_shown, keys)};
+  return value_bytes;
+}
+
+/// What an output starts with: a .npy input's header byte for byte (the same type and shape:
+/// sorting changes neither); a new header when a raw input goes to a name ending in .npy, so
+/// that an output named .npy is always one; else nothing.
+std::string output_header(const array_layout& in, const std::string& out_path,
+                          std::string_view descr, std::uint64_t count)
+{
+  if (in.npy) return in.header;
+  if (has_npy_name(out_path)) return make_npy_header(descr, count);
+  return {};
+}
+
+/// The descr of values of `value_bytes` in a new .npy header: opaque unsigned integers.
+std::string_view value_descr(std::uint32_t value_bytes)
+{
+  return value_bytes == 4 ? "<u4" : "<u8";
 }
 
 config load_cli_config(const parsed_args& a)
@@ -359,16 +637,17 @@ class sort_timeline {
   std::vector<stage_profile> stages_;
 };
 
-/// Runs the engine, mapping its exceptions to exit codes.
-sort_report run_engine(const config& cfg, const sort_job& job, const sort_options& options,
-                       sort_timeline& timeline)
+/// Runs `work` (a sort or an argsort on the engine it is given), mapping the engine's
+/// exceptions to exit codes.
+template <typename Work>
+sort_report run_engine(const config& cfg, sort_timeline& timeline, Work&& work)
 {
   try {
     sort_report report;
     {
       engine eng{cfg};
       timeline.mark("engine started (devices opened)");
-      report = eng.sort(job, options);
+      report = work(eng);
       timeline.mark("sorted");
     }
     timeline.mark("engine closed (its buffers freed)");
@@ -454,12 +733,10 @@ std::string json_list(const std::vector<std::string>& items)
 }
 
 /// Outputs that will be fsync'ed start going to their disk while the sort writes them.
-void write_back_meanwhile(const parsed_args& a, atomic_output& keys_out,
-                          std::optional<atomic_output>& values_out)
+void write_back_meanwhile(const parsed_args& a, const std::vector<atomic_output*>& outputs)
 {
   if (a.has("no-sync")) return;
-  keys_out.write_back_meanwhile();
-  if (values_out) values_out->write_back_meanwhile();
+  for (atomic_output* out : outputs) out->write_back_meanwhile();
 }
 
 /// How a sort finished, for its report: the daemon's own numbers, or the local engine's in the
@@ -499,18 +776,17 @@ void print_sort_report(std::FILE* to, const client::job_report& r, sorted_by by,
   std::fflush(to);
 }
 
-/// The end of both sort paths: the outputs made durable and renamed into place, then the report.
-int finish_sort(progress_bar& bar, atomic_output& keys_out,
-                std::optional<atomic_output>& values_out, const client::job_report& r,
-                sorted_by by, const parsed_args& a, sort_timeline& timeline)
+/// The end of both sort paths: the outputs made durable, then renamed into place (none before
+/// all are durable), then the report.
+int finish_sort(progress_bar& bar, const std::vector<atomic_output*>& outputs,
+                const client::job_report& r, sorted_by by, const parsed_args& a,
+                sort_timeline& timeline)
 {
   bar.finish();
   const bool durable = !a.has("no-sync");
-  keys_out.sync(durable);
-  if (values_out) values_out->sync(durable);
+  for (atomic_output* out : outputs) out->sync(durable);
   timeline.mark(durable ? "outputs synced" : "outputs not synced (--no-sync)");
-  keys_out.publish();
-  if (values_out) values_out->publish();
+  for (atomic_output* out : outputs) out->publish();
   timeline.mark("outputs published");
   print_sort_report(stdout, r, by, a, timeline);
   return exit_ok;
@@ -533,11 +809,15 @@ client::job_report local_report(const sort_report& report)
 /// `gpusort sort -` and `--out -`: keys from standard input (or the file), read to the end (a
 /// pipe has no size to plan with), sorted in memory (--local) or in a shared buffer of the
 /// daemon, then written to standard output or to --out FILE. With the data on standard output
-/// the report goes to standard error, so that the stream carries the keys alone.
-int sort_stream(const parsed_args& a, dtype t, const fs::path& input_path)
+/// the report goes to standard error, so that the stream carries the keys alone. A .npy stream
+/// keeps its header in front of the sorted data, as a .npy file does.
+int sort_stream(const parsed_args& a, const std::optional<dtype>& type_option,
+                const fs::path& input_path)
 {
   if (a.has("values") || a.has("values-out") || a.has("value-bytes"))
     throw cli_error{exit_usage, "a stream carries keys alone: --values needs files (and no -)"};
+  if (a.has("argsort-out"))
+    throw cli_error{exit_usage, "--argsort-out needs the keys in a file, not a stream (-)"};
   const std::optional<std::string> out = a.get("out");
   const bool to_stdout = !out || *out == "-";
   const order direction = a.has("descending") ? order::descending : order::ascending;
@@ -548,35 +828,46 @@ int sort_stream(const parsed_args& a, dtype t, const fs::path& input_path)
   if (!from_stdin) file_in.emplace(input_path);
   const std::string shown = from_stdin ? std::string{"standard input"} : input_path.string();
   const stream_input in{from_stdin ? STDIN_FILENO : file_in->fd(), shown};
-  const std::uint64_t n =
-      whole_elements(shown, in.size(), size_of(t), std::string{name_of(t)} + " keys");
+  const array_layout layout = layout_of(shown, in.data(), in.size());
+  const auto [t, n] = keys_of(layout, {type_option}, shown);
+  const float_order floats =
+      float_order_option(a).value_or(layout.npy ? float_order::numpy : float_order::total);
+  char* const data = in.data() + layout.offset();
   timeline.mark("input read");
+  const std::string header =
+      output_header(layout, to_stdout ? std::string{} : *out, npy_descr_of(t), n);
   std::optional<atomic_output> file_out;
-  if (!to_stdout) file_out.emplace(*out, in.size());
+  if (!to_stdout) {
+    file_out.emplace(*out, header.size() + layout.bytes);
+    write_all_at(file_out->fd(), header.data(), header.size(), 0, file_out->shown());
+  }
 
   client::job_report report;
-  const char* sorted = in.data();
+  const char* sorted = data;
   std::optional<client::connection> conn;
   std::optional<client::shared_buffer> shared;
   if (by == sorted_by::local) {
     const config cfg = load_cli_config(a);
     set_log_level(cfg.level, a.has("quiet") || a.has("json"));
-    report = local_report(run_engine(cfg, sort_job{.keys = {in.data(), n, t}},
-                                     sort_options{.direction = direction, .profile = timeline.on()},
-                                     timeline));
+    const sort_options options{.direction = direction,
+                               .stable = a.has("stable"),
+                               .floats = floats,
+                               .profile = timeline.on()};
+    report = local_report(run_engine(cfg, timeline, [&](engine& eng) {
+      return eng.sort(sort_job{.keys = {data, n, t}}, options);
+    }));
   } else {
     conn.emplace(connect_daemon(socket_option(a), "start gpusortd or sort with --local"));
     try {
-      shared.emplace(conn->allocate_bytes(std::max<std::uint64_t>(in.size(), 1)));
-      std::memcpy(shared->data(), in.data(), in.size());
+      shared.emplace(conn->allocate_bytes(std::max<std::uint64_t>(layout.bytes, 1)));
+      std::memcpy(shared->data(), data, layout.bytes);
       timeline.mark("copied into a shared buffer of the daemon");
       report = conn->sort(client::sort_request{.type = t,
                                                .count = n,
                                                .direction = direction,
                                                .keys = client::array_ref::in(*shared),
-                                               .values = {},
-                                               .keys_out = {},
-                                               .values_out = {}});
+                                               .stable = a.has("stable"),
+                                               .floats = floats});
     } catch (const client::error& e) {
       throw cli_error{exit_of(e.code()), std::string{"sort failed: "} + e.what()};
     }
@@ -584,15 +875,15 @@ int sort_stream(const parsed_args& a, dtype t, const fs::path& input_path)
     timeline.mark("sorted by the daemon");
   }
   if (to_stdout) {
-    write_all(STDOUT_FILENO, sorted, in.size(), "standard output");
+    write_all(STDOUT_FILENO, header.data(), header.size(), "standard output");
+    write_all(STDOUT_FILENO, sorted, layout.bytes, "standard output");
     timeline.mark("written to standard output");
     print_sort_report(stderr, report, by, a, timeline);
     return exit_ok;
   }
-  write_all(file_out->fd(), sorted, in.size(), file_out->shown());
-  std::optional<atomic_output> no_values;
+  write_all_at(file_out->fd(), sorted, layout.bytes, header.size(), file_out->shown());
   progress_bar no_bar{false, stderr};
-  return finish_sort(no_bar, *file_out, no_values, report, by, a, timeline);
+  return finish_sort(no_bar, {&*file_out}, report, by, a, timeline);
 }
 
 }  // namespace
@@ -643,23 +934,42 @@ int run_gen(const std::vector<std::string>& args)
   if (values_path && same_file(out_path, *values_path))
     throw cli_error{exit_usage, "--out and --values-out name the same file"};
   constexpr std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
-  if (*count > max / size_of(t) || (values_path && *count > max / value_bytes))
+  if (*count > max / size_of(t) - 4096 || (values_path && *count > max / value_bytes - 4096))
     throw cli_error{exit_usage, "--count " + count_text + " is too large: its size overflows"};
 
   if (values_path == "-")
     throw cli_error{exit_usage, "--values-out - : only the keys can go to standard output"};
   const bool to_stdout = out_path == "-";
+  // The same bytes behind a header np.save would write, for NumPy and for tests of .npy input.
+  const auto header_for = [&](const std::string& path, std::string_view descr) {
+    return a.has("npy") || has_npy_name(path) ? make_npy_header(descr, *count) : std::string{};
+  };
+  const std::string keys_header = header_for(out_path.string(), npy_descr_of(t));
+  const std::string values_header =
+      values_path ? header_for(*values_path, value_descr(value_bytes)) : std::string{};
+  const std::uint64_t keys_bytes = keys_header.size() + *count * size_of(t);
   std::optional<atomic_output> keys;
   std::unique_ptr<char[]> streamed;  // the keys for standard output, uninitialised until made
   if (to_stdout)
-    streamed.reset(new char[std::max<std::uint64_t>(*count * size_of(t), 1)]);
+    streamed.reset(new char[std::max<std::uint64_t>(keys_bytes, 1)]);
   else
-    keys.emplace(out_path, *count * size_of(t));
+    keys.emplace(out_path, keys_bytes);
   std::optional<atomic_output> values;
-  if (values_path) values.emplace(*values_path, *count * value_bytes);
-  generate(key_array{to_stdout ? streamed.get() : keys->map(), *count, t}, *dist, seed);
-  if (values) generate_values(value_array{values->map(), *count, value_bytes}, seed);
-  if (to_stdout) write_all(STDOUT_FILENO, streamed.get(), *count * size_of(t), "standard output");
+  if (values_path) values.emplace(*values_path, values_header.size() + *count * value_bytes);
+  // Headers are multiples of 64 bytes: the keys after them are aligned as generate() wants.
+  char* const keys_at = to_stdout ? streamed.get() : static_cast<char*>(keys->map());
+  if (keys_at != nullptr) std::memcpy(keys_at, keys_header.data(), keys_header.size());
+  generate(key_array{keys_at == nullptr ? nullptr : keys_at + keys_header.size(), *count, t},
+           *dist, seed);
+  if (values) {
+    auto* const values_at = static_cast<char*>(values->map());
+    if (values_at != nullptr) std::memcpy(values_at, values_header.data(), values_header.size());
+    generate_values(value_array{values_at == nullptr ? nullptr
+                                                     : values_at + values_header.size(),
+                                *count, value_bytes},
+                    seed);
+  }
+  if (to_stdout) write_all(STDOUT_FILENO, streamed.get(), keys_bytes, "standard output");
   for (std::optional<atomic_output>* out : {&keys, &values}) {
     if (!*out) continue;
     (*out)->sync();
@@ -684,86 +994,130 @@ int run_gen(const std::vector<std::string>& args)
 
 namespace {
 
-/// The keys' element count, after checking what both ways of sorting need of the inputs: whole
-/// elements, as many values as keys, and (in place) files this user may write: renaming over a
-/// file needs only the folder's permission, but a read-only file must stay so.
-template <typename File>
-std::uint64_t checked_inputs(const File& keys, const std::optional<File>& values, dtype t,
-                             std::uint32_t value_bytes, const fs::path& input_path,
-                             const std::optional<std::string>& values_path, bool in_place)
+/// An input file and where its array lies in it.
+struct input_array {
+  explicit input_array(const fs::path& path) : file{path}, layout{layout_of(file)} {}
+  input_file file;
+  array_layout layout;
+};
+
+/// An output whose header (a .npy header, or none) is written: the sorted data goes at offset.
+struct output_file {
+  output_file(const fs::path& path, const std::string& header, std::uint64_t bytes)
+      : file{path, header.size() + bytes}, offset{header.size()}, data_bytes{bytes}
+  {
+    write_all_at(file.fd(), header.data(), header.size(), 0, file.shown());
+  }
+  atomic_output file;
+  std::uint64_t offset;
+  std::uint64_t data_bytes;
+};
+
+/// A sort of files with its inputs open and its outputs created: what both ways of sorting
+/// need.
+struct file_sort {
+  dtype type{};
+  std::uint64_t count{};
+  order direction{};
+  bool stable{};
+  float_order floats{};
+  const input_array* keys{};
+  const input_array* values{};  ///< null: keys only
+  std::uint32_t value_bytes{};
+  output_file* keys_out{};  ///< null: an argsort without --out
+  output_file* values_out{};
+  output_file* indices_out{};  ///< set: an argsort
+  std::uint32_t index_bytes{8};
+};
+
+/// `gpusort sort --local`: the embedded engine reads the inputs with positioned reads (nothing
+/// mapped: a file truncated meanwhile is an error, not a SIGBUS) and writes the temporaries the
+/// same way, or, in tmpfs, through mappings whose pages it makes ahead
+/// (pipeline/file_window.hpp). Only the data regions are given to it: a .npy header is never
+/// part of an array.
+client::job_report sort_files_locally(const config& cfg, const file_sort& job, progress_bar& bar,
+                                      sort_timeline& timeline)
 {
-  const std::uint64_t n = element_count(keys, size_of(t), std::string{name_of(t)} + " keys");
-  if (values) {
-    const std::uint64_t vn = element_count(*values, value_bytes, "values");
-    if (vn != n)
-      throw cli_error{exit_data, fmt::format("{} holds {} {}-byte values but {} holds {} keys",
-                                             *values_path, vn, value_bytes,
-                                             input_path.string(), n)};
+  sort_options options{.direction = job.direction,
+                       .stable = job.stable,
+                       .floats = job.floats,
+                       .profile = timeline.on()};
+  if (bar.enabled()) options.on_progress = [&bar](const progress_event& e) { bar.update(e); };
+  std::vector<file_array> files;
+  files.reserve(4);  // data() must stay valid: at most keys, values and two outputs
+  const auto in = [&](const input_array& f) {
+    return files.emplace_back(f.file.fd(), f.layout.offset(), f.layout.bytes,
+                              f.file.path().string())
+        .data();
+  };
+  const auto out = [&](const output_file* f) -> void* {
+    if (f == nullptr) return nullptr;
+    return files.emplace_back(f->file.fd(), f->offset, f->data_bytes, f->file.shown()).data();
+  };
+  const key_array keys{in(*job.keys), job.count, job.type};
+  if (job.indices_out != nullptr) {
+    const argsort_job argsort{.keys = keys,
+                              .indices_out = out(job.indices_out),
+                              .index_bytes = job.index_bytes,
+                              .keys_out = out(job.keys_out)};
+    return local_report(
+        run_engine(cfg, timeline, [&](engine& eng) { return eng.argsort(argsort, options); }));
   }
-  for (const fs::path& p : {input_path, fs::path{values_path.value_or("")}}) {
-    if (!in_place || p.empty() || ::access(p.c_str(), W_OK) == 0) continue;
-    const int err = errno;
-    throw cli_error{denied_or(err, exit_no_input),
-                    "cannot sort " + p.string() + " in place: " + std::strerror(err)};
+  sort_job sort{.keys = keys, .keys_out = out(job.keys_out)};
+  if (job.values != nullptr) {
+    sort.values = value_array{in(*job.values), job.count, job.value_bytes};
+    sort.values_out = out(job.values_out);
   }
-  return n;
+  return local_report(
+      run_engine(cfg, timeline, [&](engine& eng) { return eng.sort(sort, options); }));
 }
 
-/// `gpusort sort` through the daemon: the files are opened here and their descriptors passed;
-/// the daemon writes the sorted data into temporaries that are renamed over the outputs only
-/// when complete, as with --local.
-int sort_with_daemon(const parsed_args& a, const fs::path& input_path, dtype t,
-                     const std::optional<std::string>& values_path, std::uint32_t value_bytes,
-                     const fs::path& keys_out_path,
-                     const std::optional<fs::path>& values_out_path)
+/// `gpusort sort` through the daemon: the files were opened here and their descriptors go to
+/// it with the offsets of their data; it writes the sorted data into the temporaries, which are
+/// renamed over the outputs only when complete, as with --local.
+client::job_report sort_files_with_daemon(client::connection& conn, const file_sort& job,
+                                          progress_bar& bar)
 {
-  const bool json = a.has("json");
-  const bool quiet = a.has("quiet");
-  const std::string socket = socket_option(a);
-  const bool in_place = !a.has("out");
-  sort_timeline timeline{a.has("profile")};
-
-  const input_file keys{input_path};
-  std::optional<input_file> values;
-  if (values_path) values.emplace(*values_path);
-  const std::uint64_t n =
-      checked_inputs(keys, values, t, value_bytes, input_path, values_path, in_place);
-  timeline.mark("inputs opened");
-  client::connection conn = connect_daemon(socket, "start gpusortd or sort with --local");
-  timeline.mark("connected to the daemon");
-
-  atomic_output keys_out{keys_out_path, keys.size()};
-  std::optional<atomic_output> values_out;
-  if (values) values_out.emplace(*values_out_path, values->size());
-  write_back_meanwhile(a, keys_out, values_out);
-  timeline.mark("outputs created");
-
+  const auto at = [](const output_file& f) {
+    return client::array_ref::of_fd(f.file.fd(), f.offset);
+  };
   client::sort_request request{
-      .type = t,
-      .count = n,
-      .direction = a.has("descending") ? order::descending : order::ascending,
-      .keys = client::array_ref::of_fd(keys.fd()),
-      .keys_out = client::array_ref::of_fd(keys_out.fd())};
-  if (values) {
-    request.value_bytes = value_bytes;
-    request.values = client::array_ref::of_fd(values->fd());
-    request.values_out = client::array_ref::of_fd(values_out->fd());
+      .type = job.type,
+      .count = job.count,
+      .direction = job.direction,
+      .keys = client::array_ref::of_fd(job.keys->file.fd(), job.keys->layout.offset()),
+      .stable = job.stable,
+      .floats = job.floats};
+  if (job.keys_out != nullptr) request.keys_out = at(*job.keys_out);
+  if (job.values != nullptr) {
+    request.value_bytes = job.value_bytes;
+    request.values = client::array_ref::of_fd(job.values->file.fd(), job.values->layout.offset());
+    request.values_out = at(*job.values_out);
   }
-  progress_bar bar{!quiet && !json && ::isatty(STDERR_FILENO) == 1, stderr};
+  if (job.indices_out != nullptr) {
+    request.indices_out = at(*job.indices_out);
+    request.index_bytes = job.index_bytes;
+  }
   client::progress_callback on_progress;
   if (bar.enabled())
     on_progress = [&bar](const client::progress& p) {
       bar.update(progress_event{p.round, p.bytes_done, p.bytes_total, p.rounds});
     };
-  client::job_report report;
   try {
-    report = conn.sort(request, on_progress);
+    return conn.sort(request, on_progress);
   } catch (const client::error& e) {
     throw cli_error{exit_of(e.code()), std::string{"sort failed: "} + e.what()};
   }
-  timeline.mark(fmt::format("sorted by the daemon (its sort {:.3f} s, queued {:.3f} s)",
-                            report.seconds, report.queue_seconds));
-  return finish_sort(bar, keys_out, values_out, report, sorted_by::daemon, a, timeline);
+}
+
+/// Renaming over a file needs only the folder's permission, but a read-only file must stay so:
+/// an in-place sort needs files this user may write.
+void check_writable_in_place(const std::string& path)
+{
+  if (::access(path.c_str(), W_OK) == 0) return;
+  const int err = errno;
+  throw cli_error{denied_or(err, exit_no_input),
+                  "cannot sort " + path + " in place: " + std::strerror(err)};
 }
 
 }  // namespace
@@ -774,10 +1128,15 @@ int run_sort(const std::vector<std::string>& args)
   if (!parsed) return exit_ok;
   const parsed_args& a = *parsed;
   const fs::path input_path = one_file(a, "sort", "the file to sort");
-  const dtype t = dtype_option(a);
+  const std::optional<dtype> type_option = optional_dtype_option(a);
   if (a.has("local") && a.has("socket"))
     throw cli_error{exit_usage, "--local sorts in this process; --socket names a daemon: not both"};
-  if (input_path == "-" || a.get("out") == "-") return sort_stream(a, t, input_path);
+  (void)float_order_option(a);  // a wrong value is a usage error before any file is opened
+  const std::optional<std::string> argsort_path = a.get("argsort-out");
+  if (!argsort_path && a.has("index-type"))
+    throw cli_error{exit_usage, "--index-type needs --argsort-out"};
+  const std::uint32_t index_bytes = index_bytes_option(a);
+  if (input_path == "-" || a.get("out") == "-") return sort_stream(a, type_option, input_path);
   const std::optional<std::string> values_path = a.get("values");
   if (!values_path && a.has("values-out"))
     throw cli_error{exit_usage, "--values-out needs --values"};
@@ -788,60 +1147,114 @@ int run_sort(const std::vector<std::string>& args)
                                                "neither, to sort both in place)"
                                              : "--values-out needs --out (or neither, to sort "
                                                "both in place)"};
-  const std::uint32_t value_bytes = value_bytes_option(a);
-  const bool in_place = !a.has("out");
-  const fs::path keys_out_path = a.get("out").value_or(input_path.string());
+  const std::optional<std::uint32_t> value_bytes_given = optional_value_bytes_option(a);
+  if (argsort_path) {
+    if (values_path)
+      throw cli_error{exit_usage, "--argsort-out takes keys alone, not --values (the "
+                                  "permutation it writes orders any number of value arrays)"};
+    if (*argsort_path == "-")
+      throw cli_error{exit_usage, "--argsort-out needs a file, not standard output (-)"};
+    if (same_file(*argsort_path, input_path))
+      throw cli_error{exit_usage, "--argsort-out names the keys file, which an argsort only "
+                                  "reads"};
+    if (a.has("out") && same_file(*argsort_path, *a.get("out")))
+      throw cli_error{exit_usage, "--out and --argsort-out name the same file"};
+  }
+  // An argsort writes the keys only to --out; a sort writes them in place without it.
+  const bool in_place = !a.has("out") && !argsort_path;
+  const std::optional<fs::path> keys_out_path =
+      a.has("out") ? std::optional<fs::path>{*a.get("out")}
+                   : (argsort_path ? std::nullopt : std::optional<fs::path>{input_path});
   const std::optional<fs::path> values_out_path =
       values_path ? std::optional<fs::path>{a.get("values-out").value_or(*values_path)}
                   : std::nullopt;
-  if (values_path && same_file(keys_out_path, *values_out_path))
+  if (values_path && same_file(*keys_out_path, *values_out_path))
     throw cli_error{exit_usage, in_place ? "the keys and values are the same file"
                                          : "--out and --values-out name the same file"};
   const bool json = a.has("json");
   const bool quiet = a.has("quiet");
-  if (!a.has("local"))
-    return sort_with_daemon(a, input_path, t, values_path, value_bytes, keys_out_path,
-                            values_out_path);
-  const config cfg = load_cli_config(a);
-  set_log_level(cfg.level, quiet || json);
+  const bool local = a.has("local");
+  std::optional<config> cfg;
+  std::string socket;
+  if (local) {
+    cfg.emplace(load_cli_config(a));
+    set_log_level(cfg->level, quiet || json);
+  } else {
+    socket = socket_option(a);
+  }
   sort_timeline timeline{a.has("profile")};
 
-  const input_file keys{input_path};
-  std::optional<input_file> values;
-  if (values_path) values.emplace(*values_path);
-  const std::uint64_t n =
-      checked_inputs(keys, values, t, value_bytes, input_path, values_path, in_place);
+  const input_array keys{input_path};
+  const key_layout k = keys_of(keys.layout, {type_option}, input_path.string());
+  std::optional<input_array> values;
+  std::uint32_t value_bytes = 0;
+  if (values_path) {
+    values.emplace(*values_path);
+    value_bytes =
+        values_of(values->layout, value_bytes_given, k.count, *values_path, input_path.string());
+  }
+  if (argsort_path && index_bytes == 4 && k.count > std::numeric_limits<std::uint32_t>::max())
+    throw cli_error{exit_usage, fmt::format("--index-type u32 holds fewer than 2^32 indices and "
+                                            "{} holds {} keys: use i64",
+                                            input_path.string(), k.count)};
+  if (in_place) {
+    check_writable_in_place(input_path.string());
+    if (values_path) check_writable_in_place(*values_path);
+  }
   timeline.mark("inputs opened");
+  std::optional<client::connection> conn;
+  if (!local) {
+    conn.emplace(connect_daemon(socket, "start gpusortd or sort with --local"));
+    timeline.mark("connected to the daemon");
+  }
 
-  atomic_output keys_out{keys_out_path, keys.size()};
-  std::optional<atomic_output> values_out;
-  if (values) values_out.emplace(*values_out_path, values->size());
-  write_back_meanwhile(a, keys_out, values_out);
+  std::optional<output_file> keys_out, values_out, indices_out;
+  if (keys_out_path)
+    keys_out.emplace(*keys_out_path,
+                     output_header(keys.layout, keys_out_path->string(), npy_descr_of(k.type),
+                                   k.count),
+                     keys.layout.bytes);
+  if (values)
+    values_out.emplace(*values_out_path,
+                       output_header(values->layout, values_out_path->string(),
+                                     value_descr(value_bytes), k.count),
+                       values->layout.bytes);
+  if (argsort_path)
+    indices_out.emplace(*argsort_path,
+                        has_npy_name(*argsort_path)
+                            ? make_npy_header(index_bytes == 8 ? "<i8" : "<u4", k.count)
+                            : std::string{},
+                        k.count * index_bytes);
+  std::vector<atomic_output*> outputs;
+  for (std::optional<output_file>* o : {&keys_out, &values_out, &indices_out})
+    if (*o) outputs.push_back(&(*o)->file);
+  write_back_meanwhile(a, outputs);
   timeline.mark("outputs created");
 
+  const file_sort job{
+      .type = k.type,
+      .count = k.count,
+      .direction = a.has("descending") ? order::descending : order::ascending,
+      .stable = a.has("stable"),
+      .floats = float_order_option(a).value_or(keys.layout.npy ? float_order::numpy
+                                                               : float_order::total),
+      .keys = &keys,
+      .values = values ? &*values : nullptr,
+      .value_bytes = value_bytes,
+      .keys_out = keys_out ? &*keys_out : nullptr,
+      .values_out = values_out ? &*values_out : nullptr,
+      .indices_out = indices_out ? &*indices_out : nullptr,
+      .index_bytes = index_bytes};
   progress_bar bar{!quiet && !json && ::isatty(STDERR_FILENO) == 1, stderr};
-  sort_options options{.direction = a.has("descending") ? order::descending : order::ascending,
-                       .profile = timeline.on()};
-  if (bar.enabled()) options.on_progress = [&bar](const progress_event& e) { bar.update(e); };
-  // The engine reads the inputs with positioned reads (nothing mapped: a file truncated
-  // meanwhile is an error, not a SIGBUS) and writes the temporaries the same way, or, in
-  // tmpfs, through mappings whose pages it makes ahead (pipeline/file_window.hpp).
-  std::vector<file_array> files;
-  files.reserve(4);  // data() must stay valid
-  const auto input_of = [&](const input_file& f, const std::string& name) {
-    return files.emplace_back(f.fd(), 0, f.size(), name).data();
-  };
-  const auto output_of = [&](const atomic_output& out) {
-    return files.emplace_back(out.fd(), 0, out.size(), out.shown()).data();
-  };
-  sort_job job{.keys = {input_of(keys, input_path.string()), n, t},
-               .keys_out = output_of(keys_out)};
-  if (values) {
-    job.values = value_array{input_of(*values, *values_path), n, value_bytes};
-    job.values_out = output_of(*values_out);
+  client::job_report report;
+  if (local) {
+    report = sort_files_locally(*cfg, job, bar, timeline);
+  } else {
+    report = sort_files_with_daemon(*conn, job, bar);
+    timeline.mark(fmt::format("sorted by the daemon (its sort {:.3f} s, queued {:.3f} s)",
+                              report.seconds, report.queue_seconds));
   }
-  const sort_report report = run_engine(cfg, job, options, timeline);
-  return finish_sort(bar, keys_out, values_out, local_report(report), sorted_by::local, a,
+  return finish_sort(bar, outputs, report, local ? sorted_by::local : sorted_by::daemon, a,
                      timeline);
 }
 
@@ -894,19 +1307,33 @@ class verify_input {
   std::optional<mapped_input> mapped_;
 };
 
-/// `verify` without an original: the order alone, for a file whose input is gone.
-int verify_order_only(const parsed_args& a, const verify_input& sorted, std::uint64_t n, dtype t,
-                      order direction)
+/// A mapped file (or a stream) and where its array lies in it.
+struct mapped_array {
+  mapped_array(const std::string& shown, void* source, std::uint64_t size)
+      : layout{layout_of(shown, source, size)}, data{static_cast<char*>(source) + layout.offset()}
+  {
+  }
+  array_layout layout;
+  void* data;  ///< the array's first byte, after any header
+};
+
+std::string_view direction_name(order dir)
 {
-  const char* dir = direction == order::ascending ? "ascending" : "descending";
-  const order_check c = check_order(key_array{sorted.source(), n, t}, direction);
+  return dir == order::ascending ? "ascending" : "descending";
+}
+
+/// `verify` without an original: the order alone, for a file whose input is gone.
+int verify_order_only(const parsed_args& a, const fs::path& shown, const key_array& keys,
+                      order direction, float_order floats)
+{
+  const order_check c = check_order(keys, direction, floats);
   return report_verification(
-      a, c.ok, n,
+      a, c.ok, keys.count,
       c.ok ? "" : fmt::format("{} is not sorted {}: elements {} and {} are out of order",
-                              sorted.path().string(), dir, c.first_violation,
+                              shown.string(), direction_name(direction), c.first_violation,
                               c.first_violation + 1),
       fmt::format("ok: {} sorted {} (order only: no --original to compare with)",
-                  plural(n, "element"), dir));
+                  plural(keys.count, "element"), direction_name(direction)));
 }
 
 }  // namespace
@@ -917,7 +1344,7 @@ int run_verify(const std::vector<std::string>& args)
   if (!parsed) return exit_ok;
   const parsed_args& a = *parsed;
   const std::string& sorted_path = one_file(a, "verify", "the sorted file");
-  const dtype t = dtype_option(a);
+  const std::optional<dtype> type_option = optional_dtype_option(a);
   const std::optional<std::string> original_path = a.get("original");
   if (!original_path && a.has("values"))
     throw cli_error{exit_usage, "--values needs --original and --original-values"};
@@ -925,36 +1352,66 @@ int run_verify(const std::vector<std::string>& args)
     throw cli_error{exit_usage, "--values and --original-values go together"};
   if (!a.has("values") && a.has("value-bytes"))
     throw cli_error{exit_usage, "--value-bytes needs --values"};
-  const std::uint32_t value_bytes = value_bytes_option(a);
+  const std::optional<std::uint32_t> value_bytes_given = optional_value_bytes_option(a);
+  (void)float_order_option(a);  // a wrong value is a usage error before any file is read
   const order direction = a.has("descending") ? order::descending : order::ascending;
 
-  const std::string key_what = std::string{name_of(t)} + " keys";
-  const verify_input sorted{sorted_path};
-  const std::uint64_t n = element_count(sorted, size_of(t), key_what);
-  if (!original_path) return verify_order_only(a, sorted, n, t, direction);
-  const mapped_input original{*original_path};
-  const std::uint64_t on = element_count(original, size_of(t), key_what);
+  const verify_input sorted_file{sorted_path};
+  const mapped_array sorted{sorted_file.path().string(), sorted_file.source(),
+                            sorted_file.size()};
+  std::optional<mapped_input> original_file;
+  std::optional<mapped_array> original;
+  if (original_path) {
+    original_file.emplace(*original_path);
+    original.emplace(*original_path, original_file->source(), original_file->size());
+  }
+  // The key type: --dtype, else the first header that says it; every header must agree.
+  expected_type expected{type_option};
+  if (!expected.type) {
+    using candidate = std::pair<const mapped_array*, std::string>;
+    for (const auto& [file, shown] :
+         {candidate{&sorted, sorted_file.path().string()},
+          candidate{original ? &*original : nullptr, original_path.value_or("")}}) {
+      if (file == nullptr || !file->layout.npy) continue;
+      expected = expected_type{npy_keys_dtype(*file->layout.npy, shown), shown};
+      break;
+    }
+  }
+  const key_layout k = keys_of(sorted.layout, expected, sorted_file.path().string());
+  const key_array keys{sorted.data, k.count, k.type};
+  const float_order floats =
+      float_order_option(a).value_or(sorted.layout.npy ? float_order::numpy : float_order::total);
+  if (!original) return verify_order_only(a, sorted_file.path(), keys, direction, floats);
+
+  const key_layout ok = keys_of(original->layout, {k.type, expected.source}, *original_path);
   std::optional<mapped_input> sorted_values_file, original_values_file;
+  std::optional<mapped_array> sorted_values_at, original_values_at;
   std::optional<value_array> sorted_values, original_values;
   if (a.has("values")) {
-    sorted_values_file.emplace(*a.get("values"));
-    original_values_file.emplace(*a.get("original-values"));
-    for (const auto& [file, keys] : {std::pair{&*sorted_values_file, n},
-                                     std::pair{&*original_values_file, on}})
-      if (const std::uint64_t vn = element_count(*file, value_bytes, "values"); vn != keys)
-        throw cli_error{exit_data, fmt::format("{} holds {} values for {} keys",
-                                               file->path().string(), vn, keys)};
-    sorted_values = value_array{sorted_values_file->source(), n, value_bytes};
-    original_values = value_array{original_values_file->source(), on, value_bytes};
+    const std::string sv = *a.get("values");
+    const std::string ov = *a.get("original-values");
+    sorted_values_file.emplace(sv);
+    original_values_file.emplace(ov);
+    sorted_values_at.emplace(sv, sorted_values_file->source(), sorted_values_file->size());
+    original_values_at.emplace(ov, original_values_file->source(), original_values_file->size());
+    const std::uint32_t vb = values_of(sorted_values_at->layout, value_bytes_given, k.count, sv,
+                                       sorted_file.path().string());
+    const std::uint32_t ovb =
+        values_of(original_values_at->layout, value_bytes_given, ok.count, ov, *original_path);
+    if (ovb != vb)
+      throw cli_error{exit_data, fmt::format("{} holds {}-byte values but {} holds {}-byte ones",
+                                             sv, vb, ov, ovb)};
+    sorted_values = value_array{sorted_values_at->data, k.count, vb};
+    original_values = value_array{original_values_at->data, ok.count, vb};
   }
 
-  const fingerprint before = fingerprint_of(key_array{original.source(), on, t}, original_values);
-  const verify_result r =
-      verify(key_array{sorted.source(), n, t}, sorted_values, direction, before);
-  return report_verification(
-      a, r.ok, n, r.message,
-      fmt::format("ok: {} sorted {}, a permutation of {}", plural(n, "element"),
-                  direction == order::ascending ? "ascending" : "descending", *original_path));
+  const fingerprint before =
+      fingerprint_of(key_array{original->data, ok.count, k.type}, original_values);
+  const verify_result r = verify(keys, sorted_values, direction, before, floats);
+  return report_verification(a, r.ok, k.count, r.message,
+                             fmt::format("ok: {} sorted {}, a permutation of {}",
+                                         plural(k.count, "element"), direction_name(direction),
+                                         *original_path));
 }
 
 }  // namespace gpusort::cli

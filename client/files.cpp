@@ -251,6 +251,22 @@ void write_all(int fd, const void* data, std::uint64_t bytes, const std::string&
   }
 }
 
+void write_all_at(int fd, const void* data, std::uint64_t bytes, std::uint64_t offset,
+                  const std::string& shown)
+{
+  const auto* p = static_cast<const char*>(data);
+  for (std::uint64_t done = 0; done < bytes;) {
+    const ssize_t put = ::pwrite(fd, p + done, std::min<std::uint64_t>(bytes - done, 1U << 30),
+                                 static_cast<off_t>(offset + done));
+    if (put < 0 && errno == EINTR) continue;
+    if (put < 0) {
+      const int err = errno;
+      throw cli_error{exit_io, "cannot write " + shown + ": " + errno_text(err)};
+    }
+    done += static_cast<std::uint64_t>(put);
+  }
+}
+
 void* atomic_output::map()
 {
   if (data_ != nullptr || size_ == 0) return data_;

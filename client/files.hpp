@@ -75,6 +75,11 @@ class stream_input {
 /// naming `shown` when a write fails.
 void write_all(int fd, const void* data, std::uint64_t bytes, const std::string& shown);
 
+/// Writes `bytes` to the file `fd` at `offset` (pwrite: the descriptor's position stays where it
+/// was); throws cli_error (exit_io) naming `shown` when a write fails.
+void write_all_at(int fd, const void* data, std::uint64_t bytes, std::uint64_t offset,
+                  const std::string& shown);
+
 /// An output of `size` bytes that lives in a temporary file in the final path's folder until
 /// publish() renames it over the final path. Until then the final path is untouched; the
 /// destructor removes an unpublished temporary, and so does a fatal signal (SIGINT, SIGTERM,

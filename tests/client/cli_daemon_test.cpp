@@ -4,6 +4,8 @@
 // checked with the verifier of core/verify.hpp against the original files' fingerprints.
 #include "tests/service/daemon_test_support.hpp"
 
+#include "tests/client/npy_reference.hpp"
+
 #include "core/generate.hpp"
 #include "core/verify.hpp"
 
@@ -244,6 +246,87 @@ TEST_F(CliDaemon, DaemonAwayOrRefusing)
   EXPECT_EQ(run({"sort", path("k.bin"), "--dtype", "u64", "--local", "--socket", d.socket()})
                 .code,
             64);
+}
+
+// .npy files, --stable, NumPy's float order and --argsort-out through the daemon: the CLI
+// passes the files' descriptors with the offsets of their data, so the header is never part of
+// an array. Checked against std::stable_sort with NumPy's or totalOrder's comparator
+// (tests/client/npy_reference.hpp). With the tiny budget the largest size sorts out of core.
+TEST_F(CliDaemon, NpyStableSortAndArgsortThroughTheDaemon)
+{
+  namespace ref = npy_reference;
+  daemon_process d{dir_.path()};
+  for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7919},
+                              std::size_t{300007}}) {
+    const std::vector<double> keys = ref::tricky_keys<double>(n, 40 + n);
+    const std::string h = ref::npy_header("<f8", n);
+    const std::string input = h + ref::to_bytes(keys);
+    spit(path("a.npy"), input);
+    // Stable, into --out: np.sort(a, kind="stable") byte for byte, the header as it was.
+    run_result r = run({"sort", path("a.npy"), "--out", path("s.npy"), "--stable", "--socket",
+                        d.socket(), "--quiet"});
+    ASSERT_EQ(r.code, 0) << r.err << d.log();
+    EXPECT_TRUE(slurp(path("s.npy")) == h + ref::to_bytes(ref::stable_sorted(keys, false, true)))
+        << "n=" << n;
+    EXPECT_TRUE(slurp(path("a.npy")) == input) << "the input changed";
+    // In place, descending, not stable: equal in NumPy's order to the reference, the header kept.
+    r = run({"sort", path("a.npy"), "--descending", "--socket", d.socket(), "--quiet"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string sorted = slurp(path("a.npy"));
+    EXPECT_TRUE(sorted.substr(0, h.size()) == h);
+    EXPECT_EQ(ref::unstable_difference(ref::stable_sorted(keys, true, true),
+                                       ref::from_bytes<double>(sorted.substr(h.size())), true,
+                                       true),
+              "")
+        << "n=" << n;
+    // Argsort in both float orders, int64 to a .npy file and uint32 raw with the sorted keys.
+    spit(path("a.npy"), input);
+    for (const bool numpy : {false, true}) {
+      SCOPED_TRACE(std::string{"n="} + std::to_string(n) + (numpy ? " numpy" : " total"));
+      const std::string order = numpy ? "numpy" : "total";
+      r = run({"sort", path("a.npy"), "--argsort-out", path("i.npy"), "--float-order", order,
+               "--socket", d.socket(), "--quiet"});
+      ASSERT_EQ(r.code, 0) << r.err << d.log();
+      const std::string hi = ref::npy_header("<i8", n);
+      const std::string got = slurp(path("i.npy"));
+      EXPECT_TRUE(got.substr(0, hi.size()) == hi);
+      EXPECT_EQ(ref::first_difference(ref::stable_argsort(keys, false, numpy),
+                                      ref::from_bytes<std::int64_t>(got.substr(hi.size()))),
+                "");
+      r = run({"sort", path("a.npy"), "--argsort-out", path("i.bin"), "--index-type", "u32",
+               "--out", path("k.npy"), "--descending", "--float-order", order, "--socket",
+               d.socket(), "--quiet"});
+      ASSERT_EQ(r.code, 0) << r.err << d.log();
+      std::vector<std::int64_t> indices;
+      for (const std::uint32_t i : ref::from_bytes<std::uint32_t>(slurp(path("i.bin"))))
+        indices.push_back(i);
+      EXPECT_EQ(ref::first_difference(ref::stable_argsort(keys, true, numpy), indices), "");
+      const std::string k = slurp(path("k.npy"));
+      EXPECT_TRUE(k.substr(0, h.size()) == h);
+      EXPECT_EQ(ref::first_difference(ref::stable_sorted(keys, true, numpy),
+                                      ref::from_bytes<double>(k.substr(h.size()))),
+                "");
+      EXPECT_TRUE(slurp(path("a.npy")) == input) << "an argsort only reads its keys";
+    }
+  }
+  // Integer keys with values, stable: the values (their indices) in std::stable_sort's order.
+  const std::size_t n = 100'003;
+  const std::vector<std::int32_t> keys = ref::tricky_keys<std::int32_t>(n, 3);
+  std::vector<std::uint64_t> values(n);
+  std::iota(values.begin(), values.end(), 0);
+  spit(path("k.bin"), ref::to_bytes(keys));
+  spit(path("v.bin"), ref::to_bytes(values));
+  const run_result r = run({"sort", path("k.bin"), "--dtype", "i32", "--values", path("v.bin"),
+                            "--stable", "--descending", "--socket", d.socket(), "--quiet"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::vector<std::int64_t> moved;
+  for (const std::uint64_t v : ref::from_bytes<std::uint64_t>(slurp(path("v.bin"))))
+    moved.push_back(static_cast<std::int64_t>(v));
+  EXPECT_EQ(ref::first_difference(ref::stable_argsort(keys, true, false), moved), "");
+  // A --dtype that contradicts the header: a usage error before the daemon is asked anything.
+  const run_result wrong = run({"sort", path("s.npy"), "--dtype", "i64", "--socket", d.socket()});
+  EXPECT_EQ(wrong.code, 64) << wrong.err;
+  EXPECT_EQ(std::count(wrong.err.begin(), wrong.err.end(), '\n'), 1) << wrong.err;
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 // transforms, the permutation by comparing sorted (key, value) pair lists), not only by
 // `gpusort verify`. With GPUSORT_TEST_BUDGET=tiny every sort gets a configuration with a 64 KiB
 // device budget, so that it takes the out-of-core (two-round) path with several chunks.
+#include "tests/client/npy_reference.hpp"
+
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -1202,7 +1204,7 @@ TEST_F(Cli, HelpAndVersion)
   const run_result sort_help = run({"sort", "--help"});
   EXPECT_EQ(sort_help.code, 0);
   EXPECT_EQ(sort_help.err, "");
-  EXPECT_EQ(sort_help.out.rfind("usage: gpusort sort FILE --dtype T", 0), 0U) << sort_help.out;
+  EXPECT_EQ(sort_help.out.rfind("usage: gpusort sort FILE [--dtype T]", 0), 0U) << sort_help.out;
   EXPECT_NE(sort_help.out.find("sort in this process with the embedded engine, not the daemon"),
             std::string::npos)
       << sort_help.out;
@@ -1244,6 +1246,424 @@ TEST_F(Cli, LocalFlagAndConfigFromTheEnvironment)
                             "--config", config_.string()},
                            {{"GPUSORT_CONFIG", (dir_ / "bad.yaml").string()}});
   EXPECT_EQ(c.code, 0) << c.err;
+}
+
+// ---- .npy files, stable sorts, NumPy's float order, argsort ---------------------------------
+//
+// References come from tests/client/npy_reference.hpp: headers built by hand as np.save writes
+// them, results from std::stable_sort with NumPy's or totalOrder's comparator.
+
+namespace ref = npy_reference;
+
+/// Empty, one, small primes, and primes past the tiny budget (64 KiB) for every key type, so
+/// that with GPUSORT_TEST_BUDGET=tiny the sort runs out of core over several chunks, equal keys
+/// straddling chunk boundaries.
+const std::vector<std::size_t> npy_sizes{0, 1, 2, 7, 7919, 20011};
+
+class Npy : public Cli, public ::testing::WithParamInterface<const char*> {};
+
+// A .npy file of every key type, in both orders, stable or not, in place and into --out: the
+// header comes back byte for byte, in each version NumPy writes (and the 16-byte padding of
+// NumPy before 1.14), and the data is np.sort's: NumPy's float order by default for .npy files.
+TEST_P(Npy, SortsTheDataAndKeepsTheHeaderByteForByte)
+{
+  const std::string type = GetParam();
+  ref::visit_type(type, [&]<typename K>() {
+    for (std::size_t i = 0; i < npy_sizes.size(); ++i) {
+      const std::size_t n = npy_sizes[i];
+      const std::vector<K> keys = ref::tricky_keys<K>(n, 100 + n);
+      const int major = 1 + static_cast<int>(i % 3);
+      const std::size_t align = i == 3 ? 16 : 64;
+      const std::string header = ref::npy_header(ref::descr_of(type), n, major, align);
+      struct variant {
+        bool descending, stable, in_place;
+      };
+      for (const variant v : {variant{false, false, false}, variant{false, true, true},
+                              variant{true, false, true}, variant{true, true, false}}) {
+        SCOPED_TRACE(type + " n=" + std::to_string(n) + " version " + std::to_string(major) +
+                     (v.descending ? " descending" : " ascending") +
+                     (v.stable ? " --stable" : "") + (v.in_place ? " in place" : " --out"));
+        const bytes input = header + ref::to_bytes(keys);
+        spit(path("a.npy"), input);
+        std::vector<std::string> args{path("a.npy"), "--quiet"};
+        if (v.descending) args.emplace_back("--descending");
+        if (v.stable) args.emplace_back("--stable");
+        if (!v.in_place) args.insert(args.end(), {"--out", path("s.npy")});
+        const run_result r = sort(args);
+        ASSERT_EQ(r.code, 0) << r.err;
+        const bytes out = slurp(v.in_place ? path("a.npy") : path("s.npy"));
+        ASSERT_EQ(out.size(), input.size());
+        EXPECT_TRUE(same_bytes(out.substr(0, header.size()), header)) << "the header changed";
+        const std::vector<K> got = ref::from_bytes<K>(out.substr(header.size()));
+        const std::vector<K> want = ref::stable_sorted(keys, v.descending, true);
+        EXPECT_EQ(v.stable ? ref::first_difference(want, got)
+                           : ref::unstable_difference(want, got, v.descending, true),
+                  "");
+        if (!v.in_place) {
+          EXPECT_TRUE(same_bytes(slurp(path("a.npy")), input)) << "the input changed";
+          std::vector<std::string> check{"verify", path("s.npy"), "--original", path("a.npy")};
+          if (v.descending) check.emplace_back("--descending");
+          const run_result verified = run(check);
+          EXPECT_EQ(verified.code, 0) << verified.err;
+        }
+      }
+    }
+  });
+  std::vector<std::string> expected{"a.npy", "s.npy"};
+  EXPECT_EQ(work_files(), expected) << "no temporaries left";
+}
+
+// --argsort-out: the stable permutation, equal to std::stable_sort of the indices under the
+// same comparator (np.argsort(a, kind="stable") in NumPy's order), for raw and .npy inputs, both
+// float orders and directions, int64 and uint32 indices, raw and .npy outputs. The keys file is
+// only read; sorted keys appear only where --out asks for them.
+TEST_P(Npy, ArgsortIsTheStablePermutation)
+{
+  const std::string type = GetParam();
+  ref::visit_type(type, [&]<typename K>() {
+    for (std::size_t i = 0; i < npy_sizes.size(); ++i) {
+      const std::size_t n = npy_sizes[i];
+      const std::vector<K> keys = ref::tricky_keys<K>(n, 200 + n);
+      for (const bool numpy : {false, true}) {
+        for (const bool descending : {false, true}) {
+          const bool npy_in = (i + descending) % 2 == 0;
+          const bool npy_out = (i + numpy) % 2 == 0;
+          const bool u32 = (i + numpy + descending) % 3 == 0;
+          const bool with_out = descending == numpy;
+          SCOPED_TRACE(type + " n=" + std::to_string(n) + (numpy ? " numpy" : " total") +
+                       (descending ? " descending" : " ascending") +
+                       (npy_in ? " from .npy" : " from raw") + (npy_out ? " to .npy" : "") +
+                       (u32 ? " u32" : " i64") + (with_out ? " with --out" : ""));
+          const std::string in = path(npy_in ? "k.npy" : "k.bin");
+          const std::string header = npy_in ? ref::npy_header(ref::descr_of(type), n) : "";
+          const bytes input = header + ref::to_bytes(keys);
+          spit(in, input);
+          const std::string idx = path(npy_out ? "i.npy" : "i.bin");
+          std::vector<std::string> args{in,           "--argsort-out", idx,
+                                        "--float-order", numpy ? "numpy" : "total", "--quiet"};
+          if (!npy_in) args.insert(args.end(), {"--dtype", type});
+          if (descending) args.emplace_back("--descending");
+          if (u32) args.insert(args.end(), {"--index-type", "u32"});
+          if (with_out) args.insert(args.end(), {"--out", path("s.out")});
+          const run_result r = sort(args);
+          ASSERT_EQ(r.code, 0) << r.err;
+          EXPECT_TRUE(same_bytes(slurp(in), input)) << "the keys file changed";
+          const std::vector<std::int64_t> want = ref::stable_argsort(keys, descending, numpy);
+          bytes indices = slurp(idx);
+          if (npy_out) {
+            const std::string h = ref::npy_header(u32 ? "<u4" : "<i8", n);
+            ASSERT_GE(indices.size(), h.size());
+            EXPECT_TRUE(same_bytes(indices.substr(0, h.size()), h)) << "the index header";
+            indices = indices.substr(h.size());
+          }
+          std::vector<std::int64_t> got;
+          if (u32) {
+            for (const std::uint32_t x : ref::from_bytes<std::uint32_t>(indices))
+              got.push_back(x);
+          } else {
+            got = ref::from_bytes<std::int64_t>(indices);
+          }
+          EXPECT_EQ(ref::first_difference(want, got), "");
+          if (with_out) {
+            const bytes sorted = slurp(path("s.out"));
+            ASSERT_EQ(sorted.size(), input.size());
+            EXPECT_TRUE(same_bytes(sorted.substr(0, header.size()), header));
+            EXPECT_EQ(ref::first_difference(ref::stable_sorted(keys, descending, numpy),
+                                            ref::from_bytes<K>(sorted.substr(header.size()))),
+                      "");
+            fs::remove(path("s.out"));
+          }
+          fs::remove(in);
+          fs::remove(idx);
+        }
+      }
+    }
+  });
+  EXPECT_EQ(work_files(), std::vector<std::string>{}) << "no temporaries, no stray outputs";
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, Npy, ::testing::Values("u32", "i32", "u64", "i64", "f32", "f64"));
+
+// --stable on raw files with values: keys and values come out exactly as std::stable_sort of
+// the pairs puts them, in both float orders and directions; NaNs of both signs and many
+// payloads, +-0.0 and +-inf. The values are the indices, so a value out of place shows.
+TEST_F(Cli, StableSortKeepsEqualKeysAndTheirValuesInInputOrder)
+{
+  for (const std::string type : {"f32", "f64", "i32"}) {
+    ref::visit_type(type, [&]<typename K>() {
+      for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{3},
+                                  std::size_t{7919}, std::size_t{20011}}) {
+        const std::vector<K> keys = ref::tricky_keys<K>(n, 300 + n);
+        std::vector<std::uint64_t> values(n);
+        std::iota(values.begin(), values.end(), 0);
+        spit(path("k.bin"), ref::to_bytes(keys));
+        spit(path("v.bin"), ref::to_bytes(values));
+        for (const bool numpy : {false, true}) {
+          for (const bool descending : {false, true}) {
+            SCOPED_TRACE(type + " n=" + std::to_string(n) + (numpy ? " numpy" : " total") +
+                         (descending ? " descending" : " ascending"));
+            std::vector<std::string> args{path("k.bin"), "--dtype", type, "--values",
+                                          path("v.bin"), "--out", path("s.bin"), "--values-out",
+                                          path("t.bin"), "--stable", "--float-order",
+                                          numpy ? "numpy" : "total", "--quiet"};
+            if (descending) args.emplace_back("--descending");
+            const run_result r = sort(args);
+            ASSERT_EQ(r.code, 0) << r.err;
+            EXPECT_EQ(ref::first_difference(ref::stable_sorted(keys, descending, numpy),
+                                            ref::from_bytes<K>(slurp(path("s.bin")))),
+                      "");
+            std::vector<std::int64_t> order;
+            for (const std::uint64_t v : ref::from_bytes<std::uint64_t>(slurp(path("t.bin"))))
+              order.push_back(static_cast<std::int64_t>(v));
+            EXPECT_EQ(ref::first_difference(ref::stable_argsort(keys, descending, numpy), order),
+                      "")
+                << "the values";
+          }
+        }
+      }
+    });
+  }
+}
+
+// A .npy values file travels like a raw one: its header is kept (any 4- or 8-byte payload in
+// either byte order: here big-endian datetime64), its value size taken from it.
+TEST_F(Cli, NpyValuesKeepTheirHeaderAndFollowTheirKeys)
+{
+  const std::size_t n = 20011;
+  const std::vector<double> keys = ref::tricky_keys<double>(n, 9);
+  std::vector<std::uint64_t> values(n);
+  std::iota(values.begin(), values.end(), 0);
+  const std::string kh = ref::npy_header("<f8", n);
+  const std::string vh = ref::npy_prefix(
+      "{'descr': '>M8[ns]', 'fortran_order': False, 'shape': (" + std::to_string(n) + ",), }");
+  spit(path("k.npy"), kh + ref::to_bytes(keys));
+  spit(path("v.npy"), vh + ref::to_bytes(values));
+  const run_result r = sort({path("k.npy"), "--values", path("v.npy"), "--stable", "--quiet"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const bytes k = slurp(path("k.npy"));
+  const bytes v = slurp(path("v.npy"));
+  EXPECT_TRUE(same_bytes(k.substr(0, kh.size()), kh));
+  EXPECT_TRUE(same_bytes(v.substr(0, vh.size()), vh));
+  EXPECT_EQ(ref::first_difference(ref::stable_sorted(keys, false, true),
+                                  ref::from_bytes<double>(k.substr(kh.size()))),
+            "");
+  std::vector<std::int64_t> order;
+  for (const std::uint64_t x : ref::from_bytes<std::uint64_t>(v.substr(vh.size())))
+    order.push_back(static_cast<std::int64_t>(x));
+  EXPECT_EQ(ref::first_difference(ref::stable_argsort(keys, false, true), order), "");
+  // --value-bytes may repeat the header, not contradict it.
+  EXPECT_EQ(sort({path("k.npy"), "--values", path("v.npy"), "--value-bytes", "8", "-q"}).code, 0);
+  const run_result wrong = sort({path("k.npy"), "--values", path("v.npy"), "--value-bytes", "4"});
+  EXPECT_EQ(wrong.code, 64);
+  expect_one_error_line(wrong);
+}
+
+// A raw input written to a name ending in .npy gets the header np.save would write; gen writes
+// .npy files the same way, to files and (with --npy) to standard output.
+TEST_F(Cli, NpyOutputsOfRawInputsAndGen)
+{
+  gen("u64", "uniform", "1000", path("d.bin"));
+  const bytes raw = slurp(path("d.bin"));
+  ASSERT_EQ(sort({path("d.bin"), "--dtype", "u64", "--out", path("s.npy"), "-q"}).code, 0);
+  const std::string h = ref::npy_header("<u8", 1000);
+  const bytes s = slurp(path("s.npy"));
+  EXPECT_TRUE(same_bytes(s.substr(0, h.size()), h));
+  EXPECT_EQ(reference_check(type_named("u64"), raw, s.substr(h.size()), false), "");
+
+  for (const std::string type : {"u32", "i32", "u64", "i64", "f32", "f64"}) {
+    SCOPED_TRACE(type);
+    const run_result g =
+        run({"gen", "--dtype", type, "--dist", type[0] == 'f' ? "nanmix" : "uniform", "--count",
+             "777", "--seed", "7", "--out", path("g.npy"), "--values-out", path("gv.npy"),
+             "--value-bytes", "4", "-q"});
+    ASSERT_EQ(g.code, 0) << g.err;
+    gen(type, type[0] == 'f' ? "nanmix" : "uniform", "777", path("g.bin"), path("gv.bin"), "4");
+    const std::string kh = ref::npy_header(ref::descr_of(type), 777);
+    const std::string vh = ref::npy_header("<u4", 777);
+    EXPECT_TRUE(same_bytes(slurp(path("g.npy")), kh + slurp(path("g.bin"))));
+    EXPECT_TRUE(same_bytes(slurp(path("gv.npy")), vh + slurp(path("gv.bin"))));
+    const run_result streamed = run({"gen", "--dtype", type, "--dist",
+                                     type[0] == 'f' ? "nanmix" : "uniform", "--count", "777",
+                                     "--seed", "7", "--out", "-", "--npy", "-q"});
+    ASSERT_EQ(streamed.code, 0) << streamed.err;
+    EXPECT_TRUE(same_bytes(streamed.out, slurp(path("g.npy"))));
+  }
+  // An empty array too: a header and no data.
+  gen("f32", "uniform", "0", path("e.npy"));
+  EXPECT_TRUE(same_bytes(slurp(path("e.npy")), ref::npy_header("<f4", 0)));
+  EXPECT_EQ(sort({path("e.npy"), "-q"}).code, 0);
+  EXPECT_TRUE(same_bytes(slurp(path("e.npy")), ref::npy_header("<f4", 0)));
+}
+
+// .npy through standard input and output (header in front of the sorted data, as a file), and
+// outputs in tmpfs, which the engine writes through a mapping that starts inside a page.
+TEST_F(Cli, NpyThroughStreamsAndTmpfs)
+{
+  const std::size_t n = tiny_budget() ? 30011 : 300007;
+  const std::vector<float> keys = ref::tricky_keys<float>(n, 11);
+  const std::string h = ref::npy_header("<f4", n);
+  const bytes input = h + ref::to_bytes(keys);
+  spit(path("a.npy"), input);
+  const std::vector<float> want = ref::stable_sorted(keys, false, true);
+  stdin_ = path("a.npy");
+  const run_result piped = sort({"-", "--stable"});
+  ASSERT_EQ(piped.code, 0) << piped.err;
+  EXPECT_TRUE(same_bytes(piped.out, h + ref::to_bytes(want)));
+  stdin_ = "/dev/null";
+  const run_result to_stdout = sort({path("a.npy"), "--out", "-", "--stable", "-q"});
+  ASSERT_EQ(to_stdout.code, 0) << to_stdout.err;
+  EXPECT_TRUE(same_bytes(to_stdout.out, h + ref::to_bytes(want)));
+  EXPECT_TRUE(same_bytes(slurp(path("a.npy")), input));
+
+  struct statfs info {};
+  if (::statfs("/dev/shm", &info) != 0 || info.f_type != 0x01021994)
+    GTEST_SKIP() << "no tmpfs at /dev/shm";
+  if (tiny_budget()) spit(config_, "devices: cpu\ndevice_memory_budget: 1MiB\n");
+  const fs::path shm = fs::path{"/dev/shm"} / ("gpusort-cli-npy-" + std::to_string(::getpid()));
+  fs::remove_all(shm);
+  fs::create_directories(shm);
+  spit(shm / "a.npy", input);
+  const run_result out = sort({(shm / "a.npy").string(), "--out", (shm / "s.npy").string(),
+                               "--stable", "-q"});
+  ASSERT_EQ(out.code, 0) << out.err;
+  EXPECT_TRUE(same_bytes(slurp(shm / "s.npy"), h + ref::to_bytes(want)));
+  const run_result in_place = sort({(shm / "a.npy").string(), "--stable", "--descending", "-q"});
+  ASSERT_EQ(in_place.code, 0) << in_place.err;
+  EXPECT_TRUE(same_bytes(slurp(shm / "a.npy"),
+                         h + ref::to_bytes(ref::stable_sorted(keys, true, true))));
+  fs::remove_all(shm);
+}
+
+// verify reads .npy files (the data after the header, the type from it) and checks floats in
+// NumPy's order for them by default. The sorted files here are the reference's, not gpusort's.
+TEST_F(Cli, VerifyChecksNpyFilesInNumpyOrder)
+{
+  const std::size_t n = 5003;
+  const std::vector<double> keys = ref::tricky_keys<double>(n, 13);
+  const std::vector<double> sorted = ref::stable_sorted(keys, false, true);
+  const std::string h = ref::npy_header("<f8", n);
+  spit(path("o.npy"), h + ref::to_bytes(keys));
+  spit(path("s.npy"), h + ref::to_bytes(sorted));
+  spit(path("s.bin"), ref::to_bytes(sorted));
+  ASSERT_TRUE(std::any_of(keys.begin(), keys.end(),
+                          [](double x) { return std::isnan(x) && std::signbit(x); }))
+      << "the data needs a negative NaN, which totalOrder puts first";
+  const auto verify = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), "verify");
+    return run(args);
+  };
+  EXPECT_EQ(verify({path("s.npy"), "--original", path("o.npy")}).code, 0);
+  EXPECT_EQ(verify({path("s.npy"), "--original", path("o.npy"), "--dtype", "f64"}).code, 0);
+  EXPECT_EQ(verify({path("s.bin"), "--original", path("o.npy")}).code, 1)
+      << "a raw file is checked in totalOrder unless told otherwise";
+  EXPECT_EQ(verify({path("s.bin"), "--original", path("o.npy"), "--float-order", "numpy"}).code,
+            0);
+  const run_result total = verify({path("s.npy"), "--float-order", "total"});
+  EXPECT_EQ(total.code, 1);
+  expect_one_error_line(total);
+  std::vector<double> swapped = sorted;
+  std::swap(swapped[10], swapped[n - 10]);
+  spit(path("x.npy"), h + ref::to_bytes(swapped));
+  const run_result bad = verify({path("x.npy"), "--original", path("o.npy")});
+  EXPECT_EQ(bad.code, 1);
+  expect_one_error_line(bad);
+  std::vector<double> changed = sorted;
+  changed[n / 2] = std::nextafter(changed[n / 2], changed[n / 2 + 1]);
+  spit(path("x.npy"), h + ref::to_bytes(changed));
+  EXPECT_EQ(verify({path("x.npy"), "--original", path("o.npy")}).code, 1)
+      << "in order, but not the original's keys";
+  spit(path("i.npy"), ref::npy_header("<i8", n) + ref::to_bytes(std::vector<std::int64_t>(n)));
+  const run_result types = verify({path("s.npy"), "--original", path("i.npy")});
+  EXPECT_EQ(types.code, 65) << types.err;
+  expect_one_error_line(types);
+  EXPECT_EQ(verify({path("s.npy"), "--dtype", "f32"}).code, 64);
+}
+
+// Every way a .npy file or the new options can be wrong: one line, its exit code, the input
+// untouched and nothing left behind. A header is never sorted as keys.
+TEST_F(Cli, NpyAndArgsortErrorsGiveOneLineAndLeaveTheInput)
+{
+  const std::size_t n = 100;
+  const bytes data = ref::to_bytes(ref::tricky_keys<double>(n, 17));
+  const auto with_dict = [&](const std::string& dict, int major = 1, std::size_t align = 64) {
+    return ref::npy_prefix(dict, major, align) + data;
+  };
+  const std::string shape = "(" + std::to_string(n) + ",)";
+  bytes version4 = with_dict(ref::npy_dict("<f8", n));
+  version4[6] = 4;
+  const bytes good = with_dict(ref::npy_dict("<f8", n));
+  gen("f64", "uniform", "100", path("raw.bin"));
+  struct error_case {
+    std::string name;  ///< the file, written with `contents`
+    bytes contents;
+    std::vector<std::string> args;  ///< after the file
+    int code;
+    std::string says;  ///< part of the message
+  };
+  const std::vector<error_case> cases{
+      {"a.npy", good, {"--dtype", "u64"}, 64, "--dtype u64 disagrees with"},
+      {"a.npy", good, {"--dtype", "f32"}, 64, "'<f8' (f64)"},
+      {"a.npy", version4, {}, 65, "version 4.0"},
+      {"a.npy", good.substr(0, 9), {}, 65, "ends inside its .npy header"},
+      {"a.npy", good.substr(0, 100), {}, 65, "ends inside its .npy header"},
+      {"a.npy", with_dict("{'descr': '<f8', 'fortran_order': False, }"), {}, 65, "no 'shape'"},
+      {"a.npy",
+       with_dict("{'descr': '<f8', 'fortran_order': False, 'shape': " + shape + ", 'x': 1}"),
+       {},
+       65,
+       "unknown key 'x'"},
+      {"a.npy", with_dict("{'descr': '<f8', 'fortran_order': Fals, 'shape': " + shape + "}"), {},
+       65, "header dict"},
+      {"a.npy", with_dict("{'descr': '<f8', 'fortran_order': False, 'shape': (10, 10), }"), {},
+       65, "shape (10, 10)"},
+      {"a.npy", with_dict("{'descr': '<f8', 'fortran_order': False, 'shape': (), }"), {}, 65,
+       "0-d"},
+      {"a.npy", with_dict(ref::npy_dict(">f8", n)), {}, 65, "big-endian"},
+      {"a.npy", with_dict(ref::npy_dict("<f2", 4 * n)), {}, 65, "'<f2'"},
+      {"a.npy", with_dict(ref::npy_dict("|O", n)), {}, 65, "'|O'"},
+      {"a.npy",
+       with_dict("{'descr': [('a', '<i4'), ('b', '<i4')], 'fortran_order': False, 'shape': " +
+                 shape + ", }"),
+       {},
+       65,
+       "structured"},
+      // A header padded to 4 bytes only (92 here): 8-byte keys after it cannot be read where
+      // they lie.
+      {"a.npy", with_dict(ref::npy_dict("<f8", n) + "    ", 1, 4), {}, 65,
+       "header is 92 bytes, not a whole number of 8-byte"},
+      {"a.npy", good.substr(0, good.size() - 8), {}, 65, "holds 792 bytes after its .npy header"},
+      {"a.npy", good + "xyz", {}, 65, "holds 803 bytes"},
+      {"raw.npy", data, {"--dtype", "f64"}, 65, "is named .npy but is no .npy file"},
+      {"a.npy", good, {"--argsort-out", "i.bin", "--values", "raw.bin"}, 64, "keys alone"},
+      {"a.npy", good, {"--index-type", "u32"}, 64, "--index-type needs --argsort-out"},
+      {"a.npy", good, {"--argsort-out", "i.bin", "--index-type", "i16"}, 64, "i64 or u32"},
+      {"a.npy", good, {"--float-order", "ieee"}, 64, "total or numpy"},
+      {"a.npy", good, {"--argsort-out", "a.npy"}, 64, "only reads"},
+      {"a.npy", good, {"--argsort-out", "-"}, 64, "not standard output"},
+      {"a.npy", good, {"--argsort-out", "i.bin", "--out", "i.bin"}, 64, "the same file"},
+  };
+  for (const error_case& c : cases) {
+    SCOPED_TRACE(c.name + " expecting '" + c.says + "'");
+    spit(path(c.name), c.contents);
+    const std::vector<std::string> before = work_files();
+    std::vector<std::string> args{path(c.name)};
+    for (const std::string& arg : c.args)
+      args.push_back(arg.ends_with(".bin") || arg.ends_with(".npy") ? path(arg) : arg);
+    const run_result r = sort(args);
+    EXPECT_EQ(r.code, c.code) << r.err;
+    expect_one_error_line(r);
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+    EXPECT_TRUE(slurp(path(c.name)) == c.contents) << "the input changed";
+    EXPECT_EQ(work_files(), before) << "something was left behind";
+    if (c.name != "raw.bin") fs::remove(path(c.name));
+  }
+  // A stream cannot be argsorted; verify refuses what sort refuses.
+  stdin_ = path("raw.bin");
+  EXPECT_EQ(sort({"-", "--dtype", "f64", "--argsort-out", path("i.bin")}).code, 64);
+  stdin_ = "/dev/null";
+  spit(path("a.npy"), with_dict(ref::npy_dict(">f8", n)));
+  EXPECT_EQ(run({"verify", path("a.npy")}).code, 65);
+  EXPECT_EQ(run({"verify", path("raw.bin"), "--float-order", "x", "--dtype", "f64"}).code, 64);
 }
 
 }  // namespace
