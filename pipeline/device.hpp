@@ -26,6 +26,11 @@ struct element_layout {
   std::uint32_t value_bytes{0};  ///< 0: keys alone
   float_order floats{float_order::total};
   bool canonical{false};  ///< key_order::canonical
+  /// The values are the elements' input positions, made on the device (src_values unread):
+  /// an argsort's. Only the resident GPU path takes it (pipeline/stable.hpp).
+  bool positions{false};
+  /// Sort stably: a GPU takes CUB's radix sort whatever its configured in-core sorter.
+  bool stable{false};
   [[nodiscard]] std::uint64_t bytes() const noexcept { return key_bytes + value_bytes; }
   [[nodiscard]] key_order keys() const noexcept
   {

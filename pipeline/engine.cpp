@@ -204,6 +204,8 @@ struct engine::impl {
                                        detail::job_context& ctx);
   /// One job with the given options as it comes, stable or not; `canonical`: see key_order.
   sort_report run(const sort_job& job, const sort_options& options, bool canonical);
+  std::optional<sort_report> argsort_resident(const argsort_job& job, const sort_options& options,
+                                              bool canonical);
   [[nodiscard]] detail::inner_sort inner()
   {
     return [this](const sort_job& job, const sort_options& options, bool canonical) {
@@ -327,7 +329,69 @@ sort_report engine::sort(const sort_job& job, const sort_options& options)
 
 sort_report engine::argsort(const argsort_job& job, const sort_options& options)
 {
-  return detail::run_argsort(job, options, impl_->inner());
+  return detail::run_argsort(job, options, impl_->inner(),
+                             [this](const argsort_job& j, const sort_options& o, bool canonical) {
+                               return impl_->argsort_resident(j, o, canonical);
+                             });
+}
+
+std::optional<sort_report> engine::impl::argsort_resident(const argsort_job& job,
+                                                          const sort_options& options,
+                                                          bool canonical)
+{
+#if GPUSORT_WITH_CUDA
+  if (!gpus) return std::nullopt;
+  const auto start = std::chrono::steady_clock::now();
+  const detail::element_layout layout{
+      .type = job.keys.type,
+      .direction = options.direction,
+      .key_bytes = static_cast<std::uint32_t>(size_of(job.keys.type)),
+      .value_bytes = job.index_bytes,
+      .floats = options.floats,
+      .canonical = canonical,
+      .positions = true,
+      .stable = true};
+  const detail::job_arrays arrays{.src_keys = job.keys.data,
+                                  .src_values = nullptr,
+                                  .dst_keys = job.keys_out,
+                                  .dst_values = job.indices_out,
+                                  .n = job.keys.count};
+  const detail::output_mappings mapped_outputs{
+      {arrays.dst_keys, job.keys_out != nullptr ? arrays.n * layout.key_bytes : 0},
+      {arrays.dst_values, arrays.n * layout.value_bytes}};
+  detail::job_context ctx{options, layout.bytes()};
+  detail::execution_stats stats;
+  {
+    const std::lock_guard lock{gpu_mutex};
+    std::vector<detail::cuda_device*> all;
+    for (const auto& d : devices) all.push_back(static_cast<detail::cuda_device*>(d.get()));
+    const std::vector<detail::cuda_device*> resident =
+        detail::resident_gpus(arrays.n, layout, all);
+    if (resident.empty()) return std::nullopt;
+    try {
+      stats = detail::sort_resident(arrays, layout, resident, ctx);
+    } catch (const out_of_memory& e) {
+      // Nothing is written before every key is on a GPU: the pairs route can still run.
+      detail::log(log_level::info, "argsort: the GPUs ran out of memory ({}); sorting pairs",
+                  e.what());
+      return std::nullopt;
+    }
+  }
+  sort_report report;
+  report.engine = "gpu-resident-argsort";
+  report.elements = arrays.n;
+  report.bytes = arrays.n * layout.key_bytes;
+  report.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const auto& dev : devices) report.devices.push_back(dev->name());
+  report.chunks = stats.chunks;
+  report.rounds = stats.rounds;
+  report.profile = ctx.take_profile();
+  return report;
+#else
+  (void)job, (void)options, (void)canonical;
+  return std::nullopt;
+#endif
 }
 
 sort_report engine::impl::run(const sort_job& job, const sort_options& options, bool canonical)

@@ -11,6 +11,7 @@
 #include <gpusort/gpusort.hpp>
 
 #include <functional>
+#include <optional>
 
 namespace gpusort::detail {
 
@@ -18,9 +19,16 @@ namespace gpusort::detail {
 using inner_sort =
     std::function<sort_report(const sort_job& job, const sort_options& options, bool canonical)>;
 
-/// engine::argsort.
+/// The engine's argsort in one round trip on its GPUs: the keys copied in, the positions made
+/// there, a stable sort (radix sort and merges that take the earlier run first on ties), the
+/// indices (and the sorted keys for keys_out) copied out: the copies of a plain sort, no pass
+/// on the host. nullopt when the engine has no GPU or the job does not fit them.
+using resident_argsort = std::function<std::optional<sort_report>(
+    const argsort_job& job, const sort_options& options, bool canonical)>;
+
+/// engine::argsort: the resident argsort where it applies, else positions sorted as pairs.
 sort_report run_argsort(const argsort_job& job, const sort_options& options,
-                        const inner_sort& sort);
+                        const inner_sort& sort, const resident_argsort& resident);
 
 /// engine::sort with options.stable where it matters: pairs, and keys alone in NumPy's float
 /// order. (Keys alone in any other order are equal only when their bits are, so any sort is

@@ -97,6 +97,23 @@ void deal(const void* d_keys, const void* d_values, std::uint64_t m, std::uint64
   });
 }
 
+void positions(void* d_out, std::uint64_t n, std::uint64_t first, unsigned value_bytes,
+               cudaStream_t stream)
+{
+  if (n == 0) return;
+  if (d_out == nullptr) throw invalid_argument{"positions: null output"};
+  if (value_bytes == 4) {
+    detail::positions_kernel<std::uint32_t>
+        <<<grid_for(n), block_threads, 0, stream>>>(static_cast<std::uint32_t*>(d_out), n, first);
+  } else if (value_bytes == 8) {
+    detail::positions_kernel<std::uint64_t>
+        <<<grid_for(n), block_threads, 0, stream>>>(static_cast<std::uint64_t*>(d_out), n, first);
+  } else {
+    throw invalid_argument{"positions: value_bytes must be 4 or 8"};
+  }
+  GPUSORT_CHECK_LAUNCH();
+}
+
 void gather(const gather_slice* d_table, std::uint32_t slices, std::uint64_t longest_slice,
             void* d_out, unsigned element_bytes, cudaStream_t stream, const gather_tuning& tuning)
 {

@@ -27,6 +27,11 @@ void deal(const void* d_keys, const void* d_values, std::uint64_t m, std::uint64
           void* d_out_keys, void* d_out_values, unsigned key_bytes, unsigned value_bytes,
           cudaStream_t stream);
 
+/// d_out[i] = first + i for i < n, as 4- or 8-byte unsigned integers: the input positions an
+/// argsort sorts beside its keys, made where they are needed instead of copied in.
+void positions(void* d_out, std::uint64_t n, std::uint64_t first, unsigned value_bytes,
+               cudaStream_t stream);
+
 /// One piece of a gather: `length` elements at `src` (device memory, or host memory mapped
 /// into the device's address space) go to element `dst_offset` of the output.
 struct gather_slice {

@@ -26,6 +26,15 @@ __global__ void deal_kernel(const K* __restrict__ keys, const V* __restrict__ va
   }
 }
 
+/// Grid-stride positions: out[i] = first + i.
+template <typename W>
+__global__ void positions_kernel(W* __restrict__ out, std::uint64_t n, std::uint64_t first)
+{
+  const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
+  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] = static_cast<W>(first + i);
+}
+
 /// blockIdx.y picks the slice; blocks along x stride through it.
 template <typename T>
 __global__ void gather_kernel(const gather_slice* __restrict__ table, T* __restrict__ out)

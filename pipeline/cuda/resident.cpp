@@ -207,7 +207,9 @@ class resident_job {
     p.tl.span(gpu_stage::copy_in, s, len * layout_.bytes(), [&] {
       copy_to_device(keys(p, 0, at), static_cast<const char*>(a_.src_keys) + src * kb_,
                      len * kb_, s, p.buf->in_staging);
-      if (vb_ > 0)
+      if (layout_.positions)
+        cuda::positions(values(p, 0, at), len, src, vb_, s);
+      else if (vb_ > 0)
         copy_to_device(values(p, 0, at), static_cast<const char*>(a_.src_values) + src * vb_,
                        len * vb_, s, p.buf->in_staging);
     });
@@ -441,7 +443,8 @@ class resident_job {
                       keys(p, buffer, k0), values(p, buffer, k0), kb_, vb_,
                       p.buf->scratch.data(), p.buf->scratch_capacity, s);
         }
-        cuda::from_ordered(keys(p, buffer, k0), k1 - k0, layout_.keys(), s);
+        if (a_.dst_keys != nullptr)
+          cuda::from_ordered(keys(p, buffer, k0), k1 - k0, layout_.keys(), s);
       });
       p.ranges[r].record(s);
     }
@@ -452,8 +455,10 @@ class resident_job {
       p.ranges[r].make_wait(out);
       const std::uint64_t dst = p.first + k0;
       p.tl.span(gpu_stage::copy_out, out, (k1 - k0) * layout_.bytes(), [&] {
-        copy_to_host(static_cast<char*>(a_.dst_keys) + dst * kb_, keys(p, buffer, k0),
-                     (k1 - k0) * kb_, out, p.buf->out_staging);
+        // An argsort without its sorted keys wants the positions alone.
+        if (a_.dst_keys != nullptr)
+          copy_to_host(static_cast<char*>(a_.dst_keys) + dst * kb_, keys(p, buffer, k0),
+                       (k1 - k0) * kb_, out, p.buf->out_staging);
         if (vb_ > 0)
           copy_to_host(static_cast<char*>(a_.dst_values) + dst * vb_, values(p, buffer, k0),
                        (k1 - k0) * vb_, out, p.buf->out_staging);
