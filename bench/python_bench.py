@@ -16,7 +16,7 @@ and argsort at least 0.6x the plain zero-copy sort's rate. Prints a table and wr
 bench/results/<machine>-<yyyymmdd>-<commit>-python.json (bench/results_format.hpp's shape).
 
   bench/python_bench.py --socket PATH [--sizes 64Mi,1Gi,8Gi] [--dtypes float64,int64]
-                        [--repeat 3] [--machine NAME] [--out FILE]
+                        [--repeat 3] [--machine NAME] [--commit C] [--out FILE]
 Exit status: 0 done, 64 bad arguments, 70 no daemon or a failed job (one line on stderr).
 """
 
@@ -163,6 +163,8 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=3, help="runs of each client case (best taken)")
     p.add_argument("--machine", default=socketlib.gethostname().split(".")[0],
                    help="machine name for the results file (default the host name)")
+    p.add_argument("--commit", help="commit measured (default: git's HEAD of this tree; a copy "
+                                    "without .git, as on a GPU host, says unknown)")
     p.add_argument("--out", help="results file (default bench/results/<machine>-<yyyymmdd>-"
                                  "<commit>-python.json); '-' writes none")
     args = p.parse_args()
@@ -175,7 +177,7 @@ def main() -> int:
         client = gpusort.Client(args.socket, client_name="python_bench")
     except gpusort.Error as e:
         fail(70, f"no daemon: {e.message or e}")
-    commit = git_commit()
+    commit = args.commit or git_commit()
     print(f"python_bench: gpusortd {client.server.server_version} on "
           f"{','.join(client.server.devices)}, commit {commit}, numpy {np.__version__}, "
           f"{os.cpu_count()} cores")

@@ -226,7 +226,9 @@ distinct_equals<K> scan_distinct_equals(const void* input, std::uint64_t n, orde
 #pragma omp parallel for schedule(static) reduction(+ : negative, positive) \
     if (len > (std::uint64_t{1} << 16))
     for (std::int64_t t = 0; t < parts; ++t) {
-      distinct_equals<K>& mine = found[static_cast<std::size_t>(t)];
+      // Lists of this thread's own, moved out at the end: pushing into found[t] directly would
+      // write the vectors' ends, neighbours on a cache line, from every thread at once.
+      distinct_equals<K> mine;
       const auto count = static_cast<std::uint64_t>(parts);
       const std::uint64_t begin = len * static_cast<std::uint64_t>(t) / count;
       const std::uint64_t end = len * static_cast<std::uint64_t>(t + 1) / count;
@@ -242,6 +244,7 @@ distinct_equals<K> scan_distinct_equals(const void* input, std::uint64_t n, orde
           ++positive;
         }
       }
+      found[static_cast<std::size_t>(t)] = std::move(mine);
     }
     for (distinct_equals<K>& f : found) {
       out.zeros.insert(out.zeros.end(), f.zeros.begin(), f.zeros.end());
