@@ -232,18 +232,33 @@ distinct_equals<K> scan_distinct_equals(const void* input, std::uint64_t n, orde
       const auto count = static_cast<std::uint64_t>(parts);
       const std::uint64_t begin = len * static_cast<std::uint64_t>(t) / count;
       const std::uint64_t end = len * static_cast<std::uint64_t>(t + 1) / count;
-      for (std::uint64_t i = begin; i < end; ++i) {
-        const K magnitude = keys[i] & static_cast<K>(~sign);
-        if (magnitude > inf) {
-          mine.nans.push_back(keys[i]);
-        } else if (magnitude == 0) {
-          mine.zeros.push_back(keys[i]);
-        } else if ((keys[i] & sign) != 0) {
-          ++negative;
-        } else {
-          ++positive;
+      // Blocks without a zero or a NaN (nearly all) only count their negatives, in a loop the
+      // compiler vectorises: a branch per key kept the pass well below memory speed (H100,
+      // 1 GiB: the stable sort at 0.47 of the plain sort's rate).
+      constexpr std::uint64_t block = 256;
+      std::uint64_t negatives = 0;
+      std::uint64_t specials = 0;
+      for (std::uint64_t b = begin; b < end; b += block) {
+        const std::uint64_t stop = std::min(end, b + block);
+        K any = 0;
+        std::uint64_t neg = 0;
+        for (std::uint64_t i = b; i < stop; ++i) {
+          // A zero's magnitude wraps to the top, a NaN's is above the infinity's.
+          any |= static_cast<K>(static_cast<K>((keys[i] & static_cast<K>(~sign)) - 1) >= inf);
+          neg += keys[i] >> (sizeof(K) * 8 - 1);
+        }
+        negatives += neg;
+        if (any == 0) continue;
+        for (std::uint64_t i = b; i < stop; ++i) {
+          const K magnitude = keys[i] & static_cast<K>(~sign);
+          if (magnitude != 0 && magnitude <= inf) continue;
+          (magnitude == 0 ? mine.zeros : mine.nans).push_back(keys[i]);
+          negatives -= keys[i] >> (sizeof(K) * 8 - 1);
+          ++specials;
         }
       }
+      negative += negatives;
+      positive += (end - begin) - specials - negatives;
       found[static_cast<std::size_t>(t)] = std::move(mine);
     }
     for (distinct_equals<K>& f : found) {
