@@ -6,6 +6,8 @@
 // and loses the results still in stdout's buffer).
 #pragma once
 
+#include "bench/results_format.hpp"
+
 #include <gpusort/units.hpp>
 
 #include <algorithm>
@@ -72,6 +74,18 @@ struct results_options {
     return true;
   }
 };
+
+/// Prints the targets' table and, with --json, writes the results file: `raw`, the
+/// benchmark's own measurements as JSON objects each followed by a comma, goes into it as an
+/// array. `extra` fields join the file's top level.
+inline void report_results(const results_options& results, const std::vector<target>& targets,
+                           std::string raw, const std::vector<std::string>& extra = {})
+{
+  print_targets(targets);
+  if (results.json.empty()) return;
+  if (!raw.empty() && raw.back() == ',') raw.pop_back();
+  write_results(results.json, results.commit, results.machine, targets, raw, extra);
+}
 
 /// The body of a benchmark's main. Every option is `--flag value`; `flags` lists them besides
 /// those of results_options, which every benchmark takes into its Options' member `results`,

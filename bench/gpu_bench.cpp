@@ -413,13 +413,7 @@ int run(const options& o)
         << ", \"free_s\": " << r_free.seconds << ", \"floor_s\": " << floor_s << "},";
   }
 
-  gpusort::bench::print_targets(targets);
-  if (!o.results.json.empty()) {
-    std::string r = raw.str();
-    if (!r.empty()) r.pop_back();
-    gpusort::bench::write_results(o.results.json, o.results.commit, o.results.machine, targets,
-                                  r);
-  }
+  gpusort::bench::report_results(o.results, targets, raw.str());
   return 0;
 }
 

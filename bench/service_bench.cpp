@@ -356,13 +356,8 @@ int run(const options& o)
         << ", \"in_process_s\": " << best_local << "}},";
   });
 
-  gpusort::bench::print_targets(targets);
-  if (!o.results.json.empty()) {
-    std::string r = raw.str();
-    if (!r.empty()) r.pop_back();
-    gpusort::bench::write_results(o.results.json, o.results.commit, o.results.machine, targets,
-                                  r, {"\"devices\": \"" + o.devices + "\""});
-  }
+  gpusort::bench::report_results(o.results, targets, raw.str(),
+                                 {"\"devices\": \"" + o.devices + "\""});
   return 0;
 }
 

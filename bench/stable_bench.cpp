@@ -164,13 +164,7 @@ int run(const options& o)
       run_type<std::int64_t>(o, eng, bytes, registered, targets, raw);
     }
   }
-  gpusort::bench::print_targets(targets);
-  if (!o.results.json.empty()) {
-    std::string r = raw.str();
-    if (!r.empty()) r.pop_back();
-    gpusort::bench::write_results(o.results.json, o.results.commit, o.results.machine, targets,
-                                  r);
-  }
+  gpusort::bench::report_results(o.results, targets, raw.str());
   return 0;
 }
 
