@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the release binaries and test binaries into dist/, a folder that runs on a GPU host with
-# only the NVIDIA driver (yaml-cpp and protobuf static, cudart static, spdlog/fmt header-only).
+# only the NVIDIA driver (yaml-cpp and protobuf static, cudart static, spdlog/fmt header-only),
+# with deploy/ (systemd units, tmpfiles entry, example config) and the man pages beside them.
 # On the GPU host: GPUSORT_BIN=dist scripts/gpu-check.sh OUTDIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,12 @@ for t in build/release/tests/*/*_tests; do
   mkdir -p "$out/tests/$(basename "$(dirname "$t")")"
   cp "$t" "$out/tests/$(basename "$(dirname "$t")")/"
 done
+# What a GPU host needs besides the programs (README, "Installing on a GPU host"): the units,
+# the tmpfiles entry, the example config and the man pages, as in the repository.
+cp -r deploy "$out/deploy"
+rm -rf "$out/deploy/debian"   # the .deb's maintainer scripts: nothing to run by hand
+mkdir -p "$out/man"
+cp docs/man/* "$out/man/"
 git rev-parse --short HEAD > "$out/COMMIT" 2>/dev/null || echo unknown > "$out/COMMIT"
 # Anything beyond the C/C++ runtime and OpenMP would not be on the GPU host.
 unexpected=$(for f in "$out"/bin/* "$out"/bench/* "$out"/tests/*/*; do ldd "$f"; done |
