@@ -303,6 +303,10 @@ host_registration engine::register_host(void* data, std::size_t bytes)
   if (!impl_->gpus || bytes == 0) return result;
   if (data == nullptr) throw invalid_argument{"register_host: null pointer with nonzero size"};
 #if GPUSORT_WITH_CUDA
+  // The driver would fault the pages in on one thread; from every core first it is several
+  // times faster (a daemon's 8 GiB shared buffer, its pages made by fallocate but not mapped:
+  // see bench/results for the first Python sort that allocates one).
+  detail::populate_pages(data, bytes);
   // Portable: page-locked for every GPU's context, not only the current one; mapped: the round-2
   // gather kernels read slices straight from it.
   const cuda::set_device_guard guard{impl_->gpu_ids.front()};

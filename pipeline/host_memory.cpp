@@ -32,19 +32,21 @@ host_buffer::host_buffer(std::size_t bytes) : bytes_{bytes}
   if (bytes >= huge_page) (void)::madvise(p, bytes, MADV_HUGEPAGE);
 }
 
-void host_buffer::populate()
+void host_buffer::populate() { populate_pages(data_, bytes_); }
+
+void populate_pages(void* data, std::size_t bytes)
 {
 #ifndef MADV_POPULATE_WRITE
   constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14; older kernels say EINVAL
 #endif
   // 2 MiB pieces, one huge page each: 4096 of them for 8 GiB spread evenly over the cores.
   constexpr std::size_t piece = std::size_t{2} << 20;
-  const auto pieces = static_cast<std::int64_t>((bytes_ + piece - 1) / piece);
-  char* const base = static_cast<char*>(data_);
+  const auto pieces = static_cast<std::int64_t>((bytes + piece - 1) / piece);
+  char* const base = static_cast<char*>(data);
 #pragma omp parallel for schedule(static) if (pieces > 1)
   for (std::int64_t i = 0; i < pieces; ++i) {
     const std::size_t off = static_cast<std::size_t>(i) * piece;
-    const std::size_t len = std::min(piece, bytes_ - off);
+    const std::size_t len = std::min(piece, bytes - off);
     // The advice faults without writing; where the kernel lacks it, a write per page does it.
     if (::madvise(base + off, len, MADV_POPULATE_WRITE) == 0) continue;
     for (std::size_t at = 0; at < len; at += 4096) base[off + at] = 0;

@@ -42,4 +42,8 @@ class host_buffer {
   std::function<void(void*, std::size_t)> release_;
 };
 
+/// Faults every page of [data, data + bytes) in (made or, for a file's pages that exist, mapped)
+/// from every core: what host_buffer::populate does, for memory the caller mapped.
+void populate_pages(void* data, std::size_t bytes);
+
 }  // namespace gpusort::detail

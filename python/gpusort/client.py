@@ -159,6 +159,10 @@ def _copy(dst: np.ndarray, src: np.ndarray) -> None:
         f.result()
 
 
+# Linux's MAP_POPULATE (Python 3.10+ names it; 0x8000 on every Linux architecture we run on).
+_MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0x8000)
+
+
 def _address(mm: mmap.mmap) -> int:
     view = np.frombuffer(mm, dtype=np.uint8, count=1)
     try:
@@ -512,7 +516,11 @@ class Client:
                         "not 1; connection closed")
         fd = fr.fds[0]
         try:
-            mm = mmap.mmap(fd, reply.size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            # The daemon made and pinned every page; MAP_POPULATE maps them all in one call.
+            # Faulting them in one by one as NumPy first writes the buffer ran at about 2.8 GB/s
+            # (H100 host, 8 GiB: filling a fresh empty() took 2.7-3.1 s).
+            mm = mmap.mmap(fd, reply.size, mmap.MAP_SHARED | _MAP_POPULATE,
+                           mmap.PROT_READ | mmap.PROT_WRITE)
         finally:
             os.close(fd)  # the mapping keeps the memfd alive
         conn = self._conn
