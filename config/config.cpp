@@ -4,6 +4,7 @@
 #include "config/schema.hpp"
 #include "core/log.hpp"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -11,6 +12,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <memory>
+#include <optional>
+#include <sstream>
 #include <system_error>
 #include <unordered_map>
 
@@ -44,11 +47,71 @@ void reject_nul(std::string_view yaml, std::string_view source)
   fail(source, mark, "the text contains a NUL byte");
 }
 
-std::vector<YAML::Node> load_documents(std::string_view yaml, std::string_view source)
+/// Counts the documents of a YAML stream without building them, and notices a parser that
+/// makes no progress: yaml-cpp 0.7 (Debian 12) answers a token it cannot place (a stray ',' at
+/// the top level: jbeder/yaml-cpp#1040, found by fuzz/config_loader) with an empty document and
+/// the same token again, forever, so YAML::LoadAll never returned and grew without bound.
+class document_counter final : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override
+  {
+    stuck_ = documents_ > 0 && mark.pos == last_.pos;
+    last_ = mark;
+    ++documents_;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override
+  {
+  }
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override
+  {
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override
+  {
+  }
+  void OnMapEnd() override {}
+
+  [[nodiscard]] int documents() const noexcept { return documents_; }
+  [[nodiscard]] bool stuck() const noexcept { return stuck_; }
+  [[nodiscard]] const YAML::Mark& last() const noexcept { return last_; }
+
+ private:
+  int documents_{};
+  bool stuck_{};
+  YAML::Mark last_{YAML::Mark::null_mark()};
+};
+
+/// The one document of a configuration (null when the text has none) and, when there is one,
+/// where a second document starts.
+struct yaml_text {
+  YAML::Node root;
+  std::optional<YAML::Mark> second;
+};
+
+yaml_text load_documents(std::string_view yaml, std::string_view source)
 {
   reject_nul(yaml, source);
   try {
-    return YAML::LoadAll(std::string{yaml});
+    // Up to two documents (a configuration is one; a second is an error), each start further
+    // on than the one before, then the first one built with YAML::Load, which parses a single
+    // document and cannot loop.
+    std::istringstream in{std::string{yaml}};
+    YAML::Parser parser{in};
+    document_counter counter;
+    while (counter.documents() < 2 && parser.HandleNextDocument(counter)) {
+      if (counter.stuck())
+        fail(source, counter.last(), "invalid YAML: the parser cannot read on from here");
+    }
+    yaml_text out;
+    if (counter.documents() > 1) out.second = counter.last();
+    if (counter.documents() > 0) out.root = YAML::Load(std::string{yaml});
+    return out;
   } catch (const YAML::Exception& e) {  // ParserException (syntax) and anything else yaml-cpp
     fail(source, e.mark, "invalid YAML: " + e.msg);
   }
@@ -80,13 +143,12 @@ std::string comment(std::string_view text)
 
 config parse_config(std::string_view yaml, std::string_view source)
 {
-  const std::vector<YAML::Node> documents = load_documents(yaml, source);
+  const yaml_text text = load_documents(yaml, source);
   config cfg;
-  if (documents.size() > 1)
-    fail(source, documents[1].Mark(), "expected one YAML document, found a second one");
-  if (documents.empty() || documents.front().IsNull()) return cfg;  // no settings: defaults
+  if (text.second) fail(source, *text.second, "expected one YAML document, found a second one");
+  if (!text.root || text.root.IsNull()) return cfg;  // no settings: defaults
 
-  const YAML::Node& root = documents.front();
+  const YAML::Node& root = text.root;
   if (!root.IsMap()) {
     fail(source, root.Mark(),
          "expected a map of settings (key: value) at the top level, got " +

@@ -505,8 +505,20 @@ TEST(Structure, TopLevelMustBeAMap)
 
 TEST(Structure, OneDocumentOnly)
 {
+  // The line of the "---" that starts the second document.
   EXPECT_EQ(error_of("log_level: info\n---\nlog_level: warn\n"),
-            "test.yaml:3:1: expected one YAML document, found a second one");
+            "test.yaml:2:1: expected one YAML document, found a second one");
+}
+
+// yaml-cpp 0.7 (Debian 12) loops forever, growing, on a token it cannot place at the top level
+// (jbeder/yaml-cpp#1040; found by fuzz/config_loader): each of these is a clear error instead.
+TEST(Structure, AStrayCommaIsAnErrorNotAHang)
+{
+  EXPECT_EQ(error_of(","), "test.yaml:1:1: invalid YAML: the parser cannot read on from here");
+  for (const char* text : {"&a ,", "!t ,", "\"\",", "log_level: info\n,\n"}) {
+    SCOPED_TRACE(text);
+    EXPECT_EQ(error_of(text).rfind("test.yaml:", 0), 0U) << error_of(text);
+  }
 }
 
 TEST(Structure, SyntaxErrorsHaveLineAndColumn)
