@@ -26,6 +26,8 @@
 #include "core/verify.hpp"
 #include "pipeline/host_memory.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <gpusort/client.hpp>
 #include <gpusort/gpusort.hpp>
 #include <gpusort/units.hpp>
@@ -75,11 +77,14 @@ struct child_run {
   std::string report;  ///< the command's --json line: its own timeline and the engine's stages
 };
 
-/// A number of the one-line JSON object in `text`, 0 when absent.
+/// A number of the one-line JSON object in `text` (a command's --json report), 0 when absent
+/// or not a number (null: not finite).
 double json_number(const std::string& text, const std::string& key)
 {
-  const std::size_t at = text.find("\"" + key + "\": ");
-  return at == std::string::npos ? 0.0 : std::strtod(text.c_str() + at + key.size() + 4, nullptr);
+  const nlohmann::json report = nlohmann::json::parse(text, nullptr, false);
+  if (report.is_discarded() || !report.is_object()) return 0.0;
+  const auto it = report.find(key);
+  return it != report.end() && it->is_number() ? it->get<double>() : 0.0;
 }
 
 /// Peak resident memory of a running process (VmHWM), GiB.

@@ -13,6 +13,7 @@
 #include <gpusort/units.hpp>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
@@ -557,20 +558,11 @@ void set_log_level(log_level level, bool quiet)
   detail::set_program_log_level(quiet && level < log_level::warn ? log_level::warn : level);
 }
 
-std::string json_string(std::string_view s)
+/// One JSON object on a line. nlohmann-json escapes every string and writes a number that is
+/// not finite (a rate over zero seconds) as null, where a format string gave invalid JSON.
+void print_json(std::FILE* to, const nlohmann::ordered_json& value)
 {
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
+  fmt::print(to, "{}\n", value.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
 }
 
 std::string plural(std::uint64_t n, std::string_view word)
@@ -597,22 +589,23 @@ class sort_timeline {
   void set_stages(std::vector<stage_profile> stages) { stages_ = std::move(stages); }
 
   /// The fields --json adds: "timeline" (steps) and "stages" (the engine's).
-  [[nodiscard]] std::string json_fields() const
+  void add_json_fields(nlohmann::ordered_json& out) const
   {
-    if (!on_) return "";
-    std::string steps;
-    for (const auto& [what, at] : marks_)
-      steps += fmt::format("{}{{\"step\": {}, \"at\": {:.6f}}}", steps.empty() ? "" : ", ",
-                           json_string(what), at);
-    std::string stages;
+    if (!on_) return;
+    nlohmann::ordered_json steps = nlohmann::ordered_json::array();
+    for (const auto& [what, at] : marks_) steps.push_back({{"step", what}, {"at", at}});
+    nlohmann::ordered_json stages = nlohmann::ordered_json::array();
     for (const stage_profile& p : stages_)
-      stages += fmt::format("{}{{\"device\": {}, \"round\": {}, \"stage\": {}, "
-                            "\"chunks\": {}, \"bytes\": {}, \"busy_seconds\": {:.6f}, "
-                            "\"first_start\": {:.6f}, \"last_end\": {:.6f}}}",
-                            stages.empty() ? "" : ", ", json_string(p.device), p.round,
-                            json_string(p.stage), p.chunks, p.bytes, p.busy_seconds,
-                            p.first_start, p.last_end);
-    return fmt::format(", \"timeline\": [{}], \"stages\": [{}]", steps, stages);
+      stages.push_back({{"device", p.device},
+                        {"round", p.round},
+                        {"stage", p.stage},
+                        {"chunks", p.chunks},
+                        {"bytes", p.bytes},
+                        {"busy_seconds", p.busy_seconds},
+                        {"first_start", p.first_start},
+                        {"last_end", p.last_end}});
+    out["timeline"] = std::move(steps);
+    out["stages"] = std::move(stages);
   }
 
   /// The same for people, on stderr: one line per step with the time it took, then the stages.
@@ -725,13 +718,6 @@ client::connection connect_daemon(const std::string& socket, std::string_view hi
   }
 }
 
-std::string json_list(const std::vector<std::string>& items)
-{
-  std::string out;
-  for (const std::string& d : items) out += (out.empty() ? "" : ", ") + json_string(d);
-  return "[" + out + "]";
-}
-
 /// Outputs that will be fsync'ed start going to their disk while the sort writes them.
 void write_back_meanwhile(const parsed_args& a, const std::vector<atomic_output*>& outputs)
 {
@@ -745,22 +731,27 @@ enum class sorted_by : std::uint8_t { daemon, local };
 
 /// The report of a finished sort on `to`: JSON with --json, else one line unless --quiet; only
 /// the daemon's report has a queue time.
-void print_sort_report(std::FILE* to, const client::job_report& r, sorted_by by,
+void print_sort_report(std::FILE* to, const sort_report& r, sorted_by by,
                        const parsed_args& a, const sort_timeline& timeline)
 {
   const double wall_seconds = seconds_since_start();
   timeline.print(stderr);
   const bool daemon = by == sorted_by::daemon;
   if (a.has("json")) {
-    const std::string queued =
-        daemon ? fmt::format(", \"queue_seconds\": {}", r.queue_seconds) : "";
-    fmt::print(to,
-               "{{\"elements\": {}, \"bytes\": {}, \"seconds\": {}, \"wall_seconds\": {}, "
-               "\"peak_rss_bytes\": {}, \"rate\": {}, \"engine\": {}, \"devices\": {}, "
-               "\"chunks\": {}, \"rounds\": {}, \"compensated_chunks\": {}{}{}}}\n",
-               r.elements, r.bytes, r.seconds, wall_seconds, peak_rss_bytes(), r.rate,
-               json_string(r.engine), json_list(r.devices), r.chunks, r.rounds,
-               r.compensated_chunks, queued, timeline.json_fields());
+    nlohmann::ordered_json out{{"elements", r.elements},
+                       {"bytes", r.bytes},
+                       {"seconds", r.seconds},
+                       {"wall_seconds", wall_seconds},
+                       {"peak_rss_bytes", peak_rss_bytes()},
+                       {"rate", r.rate_bytes_per_second()},
+                       {"engine", r.engine},
+                       {"devices", r.devices},
+                       {"chunks", r.chunks},
+                       {"rounds", r.rounds},
+                       {"compensated_chunks", r.compensated_chunks}};
+    if (daemon) out["queue_seconds"] = r.queue_seconds;
+    timeline.add_json_fields(out);
+    print_json(to, out);
   } else if (!a.has("quiet")) {
     std::string devices;
     for (const std::string& d : r.devices) devices += (devices.empty() ? "" : ",") + d;
@@ -769,7 +760,7 @@ void print_sort_report(std::FILE* to, const client::job_report& r, sorted_by by,
                "sorted {} ({}) in {:.3f} s ({:.3f} s in all): {:.3f} GiB/s, engine {} on {}, "
                "{}, {}{}\n",
                plural(r.elements, "element"), format_bytes(r.bytes), r.seconds, wall_seconds,
-               r.rate / gibibyte, r.engine, devices, plural(r.chunks, "chunk"),
+               r.rate_bytes_per_second() / gibibyte, r.engine, devices, plural(r.chunks, "chunk"),
                plural(static_cast<std::uint64_t>(r.rounds), "round"),
                daemon ? " (daemon)" : "");
   }
@@ -779,7 +770,7 @@ void print_sort_report(std::FILE* to, const client::job_report& r, sorted_by by,
 /// The end of both sort paths: the outputs made durable, then renamed into place (none before
 /// all are durable), then the report.
 int finish_sort(progress_bar& bar, const std::vector<atomic_output*>& outputs,
-                const client::job_report& r, sorted_by by, const parsed_args& a,
+                const sort_report& r, sorted_by by, const parsed_args& a,
                 sort_timeline& timeline)
 {
   bar.finish();
@@ -790,20 +781,6 @@ int finish_sort(progress_bar& bar, const std::vector<atomic_output*>& outputs,
   timeline.mark("outputs published");
   print_sort_report(stdout, r, by, a, timeline);
   return exit_ok;
-}
-
-/// The report of the embedded engine in the shape of the daemon's.
-client::job_report local_report(const sort_report& report)
-{
-  return client::job_report{.elements = report.elements,
-                            .bytes = report.bytes,
-                            .seconds = report.seconds,
-                            .rate = report.rate_bytes_per_second(),
-                            .engine = report.engine,
-                            .devices = report.devices,
-                            .chunks = report.chunks,
-                            .rounds = report.rounds,
-                            .compensated_chunks = report.compensated_chunks};
 }
 
 /// `gpusort sort -` and `--out -`: keys from standard input (or the file), read to the end (a
@@ -842,7 +819,7 @@ int sort_stream(const parsed_args& a, const std::optional<dtype>& type_option,
     write_all_at(file_out->fd(), header.data(), header.size(), 0, file_out->shown());
   }
 
-  client::job_report report;
+  sort_report report;
   const char* sorted = data;
   std::optional<client::connection> conn;
   std::optional<client::shared_buffer> shared;
@@ -853,9 +830,9 @@ int sort_stream(const parsed_args& a, const std::optional<dtype>& type_option,
                                .stable = a.has("stable"),
                                .floats = floats,
                                .profile = timeline.on()};
-    report = local_report(run_engine(cfg, timeline, [&](engine& eng) {
+    report = run_engine(cfg, timeline, [&](engine& eng) {
       return eng.sort(sort_job{.keys = {data, n, t}}, options);
-    }));
+    });
   } else {
     conn.emplace(connect_daemon(socket_option(a), "start gpusortd or sort with --local"));
     try {
@@ -1035,8 +1012,8 @@ struct file_sort {
 /// same way, or, in tmpfs, through mappings whose pages it makes ahead
 /// (pipeline/file_window.hpp). Only the data regions are given to it: a .npy header is never
 /// part of an array.
-client::job_report sort_files_locally(const config& cfg, const file_sort& job, progress_bar& bar,
-                                      sort_timeline& timeline)
+sort_report sort_files_locally(const config& cfg, const file_sort& job, progress_bar& bar,
+                               sort_timeline& timeline)
 {
   sort_options options{.direction = job.direction,
                        .stable = job.stable,
@@ -1060,23 +1037,21 @@ client::job_report sort_files_locally(const config& cfg, const file_sort& job, p
                               .indices_out = out(job.indices_out),
                               .index_bytes = job.index_bytes,
                               .keys_out = out(job.keys_out)};
-    return local_report(
-        run_engine(cfg, timeline, [&](engine& eng) { return eng.argsort(argsort, options); }));
+    return run_engine(cfg, timeline, [&](engine& eng) { return eng.argsort(argsort, options); });
   }
   sort_job sort{.keys = keys, .keys_out = out(job.keys_out)};
   if (job.values != nullptr) {
     sort.values = value_array{in(*job.values), job.count, job.value_bytes};
     sort.values_out = out(job.values_out);
   }
-  return local_report(
-      run_engine(cfg, timeline, [&](engine& eng) { return eng.sort(sort, options); }));
+  return run_engine(cfg, timeline, [&](engine& eng) { return eng.sort(sort, options); });
 }
 
 /// `gpusort sort` through the daemon: the files were opened here and their descriptors go to
 /// it with the offsets of their data; it writes the sorted data into the temporaries, which are
 /// renamed over the outputs only when complete, as with --local.
-client::job_report sort_files_with_daemon(client::connection& conn, const file_sort& job,
-                                          progress_bar& bar)
+sort_report sort_files_with_daemon(client::connection& conn, const file_sort& job,
+                                   progress_bar& bar)
 {
   const auto at = [](const output_file& f) {
     return client::array_ref::of_fd(f.file.fd(), f.offset);
@@ -1098,9 +1073,9 @@ client::job_report sort_files_with_daemon(client::connection& conn, const file_s
     request.indices_out = at(*job.indices_out);
     request.index_bytes = job.index_bytes;
   }
-  client::progress_callback on_progress;
+  progress_callback on_progress;
   if (bar.enabled())
-    on_progress = [&bar](const client::progress& p) {
+    on_progress = [&bar](const progress_event& p) {
       bar.update(progress_event{p.round, p.bytes_done, p.bytes_total, p.rounds});
     };
   try {
@@ -1246,7 +1221,7 @@ int run_sort(const std::vector<std::string>& args)
       .indices_out = indices_out ? &*indices_out : nullptr,
       .index_bytes = index_bytes};
   progress_bar bar{!quiet && !json && ::isatty(STDERR_FILENO) == 1, stderr};
-  client::job_report report;
+  sort_report report;
   if (local) {
     report = sort_files_locally(*cfg, job, bar, timeline);
   } else {
@@ -1268,8 +1243,7 @@ int report_verification(const parsed_args& a, bool ok, std::uint64_t n,
                         const std::string& message, const std::string& ok_line)
 {
   if (a.has("json")) {
-    fmt::print("{{\"ok\": {}, \"elements\": {}, \"message\": {}}}\n", ok, n,
-               json_string(message));
+    print_json(stdout, {{"ok", ok}, {"elements", n}, {"message", message}});
   } else if (ok) {
     fmt::print("{}\n", ok_line);
   } else {
@@ -1516,14 +1490,17 @@ int run_status(const std::vector<std::string>& args)
     throw cli_error{exit_runtime, std::string{"status failed: "} + e.what()};
   }
   const auto job_json = [](const client::job_info& j) {
-    return fmt::format("{{\"job_id\": {}, \"state\": {}, \"dtype\": {}, \"count\": {}, "
-                       "\"bytes\": {}, \"queue_position\": {}, \"round\": {}, "
-                       "\"bytes_done\": {}, \"bytes_total\": {}, \"seconds\": {}, "
-                       "\"client_pid\": {}}}",
-                       j.job_id, json_string(client::name_of(j.state)),
-                       json_string(j.type ? name_of(*j.type) : "?"), j.count, j.bytes,
-                       j.queue_position, j.round, j.bytes_done, j.bytes_total, j.seconds,
-                       j.client_pid);
+    return nlohmann::ordered_json{{"job_id", j.job_id},
+                          {"state", client::name_of(j.state)},
+                          {"dtype", j.type ? name_of(*j.type) : "?"},
+                          {"count", j.count},
+                          {"bytes", j.bytes},
+                          {"queue_position", j.queue_position},
+                          {"round", j.round},
+                          {"bytes_done", j.bytes_done},
+                          {"bytes_total", j.bytes_total},
+                          {"seconds", j.seconds},
+                          {"client_pid", j.client_pid}};
   };
   if (a.has("json") && a.has("prometheus"))
     throw cli_error{exit_usage, "--json and --prometheus are two formats: choose one"};
@@ -1533,28 +1510,37 @@ int run_status(const std::vector<std::string>& args)
     return exit_ok;
   }
   if (a.has("json")) {
-    std::string devices, jobs;
+    nlohmann::ordered_json devices = nlohmann::ordered_json::array();
     for (const auto& d : st.devices)
-      devices += fmt::format("{}{{\"name\": {}, \"model\": {}, \"memory_total\": {}, "
-                             "\"memory_free\": {}, \"memory_budget\": {}, "
-                             "\"running_jobs\": {}}}",
-                             devices.empty() ? "" : ", ", json_string(d.name),
-                             json_string(d.model), d.memory_total, d.memory_free,
-                             d.memory_budget, d.running_jobs);
-    for (const auto& j : st.jobs) jobs += (jobs.empty() ? "" : ", ") + job_json(j);
+      devices.push_back({{"name", d.name},
+                         {"model", d.model},
+                         {"memory_total", d.memory_total},
+                         {"memory_free", d.memory_free},
+                         {"memory_budget", d.memory_budget},
+                         {"running_jobs", d.running_jobs}});
+    nlohmann::ordered_json jobs = nlohmann::ordered_json::array();
+    for (const auto& j : st.jobs) jobs.push_back(job_json(j));
     const auto& t = st.totals;
-    fmt::print("{{\"server_version\": {}, \"uptime_seconds\": {}, \"devices\": [{}], "
-               "\"host_memory_budget\": {}, \"host_memory_used\": {}, "
-               "\"pinned_pool_bytes\": {}, \"pinned_pool_used\": {}, \"buffers\": {}, "
-               "\"clients\": {}, \"queued_jobs\": {}, \"running_jobs\": {}, \"jobs\": [{}], "
-               "\"totals\": {{\"jobs_submitted\": {}, \"jobs_succeeded\": {}, "
-               "\"jobs_failed\": {}, \"jobs_cancelled\": {}, \"jobs_rejected\": {}, "
-               "\"bytes_sorted\": {}, \"connections\": {}}}}}\n",
-               json_string(st.server_version), st.uptime_seconds, devices,
-               st.host_memory_budget, st.host_memory_used, st.pinned_pool_bytes,
-               st.pinned_pool_used, st.buffers, st.clients, st.queued_jobs, st.running_jobs,
-               jobs, t.jobs_submitted, t.jobs_succeeded, t.jobs_failed, t.jobs_cancelled,
-               t.jobs_rejected, t.bytes_sorted, t.connections);
+    print_json(stdout, {{"server_version", st.server_version},
+                        {"uptime_seconds", st.uptime_seconds},
+                        {"devices", std::move(devices)},
+                        {"host_memory_budget", st.host_memory_budget},
+                        {"host_memory_used", st.host_memory_used},
+                        {"pinned_pool_bytes", st.pinned_pool_bytes},
+                        {"pinned_pool_used", st.pinned_pool_used},
+                        {"buffers", st.buffers},
+                        {"clients", st.clients},
+                        {"queued_jobs", st.queued_jobs},
+                        {"running_jobs", st.running_jobs},
+                        {"jobs", std::move(jobs)},
+                        {"totals",
+                         {{"jobs_submitted", t.jobs_submitted},
+                          {"jobs_succeeded", t.jobs_succeeded},
+                          {"jobs_failed", t.jobs_failed},
+                          {"jobs_cancelled", t.jobs_cancelled},
+                          {"jobs_rejected", t.jobs_rejected},
+                          {"bytes_sorted", t.bytes_sorted},
+                          {"connections", t.connections}}}});
     std::fflush(stdout);
     return exit_ok;
   }

@@ -299,7 +299,8 @@ void generate(key_array keys, distribution d, std::uint64_t seed)
   if (keys.count == 0) return;
   if (keys.data == nullptr) throw invalid_argument{"generate: null key array with count > 0"};
   detail::visit_dtype(keys.type, [&]<typename K>() {
-    detail::generate_typed(static_cast<K*>(keys.data), keys.count, d, seed);
+    // The view describes the array to fill: writing it is this function's purpose.
+    detail::generate_typed(static_cast<K*>(const_cast<void*>(keys.data)), keys.count, d, seed);
   });
 }
 
@@ -312,10 +313,10 @@ void generate_values(value_array values, std::uint64_t seed)
   if (values.data == nullptr) throw invalid_argument{"generate_values: null value array"};
   const detail::counter_rng rng{seed, detail::stream::value};
   if (values.value_bytes == 4) {
-    detail::fill(static_cast<std::uint32_t*>(values.data), values.count,
+    detail::fill(static_cast<std::uint32_t*>(const_cast<void*>(values.data)), values.count,
                  [&](std::uint64_t i) { return static_cast<std::uint32_t>(rng(i)); });
   } else {
-    detail::fill(static_cast<std::uint64_t*>(values.data), values.count,
+    detail::fill(static_cast<std::uint64_t*>(const_cast<void*>(values.data)), values.count,
                  [&](std::uint64_t i) { return rng(i); });
   }
 }

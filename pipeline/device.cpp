@@ -59,19 +59,31 @@ void job_context::begin_round(int round, std::uint64_t elements, int rounds)
   const std::lock_guard lock{mutex_};
   round_ = round;
   rounds_ = rounds;
+  earlier_ += done_;
   done_ = 0;
   total_ = elements;
-  if (options_.on_progress)
-    options_.on_progress(progress_event{round_, 0, total_ * bytes_per_element_, rounds_});
+  notify();
 }
 
 void job_context::add_done(std::uint64_t elements)
 {
   const std::lock_guard lock{mutex_};
   done_ += elements;
-  if (options_.on_progress)
-    options_.on_progress(progress_event{round_, done_ * bytes_per_element_,
-                                        total_ * bytes_per_element_, rounds_});
+  notify();
+}
+
+void job_context::notify() const
+{
+  if (!options_.on_progress) return;
+  // The rate over the whole job so far, every round's bytes, as the daemon reports it.
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double moved = static_cast<double>((earlier_ + done_) * bytes_per_element_);
+  options_.on_progress(progress_event{.round = round_,
+                                      .bytes_done = done_ * bytes_per_element_,
+                                      .bytes_total = total_ * bytes_per_element_,
+                                      .rounds = rounds_,
+                                      .rate = elapsed > 0 ? moved / elapsed : 0.0});
 }
 
 int job_context::round() const

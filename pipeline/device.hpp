@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <span>
@@ -82,7 +83,11 @@ class job_context {
   [[nodiscard]] std::vector<stage_profile> take_profile();
 
  private:
+  /// Calls the progress callback with the state now (mutex_ held).
+  void notify() const;
+
   const sort_options& options_;
+  std::chrono::steady_clock::time_point start_{std::chrono::steady_clock::now()};
   std::vector<stage_profile> profile_;
   std::uint64_t bytes_per_element_;
   std::atomic<bool> aborted_{false};
@@ -90,6 +95,7 @@ class job_context {
   int round_{};
   int rounds_{};
   std::uint64_t done_{};
+  std::uint64_t earlier_{};  ///< elements done in the job's earlier rounds
   std::uint64_t total_{};
 };
 

@@ -355,7 +355,7 @@ std::optional<sort_report> engine::impl::argsort_resident(const argsort_job& job
       .canonical = canonical,
       .positions = true,
       .stable = true};
-  const detail::job_arrays arrays{.src_keys = job.keys.data,
+  const detail::job_arrays arrays{.src_keys = const_cast<void*>(job.keys.data),  // only read
                                   .src_values = nullptr,
                                   .dst_keys = job.keys_out,
                                   .dst_values = job.indices_out,
@@ -408,11 +408,13 @@ sort_report engine::impl::run(const sort_job& job, const sort_options& options, 
       .value_bytes = job.values ? job.values->value_bytes : 0U,
       .floats = options.floats,
       .canonical = canonical};
-  detail::job_arrays arrays{.src_keys = job.keys.data,
-                            .src_values = job.values ? job.values->data : nullptr,
-                            .dst_keys = job.keys_out ? job.keys_out : job.keys.data,
-                            .dst_values = job.keys_out ? job.values_out
-                                                       : (job.values ? job.values->data : nullptr),
+  // An in-place job writes its inputs (key_array's one exception); a separate one only reads them.
+  void* const keys = const_cast<void*>(job.keys.data);
+  void* const values = job.values ? const_cast<void*>(job.values->data) : nullptr;
+  detail::job_arrays arrays{.src_keys = keys,
+                            .src_values = values,
+                            .dst_keys = job.keys_out ? job.keys_out : keys,
+                            .dst_values = job.keys_out ? job.values_out : values,
                             .n = job.keys.count};
   if (arrays.dst_keys == arrays.src_keys) arrays.dst_values = arrays.src_values;
 

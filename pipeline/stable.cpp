@@ -353,7 +353,9 @@ sort_report stable_keys_alone(const sort_job& job, const sort_options& options,
     sort_options unstable = options;
     unstable.stable = false;
     sort_report r = sort(job, unstable, true);
-    auto* const out = static_cast<K*>(job.keys_out != nullptr ? job.keys_out : job.keys.data);
+    // In place, the job writes its keys (key_array's one exception).
+    auto* const out = static_cast<K*>(job.keys_out != nullptr ? job.keys_out
+                                                              : const_cast<void*>(job.keys.data));
     if (!equals.zeros.empty())
       host_write(out + equals.below_zero, equals.zeros.data(), equals.zeros.size() * sizeof(K));
     if (!equals.nans.empty())
@@ -376,8 +378,10 @@ sort_report run_stable_sort(const sort_job& job, const sort_options& options,
   const auto key_bytes = static_cast<std::uint32_t>(size_of(job.keys.type));
   const std::uint32_t value_bytes = job.values ? job.values->value_bytes : 0;
   const bool separate = job.keys_out != nullptr;
-  void* const dst_keys = separate ? job.keys_out : job.keys.data;
-  void* const dst_values = separate ? job.values_out : (job.values ? job.values->data : nullptr);
+  // In place, the job writes its inputs (key_array's one exception).
+  void* const dst_keys = separate ? job.keys_out : const_cast<void*>(job.keys.data);
+  void* const dst_values =
+      separate ? job.values_out : (job.values ? const_cast<void*>(job.values->data) : nullptr);
   const std::uint32_t index_bytes = n <= std::numeric_limits<std::uint32_t>::max() ? 4 : 8;
   sort_report report = visit_layout(key_bytes, value_bytes, [&]<typename K, typename V>() {
     return visit_index(index_bytes, [&]<typename I>() {

@@ -34,7 +34,7 @@ struct job_state_box {
   std::uint32_t queue_position{};
   progress_callback on_progress;
   bool finished{};
-  std::optional<job_report> report;
+  std::optional<sort_report> report;
   std::optional<error> failure;
 };
 
@@ -171,13 +171,12 @@ const wire::Status* status_in(const proto::message& m)
       m);
 }
 
-job_report report_of(const wire::JobReport& r)
+sort_report report_of(const wire::JobReport& r)
 {
-  job_report out;
+  sort_report out;
   out.elements = r.elements();
   out.bytes = r.bytes();
   out.seconds = r.seconds();
-  out.rate = r.rate();
   out.engine = r.engine();
   out.devices.assign(r.devices().begin(), r.devices().end());
   out.chunks = r.chunks();
@@ -229,12 +228,12 @@ void connection_state::dispatch(proto::frame f)
     }
     if (box && box->on_progress) {
       const auto& e = std::get<wire::ProgressEvent>(f.msg);
-      box->on_progress(progress{.job_id = e.job_id(),
-                                .round = static_cast<int>(e.round()),
-                                .bytes_done = e.bytes_done(),
-                                .bytes_total = e.bytes_total(),
-                                .rate = e.rate(),
-                                .rounds = static_cast<int>(e.rounds())});
+      box->on_progress(progress_event{.round = static_cast<int>(e.round()),
+                                      .bytes_done = e.bytes_done(),
+                                      .bytes_total = e.bytes_total(),
+                                      .rounds = static_cast<int>(e.rounds()),
+                                      .rate = e.rate(),
+                                      .job_id = e.job_id()});
     }
     return;
   }
@@ -422,7 +421,7 @@ std::uint32_t job::queue_position() const noexcept
   return state_ ? state_->queue_position : 0;
 }
 
-job_report job::wait()
+sort_report job::wait()
 {
   GPUSORT_EXPECTS(state_ != nullptr, "wait() on an empty job");
   std::unique_lock lock{state_->mutex};
@@ -617,7 +616,7 @@ job connection::submit(const sort_request& request, progress_callback on_progres
   return j;
 }
 
-job_report connection::sort(const sort_request& request, progress_callback on_progress)
+sort_report connection::sort(const sort_request& request, progress_callback on_progress)
 {
   return submit(request, std::move(on_progress)).wait();
 }

@@ -70,31 +70,8 @@ struct server_info {
   std::uint16_t protocol_version{};  ///< negotiated
 };
 
-struct progress {
-  std::uint64_t job_id{};
-  int round{};  ///< 0 in-core sort; 1 and 2 the out-of-core rounds
-  std::uint64_t bytes_done{};
-  std::uint64_t bytes_total{};
-  double rate{};  ///< bytes per second since the job was accepted
-  int rounds{};   ///< rounds of the whole job (1 or 2); 0 from a daemon that does not say
-};
-/// Called on the connection's reader thread: keep it short, and do not wait on the connection
-/// from inside it.
-using progress_callback = std::function<void(const progress&)>;
-
-/// What a finished job did (the numbers of `gpusort sort --json`).
-struct job_report {
-  std::uint64_t elements{};
-  std::uint64_t bytes{};
-  double seconds{};  ///< sorting, without the time queued
-  double rate{};     ///< bytes per second
-  std::string engine;
-  std::vector<std::string> devices;
-  std::uint64_t chunks{};
-  int rounds{};
-  std::uint64_t compensated_chunks{};
-  double queue_seconds{};
-};
+/// Progress events and reports are gpusort::progress_event (with the job's id and rate) and
+/// gpusort::sort_report (with the time queued), as in the embedded engine.
 
 enum class job_state : std::uint8_t { unknown, queued, running, succeeded, failed, cancelled };
 std::string_view name_of(job_state state) noexcept;
@@ -264,7 +241,7 @@ class job {
   [[nodiscard]] std::uint64_t id() const noexcept;
   /// 0: it started at once; k: k jobs were ahead of it.
   [[nodiscard]] std::uint32_t queue_position() const noexcept;
-  job_report wait();
+  sort_report wait();
   /// True when the job finished within `timeout` (wait() then returns at once).
   bool wait_for(std::chrono::milliseconds timeout);
   [[nodiscard]] bool done() const;
@@ -302,15 +279,16 @@ class connection {
     return buffer<T>{allocate_bytes(std::max<std::uint64_t>(1, count * sizeof(T))), count};
   }
 
-  /// Submits a job; progress events go to `on_progress` on the reader thread.
+  /// Submits a job; progress events go to `on_progress` on the connection's reader thread:
+  /// keep it short, and do not wait on the connection from inside it.
   job submit(const sort_request& request, progress_callback on_progress = {});
   /// submit() and wait().
-  job_report sort(const sort_request& request, progress_callback on_progress = {});
+  sort_report sort(const sort_request& request, progress_callback on_progress = {});
 
   /// Sorts a buffer of keys in place.
   template <typename K>
-  job_report sort(const buffer<K>& keys, order direction = order::ascending,
-                  progress_callback on_progress = {})
+  sort_report sort(const buffer<K>& keys, order direction = order::ascending,
+                   progress_callback on_progress = {})
   {
     return sort(sort_request{.type = dtype_of_v<K>,
                              .count = keys.size(),
@@ -321,8 +299,8 @@ class connection {
 
   /// Sorts keys and values (paired by index) in place.
   template <typename K, typename V>
-  job_report sort_pairs(const buffer<K>& keys, const buffer<V>& values,
-                        order direction = order::ascending, progress_callback on_progress = {})
+  sort_report sort_pairs(const buffer<K>& keys, const buffer<V>& values,
+                         order direction = order::ascending, progress_callback on_progress = {})
   {
     static_assert(sizeof(V) == 4 || sizeof(V) == 8, "values must be 4 or 8 bytes");
     return sort(sort_request{.type = dtype_of_v<K>,

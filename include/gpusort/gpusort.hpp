@@ -21,16 +21,6 @@
 
 namespace gpusort {
 
-/// Progress of a running sort. Round 0 is a direct in-core sort; rounds 1 and 2 are DSPS's
-/// two passes over the data. Callbacks may come from worker threads, one at a time.
-struct progress_event {
-  int round{};
-  std::uint64_t bytes_done{};
-  std::uint64_t bytes_total{};
-  int rounds{};  ///< how many rounds the job takes: 1 in one round trip, 2 out of core
-};
-using progress_callback = std::function<void(const progress_event&)>;
-
 /// Shared flag through which another thread cancels a sort; copies share the flag.
 class cancel_token {
  public:
@@ -53,37 +43,6 @@ struct sort_options {
   /// Fill sort_report::profile: where each device's time went, stage by stage. Costs a few
   /// timing events per chunk.
   bool profile{false};
-};
-
-/// One stage of one device in one round (sort_options::profile). Times are seconds from the
-/// start of the round; busy is the sum over chunks, so busy / (last_end - first_start) says how
-/// much of its span the stage kept its engine (a copy engine, the SMs) working.
-struct stage_profile {
-  std::string device;  ///< "cuda:0 (...)", or "all" for the round as the host saw it
-  int round{};         ///< 0 in core (one round trip), 1 and 2 out of core
-  std::string stage;   ///< "copy in", "sort", "copy out", or "round" (device "all")
-  std::uint64_t chunks{};
-  std::uint64_t bytes{};  ///< moved by a copy stage, sorted by "sort"
-  double busy_seconds{};
-  double first_start{};
-  double last_end{};
-};
-
-/// What a sort did, for reports and the CLI's --json.
-struct sort_report {
-  std::uint64_t elements{};
-  std::uint64_t bytes{};  ///< keys plus values
-  double seconds{};
-  std::string engine;     ///< "cpu-direct", "cpu-dsps", ...
-  std::vector<std::string> devices;
-  std::uint64_t chunks{};  ///< d of the DSPS plan; 1 for an in-core sort
-  int rounds{};            ///< 0 none, 1 in core, 2 out of core
-  std::uint64_t compensated_chunks{};
-  std::vector<stage_profile> profile;  ///< when sort_options::profile was set
-  [[nodiscard]] double rate_bytes_per_second() const noexcept
-  {
-    return seconds > 0 ? static_cast<double>(bytes) / seconds : 0.0;
-  }
 };
 
 /// A type-erased job: keys (and values) in, sorted in place or into separate outputs.

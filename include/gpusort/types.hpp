@@ -1,11 +1,14 @@
-// Key types, orders and the type-erased array views of the public API.
+// Key types, orders, the type-erased array views of the public API, and the vocabulary the
+// embedded engine and the daemon's client share: progress events and reports.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace gpusort {
 
@@ -58,18 +61,66 @@ template <> struct dtype_of<double>        { static constexpr dtype value = dtyp
 template <typename T>
 inline constexpr dtype dtype_of_v = dtype_of<T>::value;
 
-/// Keys of a type-erased sort: `count` elements of `type` at `data`.
+/// Keys of a type-erased sort: `count` elements of `type` at `data`. Jobs only read them, except
+/// an in-place sort (a job without outputs), which writes the sorted keys back over them.
 struct key_array {
-  void* data{};
+  const void* data{};
   std::uint64_t count{};
   dtype type{dtype::u64};
 };
 
-/// Values travelling with the keys: `count` elements of `value_bytes` (4 or 8) each.
+/// Values travelling with the keys: `count` elements of `value_bytes` (4 or 8) each; read-only
+/// like key_array, except in place.
 struct value_array {
-  void* data{};
+  const void* data{};
   std::uint64_t count{};
   std::uint32_t value_bytes{8};
+};
+
+/// Progress of a running sort, in the embedded engine and from the daemon alike. Round 0 is a
+/// direct in-core sort; rounds 1 and 2 are DSPS's two passes over the data. Callbacks may come
+/// from worker threads (the client's reader thread), one at a time: keep them short.
+struct progress_event {
+  int round{};
+  std::uint64_t bytes_done{};   ///< of this round
+  std::uint64_t bytes_total{};  ///< of this round
+  int rounds{};                 ///< rounds of the whole job: 1 in one round trip, 2 out of core
+  double rate{};                ///< bytes per second since the job started
+  std::uint64_t job_id{};       ///< the daemon's job id; 0 in the embedded engine
+};
+using progress_callback = std::function<void(const progress_event&)>;
+
+/// One stage of one device in one round (sort_options::profile). Times are seconds from the
+/// start of the round; busy is the sum over chunks, so busy / (last_end - first_start) says how
+/// much of its span the stage kept its engine (a copy engine, the SMs) working.
+struct stage_profile {
+  std::string device;  ///< "cuda:0 (...)", or "all" for the round as the host saw it
+  int round{};         ///< 0 in core (one round trip), 1 and 2 out of core
+  std::string stage;   ///< "copy in", "sort", "copy out", or "round" (device "all")
+  std::uint64_t chunks{};
+  std::uint64_t bytes{};  ///< moved by a copy stage, sorted by "sort"
+  double busy_seconds{};
+  double first_start{};
+  double last_end{};
+};
+
+/// What a sort did, in the embedded engine and from the daemon alike (the numbers of
+/// `gpusort sort --json`).
+struct sort_report {
+  std::uint64_t elements{};
+  std::uint64_t bytes{};  ///< keys plus values
+  double seconds{};       ///< sorting, without any time queued
+  std::string engine;     ///< "cpu-direct", "cpu-dsps", "gpu-dsps", ...
+  std::vector<std::string> devices;
+  std::uint64_t chunks{};  ///< d of the DSPS plan; 1 for an in-core sort
+  int rounds{};            ///< 0 none, 1 in core, 2 out of core
+  std::uint64_t compensated_chunks{};
+  double queue_seconds{};              ///< waiting in the daemon's queue; 0 embedded
+  std::vector<stage_profile> profile;  ///< when sort_options::profile was set (embedded)
+  [[nodiscard]] double rate_bytes_per_second() const noexcept
+  {
+    return seconds > 0 ? static_cast<double>(bytes) / seconds : 0.0;
+  }
 };
 
 }  // namespace gpusort

@@ -113,8 +113,8 @@ TEST_F(CliDaemon, SortsThroughTheDaemonInPlaceAndIntoOutputs)
                       "--out", path("ks.bin"), "--values-out", path("vs.bin"), "--socket",
                       d.socket(), "--json"});
   ASSERT_EQ(r.code, 0) << r.err << d.log();
-  EXPECT_NE(r.out.find("\"elements\": 300000"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("\"queue_seconds\": "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"elements\":300000"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"queue_seconds\":"), std::string::npos) << r.out;
   EXPECT_TRUE(sorted_file(dtype::i64, "ks.bin", order::ascending, before, "vs.bin"));
   EXPECT_TRUE(slurp(path("k.bin")) == original) << "the input changed";
   // In place, descending; only the two files remain (the temporaries were renamed over them).
@@ -156,8 +156,8 @@ TEST_F(CliDaemon, Status)
   const run_result json = run({"status", "--socket", d.socket(), "--json"});
   ASSERT_EQ(json.code, 0) << json.err;
   EXPECT_EQ(json.out.front(), '{');
-  for (const char* part : {"\"devices\": [{\"name\": \"cpu\"", "\"pinned_pool_bytes\": 268435456",
-                           "\"jobs\": []", "\"totals\": {\"jobs_submitted\": 0"})
+  for (const char* part : {"\"devices\":[{\"name\":\"cpu\"", "\"pinned_pool_bytes\":268435456",
+                           "\"jobs\":[]", "\"totals\":{\"jobs_submitted\":0"})
     EXPECT_NE(json.out.find(part), std::string::npos) << part << " in\n" << json.out;
 }
 

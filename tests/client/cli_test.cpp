@@ -446,7 +446,7 @@ TEST_F(Cli, EmptyAndSingleElementFiles)
     EXPECT_TRUE(same_bytes(slurp(path("vs.bin")), slurp(path("v.bin"))));
     const run_result in_place = sort({path("d.bin"), "--dtype", "f64", "--descending", "--json"});
     ASSERT_EQ(in_place.code, 0) << in_place.err;
-    EXPECT_NE(in_place.out.find("\"elements\": " + n + ","), std::string::npos) << in_place.out;
+    EXPECT_NE(in_place.out.find("\"elements\":" + n + ","), std::string::npos) << in_place.out;
     const run_result v = run({"verify", path("d.bin"), "--dtype", "f64", "--original",
                               path("s.bin"), "--values", path("vs.bin"), "--original-values",
                               path("v.bin"), "--value-bytes", "4"});
@@ -574,10 +574,10 @@ TEST_F(Cli, ProfileSaysWhereTheTimeWentStepByStep)
                              "--profile", "--json"});
   ASSERT_EQ(j.code, 0) << j.err;
   ASSERT_EQ(count_lines(j.out), 1) << j.out;
-  EXPECT_NE(j.out.find("\"timeline\": [{\"step\": \"inputs opened\", \"at\": "), std::string::npos)
+  EXPECT_NE(j.out.find("\"timeline\":[{\"step\":\"inputs opened\",\"at\":"), std::string::npos)
       << j.out;
-  EXPECT_NE(j.out.find("\"stages\": ["), std::string::npos) << j.out;
-  EXPECT_NE(j.out.find("{\"step\": \"outputs published\", \"at\": "), std::string::npos) << j.out;
+  EXPECT_NE(j.out.find("\"stages\":["), std::string::npos) << j.out;
+  EXPECT_NE(j.out.find("{\"step\":\"outputs published\",\"at\":"), std::string::npos) << j.out;
 }
 
 TEST_F(Cli, StandardInputAndOutputCarryTheKeys)
@@ -606,7 +606,7 @@ TEST_F(Cli, StandardInputAndOutputCarryTheKeys)
   ASSERT_EQ(from_file.code, 0) << from_file.err;
   EXPECT_EQ(reference_check(t, keys, from_file.out, false),
             "");
-  EXPECT_NE(from_file.err.find("\"elements\": "), std::string::npos) << from_file.err;
+  EXPECT_NE(from_file.err.find("\"elements\":"), std::string::npos) << from_file.err;
   EXPECT_TRUE(same_bytes(slurp(path("d.bin")), keys));
   // Nothing in: nothing out.
   const run_result empty = sort({"-", "--dtype", "u32", "--quiet"});
@@ -780,7 +780,7 @@ TEST_F(Cli, VerifyWithoutAnOriginalChecksTheOrderAlone)
   EXPECT_NE(wrong.err.find("not sorted descending"), std::string::npos) << wrong.err;
   const run_result json = run({"verify", path("d.bin"), "--dtype", "f64", "--json"});
   EXPECT_EQ(json.code, 1);
-  EXPECT_EQ(json.out.rfind("{\"ok\": false, \"elements\": 20000, \"message\": ", 0), 0U)
+  EXPECT_EQ(json.out.rfind("{\"ok\":false,\"elements\":20000,\"message\":", 0), 0U)
       << json.out;
 }
 
@@ -1236,9 +1236,9 @@ TEST_F(Cli, LocalFlagAndConfigFromTheEnvironment)
                             "--json"},
                            {{"GPUSORT_CONFIG", config_.string()}});
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("\"devices\": [\"cpu\"]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"devices\":[\"cpu\"]"), std::string::npos) << r.out;
   if (tiny_budget()) {
-    EXPECT_NE(r.out.find("\"rounds\": 2"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\"rounds\":2"), std::string::npos) << r.out;
   }
   EXPECT_EQ(reference_check(type_named("f64"), keys, slurp(path("d.bin")), true), "");
   // --config wins over the environment.

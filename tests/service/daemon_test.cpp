@@ -85,7 +85,7 @@ client::job submit_running(client::connection& c, const client::sort_request& re
   auto started = std::make_shared<std::promise<void>>();
   auto once = std::make_shared<std::atomic<bool>>(false);
   std::future<void> running = started->get_future();
-  client::job j = c.submit(request, [started, once](const client::progress&) {
+  client::job j = c.submit(request, [started, once](const progress_event&) {
     if (!once->exchange(true)) started->set_value();
   });
   EXPECT_EQ(running.wait_for(20s), std::future_status::ready) << "the job never started";
@@ -118,7 +118,7 @@ TEST_F(Daemon, EveryDtypeInPlaceBothOrdersThroughSharedBuffers)
       ASSERT_GE(keys.size(), n * size_of(t));
       const distribution dist = is_float(t) ? distribution::nanmix : distribution::uniform;
       const fingerprint before = fill(keys.data(), t, n, 11, nullptr, 0, dist);
-      const client::job_report r =
+      const sort_report r =
           c.sort({.type = t, .count = n, .direction = dir, .keys = client::array_ref::in(keys)});
       EXPECT_EQ(r.elements, n);
       EXPECT_EQ(r.bytes, n * size_of(t));
@@ -378,7 +378,7 @@ TEST_F(Daemon, ClientKilledMidJobFreesItsMemory)
       std::atomic<bool> once{false};
       client::job j = mine.submit(
           {.type = dtype::u64, .count = long_count, .keys = client::array_ref::in(keys)},
-          [&](const client::progress&) {
+          [&](const progress_event&) {
             if (!once.exchange(true)) running.set_value();
           });
       if (running.get_future().wait_for(20s) != std::future_status::ready) ::_exit(1);

@@ -61,7 +61,7 @@ int main(int argc, char** argv)
     std::vector<std::uint64_t> expected(keys.begin(), keys.end());
     std::sort(expected.begin(), expected.end());
     const std::vector<std::uint64_t> original(keys.begin(), keys.end());
-    const gpusort::client::job_report report = conn.sort(keys);
+    const gpusort::sort_report report = conn.sort(keys);
     if (!std::equal(keys.begin(), keys.end(), expected.begin(), expected.end()))
       throw std::runtime_error{"the buffer is not sorted"};
 
@@ -80,8 +80,8 @@ int main(int argc, char** argv)
                             .count = original.size(),
                             .keys = gpusort::client::array_ref::of_fd(in_fd),
                             .keys_out = gpusort::client::array_ref::of_fd(out_fd)},
-                           [&events](const gpusort::client::progress&) { ++events; });
-    const gpusort::client::job_report file_report = job.wait();
+                           [&events](const gpusort::progress_event&) { ++events; });
+    const gpusort::sort_report file_report = job.wait();
     ::close(in_fd);
     ::close(out_fd);
     std::vector<std::uint64_t> sorted(original.size());
