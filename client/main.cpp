@@ -57,12 +57,14 @@ int dispatch(std::vector<std::string> args)
     return exit_ok;
   }
   if (command == "help") {
-    if (args.empty()) {
+    // `help help` is help's own page: the overview, which says how to use it.
+    if (args.empty() || args.front() == "help") {
       std::fputs(overview, stdout);
       return exit_ok;
     }
     if (find_command(args.front()) == nullptr)
-      throw cli_error{exit_usage, "no command '" + args.front() + "' (gen, sort, verify, status)"};
+      throw cli_error{exit_usage,
+                      "no command '" + args.front() + "' (gen, sort, verify, status, help)"};
     args = {args.front(), "--help"};
     return dispatch(args);
   }

@@ -26,7 +26,6 @@
 
 namespace gpusort::client {
 
-namespace detail {
 
 struct job_state_box {
   std::mutex mutex;
@@ -317,8 +316,6 @@ void connection_state::read_loop()
   }
 }
 
-}  // namespace detail
-
 // ---- names and errors -------------------------------------------------------------------------
 
 std::string_view name_of(status_code code) noexcept
@@ -351,8 +348,8 @@ namespace {
 
 void check(const proto::frame& f)
 {
-  if (const wire::Status* s = detail::status_in(f.msg); s != nullptr && s->code() != wire::OK)
-    throw error{detail::code_of(*s), s->message()};
+  if (const wire::Status* s = status_in(f.msg); s != nullptr && s->code() != wire::OK)
+    throw error{code_of(*s), s->message()};
 }
 
 template <typename Reply>
@@ -455,7 +452,7 @@ void job::cancel()
   r.set_job_id(state_->job_id);
   const proto::frame f = conn_->wait_reply(conn_->send(proto::message{r}));
   // NOT_FOUND: it finished meanwhile; its JOB_FINISHED says how.
-  const wire::Status* s = detail::status_in(f.msg);
+  const wire::Status* s = status_in(f.msg);
   if (s != nullptr && s->code() == wire::NOT_FOUND) return;
   check(f);
 }
@@ -466,7 +463,7 @@ job_info job::status()
   wire::JobStatusRequest r;
   r.set_job_id(state_->job_id);
   const proto::frame f = conn_->wait_reply(conn_->send(proto::message{r}));
-  return detail::info_of(reply_as<wire::JobStatusReply>(f).job());
+  return info_of(reply_as<wire::JobStatusReply>(f).job());
 }
 
 // ---- connection -------------------------------------------------------------------------------
@@ -477,7 +474,7 @@ connection connection::connect(const std::string& socket_path, const std::string
   if (socket_path.empty() || socket_path.size() >= sizeof addr.sun_path)
     throw error{status_code::connection_lost,
                 "'" + socket_path + "' is not a Unix socket path (1 to 107 bytes)"};
-  auto state = std::make_shared<detail::connection_state>();
+  auto state = std::make_shared<connection_state>();
   state->fd.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!state->fd)
     throw error{status_code::connection_lost, std::string{"socket: "} + std::strerror(errno)};
@@ -488,7 +485,7 @@ connection connection::connect(const std::string& socket_path, const std::string
     throw error{status_code::connection_lost, "cannot connect to the daemon at " + socket_path +
                                                   ": " + std::strerror(errno)};
   }
-  detail::connection_state* raw = state.get();
+  connection_state* raw = state.get();
   state->reader = std::thread{[raw] { raw->read_loop(); }};
 
   connection c;
@@ -599,7 +596,7 @@ job connection::submit(const sort_request& request, progress_callback on_progres
   if (request.values_out) set(*r.mutable_values_out(), *request.values_out);
   if (request.indices_out) set(*r.mutable_indices_out(), *request.indices_out);
 
-  auto box = std::make_shared<detail::job_state_box>();
+  auto box = std::make_shared<job_state_box>();
   box->on_progress = std::move(on_progress);
   const std::uint64_t id = state_->send(proto::message{r}, fds, false, box);
   proto::frame f;
@@ -639,7 +636,7 @@ job_info connection::job_status(std::uint64_t job_id)
   wire::JobStatusRequest r;
   r.set_job_id(job_id);
   const proto::frame f = state_->wait_reply(state_->send(proto::message{r}));
-  return detail::info_of(reply_as<wire::JobStatusReply>(f).job());
+  return info_of(reply_as<wire::JobStatusReply>(f).job());
 }
 
 daemon_status connection::status()
@@ -666,7 +663,7 @@ daemon_status connection::status()
   out.clients = r.clients();
   out.queued_jobs = r.queued_jobs();
   out.running_jobs = r.running_jobs();
-  for (const auto& j : r.jobs()) out.jobs.push_back(detail::info_of(j));
+  for (const auto& j : r.jobs()) out.jobs.push_back(info_of(j));
   const auto& t = r.totals();
   out.totals = daemon_totals{.jobs_submitted = t.jobs_submitted(),
                              .jobs_succeeded = t.jobs_succeeded(),

@@ -148,10 +148,10 @@ struct daemon_status {
   daemon_totals totals;
 };
 
-namespace detail {
+/// The state behind a connection and behind a job, shared by the handles that refer to them
+/// (defined in the library only).
 struct connection_state;
 struct job_state_box;
-}  // namespace detail
 
 /// A shared-memory buffer from the daemon, mapped read-write in this process. Released (the
 /// daemon told, the mapping and descriptor closed) when destroyed; the daemon frees it anyway
@@ -175,7 +175,7 @@ class shared_buffer {
 
  private:
   friend class connection;
-  std::shared_ptr<detail::connection_state> conn_;
+  std::shared_ptr<connection_state> conn_;
   std::uint64_t id_{};
   std::byte* data_{};
   std::uint64_t size_{};
@@ -274,8 +274,8 @@ class job {
 
  private:
   friend class connection;
-  std::shared_ptr<detail::connection_state> conn_;
-  std::shared_ptr<detail::job_state_box> state_;
+  std::shared_ptr<connection_state> conn_;
+  std::shared_ptr<job_state_box> state_;
 };
 
 class connection {
@@ -344,7 +344,7 @@ class connection {
   [[nodiscard]] bool is_open() const noexcept;
 
  private:
-  std::shared_ptr<detail::connection_state> state_;
+  std::shared_ptr<connection_state> state_;
 };
 
 }  // namespace gpusort::client

@@ -1200,6 +1200,7 @@ TEST_F(Cli, HelpAndVersion)
   for (const char* cmd : {"gen", "sort", "verify", "status"})
     EXPECT_NE(overview.out.find(std::string{"  "} + cmd + " "), std::string::npos) << cmd;
   EXPECT_EQ(run({"help"}).out, overview.out);
+  EXPECT_EQ(run({"help", "help"}).out, overview.out);
 
   const run_result sort_help = run({"sort", "--help"});
   EXPECT_EQ(sort_help.code, 0);
