@@ -510,6 +510,21 @@ TEST(Structure, OneDocumentOnly)
             "test.yaml:2:1: expected one YAML document, found a second one");
 }
 
+// A socket path of bytes that are not text was accepted and then printed (--check-config,
+// to_yaml) with escapes that read back as another, longer path (found by fuzz/config_loader).
+TEST(Structure, APathMustBeUtf8)
+{
+  for (const char* bad : {"socket: \"/tmp/\xe1\xff.sock\"", "socket: /tmp/\x9a\n",
+                          "socket: /tmp/\xc0\xaf\n", "socket: /tmp/\xed\xa0\x80\n"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_NE(error_of(bad).find("a path must be UTF-8 text"), std::string::npos)
+        << error_of(bad);
+  }
+  const config cfg = parse_config("socket: /run/gpusort/gpusörter.sock\n");
+  EXPECT_EQ(cfg.socket, "/run/gpusort/gpusörter.sock");
+  EXPECT_EQ(parse_config(to_yaml(cfg)), cfg);
+}
+
 // yaml-cpp 0.7 (Debian 12) loops forever, growing, on a token it cannot place at the top level
 // (jbeder/yaml-cpp#1040; found by fuzz/config_loader): each of these is a clear error instead.
 TEST(Structure, AStrayCommaIsAnErrorNotAHang)
