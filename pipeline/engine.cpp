@@ -206,6 +206,10 @@ struct engine::impl {
   sort_report run(const sort_job& job, const sort_options& options, bool canonical);
   std::optional<sort_report> argsort_resident(const argsort_job& job, const sort_options& options,
                                               bool canonical);
+  /// The report of a job of `elements` (`bytes` in all) that started at `start`.
+  sort_report report_of(std::string engine_name, std::uint64_t elements, std::uint64_t bytes,
+                        std::chrono::steady_clock::time_point start,
+                        const detail::execution_stats& stats, detail::job_context& ctx) const;
   [[nodiscard]] detail::inner_sort inner()
   {
     return [this](const sort_job& job, const sort_options& options, bool canonical) {
@@ -381,17 +385,8 @@ std::optional<sort_report> engine::impl::argsort_resident(const argsort_job& job
       return std::nullopt;
     }
   }
-  sort_report report;
-  report.engine = "gpu-resident-argsort";
-  report.elements = arrays.n;
-  report.bytes = arrays.n * layout.key_bytes;
-  report.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  for (const auto& dev : devices) report.devices.push_back(dev->name());
-  report.chunks = stats.chunks;
-  report.rounds = stats.rounds;
-  report.profile = ctx.take_profile();
-  return report;
+  return report_of("gpu-resident-argsort", arrays.n, arrays.n * layout.key_bytes, start, stats,
+                   ctx);
 #else
   (void)job, (void)options, (void)canonical;
   return std::nullopt;
@@ -428,16 +423,16 @@ sort_report engine::impl::run(const sort_job& job, const sort_options& options, 
   for (const auto& dev : devices) devs.push_back(dev.get());
   detail::job_context ctx{options, layout.bytes()};
 
-  sort_report report;
+  std::string engine_name;
   detail::execution_stats stats;
   std::optional<std::uint64_t> max_chunk;
   if (cfg.chunk_bytes) max_chunk = std::max<std::uint64_t>(1, *cfg.chunk_bytes / layout.bytes());
   if (gpus) {
-    report.engine = "gpu-dsps";
+    engine_name = "gpu-dsps";
     stats = sort_on_gpus(arrays, layout, max_chunk, devs, ctx);
   } else {
     const bool direct = !cfg.device_memory_budget && !cfg.chunk_bytes;
-    report.engine = direct ? "cpu-direct" : "cpu-dsps";
+    engine_name = direct ? "cpu-direct" : "cpu-dsps";
     const auto sort_on_cpu = [&](const detail::job_arrays& in_memory) {
       if (direct) return detail::sort_direct(in_memory, layout, cfg.host_threads, ctx);
       const detail::chunk_plan plan =
@@ -447,8 +442,19 @@ sort_report engine::impl::run(const sort_job& job, const sort_options& options, 
     stats = in_files(arrays) ? sort_files_in_memory(arrays, layout, sort_on_cpu)
                              : sort_on_cpu(arrays);
   }
-  report.elements = arrays.n;
-  report.bytes = arrays.n * layout.bytes();
+  return report_of(std::move(engine_name), arrays.n, arrays.n * layout.bytes(), start, stats, ctx);
+}
+
+sort_report engine::impl::report_of(std::string engine_name, std::uint64_t elements,
+                                    std::uint64_t bytes,
+                                    std::chrono::steady_clock::time_point start,
+                                    const detail::execution_stats& stats,
+                                    detail::job_context& ctx) const
+{
+  sort_report report;
+  report.engine = std::move(engine_name);
+  report.elements = elements;
+  report.bytes = bytes;
   report.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (const auto& dev : devices) report.devices.push_back(dev->name());

@@ -144,6 +144,13 @@ struct permutation {
   sort_report report;
 };
 
+/// The canonical key order of a job's keys; its numpy_floats() says whether the job needs the
+/// canonical codes at all.
+key_order canonical_order(dtype type, const sort_options& options) noexcept
+{
+  return {.type = type, .dir = options.direction, .floats = options.floats, .canonical = true};
+}
+
 template <typename K, typename I>
 permutation<K, I> sort_positions(const key_array& keys, void* keys_dst, void* idx_dst,
                                  const sort_options& options, const inner_sort& sort)
@@ -165,7 +172,7 @@ permutation<K, I> sort_positions(const key_array& keys, void* keys_dst, void* id
   }
   host_read(p.keys, keys.data, n * sizeof(K));
   fill_positions(p.idx, n);
-  p.canonical = options.floats == float_order::numpy && is_float(keys.type);
+  p.canonical = canonical_order(keys.type, options).numpy_floats();
   sort_options unstable = options;
   unstable.stable = false;
   p.report = sort(sort_job{.keys = {p.keys, n, keys.type},
@@ -173,11 +180,6 @@ permutation<K, I> sort_positions(const key_array& keys, void* keys_dst, void* id
                   unstable, p.canonical);
   order_ties(p.keys, p.idx, n);
   return p;
-}
-
-key_order canonical_order(dtype type, const sort_options& options)
-{
-  return {.type = type, .dir = options.direction, .floats = options.floats, .canonical = true};
 }
 
 template <typename F>
@@ -277,8 +279,7 @@ distinct_equals<K> scan_distinct_equals(const void* input, std::uint64_t n, orde
 bool needs_stable_path(const sort_job& job, const sort_options& options) noexcept
 {
   return options.stable && job.keys.count > 1 &&
-         (job.values.has_value() ||
-          (options.floats == float_order::numpy && is_float(job.keys.type)));
+         (job.values.has_value() || canonical_order(job.keys.type, options).numpy_floats());
 }
 
 sort_report run_argsort(const argsort_job& job, const sort_options& options,
@@ -296,7 +297,7 @@ sort_report run_argsort(const argsort_job& job, const sort_options& options,
     throw invalid_argument{"argsort: indices_out is null"};
   const auto start = std::chrono::steady_clock::now();
   const auto key_bytes = static_cast<std::uint32_t>(size_of(job.keys.type));
-  const bool canonical = options.floats == float_order::numpy && is_float(job.keys.type);
+  const bool canonical = canonical_order(job.keys.type, options).numpy_floats();
   // Sorted keys in a canonical order get their zeros and NaNs back from the input by the
   // permutation, which must then be in memory beside them.
   const bool restorable = !canonical || job.keys_out == nullptr ||
@@ -376,12 +377,11 @@ sort_report run_stable_sort(const sort_job& job, const sort_options& options,
   const std::uint64_t n = job.keys.count;
   const auto start = std::chrono::steady_clock::now();
   const auto key_bytes = static_cast<std::uint32_t>(size_of(job.keys.type));
-  const std::uint32_t value_bytes = job.values ? job.values->value_bytes : 0;
+  const std::uint32_t value_bytes = job.values->value_bytes;
   const bool separate = job.keys_out != nullptr;
   // In place, the job writes its inputs (key_array's one exception).
   void* const dst_keys = separate ? job.keys_out : const_cast<void*>(job.keys.data);
-  void* const dst_values =
-      separate ? job.values_out : (job.values ? const_cast<void*>(job.values->data) : nullptr);
+  void* const dst_values = separate ? job.values_out : const_cast<void*>(job.values->data);
   const std::uint32_t index_bytes = n <= std::numeric_limits<std::uint32_t>::max() ? 4 : 8;
   sort_report report = visit_layout(key_bytes, value_bytes, [&]<typename K, typename V>() {
     return visit_index(index_bytes, [&]<typename I>() {
