@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -237,11 +238,18 @@ stream_input::~stream_input()
   if (data_ != nullptr) ::munmap(data_, capacity_);
 }
 
-void write_all(int fd, const void* data, std::uint64_t bytes, const std::string& shown)
+namespace {
+
+/// Writes every byte, in pieces of at most 1 GiB and again after EINTR: with write() at the
+/// descriptor's position (a stream), or with pwrite() from `offset` on.
+void write_fully(int fd, const void* data, std::uint64_t bytes,
+                 std::optional<std::uint64_t> offset, const std::string& shown)
 {
   const auto* p = static_cast<const char*>(data);
   for (std::uint64_t done = 0; done < bytes;) {
-    const ssize_t put = ::write(fd, p + done, std::min<std::uint64_t>(bytes - done, 1U << 30));
+    const std::size_t piece = std::min<std::uint64_t>(bytes - done, 1U << 30);
+    const ssize_t put = offset ? ::pwrite(fd, p + done, piece, static_cast<off_t>(*offset + done))
+                               : ::write(fd, p + done, piece);
     if (put < 0 && errno == EINTR) continue;
     if (put < 0) {
       const int err = errno;
@@ -251,20 +259,17 @@ void write_all(int fd, const void* data, std::uint64_t bytes, const std::string&
   }
 }
 
+}  // namespace
+
+void write_all(int fd, const void* data, std::uint64_t bytes, const std::string& shown)
+{
+  write_fully(fd, data, bytes, std::nullopt, shown);
+}
+
 void write_all_at(int fd, const void* data, std::uint64_t bytes, std::uint64_t offset,
                   const std::string& shown)
 {
-  const auto* p = static_cast<const char*>(data);
-  for (std::uint64_t done = 0; done < bytes;) {
-    const ssize_t put = ::pwrite(fd, p + done, std::min<std::uint64_t>(bytes - done, 1U << 30),
-                                 static_cast<off_t>(offset + done));
-    if (put < 0 && errno == EINTR) continue;
-    if (put < 0) {
-      const int err = errno;
-      throw cli_error{exit_io, "cannot write " + shown + ": " + errno_text(err)};
-    }
-    done += static_cast<std::uint64_t>(put);
-  }
+  write_fully(fd, data, bytes, offset, shown);
 }
 
 void* atomic_output::map()
