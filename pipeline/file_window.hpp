@@ -31,6 +31,7 @@ struct mapped_output;
 /// bytes of the window remain from it.
 struct file_place {
   int fd{-1};
+  int direct_fd{-1};  ///< for reads: the file again with O_DIRECT (tmpfs only), or -1
   std::uint64_t offset{};
   std::uint64_t remaining{};
   std::string name;  ///< for messages
