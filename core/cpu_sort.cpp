@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <utility>
 #include <cstring>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -107,23 +108,25 @@ unsigned top_shift(K vary, unsigned bits) noexcept
   return high + 1 >= bits ? high + 1 - bits : 0;
 }
 
+/// Insertion sort of n elements from `from` into `to` (the same range or another): the copy
+/// that a range's parity may need rides along with the sort instead of costing a memcpy call.
 template <typename K, typename V>
-void insertion_sort(span_pair<K, V> r, std::uint64_t n)
+void insertion_sort(span_pair<K, V> from, span_pair<K, V> to, std::uint64_t n)
 {
-  for (std::uint64_t i = 1; i < n; ++i) {
-    const K k = r.keys[i];
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const K k = from.keys[i];
     std::uint64_t j = i;
     if constexpr (has_values<V>) {
-      const V v = r.values[i];
-      for (; j > 0 && k < r.keys[j - 1]; --j) {
-        r.keys[j] = r.keys[j - 1];
-        r.values[j] = r.values[j - 1];
+      const V v = from.values[i];
+      for (; j > 0 && k < to.keys[j - 1]; --j) {
+        to.keys[j] = to.keys[j - 1];
+        to.values[j] = to.values[j - 1];
       }
-      r.keys[j] = k;
-      r.values[j] = v;
+      to.keys[j] = k;
+      to.values[j] = v;
     } else {
-      for (; j > 0 && k < r.keys[j - 1]; --j) r.keys[j] = r.keys[j - 1];
-      r.keys[j] = k;
+      for (; j > 0 && k < to.keys[j - 1]; --j) to.keys[j] = to.keys[j - 1];
+      to.keys[j] = k;
     }
   }
 }
@@ -162,12 +165,11 @@ bool lsd_sort(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, K vary)
 /// Sorts n elements held in x with y as scratch, on this thread; the result ends in x when
 /// `to_x`, else in y.
 template <typename K, typename V>
-void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x)
+void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x, K vary)
 {
-  const K vary = n > 0 ? varying_bits(x.keys, n, x.keys[0]) : K{0};
   if (n <= insertion_max || vary == 0) {
-    if (vary != 0) insertion_sort(x, n);
-    if (!to_x) copy_range(x, y, n);
+    if (vary != 0) insertion_sort(x, to_x ? x : y, n);
+    else if (!to_x) copy_range(x, y, n);
     return;
   }
   // LSD while it takes few passes; with more varying bits an MSD pass leaves buckets of a few
@@ -179,7 +181,8 @@ void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x
   }
   // A digit about n/8 wide (4 to narrow_bits bits): buckets of about 8 keys, and counters that
   // cost little beside the n keys (2048 of them for 128 keys cost more than the keys).
-  const unsigned bits = std::clamp(static_cast<unsigned>(std::bit_width(n)) - 3, 4U, narrow_bits);
+  const unsigned bits = std::clamp(static_cast<unsigned>(std::bit_width(n)) - 3, 4U,
+                                  n <= lsd_max ? wide_bits : narrow_bits);
   const std::uint32_t radix = std::uint32_t{1} << bits;
   const unsigned shift = top_shift(vary, bits);
   std::array<std::uint64_t, (std::size_t{1} << wide_bits) + 1> start;
@@ -188,22 +191,51 @@ void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x
   for (std::uint32_t b = 0; b < radix; ++b) start[b + 1] += start[b];
   std::array<std::uint64_t, std::size_t{1} << wide_bits> next;
   std::copy_n(start.begin(), radix, next.begin());
-  for (std::uint64_t i = 0; i < n; ++i)
-    move_one(x, i, y, next[(x.keys[i] >> shift) & (radix - 1)]++);
+  std::array<K, std::size_t{1} << wide_bits> ors, ands;
+  std::fill_n(ors.begin(), radix, K{0});
+  std::fill_n(ands.begin(), radix, static_cast<K>(~K{0}));
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const K k = x.keys[i];
+    const auto d = static_cast<std::uint32_t>((k >> shift) & (radix - 1));
+    move_one(x, i, y, next[d]++);
+    ors[d] |= k;
+    ands[d] &= k;
+  }
   // The buckets now lie in y: the result belongs in y's partner when to_x.
   for (std::uint32_t b = 0; b < radix; ++b) {
     const std::uint64_t len = start[b + 1] - start[b];
-    if (len > 0) sort_range(y.at(start[b]), x.at(start[b]), len, !to_x);
+    if (len > 0)
+      sort_range(y.at(start[b]), x.at(start[b]), len, !to_x, static_cast<K>(ors[b] ^ ands[b]));
   }
 }
 
-/// sort_range with `threads` threads, for large ranges.
+template <typename K, typename V>
+void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x)
+{
+  sort_range(x, y, n, to_x, n > 0 ? varying_bits(x.keys, n, x.keys[0]) : K{0});
+}
+
+/// Bits in which some of about sample_size evenly spaced keys differ from the first: a guess at
+/// a range's varying bits whose highest bit is rarely below the true one.
+template <typename K>
+K sampled_varying_bits(const K* keys, std::uint64_t n) noexcept
+{
+  constexpr std::uint64_t sample_size = 4096;
+  const std::uint64_t step = std::max<std::uint64_t>(1, n / sample_size);
+  K vary = 0;
+  for (std::uint64_t i = 0; i < n; i += step) vary |= static_cast<K>(keys[i] ^ keys[0]);
+  return vary;
+}
+
+/// sort_range with `threads` threads, for large ranges; `vary` as for sort_range, or nullopt
+/// where unknown.
 template <typename K, typename V>
 void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x,
-                   unsigned threads)
+                   unsigned threads, std::optional<K> known_vary)
 {
   if (n < parallel_min || threads <= 1) {
-    sort_range(x, y, n, to_x);
+    if (known_vary) sort_range(x, y, n, to_x, *known_vary);
+    else sort_range(x, y, n, to_x);
     return;
   }
   constexpr std::uint32_t radix = std::uint32_t{1} << parallel_bits;
@@ -213,17 +245,47 @@ void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
     const std::uint64_t first = std::min<std::uint64_t>(n, t * block);
     return std::pair{first, std::min(n, first + block)};
   };
-  std::vector<K> vary_of(threads, 0);
-  std::vector<std::array<std::uint64_t, radix>> counts(threads);
-  // Varying bits first (every thread its block), then counts and the scatter.
+  struct alignas(64) thread_state {
+    std::array<std::uint64_t, radix> count;
+    std::array<K, radix> ors, ands;
+    K vary;
+  };
+  std::vector<thread_state> state(threads);
+  // Where the varying bits are unknown, the counting pass finds them while it counts on the
+  // digit that a sample suggests; only when the sample missed the highest varying bit does it
+  // count again. One read of the data fewer than finding them first.
+  K vary = known_vary ? *known_vary : sampled_varying_bits(x.keys, n);
+  unsigned shift = top_shift(vary, parallel_bits);
+  const auto count_pass = [&](bool find_vary) {
 #pragma omp parallel num_threads(threads)
-  {
-    const auto t = static_cast<unsigned>(omp_get_thread_num());
-    const auto [b0, b1] = block_of(t);
-    vary_of[t] = varying_bits(x.keys + b0, b1 - b0, x.keys[0]);
+    {
+      const auto t = static_cast<unsigned>(omp_get_thread_num());
+      const auto [b0, b1] = block_of(t);
+      thread_state& s = state[t];
+      s.count.fill(0);
+      K v = 0;
+      const K ref = x.keys[0];
+      if (find_vary) {
+        for (std::uint64_t i = b0; i < b1; ++i) {
+          const K k = x.keys[i];
+          ++s.count[(k >> shift) & (radix - 1)];
+          v |= static_cast<K>(k ^ ref);
+        }
+      } else {
+        for (std::uint64_t i = b0; i < b1; ++i) ++s.count[(x.keys[i] >> shift) & (radix - 1)];
+      }
+      s.vary = v;
+    }
+  };
+  count_pass(!known_vary);
+  if (!known_vary) {
+    vary = 0;
+    for (const thread_state& s : state) vary |= s.vary;
+    if (vary != 0 && top_shift(vary, parallel_bits) != shift) {
+      shift = top_shift(vary, parallel_bits);
+      count_pass(false);
+    }
   }
-  K vary = 0;
-  for (const K v : vary_of) vary |= v;
   if (vary == 0) {
     if (!to_x) {
       parallel_copy(y.keys, x.keys, n * sizeof(K));
@@ -231,44 +293,64 @@ void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
     }
     return;
   }
-  const unsigned shift = top_shift(vary, parallel_bits);
+  // Bucket by bucket, thread by thread: each thread's share of a bucket follows the shares of
+  // the threads before it, which keeps equal keys in input order.
+  std::array<std::uint64_t, radix + 1> start{};
+  {
+    std::uint64_t sum = 0;
+    for (std::uint32_t d = 0; d < radix; ++d) {
+      start[d] = sum;
+      for (thread_state& s : state) sum += std::exchange(s.count[d], sum);
+    }
+    start[radix] = sum;
+  }
+  // The scatter notes each bucket's varying bits (bits some key has and some lacks), which
+  // spares the next pass over each bucket a read of it.
 #pragma omp parallel num_threads(threads)
   {
     const auto t = static_cast<unsigned>(omp_get_thread_num());
     const auto [b0, b1] = block_of(t);
-    std::array<std::uint64_t, radix>& c = counts[t];
-    c.fill(0);
-    for (std::uint64_t i = b0; i < b1; ++i) ++c[(x.keys[i] >> shift) & (radix - 1)];
-#pragma omp barrier
-#pragma omp single
-    {
-      // Bucket by bucket, thread by thread: each thread's share of a bucket follows the
-      // shares of the threads before it, which keeps equal keys in input order.
-      std::uint64_t sum = 0;
-      for (std::uint32_t d = 0; d < radix; ++d)
-        for (unsigned u = 0; u < threads; ++u) sum += std::exchange(counts[u][d], sum);
+    thread_state& s = state[t];
+    s.ors.fill(0);
+    s.ands.fill(static_cast<K>(~K{0}));
+    for (std::uint64_t i = b0; i < b1; ++i) {
+      const K k = x.keys[i];
+      const auto d = static_cast<std::uint32_t>((k >> shift) & (radix - 1));
+      move_one(x, i, y, s.count[d]++);
+      s.ors[d] |= k;
+      s.ands[d] &= k;
     }
-    for (std::uint64_t i = b0; i < b1; ++i)
-      move_one(x, i, y, c[(x.keys[i] >> shift) & (radix - 1)]++);
   }
-  // counts[threads - 1][d] is now the end of bucket d.
-  std::array<std::uint64_t, radix + 1> start{};
-  for (std::uint32_t d = 0; d < radix; ++d) start[d + 1] = counts[threads - 1][d];
-  // Buckets too large to balance among the others sort with every thread themselves.
+  std::array<K, radix> bucket_vary{};
+  for (std::uint32_t d = 0; d < radix; ++d) {
+    K o = 0;
+    auto a = static_cast<K>(~K{0});
+    for (const thread_state& s : state) {
+      o |= s.ors[d];
+      a &= s.ands[d];
+    }
+    bucket_vary[d] = static_cast<K>(o ^ a);
+  }
+  // Buckets too large to balance among the others sort with every thread themselves; the rest
+  // go largest first, so that no thread starts a large bucket when the others are nearly done.
   const std::uint64_t large = std::max(parallel_min, n / (2 * threads));
   std::vector<std::uint32_t> small;
   for (std::uint32_t d = 0; d < radix; ++d) {
     const std::uint64_t len = start[d + 1] - start[d];
     if (len > large)
-      sort_parallel(y.at(start[d]), x.at(start[d]), len, !to_x, threads);
+      sort_parallel(y.at(start[d]), x.at(start[d]), len, !to_x, threads,
+                    std::optional<K>{bucket_vary[d]});
     else if (len > 0)
       small.push_back(d);
   }
+  std::stable_sort(small.begin(), small.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return start[a + 1] - start[a] > start[b + 1] - start[b];
+  });
   const auto count = static_cast<std::int64_t>(small.size());
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (std::int64_t i = 0; i < count; ++i) {
     const std::uint32_t d = small[static_cast<std::size_t>(i)];
-    sort_range(y.at(start[d]), x.at(start[d]), start[d + 1] - start[d], !to_x);
+    sort_range(y.at(start[d]), x.at(start[d]), start[d + 1] - start[d], !to_x, bucket_vary[d]);
   }
 }
 
@@ -292,7 +374,7 @@ void cpu_sort(K* keys, V* values, std::uint64_t n, void* scratch, unsigned threa
     }
   }
   sort_parallel(span_pair<K, V>{keys, values}, span_pair<K, V>{scratch_keys, scratch_values}, n,
-                true, thread_count(threads));
+                true, thread_count(threads), std::optional<K>{});
 }
 
 template <typename K>
