@@ -215,16 +215,83 @@ void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x
   sort_range(x, y, n, to_x, n > 0 ? varying_bits(x.keys, n, x.keys[0]) : K{0});
 }
 
-/// Bits in which some of about sample_size evenly spaced keys differ from the first: a guess at
-/// a range's varying bits whose highest bit is rarely below the true one.
+/// The parallel pass's digit: the top prefix_bits of a range's varying bits, mapped through a
+/// table to one of parallel_buckets buckets. The table is monotone, so that the buckets follow
+/// each other in key order, and drawn from a sample so that they hold about as many keys each:
+/// a plain radix digit wastes the pass where the top bits are spread unevenly (doubles in
+/// [-1, 1): the sign and the exponent's top bits put nearly all keys in 2 of 256 buckets).
+constexpr unsigned prefix_bits = 16;
+constexpr std::uint32_t parallel_buckets = std::uint32_t{1} << parallel_bits;
+
 template <typename K>
-K sampled_varying_bits(const K* keys, std::uint64_t n) noexcept
+struct prefix_digit {
+  unsigned shift{};
+  K mask{};
+  std::vector<std::uint8_t> table;
+  [[nodiscard]] std::uint32_t operator()(K k) const noexcept
+  {
+    return table[static_cast<std::size_t>((k >> shift) & mask)];
+  }
+};
+
+/// Keys the table is drawn from: evenly spaced, enough that a bucket's share is seen to within
+/// a few percent, few enough to cost little beside the pass (16Ki cache misses).
+constexpr std::uint64_t sample_size = std::uint64_t{1} << 14;
+
+template <typename K>
+std::vector<K> sample_of(const K* keys, std::uint64_t n)
 {
-  constexpr std::uint64_t sample_size = 4096;
   const std::uint64_t step = std::max<std::uint64_t>(1, n / sample_size);
-  K vary = 0;
-  for (std::uint64_t i = 0; i < n; i += step) vary |= static_cast<K>(keys[i] ^ keys[0]);
-  return vary;
+  std::vector<K> sample;
+  sample.reserve(static_cast<std::size_t>(std::min(n, sample_size)));
+  for (std::uint64_t i = 0; i < n; i += step) sample.push_back(keys[i]);
+  return sample;
+}
+
+/// The digit for keys whose varying bits are `vary`, balanced on `sample` (empty: the plain
+/// radix digit on the top parallel_bits).
+template <typename K>
+prefix_digit<K> make_digit(K vary, const std::vector<K>& sample)
+{
+  const unsigned width = std::min(prefix_bits, highest_bit(vary) + 1);
+  prefix_digit<K> d;
+  d.shift = highest_bit(vary) + 1 - width;
+  d.mask = static_cast<K>((K{1} << width) - 1);
+  const std::size_t prefixes = std::size_t{1} << width;
+  d.table.resize(prefixes);
+  if (sample.empty()) {
+    const unsigned drop = width > parallel_bits ? width - parallel_bits : 0;
+    for (std::size_t p = 0; p < prefixes; ++p) d.table[p] = static_cast<std::uint8_t>(p >> drop);
+    return d;
+  }
+  std::vector<std::uint32_t> hist(prefixes, 0);
+  for (const K k : sample) ++hist[static_cast<std::size_t>((k >> d.shift) & d.mask)];
+  // Bucket b closes once the prefixes so far hold (b + 1)/parallel_buckets of the sample; a
+  // prefix more frequent than that has a bucket of its own, and prefixes the sample lacks join
+  // the bucket before them. Keys with and without the highest varying bit (both exist) never
+  // share a bucket, so that every bucket is smaller than the range even where the sample
+  // misleads.
+  std::uint64_t seen = 0;
+  std::uint32_t b = 0;
+  const std::uint64_t total = sample.size();
+  const std::size_t half = prefixes / 2;
+  for (std::size_t p = 0; p < prefixes; ++p) {
+    if (p == half && d.table[half - 1] == b) ++b;
+    d.table[p] = static_cast<std::uint8_t>(b);
+    seen += hist[p];
+    const std::uint32_t last = p < half ? parallel_buckets - 2 : parallel_buckets - 1;
+    while (b < last && seen * parallel_buckets >= (b + 1) * total && hist[p] != 0) ++b;
+  }
+  return d;
+}
+
+/// A range whose keys are all equal: in place already, or copied with every thread.
+template <typename K, typename V>
+void copy_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x)
+{
+  if (to_x) return;
+  parallel_copy(y.keys, x.keys, n * sizeof(K));
+  if constexpr (has_values<V>) parallel_copy(y.values, x.values, n * sizeof(V));
 }
 
 /// sort_range with `threads` threads, for large ranges; `vary` as for sort_range, or nullopt
@@ -238,7 +305,7 @@ void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
     else sort_range(x, y, n, to_x);
     return;
   }
-  constexpr std::uint32_t radix = std::uint32_t{1} << parallel_bits;
+  constexpr std::uint32_t radix = parallel_buckets;
   // Thread t's contiguous block: [first, last).
   const std::uint64_t block = (n + threads - 1) / threads;
   const auto block_of = [&](unsigned t) {
@@ -252,10 +319,22 @@ void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
   };
   std::vector<thread_state> state(threads);
   // Where the varying bits are unknown, the counting pass finds them while it counts on the
-  // digit that a sample suggests; only when the sample missed the highest varying bit does it
-  // count again. One read of the data fewer than finding them first.
-  K vary = known_vary ? *known_vary : sampled_varying_bits(x.keys, n);
-  unsigned shift = top_shift(vary, parallel_bits);
+  // digit that the sample suggests; only when the sample missed the highest varying bit does
+  // it count again (on the plain radix digit). One read of the data fewer than finding them
+  // first.
+  if (known_vary && *known_vary == 0) {
+    copy_parallel(x, y, n, to_x);
+    return;
+  }
+  const std::vector<K> sample = sample_of(x.keys, n);
+  K vary = 0;
+  if (known_vary) {
+    vary = *known_vary;
+  } else {
+    for (const K k : sample) vary |= static_cast<K>(k ^ x.keys[0]);
+  }
+  if (vary == 0) vary = 1;  // the count pass will tell whether anything varies
+  prefix_digit<K> digit = make_digit(vary, sample);
   const auto count_pass = [&](bool find_vary) {
 #pragma omp parallel num_threads(threads)
     {
@@ -268,29 +347,27 @@ void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
       if (find_vary) {
         for (std::uint64_t i = b0; i < b1; ++i) {
           const K k = x.keys[i];
-          ++s.count[(k >> shift) & (radix - 1)];
+          ++s.count[digit(k)];
           v |= static_cast<K>(k ^ ref);
         }
       } else {
-        for (std::uint64_t i = b0; i < b1; ++i) ++s.count[(x.keys[i] >> shift) & (radix - 1)];
+        for (std::uint64_t i = b0; i < b1; ++i) ++s.count[digit(x.keys[i])];
       }
       s.vary = v;
     }
   };
   count_pass(!known_vary);
   if (!known_vary) {
+    const K guessed = vary;
     vary = 0;
     for (const thread_state& s : state) vary |= s.vary;
-    if (vary != 0 && top_shift(vary, parallel_bits) != shift) {
-      shift = top_shift(vary, parallel_bits);
+    if (vary != 0 && highest_bit(vary) != highest_bit(guessed)) {
+      digit = make_digit(vary, std::vector<K>{});
       count_pass(false);
     }
   }
   if (vary == 0) {
-    if (!to_x) {
-      parallel_copy(y.keys, x.keys, n * sizeof(K));
-      if constexpr (has_values<V>) parallel_copy(y.values, x.values, n * sizeof(V));
-    }
+    copy_parallel(x, y, n, to_x);
     return;
   }
   // Bucket by bucket, thread by thread: each thread's share of a bucket follows the shares of
@@ -315,7 +392,7 @@ void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
     s.ands.fill(static_cast<K>(~K{0}));
     for (std::uint64_t i = b0; i < b1; ++i) {
       const K k = x.keys[i];
-      const auto d = static_cast<std::uint32_t>((k >> shift) & (radix - 1));
+      const std::uint32_t d = digit(k);
       move_one(x, i, y, s.count[d]++);
       s.ors[d] |= k;
       s.ands[d] &= k;
