@@ -30,22 +30,40 @@ unsigned thread_count(unsigned threads) noexcept
 // keys sharing their top bits (small integers, floats of one sign and exponent range, a few
 // distinct values) skip those bits, and a range whose keys are all equal is done at once.
 // - Ranges of parallel_min elements and more: one scatter pass with every thread (each counts
-//   and then scatters its own contiguous block, so that equal keys keep their order) on a
-//   parallel_bits-wide digit, then the buckets in parallel, the largest again with every thread.
+//   and then scatters its own contiguous block, so that equal keys keep their order) into 256
+//   buckets, then the buckets in parallel, largest first, the largest again with every thread.
+//   The pass's digit is the range's top 16 varying bits mapped through a monotone table drawn
+//   from a sample of 16Ki keys, so that the buckets hold about as many keys each where the top
+//   bits are spread unevenly (prefix_digit). The counting pass finds the range's varying bits
+//   as it counts (one read of the data, not two); the scatter notes every bucket's varying bits
+//   (an OR and an AND per bucket), so that no later pass reads a bucket just to find them.
 // - Smaller ranges, on one thread: scatter passes on a digit about n/8 wide (4 to narrow_bits
-//   bits) while the range is large or its varying bits many, then least-significant-digit
-//   passes (11-bit digits, all histograms in one read) over at most lsd_max elements whose
-//   varying bits take at most lsd_max_passes digits, in cache; insertion sort for the last few.
-// Measured on the 2-core development machine, 2^26 keys against __gnu_parallel::sort in the same
+//   bits; up to wide_bits in cache, at most lsd_max elements) while the range is large or its
+//   varying bits many, then least-significant-digit passes (11-bit digits, all histograms in
+//   one read) over at most lsd_max elements whose varying bits take at most lsd_max_passes
+//   digits, in cache; insertion sort for the last few, written straight into the range's
+//   destination.
+// Measured for those three changes on one and two threads of the 2-core development machine
+// (its CPU time, while the other engineers' builds kept the load at 7-10; a harness calling
+// cpu_sort, 2^25 or 2^26 keys): the insertion sort that writes into the destination instead of
+// sorting in place and copying took u64/u64 pairs from 96-104 to 45 ns a pair on one thread
+// (a memcpy call for every bucket of about 4 pairs was 17% of the profile); 11-bit digits in
+// cache took doubles in [0, 1) from 44-55 to 25 ns a key (2^14-key buckets of 42 varying bits
+// finish in one pass, not two); the sampled digit took doubles in [-1, 1) from 34-37 to 27-28
+// ns a key on two threads (the sign and the exponent's top bits put nearly every key into 2 of
+// 256 radix buckets, so that the parallel pass over all the data did almost nothing). u64 and
+// u32 keys: unchanged within the noise (26 and 21 ns a key on one thread).
+// Earlier, on the 2-core development machine, 2^26 keys against __gnu_parallel::sort in the same
 // run (bench/cpu_bench): 11-bit scatter digits everywhere 1.89x for u64 (2048 output streams a
 // thread stall the TLB and the store buffers); 8-bit digits on one thread 2.14x u64, 3.16x u32,
 // 2.24x f64; 10-bit parallel passes 1.92x; pairs 0.93-1.05x (keys and values are two streams
 // each, twice the stores per element). u64/u64 pairs at 2^26: 1.27x, and 1.10x with 7-bit digits
 // for pairs (fewer streams did not pay). Scatters through a cache line of buffer per bucket
 // (software write-combining, for the parallel pass and ranges of 2^16 and more) did not pay on
-// the H100 host's 16 cores either, two runs each against this code at 2^30 keys: u64 3.32-3.44 s
-// against 3.23-3.64 s, u32 2.33-2.43 against 2.12-2.63, f64 5.30-5.76 against 4.57-4.98, pairs
-// (2^28) 1.29-1.40 against 1.16-1.18 (bench/results/h100-20261125-5492247-cpu-ab-*.json).
+// the H100 host's 16 cores either, two runs each against the code of then at 2^30 keys: u64
+// 3.32-3.44 s against 3.23-3.64 s, u32 2.33-2.43 against 2.12-2.63, f64 5.30-5.76 against
+// 4.57-4.98, pairs (2^28) 1.29-1.40 against 1.16-1.18
+// (bench/results/h100-20261125-5492247-cpu-ab-*.json).
 constexpr unsigned wide_bits = 11;
 constexpr unsigned narrow_bits = 8;
 constexpr unsigned parallel_bits = 8;
