@@ -35,7 +35,8 @@ TYPED_TEST_SUITE(CpuSortKeys, bit_types);
 /// for one wide key that the parallel pass's sample misses (it must count again on the right
 /// digit), half the keys equal to one value (a bucket of its own amid balanced ones), and keys
 /// that vary in the top bit and the low 20 bits only (in cache, two long runs of keys equal in
-/// their top varying bits, which must be sorted again on the bits below).
+/// their top varying bits, which must be sorted again on the bits below), and keys descending
+/// with runs of equal ones (not to be reversed: equal keys keep their order).
 template <typename K>
 std::vector<K> keys_of(int pattern, std::uint64_t n, std::uint64_t seed)
 {
@@ -61,12 +62,16 @@ std::vector<K> keys_of(int pattern, std::uint64_t n, std::uint64_t seed)
     case 9:
       for (K& k : v) k = static_cast<K>(k & ((K{1} << (8 * sizeof(K) - 1)) | K{0xFFFFF}));
       break;
+    case 10:
+      for (K& k : v) k = static_cast<K>(k % 1000);
+      std::sort(v.begin(), v.end(), std::greater<K>{});
+      break;
     default: break;
   }
   return v;
 }
 
-constexpr int max_pattern = 9;
+constexpr int max_pattern = 10;
 
 // Sizes around insertion sort (32), the one-thread LSD limit (2^14), the parallel limit (2^17)
 // and well past them.
@@ -154,7 +159,7 @@ TYPED_TEST(CpuSortPairs, ValuesTravelWithTheirKeysInInputOrder)
   using K = typename TypeParam::first_type;
   using V = typename TypeParam::second_type;
   for (const std::uint64_t n : radix_sizes)
-    for (const int pattern : {0, 1, 2, 3, 6, 7, 8, 9}) {
+    for (const int pattern : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}) {
       auto keys = keys_of<K>(pattern, n, n + 11);
       std::vector<V> values(n);
       for (std::uint64_t i = 0; i < n; ++i) values[i] = static_cast<V>(i);
