@@ -7,7 +7,10 @@
 // copied, so that 2^30 u64 keys need 8 GiB for the array and 8 GiB for the sort's buffer.
 //
 //   cpu_bench [--count 1Gi] [--pairs-count N] [--dist-count N] [--seed 1] [--budget-fraction 8]
-//             [--skip-serial] [--goal 2.5] [--json FILE] [--machine NAME] [--commit C]
+//             [--skip-serial] [--goal 2.5] [--only CASES] [--json FILE] [--machine NAME]
+//             [--commit C]
+// --only takes a comma-separated subset of u64,u32,f64,pairs,dist,dsps (default: all), for
+// measuring one case again without the minutes the others take.
 #include "bench/results_format.hpp"
 #include "core/generate.hpp"
 #include "core/verify.hpp"
@@ -39,6 +42,7 @@ struct options {
   std::uint64_t seed{1};
   std::uint64_t budget_fraction{8};
   bool serial{true};
+  std::string only;  ///< empty: every case
   double goal{2.5};
   std::string json, machine{"unknown"}, commit{"unknown"};
 };
@@ -47,7 +51,8 @@ struct options {
 {
   std::fprintf(stderr,
                "cpu_bench: %s\nusage: cpu_bench [--count N] [--pairs-count N] [--dist-count N] "
-               "[--seed S] [--budget-fraction F] [--skip-serial] [--goal X] [--json FILE] "
+               "[--seed S] [--budget-fraction F] [--skip-serial] [--goal X] [--only CASES] "
+               "[--json FILE] "
                "[--machine NAME] [--commit C]\n",
                why);
   std::exit(64);
@@ -74,10 +79,19 @@ options parse(int argc, char** argv)
     else if (a == "--budget-fraction") o.budget_fraction = count("bad --budget-fraction");
     else if (a == "--skip-serial") o.serial = false;
     else if (a == "--goal") o.goal = std::atof(std::string{next()}.c_str());
+    else if (a == "--only") o.only = "," + std::string{next()} + ",";
     else if (a == "--json") o.json = std::string{next()};
     else if (a == "--machine") o.machine = std::string{next()};
     else if (a == "--commit") o.commit = std::string{next()};
     else usage("unknown argument");
+  }
+  for (std::size_t at = 1; at < o.only.size();) {
+    const std::size_t end = o.only.find(',', at);
+    const std::string_view name{o.only.data() + at, end - at};
+    if (name != "u64" && name != "u32" && name != "f64" && name != "pairs" && name != "dist" &&
+        name != "dsps")
+      usage("--only takes u64,u32,f64,pairs,dist,dsps");
+    at = end + 1;
   }
   if (o.pairs_count == 0) o.pairs_count = o.count / 2;
   if (o.dist_count == 0) o.dist_count = o.count / 4;
@@ -178,11 +192,18 @@ int main(int argc, char** argv)
                              .goal = o.goal,
                              .higher_is_better = true});
   };
-  speedup_target("cpu.u64_vs_gnu_parallel", keys_case<std::uint64_t>("u64", o.count, o));
-  speedup_target("cpu.u32_vs_gnu_parallel", keys_case<std::uint32_t>("u32", o.count, o));
-  speedup_target("cpu.f64_vs_gnu_parallel", keys_case<double>("f64", o.count, o));
+  const auto wanted = [&](std::string_view name) {
+    return o.only.empty() || o.only.find("," + std::string{name} + ",") != std::string::npos;
+  };
+  if (wanted("u64"))
+    speedup_target("cpu.u64_vs_gnu_parallel", keys_case<std::uint64_t>("u64", o.count, o));
+  if (wanted("u32"))
+    speedup_target("cpu.u32_vs_gnu_parallel", keys_case<std::uint32_t>("u32", o.count, o));
+  if (wanted("f64"))
+    speedup_target("cpu.f64_vs_gnu_parallel", keys_case<double>("f64", o.count, o));
 
-  {  // u64/u64 pairs: the baseline sorts (key, value) records by key.
+  // u64/u64 pairs: the baseline sorts (key, value) records by key.
+  if (wanted("pairs")) {
     const std::uint64_t n = o.pairs_count;
     std::vector<std::uint64_t> keys(n), values(n);
     gpusort::generate(std::span<std::uint64_t>{keys}, gpusort::distribution::uniform, o.seed);
@@ -210,7 +231,8 @@ int main(int argc, char** argv)
     speedup_target("cpu.pairs_u64_vs_gnu_parallel", parallel / seconds);
   }
 
-  {  // Every distribution of u64 keys against uniform: none may be more than 1.5x slower.
+  // Every distribution of u64 keys against uniform: none may be more than 1.5x slower.
+  if (wanted("dist")) {
     const std::uint64_t n = o.dist_count;
     std::vector<std::uint64_t> keys(n);
     const gpusort::key_array view{keys.data(), n, gpusort::dtype::u64};
@@ -237,7 +259,8 @@ int main(int argc, char** argv)
     }
   }
 
-  {  // The out-of-core path on the host device (both rounds use the same sorter).
+  // The out-of-core path on the host device (both rounds use the same sorter).
+  if (wanted("dsps")) {
     const std::uint64_t n = o.dist_count;
     std::vector<std::uint64_t> keys(n);
     gpusort::generate(std::span<std::uint64_t>{keys}, gpusort::distribution::uniform, o.seed);

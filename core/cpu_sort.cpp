@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <utility>
 #include <cstring>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -29,22 +30,50 @@ unsigned thread_count(unsigned threads) noexcept
 // keys sharing their top bits (small integers, floats of one sign and exponent range, a few
 // distinct values) skip those bits, and a range whose keys are all equal is done at once.
 // - Ranges of parallel_min elements and more: one scatter pass with every thread (each counts
-//   and then scatters its own contiguous block, so that equal keys keep their order) on a
-//   parallel_bits-wide digit, then the buckets in parallel, the largest again with every thread.
+//   and then scatters its own contiguous block, so that equal keys keep their order) into 256
+//   buckets, then the buckets in parallel, largest first, the largest again with every thread.
+//   The pass's digit is the range's top 16 varying bits mapped through a monotone table drawn
+//   from a sample of 16Ki keys, so that the buckets hold about as many keys each where the top
+//   bits are spread unevenly (prefix_digit). The counting pass finds the range's varying bits
+//   as it counts (one read of the data, not two); the scatter notes every bucket's varying bits
+//   (an OR and an AND per bucket), so that no later pass reads a bucket just to find them.
 // - Smaller ranges, on one thread: scatter passes on a digit about n/8 wide (4 to narrow_bits
-//   bits) while the range is large or its varying bits many, then least-significant-digit
-//   passes (11-bit digits, all histograms in one read) over at most lsd_max elements whose
-//   varying bits take at most lsd_max_passes digits, in cache; insertion sort for the last few.
-// Measured on the 2-core development machine, 2^26 keys against __gnu_parallel::sort in the same
+//   bits; up to wide_bits in cache, at most lsd_max elements) while the range is large or its
+//   varying bits many, then least-significant-digit passes (11-bit digits, all histograms in
+//   one read) over at most lsd_max elements whose varying bits take at most lsd_max_passes
+//   digits, in cache; insertion sort for the last few, written straight into the range's
+//   destination. In cache with more varying bits (64-bit keys): LSD passes on the top 22 of
+//   them, then a scan that finishes the runs of keys equal in those (sort_top_bits).
+// Measured for those three changes on one and two threads of the 2-core development machine
+// (its CPU time, while the other engineers' builds kept the load at 7-10; a harness calling
+// cpu_sort, 2^25 or 2^26 keys): the insertion sort that writes into the destination instead of
+// sorting in place and copying took u64/u64 pairs from 96-104 to 45 ns a pair on one thread
+// (a memcpy call for every bucket of about 4 pairs was 17% of the profile); 11-bit digits in
+// cache took doubles in [0, 1) from 44-55 to 25 ns a key (2^14-key buckets of 42 varying bits
+// finish in one pass, not two); the sampled digit took doubles in [-1, 1) from 34-37 to 27-28
+// ns a key on two threads (the sign and the exponent's top bits put nearly every key into 2 of
+// 256 radix buckets, so that the parallel pass over all the data did almost nothing). u64 and
+// u32 keys: unchanged within the noise (26 and 21 ns a key on one thread). Then sort_top_bits
+// in place of MSD passes down to buckets of about 8 and their insertion sorts (35% of the time
+// on one thread), one thread, 2^25 keys, scratch faulted in beforehand, load 5-8, two runs
+// each: u64 24.9-31.4 -> 19.7-20.4 ns a key, f64 26.9 -> 21.0-21.7, u64/u64 pairs 42.4-43.2 ->
+// 38.7-39.0 ns a pair, u32 19.3-20.2 -> 19.1-19.7 (u32 keys take the plain LSD passes anyway).
+// in_order (ranges already ascending or strictly descending are copied or reversed, not
+// sorted): 2 threads, 2^24 u64 keys, CPU time, load 11-14: sorted 14.8 -> 6.5 ns a key, reverse
+// 18.4 -> 6.0, uniform 20.2 -> 19.9, detdupes 5.7 -> 5.9 (sort_top_bits had made sorted and
+// reversed inputs slower than the tiny insertion sorts, 12.4 and 13.5, which cost little on
+// keys in order).
+// Earlier, on the 2-core development machine, 2^26 keys against __gnu_parallel::sort in the same
 // run (bench/cpu_bench): 11-bit scatter digits everywhere 1.89x for u64 (2048 output streams a
 // thread stall the TLB and the store buffers); 8-bit digits on one thread 2.14x u64, 3.16x u32,
 // 2.24x f64; 10-bit parallel passes 1.92x; pairs 0.93-1.05x (keys and values are two streams
 // each, twice the stores per element). u64/u64 pairs at 2^26: 1.27x, and 1.10x with 7-bit digits
 // for pairs (fewer streams did not pay). Scatters through a cache line of buffer per bucket
 // (software write-combining, for the parallel pass and ranges of 2^16 and more) did not pay on
-// the H100 host's 16 cores either, two runs each against this code at 2^30 keys: u64 3.32-3.44 s
-// against 3.23-3.64 s, u32 2.33-2.43 against 2.12-2.63, f64 5.30-5.76 against 4.57-4.98, pairs
-// (2^28) 1.29-1.40 against 1.16-1.18 (bench/results/h100-20261125-5492247-cpu-ab-*.json).
+// the H100 host's 16 cores either, two runs each against the code of then at 2^30 keys: u64
+// 3.32-3.44 s against 3.23-3.64 s, u32 2.33-2.43 against 2.12-2.63, f64 5.30-5.76 against
+// 4.57-4.98, pairs (2^28) 1.29-1.40 against 1.16-1.18
+// (bench/results/h100-20261125-5492247-cpu-ab-*.json).
 constexpr unsigned wide_bits = 11;
 constexpr unsigned narrow_bits = 8;
 constexpr unsigned parallel_bits = 8;
@@ -107,23 +136,25 @@ unsigned top_shift(K vary, unsigned bits) noexcept
   return high + 1 >= bits ? high + 1 - bits : 0;
 }
 
+/// Insertion sort of n elements from `from` into `to` (the same range or another): the copy
+/// that a range's parity may need rides along with the sort instead of costing a memcpy call.
 template <typename K, typename V>
-void insertion_sort(span_pair<K, V> r, std::uint64_t n)
+void insertion_sort(span_pair<K, V> from, span_pair<K, V> to, std::uint64_t n)
 {
-  for (std::uint64_t i = 1; i < n; ++i) {
-    const K k = r.keys[i];
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const K k = from.keys[i];
     std::uint64_t j = i;
     if constexpr (has_values<V>) {
-      const V v = r.values[i];
-      for (; j > 0 && k < r.keys[j - 1]; --j) {
-        r.keys[j] = r.keys[j - 1];
-        r.values[j] = r.values[j - 1];
+      const V v = from.values[i];
+      for (; j > 0 && k < to.keys[j - 1]; --j) {
+        to.keys[j] = to.keys[j - 1];
+        to.values[j] = to.values[j - 1];
       }
-      r.keys[j] = k;
-      r.values[j] = v;
+      to.keys[j] = k;
+      to.values[j] = v;
     } else {
-      for (; j > 0 && k < r.keys[j - 1]; --j) r.keys[j] = r.keys[j - 1];
-      r.keys[j] = k;
+      for (; j > 0 && k < to.keys[j - 1]; --j) to.keys[j] = to.keys[j - 1];
+      to.keys[j] = k;
     }
   }
 }
@@ -159,17 +190,81 @@ bool lsd_sort(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, K vary)
   return in_y;
 }
 
+template <typename K, typename V>
+void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x, K vary);
+
+/// Ranges already in order, ascending or strictly descending (sorted and reversed inputs keep
+/// their order through the passes above): put in place by a copy or a reversal instead of being
+/// sorted. Returns false, having moved nothing, otherwise; on other keys the scan stops at
+/// once (the first or second key out of order), so it costs next to nothing.
+template <typename K, typename V>
+bool in_order(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x)
+{
+  std::uint64_t i = 1;
+  while (i < n && !(x.keys[i] < x.keys[i - 1])) ++i;
+  if (i == n) {
+    if (!to_x) copy_range(x, y, n);
+    return true;
+  }
+  if (i != 1) return false;
+  // Strictly descending only: reversing equal keys would break stability.
+  while (i < n && x.keys[i] < x.keys[i - 1]) ++i;
+  if (i != n) return false;
+  if (to_x) {
+    std::reverse(x.keys, x.keys + n);
+    if constexpr (has_values<V>) std::reverse(x.values, x.values + n);
+  } else {
+    std::reverse_copy(x.keys, x.keys + n, y.keys);
+    if constexpr (has_values<V>) std::reverse_copy(x.values, x.values + n, y.values);
+  }
+  return true;
+}
+
+/// In cache, keys of many varying bits: LSD passes on the top top_bits of them, then every run
+/// of keys equal in those bits finished apart (insertion sort for runs of a few, the full sort
+/// for longer ones). Runs are mostly of one key, so the last step is a predictable scan, where
+/// MSD passes would end in thousands of tiny insertion sorts that mispredict at every key.
+constexpr unsigned top_bits = 2 * wide_bits;
+
+template <typename K, typename V>
+void sort_top_bits(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x, K vary)
+{
+  const unsigned shift = highest_bit(vary) + 1 - top_bits;
+  const auto top_vary = static_cast<K>(vary & ~((K{1} << shift) - 1));
+  // The sorted-by-top-bits range lies in `from`; `to` is its partner.
+  const bool in_y = lsd_sort(x, y, n, top_vary);
+  const span_pair<K, V> from = in_y ? y : x;
+  const span_pair<K, V> to = in_y ? x : y;
+  const bool stay = in_y != to_x;  // the result belongs where the runs lie now
+  std::uint64_t i = 0;
+  while (i < n) {
+    const K prefix = static_cast<K>(from.keys[i] >> shift);
+    std::uint64_t j = i + 1;
+    while (j < n && static_cast<K>(from.keys[j] >> shift) == prefix) ++j;
+    const std::uint64_t len = j - i;
+    if (len == 1) {
+      if (!stay) move_one(from, i, to, i);
+    } else if (len <= insertion_max) {
+      insertion_sort(from.at(i), stay ? from.at(i) : to.at(i), len);
+    } else {
+      sort_range(from.at(i), to.at(i), len, stay,
+                 varying_bits(from.keys + i, len, from.keys[i]));
+    }
+    i = j;
+  }
+}
+
 /// Sorts n elements held in x with y as scratch, on this thread; the result ends in x when
 /// `to_x`, else in y.
 template <typename K, typename V>
-void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x)
+void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x, K vary)
 {
-  const K vary = n > 0 ? varying_bits(x.keys, n, x.keys[0]) : K{0};
   if (n <= insertion_max || vary == 0) {
-    if (vary != 0) insertion_sort(x, n);
-    if (!to_x) copy_range(x, y, n);
+    if (vary != 0) insertion_sort(x, to_x ? x : y, n);
+    else if (!to_x) copy_range(x, y, n);
     return;
   }
+  if (in_order(x, y, n, to_x)) return;
   // LSD while it takes few passes; with more varying bits an MSD pass leaves buckets of a few
   // keys that insertion sort finishes (u64 keys at 16Ki: one pass instead of six).
   const unsigned varying = highest_bit(vary) - static_cast<unsigned>(std::countr_zero(vary)) + 1;
@@ -177,9 +272,14 @@ void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x
     if (lsd_sort(x, y, n, vary) == to_x) copy_range(to_x ? y : x, to_x ? x : y, n);
     return;
   }
+  if (n <= lsd_max) {
+    sort_top_bits(x, y, n, to_x, vary);
+    return;
+  }
   // A digit about n/8 wide (4 to narrow_bits bits): buckets of about 8 keys, and counters that
   // cost little beside the n keys (2048 of them for 128 keys cost more than the keys).
-  const unsigned bits = std::clamp(static_cast<unsigned>(std::bit_width(n)) - 3, 4U, narrow_bits);
+  const unsigned bits = std::clamp(static_cast<unsigned>(std::bit_width(n)) - 3, 4U,
+                                  n <= lsd_max ? wide_bits : narrow_bits);
   const std::uint32_t radix = std::uint32_t{1} << bits;
   const unsigned shift = top_shift(vary, bits);
   std::array<std::uint64_t, (std::size_t{1} << wide_bits) + 1> start;
@@ -188,87 +288,243 @@ void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x
   for (std::uint32_t b = 0; b < radix; ++b) start[b + 1] += start[b];
   std::array<std::uint64_t, std::size_t{1} << wide_bits> next;
   std::copy_n(start.begin(), radix, next.begin());
-  for (std::uint64_t i = 0; i < n; ++i)
-    move_one(x, i, y, next[(x.keys[i] >> shift) & (radix - 1)]++);
+  std::array<K, std::size_t{1} << wide_bits> ors, ands;
+  std::fill_n(ors.begin(), radix, K{0});
+  std::fill_n(ands.begin(), radix, static_cast<K>(~K{0}));
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const K k = x.keys[i];
+    const auto d = static_cast<std::uint32_t>((k >> shift) & (radix - 1));
+    move_one(x, i, y, next[d]++);
+    ors[d] |= k;
+    ands[d] &= k;
+  }
   // The buckets now lie in y: the result belongs in y's partner when to_x.
   for (std::uint32_t b = 0; b < radix; ++b) {
     const std::uint64_t len = start[b + 1] - start[b];
-    if (len > 0) sort_range(y.at(start[b]), x.at(start[b]), len, !to_x);
+    if (len > 0)
+      sort_range(y.at(start[b]), x.at(start[b]), len, !to_x, static_cast<K>(ors[b] ^ ands[b]));
   }
 }
 
-/// sort_range with `threads` threads, for large ranges.
+template <typename K, typename V>
+void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x)
+{
+  sort_range(x, y, n, to_x, n > 0 ? varying_bits(x.keys, n, x.keys[0]) : K{0});
+}
+
+/// The parallel pass's digit: the top prefix_bits of a range's varying bits, mapped through a
+/// table to one of parallel_buckets buckets. The table is monotone, so that the buckets follow
+/// each other in key order, and drawn from a sample so that they hold about as many keys each:
+/// a plain radix digit wastes the pass where the top bits are spread unevenly (doubles in
+/// [-1, 1): the sign and the exponent's top bits put nearly all keys in 2 of 256 buckets).
+constexpr unsigned prefix_bits = 16;
+constexpr std::uint32_t parallel_buckets = std::uint32_t{1} << parallel_bits;
+
+template <typename K>
+struct prefix_digit {
+  unsigned shift{};
+  K mask{};
+  std::vector<std::uint8_t> table;
+  [[nodiscard]] std::uint32_t operator()(K k) const noexcept
+  {
+    return table[static_cast<std::size_t>((k >> shift) & mask)];
+  }
+};
+
+/// Keys the table is drawn from: evenly spaced, enough that a bucket's share is seen to within
+/// a few percent, few enough to cost little beside the pass (16Ki cache misses).
+constexpr std::uint64_t sample_size = std::uint64_t{1} << 14;
+
+template <typename K>
+std::vector<K> sample_of(const K* keys, std::uint64_t n)
+{
+  const std::uint64_t step = std::max<std::uint64_t>(1, n / sample_size);
+  std::vector<K> sample;
+  sample.reserve(static_cast<std::size_t>(std::min(n, sample_size)));
+  for (std::uint64_t i = 0; i < n; i += step) sample.push_back(keys[i]);
+  return sample;
+}
+
+/// The digit for keys whose varying bits are `vary`, balanced on `sample` (empty: the plain
+/// radix digit on the top parallel_bits).
+template <typename K>
+prefix_digit<K> make_digit(K vary, const std::vector<K>& sample)
+{
+  const unsigned width = std::min(prefix_bits, highest_bit(vary) + 1);
+  prefix_digit<K> d;
+  d.shift = highest_bit(vary) + 1 - width;
+  d.mask = static_cast<K>((K{1} << width) - 1);
+  const std::size_t prefixes = std::size_t{1} << width;
+  d.table.resize(prefixes);
+  if (sample.empty()) {
+    const unsigned drop = width > parallel_bits ? width - parallel_bits : 0;
+    for (std::size_t p = 0; p < prefixes; ++p) d.table[p] = static_cast<std::uint8_t>(p >> drop);
+    return d;
+  }
+  std::vector<std::uint32_t> hist(prefixes, 0);
+  for (const K k : sample) ++hist[static_cast<std::size_t>((k >> d.shift) & d.mask)];
+  // Bucket b closes once the prefixes so far hold (b + 1)/parallel_buckets of the sample; a
+  // prefix more frequent than that has a bucket of its own, and prefixes the sample lacks join
+  // the bucket before them. Keys with and without the highest varying bit (both exist) never
+  // share a bucket, so that every bucket is smaller than the range even where the sample
+  // misleads.
+  std::uint64_t seen = 0;
+  std::uint32_t b = 0;
+  const std::uint64_t total = sample.size();
+  const std::size_t half = prefixes / 2;
+  for (std::size_t p = 0; p < prefixes; ++p) {
+    if (p == half && d.table[half - 1] == b) ++b;
+    d.table[p] = static_cast<std::uint8_t>(b);
+    seen += hist[p];
+    const std::uint32_t last = p < half ? parallel_buckets - 2 : parallel_buckets - 1;
+    while (b < last && seen * parallel_buckets >= (b + 1) * total && hist[p] != 0) ++b;
+  }
+  return d;
+}
+
+/// A range whose keys are all equal: in place already, or copied with every thread.
+template <typename K, typename V>
+void copy_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x)
+{
+  if (to_x) return;
+  parallel_copy(y.keys, x.keys, n * sizeof(K));
+  if constexpr (has_values<V>) parallel_copy(y.values, x.values, n * sizeof(V));
+}
+
+/// sort_range with `threads` threads, for large ranges; `vary` as for sort_range, or nullopt
+/// where unknown.
 template <typename K, typename V>
 void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x,
-                   unsigned threads)
+                   unsigned threads, std::optional<K> known_vary)
 {
   if (n < parallel_min || threads <= 1) {
-    sort_range(x, y, n, to_x);
+    if (known_vary) sort_range(x, y, n, to_x, *known_vary);
+    else sort_range(x, y, n, to_x);
     return;
   }
-  constexpr std::uint32_t radix = std::uint32_t{1} << parallel_bits;
+  constexpr std::uint32_t radix = parallel_buckets;
   // Thread t's contiguous block: [first, last).
   const std::uint64_t block = (n + threads - 1) / threads;
   const auto block_of = [&](unsigned t) {
     const std::uint64_t first = std::min<std::uint64_t>(n, t * block);
     return std::pair{first, std::min(n, first + block)};
   };
-  std::vector<K> vary_of(threads, 0);
-  std::vector<std::array<std::uint64_t, radix>> counts(threads);
-  // Varying bits first (every thread its block), then counts and the scatter.
-#pragma omp parallel num_threads(threads)
-  {
-    const auto t = static_cast<unsigned>(omp_get_thread_num());
-    const auto [b0, b1] = block_of(t);
-    vary_of[t] = varying_bits(x.keys + b0, b1 - b0, x.keys[0]);
-  }
-  K vary = 0;
-  for (const K v : vary_of) vary |= v;
-  if (vary == 0) {
-    if (!to_x) {
-      parallel_copy(y.keys, x.keys, n * sizeof(K));
-      if constexpr (has_values<V>) parallel_copy(y.values, x.values, n * sizeof(V));
-    }
+  struct alignas(64) thread_state {
+    std::array<std::uint64_t, radix> count;
+    std::array<K, radix> ors, ands;
+    K vary;
+  };
+  std::vector<thread_state> state(threads);
+  // Where the varying bits are unknown, the counting pass finds them while it counts on the
+  // digit that the sample suggests; only when the sample missed the highest varying bit does
+  // it count again (on the plain radix digit). One read of the data fewer than finding them
+  // first.
+  if (known_vary && *known_vary == 0) {
+    copy_parallel(x, y, n, to_x);
     return;
   }
-  const unsigned shift = top_shift(vary, parallel_bits);
+  const std::vector<K> sample = sample_of(x.keys, n);
+  K vary = 0;
+  if (known_vary) {
+    vary = *known_vary;
+  } else {
+    for (const K k : sample) vary |= static_cast<K>(k ^ x.keys[0]);
+  }
+  if (vary == 0) vary = 1;  // the count pass will tell whether anything varies
+  prefix_digit<K> digit = make_digit(vary, sample);
+  const auto count_pass = [&](bool find_vary) {
+#pragma omp parallel num_threads(threads)
+    {
+      const auto t = static_cast<unsigned>(omp_get_thread_num());
+      const auto [b0, b1] = block_of(t);
+      thread_state& s = state[t];
+      s.count.fill(0);
+      K v = 0;
+      const K ref = x.keys[0];
+      if (find_vary) {
+        for (std::uint64_t i = b0; i < b1; ++i) {
+          const K k = x.keys[i];
+          ++s.count[digit(k)];
+          v |= static_cast<K>(k ^ ref);
+        }
+      } else {
+        for (std::uint64_t i = b0; i < b1; ++i) ++s.count[digit(x.keys[i])];
+      }
+      s.vary = v;
+    }
+  };
+  count_pass(!known_vary);
+  if (!known_vary) {
+    const K guessed = vary;
+    vary = 0;
+    for (const thread_state& s : state) vary |= s.vary;
+    if (vary != 0 && highest_bit(vary) != highest_bit(guessed)) {
+      digit = make_digit(vary, std::vector<K>{});
+      count_pass(false);
+    }
+  }
+  if (vary == 0) {
+    copy_parallel(x, y, n, to_x);
+    return;
+  }
+  // Bucket by bucket, thread by thread: each thread's share of a bucket follows the shares of
+  // the threads before it, which keeps equal keys in input order.
+  std::array<std::uint64_t, radix + 1> start{};
+  {
+    std::uint64_t sum = 0;
+    for (std::uint32_t d = 0; d < radix; ++d) {
+      start[d] = sum;
+      for (thread_state& s : state) sum += std::exchange(s.count[d], sum);
+    }
+    start[radix] = sum;
+  }
+  // The scatter notes each bucket's varying bits (bits some key has and some lacks), which
+  // spares the next pass over each bucket a read of it.
 #pragma omp parallel num_threads(threads)
   {
     const auto t = static_cast<unsigned>(omp_get_thread_num());
     const auto [b0, b1] = block_of(t);
-    std::array<std::uint64_t, radix>& c = counts[t];
-    c.fill(0);
-    for (std::uint64_t i = b0; i < b1; ++i) ++c[(x.keys[i] >> shift) & (radix - 1)];
-#pragma omp barrier
-#pragma omp single
-    {
-      // Bucket by bucket, thread by thread: each thread's share of a bucket follows the
-      // shares of the threads before it, which keeps equal keys in input order.
-      std::uint64_t sum = 0;
-      for (std::uint32_t d = 0; d < radix; ++d)
-        for (unsigned u = 0; u < threads; ++u) sum += std::exchange(counts[u][d], sum);
+    thread_state& s = state[t];
+    s.ors.fill(0);
+    s.ands.fill(static_cast<K>(~K{0}));
+    for (std::uint64_t i = b0; i < b1; ++i) {
+      const K k = x.keys[i];
+      const std::uint32_t d = digit(k);
+      move_one(x, i, y, s.count[d]++);
+      s.ors[d] |= k;
+      s.ands[d] &= k;
     }
-    for (std::uint64_t i = b0; i < b1; ++i)
-      move_one(x, i, y, c[(x.keys[i] >> shift) & (radix - 1)]++);
   }
-  // counts[threads - 1][d] is now the end of bucket d.
-  std::array<std::uint64_t, radix + 1> start{};
-  for (std::uint32_t d = 0; d < radix; ++d) start[d + 1] = counts[threads - 1][d];
-  // Buckets too large to balance among the others sort with every thread themselves.
+  std::array<K, radix> bucket_vary{};
+  for (std::uint32_t d = 0; d < radix; ++d) {
+    K o = 0;
+    auto a = static_cast<K>(~K{0});
+    for (const thread_state& s : state) {
+      o |= s.ors[d];
+      a &= s.ands[d];
+    }
+    bucket_vary[d] = static_cast<K>(o ^ a);
+  }
+  // Buckets too large to balance among the others sort with every thread themselves; the rest
+  // go largest first, so that no thread starts a large bucket when the others are nearly done.
   const std::uint64_t large = std::max(parallel_min, n / (2 * threads));
   std::vector<std::uint32_t> small;
   for (std::uint32_t d = 0; d < radix; ++d) {
     const std::uint64_t len = start[d + 1] - start[d];
     if (len > large)
-      sort_parallel(y.at(start[d]), x.at(start[d]), len, !to_x, threads);
+      sort_parallel(y.at(start[d]), x.at(start[d]), len, !to_x, threads,
+                    std::optional<K>{bucket_vary[d]});
     else if (len > 0)
       small.push_back(d);
   }
+  std::stable_sort(small.begin(), small.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return start[a + 1] - start[a] > start[b + 1] - start[b];
+  });
   const auto count = static_cast<std::int64_t>(small.size());
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (std::int64_t i = 0; i < count; ++i) {
     const std::uint32_t d = small[static_cast<std::size_t>(i)];
-    sort_range(y.at(start[d]), x.at(start[d]), start[d + 1] - start[d], !to_x);
+    sort_range(y.at(start[d]), x.at(start[d]), start[d + 1] - start[d], !to_x, bucket_vary[d]);
   }
 }
 
@@ -292,7 +548,7 @@ void cpu_sort(K* keys, V* values, std::uint64_t n, void* scratch, unsigned threa
     }
   }
   sort_parallel(span_pair<K, V>{keys, values}, span_pair<K, V>{scratch_keys, scratch_values}, n,
-                true, thread_count(threads));
+                true, thread_count(threads), std::optional<K>{});
 }
 
 template <typename K>

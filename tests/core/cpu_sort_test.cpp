@@ -1,6 +1,8 @@
 // The CPU in-core sorter and its parallel passes, against std::sort and scalar references.
 #include "core/cpu_sort.hpp"
 
+#include "core/generate.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,8 +30,13 @@ using bit_types = ::testing::Types<std::uint32_t, std::uint64_t>;
 TYPED_TEST_SUITE(CpuSortKeys, bit_types);
 
 /// Key patterns that take each branch of the radix sort: full-width random keys, few distinct
-/// values, keys that differ only in their top byte, all equal, sorted, reversed, and one bucket
-/// holding nine keys in ten (a parallel pass must sort it with every thread).
+/// values, keys that differ only in their top byte, all equal, sorted, reversed, one bucket
+/// holding nine keys in ten (a parallel pass must sort it with every thread), narrow keys but
+/// for one wide key that the parallel pass's sample misses (it must count again on the right
+/// digit), half the keys equal to one value (a bucket of its own amid balanced ones), and keys
+/// that vary in the top bit and the low 20 bits only (in cache, two long runs of keys equal in
+/// their top varying bits, which must be sorted again on the bits below), and keys descending
+/// with runs of equal ones (not to be reversed: equal keys keep their order).
 template <typename K>
 std::vector<K> keys_of(int pattern, std::uint64_t n, std::uint64_t seed)
 {
@@ -45,10 +52,26 @@ std::vector<K> keys_of(int pattern, std::uint64_t n, std::uint64_t seed)
       for (std::uint64_t i = 0; i < n; ++i)
         if (i % 10 != 0) v[i] = static_cast<K>((K{3} << (8 * sizeof(K) - 4)) | (v[i] >> 8));
       break;
+    case 7:
+      for (K& k : v) k = static_cast<K>(k >> (8 * sizeof(K) - 20));
+      if (n > 1) v[1] = static_cast<K>(v[1] | (K{1} << (8 * sizeof(K) - 1)));
+      break;
+    case 8:
+      for (std::uint64_t i = 0; i < n; i += 2) v[i] = static_cast<K>(all / 3);
+      break;
+    case 9:
+      for (K& k : v) k = static_cast<K>(k & ((K{1} << (8 * sizeof(K) - 1)) | K{0xFFFFF}));
+      break;
+    case 10:
+      for (K& k : v) k = static_cast<K>(k % 1000);
+      std::sort(v.begin(), v.end(), std::greater<K>{});
+      break;
     default: break;
   }
   return v;
 }
+
+constexpr int max_pattern = 10;
 
 // Sizes around insertion sort (32), the one-thread LSD limit (2^14), the parallel limit (2^17)
 // and well past them.
@@ -60,7 +83,7 @@ TYPED_TEST(CpuSortKeys, MatchesStdSortAcrossEveryThresholdAndPattern)
 {
   using K = TypeParam;
   for (const std::uint64_t n : radix_sizes)
-    for (int pattern = 0; pattern <= 6; ++pattern)
+    for (int pattern = 0; pattern <= max_pattern; ++pattern)
       for (const unsigned threads : {1U, 3U, 0U}) {
         auto keys = keys_of<K>(pattern, n, n * 7 + static_cast<std::uint64_t>(pattern));
         auto expect = keys;
@@ -69,6 +92,34 @@ TYPED_TEST(CpuSortKeys, MatchesStdSortAcrossEveryThresholdAndPattern)
         cpu_sort<K, no_value>(keys.data(), nullptr, n, scratch.data(), threads);
         ASSERT_EQ(keys, expect) << "n " << n << " pattern " << pattern << " threads " << threads;
       }
+}
+
+// Every key type of the width, both orders and every distribution the generators make, as the
+// engine hands them over (ordered bits): floats' exponents spread their top bits unevenly, the
+// case the parallel pass's sampled digit is for.
+TYPED_TEST(CpuSortKeys, MatchesStdSortForEveryTypeOrderAndDistribution)
+{
+  using K = TypeParam;
+  for (const dtype t : all_dtypes) {
+    if (size_of(t) != sizeof(K)) continue;
+    for (const distribution d : all_distributions) {
+      if (!applies_to(d, t)) continue;
+      for (const std::uint64_t n : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{97},
+                                    std::uint64_t{16'385}, std::uint64_t{131'073},
+                                    std::uint64_t{400'009}})
+        for (const order dir : {order::ascending, order::descending}) {
+          std::vector<K> keys(n);
+          generate(key_array{keys.data(), n, t}, d, n + 5);
+          to_ordered_bits<K>(keys.data(), keys.data(), n, t, dir);
+          auto expect = keys;
+          std::sort(expect.begin(), expect.end());
+          std::vector<K> scratch(n);
+          cpu_sort<K, no_value>(keys.data(), nullptr, n, scratch.data(), 3);
+          ASSERT_EQ(keys, expect) << name_of(t) << " " << name_of(d) << " n " << n << " "
+                                  << (dir == order::ascending ? "ascending" : "descending");
+        }
+    }
+  }
 }
 
 TYPED_TEST(CpuSortKeys, SmallRadixSortMatchesStdSortAtItsBounds)
@@ -108,7 +159,7 @@ TYPED_TEST(CpuSortPairs, ValuesTravelWithTheirKeysInInputOrder)
   using K = typename TypeParam::first_type;
   using V = typename TypeParam::second_type;
   for (const std::uint64_t n : radix_sizes)
-    for (const int pattern : {0, 1, 2, 3, 6}) {
+    for (const int pattern : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}) {
       auto keys = keys_of<K>(pattern, n, n + 11);
       std::vector<V> values(n);
       for (std::uint64_t i = 0; i < n; ++i) values[i] = static_cast<V>(i);
