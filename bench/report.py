@@ -173,13 +173,15 @@ class Model:
                 for key, label in (("forced_s", "out of core (budget 1/8), 1 GPU"),
                                    ("free_s", "not forced, 1 GPU")):
                     if key in x:
-                        self.runs.append({"bytes": b, "run": label, "gpus": 1,
-                                          "seconds": x[key], "rounds": 2 if key == "forced_s" else 1})
+                        self.runs.append({"bytes": b, "run": label, "gpus": 1, "seconds": x[key],
+                                          "rounds": 2 if key == "forced_s" else 1})
 
     def floor_seconds(self, nbytes: float, out_of_core: bool, gpus: int = 1):
         """The PCIe floor of sorting `nbytes` on `gpus` GPUs (see the module's comment)."""
         if out_of_core:
-            rate = self.floor_one if gpus <= 1 else self.floor_all
+            # some of the GPUs: their own links, as far as the host's measured aggregate allows
+            rate = self.floor_one if gpus <= 1 or not self.floor_one else min(
+                self.floor_all, gpus * self.floor_one)
             return 4 * nbytes / 1e9 / rate if rate else None
         if not self.h2d or not self.d2h:
             return None
@@ -245,8 +247,8 @@ def physics_section(m: Model) -> list[str]:
                        ("cuda_host_alloc", "cudaHostAlloc")):
         x = m.rows.get(name)
         if x and x.get("seconds") is not None:
-            rows.append((f"{what}, {human(nbytes)}", fmt(x["seconds"], 3), "s",
-                         f"{fmt(x['seconds'] / (nbytes / GIB) * 1e3, 1)} ms per GiB" if nbytes else ""))
+            per_gib = f"{fmt(x['seconds'] / (nbytes / GIB) * 1e3, 1)} ms per GiB" if nbytes else ""
+            rows.append((f"{what}, {human(nbytes)}", fmt(x["seconds"], 3), "s", per_gib))
     if not rows:
         return out + ["Not measured (no gpu.json or mem.json).", ""]
     out += table(("quantity", "value", "unit", "how"), rows)
@@ -265,9 +267,9 @@ def engine_section(m: Model) -> list[str]:
         return out + ["Not measured (no gpu.json).", ""]
     out += ["On memory the engine pinned, u64 uniform keys; the median of the timed runs after a "
             "warm-up (gpu_bench). x floor: time over the PCIe floor time (out of core 4N over "
-            "the GPUs' simultaneous rate, fitting N / H2D + N / D2H); x CUB: the copy-in / CUB radix sort / "
-            "copy-out time (pinned, 1 GPU) over the time; x CPU: rate over the parallel CPU "
-            "sort's rate" + (f" ({fmt(m.cpu_rate, 2)} GB/s)." if m.cpu_rate else "."), ""]
+            "the GPUs' simultaneous rate, fitting N / H2D + N / D2H); x CUB: the copy-in / CUB "
+            "radix sort / copy-out time (pinned, 1 GPU) over the time; x CPU: rate over the "
+            "parallel CPU sort's rate" + (f" ({fmt(m.cpu_rate, 2)} GB/s)." if m.cpu_rate else "."), ""]
     rows = []
     for run in sorted(m.runs, key=lambda r: (r["bytes"], r.get("gpus", 1), r["run"])):
         b, t, g = run["bytes"], run["seconds"], run.get("gpus", 1)
@@ -396,7 +398,8 @@ def targets_section(m: Model) -> list[str]:
             for src, t in m.targets()]
     met = sum(1 for _, t in m.targets() if t["met"])
     out = ["## Targets", "", f"{met} of {len(rows)} targets met.", ""]
-    return out + table(("from", "target", "value", "unit", "baseline", "ratio", "goal", "met"), rows)
+    head = ("from", "target", "value", "unit", "baseline", "ratio", "goal", "met")
+    return out + table(head, rows)
 
 
 def markdown(report: dict, plots: list[str]) -> str:
@@ -449,7 +452,8 @@ def plot_all(report: dict, out: Path) -> list[str]:
         ax.set_prop_cycle(color=[plt.get_cmap("tab20")(i) for i in range(20)])
     series: dict[str, list] = {}
     for run in m.runs:
-        series.setdefault(f"gpusort {run['run']}", []).append((run["bytes"], gbs(run["bytes"], run["seconds"])))
+        series.setdefault(f"gpusort {run['run']}", []).append(
+            (run["bytes"], gbs(run["bytes"], run["seconds"])))
     for b, x in m.baselines.items():
         for key, label in (("cub_pinned_s", "copy in + CUB radix + copy out, pinned"),
                            ("cub_pageable_s", "copy in + CUB radix + copy out, pageable"),

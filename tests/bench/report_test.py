@@ -149,7 +149,8 @@ class RenderedFromTheRecordedResults(unittest.TestCase):
         for name in ("e2e-8Gi.json", "e2e-16Gi.json"):
             e = load(name)
             b = e["bytes"]
-            timed = [x for x in e["raw"] if "seconds" in x and "report" not in x and "bytes" not in x]
+            timed = [x for x in e["raw"]
+                     if "seconds" in x and "report" not in x and "bytes" not in x]
             ref = {x["path"].split()[-1]: x["seconds"] for x in timed
                    if x["path"].startswith("reference ")}
             cpu = next(x["seconds"] for x in timed if x["path"].startswith("cpu engine"))
@@ -161,7 +162,8 @@ class RenderedFromTheRecordedResults(unittest.TestCase):
                            r["path"] == x["path"])
                 s = x["seconds"]
                 self.assertEqual(row["x reference"], f"{s / ref[mode]:.2f}")
-                self.assertEqual(row["x floor"], f"{s / self.floor(b, mode == 'ooc', self.gpus):.2f}")
+                floor = self.floor(b, mode == "ooc", self.gpus)
+                self.assertEqual(row["x floor"], f"{s / floor:.2f}")
                 self.assertEqual(row["x CPU"], f"{cpu / s:.2f}")
                 checked += 1
         self.assertGreater(checked, 10)
@@ -171,7 +173,8 @@ class RenderedFromTheRecordedResults(unittest.TestCase):
         for x in load("python.json")["raw"]:
             row = next(r for r in rows if r["size"] == f"{x['bytes'] >> 30} GiB" and
                        r["dtype"] == x["dtype"] and r["path"] == "zero copy")
-            self.assertEqual(row["x numpy"], f"{x['numpy_seconds'] / min(x['zero_copy_seconds']):.2f}")
+            best = min(x["zero_copy_seconds"])
+            self.assertEqual(row["x numpy"], f"{x['numpy_seconds'] / best:.2f}")
 
     def test_every_target_is_listed_and_counted(self):
         targets = []
