@@ -192,6 +192,31 @@ class RenderedFromTheRecordedResults(unittest.TestCase):
             self.assertEqual((Path(again) / "report.md").read_text(), self.md)
 
 
+class AnOlderGpuBenchFile(unittest.TestCase):
+    """gpu_bench's results before it wrote each run (bench/results/h100-20261122-8f9eedc.json):
+    the two 1-GPU runs of each size come from its summary fields."""
+
+    def test_its_runs_and_floor_ratios_are_shown(self):
+        old = HERE.parent.parent / "bench" / "results" / "h100-20261122-8f9eedc.json"
+        recorded = json.loads(old.read_text())
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp) / "in"
+            folder.mkdir()
+            (folder / "gpu.json").write_text(old.read_text())
+            run = render(folder, Path(tmp), "--no-plots")
+            self.assertEqual(run.returncode, 0, run.stderr)
+            rows = table_with((Path(tmp) / "report.md").read_text(), "x CUB")
+        self.assertEqual(len(rows), 4)
+        for t in recorded["targets"]:
+            size = t["name"].rsplit(".", 2)[-2].split()[0] + " GiB"
+            if t["name"].startswith("executor.out_of_core_vs_pcie_floor."):
+                row = next(r for r in rows if r["size"] == size and r["run"].startswith("out"))
+                self.assertEqual(row["x floor"], f"{t['ratio']:.2f}")
+            if t["name"].startswith("executor.not_forced_vs_cub_pinned."):
+                row = next(r for r in rows if r["size"] == size and r["run"].startswith("not"))
+                self.assertEqual(row["x CUB"], f"{t['ratio']:.2f}")
+
+
 class BadInput(unittest.TestCase):
     def test_a_folder_without_results_is_a_clear_error(self):
         with tempfile.TemporaryDirectory() as empty:
