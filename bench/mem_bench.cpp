@@ -2,7 +2,8 @@
 // CLI is a fresh process that must create its round-1 buffer and its output pages before any
 // data moves, so we need the costs of page creation (first touch, small or huge pages, one
 // thread or many, memset or MADV_POPULATE_WRITE), of giving pages back (munmap, unlink), of
-// pinning (cudaHostAlloc, cudaHostRegister of touched and untouched memory) and of creating the
+// pinning (cudaHostAlloc, cudaHostRegister of touched and untouched memory), of a memcpy on one
+// thread and on all (the host's bandwidth, bench/report.py's physics) and of creating the
 // pages of a tmpfs file (fallocate, populate, faulting memcpy, pwrite), each against the
 // rewrite of pages that already exist, to decide how the CLI should allocate its big buffers.
 // Rows are printed as they complete (a time limit may kill the run); a failed call gives its row
@@ -797,6 +798,19 @@ int main(int argc, char** argv)
       std::memset(src.data + first, 0x5a, last - first);
     });
     out.add("anon_retouch_T", s, n, anon_huge(before_src) + ", pages touched before");
+  });
+  // Host memory bandwidth, one thread and all: the bound of every staged or pageable copy.
+  section("memcpy", [&] {
+    anon_map dst{n, true};
+    if (!dst.error.empty()) return out.fail("memcpy_1", dst.error);
+    parallel_memset(dst.data, n, tt, 0);
+    for (const unsigned threads : {1U, tt}) {
+      const double s = timed_threads(threads, [&](unsigned t) {
+        const auto [first, last] = share(n, t, threads);
+        std::memcpy(dst.data + first, src.data + first, last - first);
+      });
+      out.add(threads == 1 ? "memcpy_1" : "memcpy_T", s, n, "bytes copied, pages touched before");
+    }
   });
 
   if (cuda)

@@ -76,14 +76,13 @@ void job_context::notify() const
 {
   if (!options_.on_progress) return;
   // The rate over the whole job so far, every round's bytes, as the daemon reports it.
-  const double elapsed =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double since_start = elapsed();
   const double moved = static_cast<double>((earlier_ + done_) * bytes_per_element_);
   options_.on_progress(progress_event{.round = round_,
                                       .bytes_done = done_ * bytes_per_element_,
                                       .bytes_total = total_ * bytes_per_element_,
                                       .rounds = rounds_,
-                                      .rate = elapsed > 0 ? moved / elapsed : 0.0});
+                                      .rate = since_start > 0 ? moved / since_start : 0.0});
 }
 
 int job_context::round() const
@@ -98,6 +97,11 @@ void job_context::add_profile(stage_profile stage)
   profile_.push_back(std::move(stage));
 }
 
+double job_context::elapsed() const noexcept
+{
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
 void job_context::add_round_profile(int round, std::uint64_t chunks, std::uint64_t bytes,
                                     double wall)
 {
@@ -108,7 +112,9 @@ void job_context::add_round_profile(int round, std::uint64_t chunks, std::uint64
                             .bytes = bytes,
                             .busy_seconds = wall,
                             .first_start = 0,
-                            .last_end = wall});
+                            .last_end = wall,
+                            .round_start = elapsed() - wall,
+                            .steps = {}});
 }
 
 std::vector<stage_profile> job_context::take_profile()

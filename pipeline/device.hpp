@@ -77,6 +77,8 @@ class job_context {
 
   [[nodiscard]] bool profiling() const noexcept { return options_.profile; }
   [[nodiscard]] int round() const;
+  /// Seconds since the job started: the clock of stage_profile::round_start.
+  [[nodiscard]] double elapsed() const noexcept;
   void add_profile(stage_profile stage);
   /// The round as the host saw it: device "all", stage "round", `wall` seconds.
   void add_round_profile(int round, std::uint64_t chunks, std::uint64_t bytes, double wall);

@@ -4,6 +4,7 @@ set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config libboost-dev libspdlog-dev libfmt-dev
           libyaml-cpp-dev libgtest-dev libgmock-dev libprotobuf-dev protobuf-compiler liburing-dev
           python3-numpy python3-protobuf python3-pytest nlohmann-json3-dev
+          python3-matplotlib            # bench/report.py's plots (ctest bench.report)
           dpkg-dev man-db groff-base    # the .deb and its man pages (ctest deploy.package)
           clang libclang-rt-14-dev)     # libFuzzer for fuzz/ (ctest fuzz.*)
 missing=()

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace gpusort {
@@ -102,6 +103,13 @@ struct stage_profile {
   double busy_seconds{};
   double first_start{};
   double last_end{};
+  /// Seconds from the job's start to the start of the round, the origin of first_start,
+  /// last_end and steps, so that every device and round of a job share one clock (0 for the
+  /// host's stages).
+  double round_start{};
+  /// A GPU stage's pieces of work (each chunk's copy in, sort, copy out), [start, end] seconds
+  /// timed by CUDA events: the lanes of a copy-engine timeline. Empty for the host's stages.
+  std::vector<std::pair<double, double>> steps;
 };
 
 /// What a sort did, in the embedded engine and from the daemon alike (the numbers of

@@ -65,7 +65,12 @@ struct slot {
 /// Where a device's stages spent one round, from the slots' timing events.
 class round_profile {
  public:
-  void begin(cudaStream_t s) { start_.record(s); }
+  /// At the round's start, with `s` idle: the event and the host clock mark the same moment.
+  void begin(cudaStream_t s, const job_context& ctx)
+  {
+    start_.record(s);
+    origin_ = ctx.elapsed();
+  }
   /// Adds a finished chunk: its marks hold (begin, end) of each stage.
   void add(const slot& sl, std::uint64_t bytes)
   {
@@ -75,11 +80,12 @@ class round_profile {
   }
   void report(job_context& ctx, const std::string& device, int round) const
   {
-    totals_.report(ctx, device, round);
+    totals_.report(ctx, device, round, origin_);
   }
 
  private:
   cuda::cuda_event start_{cuda::event_timing::enabled};
+  double origin_{};
   stage_totals totals_;
 };
 
@@ -563,7 +569,7 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
   state.layout = layout;
   state.profiling = ctx.profiling();
   round_profile profile;
-  if (state.profiling) profile.begin(state.h2d.value());
+  if (state.profiling) profile.begin(state.h2d.value(), ctx);
 
   stage_queue<slot*> free_slots, loaded, computed;
   for (slot& s : state.slots) free_slots.push(&s);

@@ -30,9 +30,12 @@ class timeline {
  public:
   explicit timeline(bool on) : on_{on} {}
 
-  void origin(cudaStream_t s)
+  /// At the job's start, with `s` idle: the event and the host clock mark the same moment.
+  void origin(cudaStream_t s, const job_context& ctx)
   {
-    if (on_) origin_.record(s);
+    if (!on_) return;
+    origin_.record(s);
+    origin_seconds_ = ctx.elapsed();
   }
   /// Runs `issue` (which queues work on `s`) between two timing events of `st`.
   template <typename F>
@@ -56,7 +59,7 @@ class timeline {
     for (const mark& m : marks_)
       totals.add(m.st, cuda::elapsed_ms(origin_, m.begin) / 1e3,
                  cuda::elapsed_ms(origin_, m.end) / 1e3, m.bytes);
-    totals.report(ctx, device, 1);
+    totals.report(ctx, device, 1, origin_seconds_);
   }
 
  private:
@@ -67,6 +70,7 @@ class timeline {
   };
   bool on_;
   cuda::cuda_event origin_{cuda::event_timing::enabled};
+  double origin_seconds_{};
   std::vector<mark> marks_;
 };
 
@@ -117,7 +121,7 @@ class resident_job {
     try {
       for (part& p : parts_) {
         const cuda::set_device_guard guard{p.dev->id()};
-        p.tl.origin(p.buf->h2d.value());
+        p.tl.origin(p.buf->h2d.value(), ctx_);
       }
       load_and_sort_pieces();
       if (parts_.size() > 1) {

@@ -1,6 +1,7 @@
 // Per-stage totals of one GPU in one round, for sort_options::profile: the out-of-core ring and
 // the resident sort both time their copy-in, sort and copy-out work with events and report it
-// the same way.
+// the same way, with every piece of work kept for a timeline (a few per chunk: only profiled
+// jobs make any of this).
 #pragma once
 
 #include "pipeline/device.hpp"
@@ -28,9 +29,11 @@ class stage_totals {
     p.busy_seconds += end - begin;
     p.bytes += bytes;
     ++p.chunks;
+    p.steps.emplace_back(begin, end);
   }
-  /// Every stage that did work, into the job's profile.
-  void report(job_context& ctx, const std::string& device, int round) const
+  /// Every stage that did work, into the job's profile; `round_start`: seconds from the job's
+  /// start to the origin of the times given to add().
+  void report(job_context& ctx, const std::string& device, int round, double round_start) const
   {
     static constexpr std::array<const char*, gpu_stage_count> names{"copy in", "sort",
                                                                     "copy out"};
@@ -40,6 +43,7 @@ class stage_totals {
       p.device = device;
       p.round = round;
       p.stage = names[st];
+      p.round_start = round_start;
       ctx.add_profile(std::move(p));
     }
   }

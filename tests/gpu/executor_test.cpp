@@ -312,6 +312,29 @@ TEST_F(gpu_test, ProfileTellsWhereEachStageSpentItsTime)
         EXPECT_GT(it->bytes, 0U) << stage;
       }
     }
+    // The timeline: one step per chunk of each GPU stage, within the stage's span, summing to
+    // its busy time, and the rounds in order on the job's clock.
+    double round_1_start = -1;
+    for (const stage_profile& p : r.profile) {
+      if (p.stage == "round" && p.round == 1) round_1_start = p.round_start;
+      if (p.stage == "round" && p.round == 2) {
+        EXPECT_GT(p.round_start, round_1_start);
+      }
+      if (p.device == "all" || p.device == "host") {
+        EXPECT_TRUE(p.steps.empty()) << p.stage;
+        continue;
+      }
+      ASSERT_EQ(p.steps.size(), p.chunks) << p.stage << " of round " << p.round;
+      EXPECT_GE(p.round_start, 0.0) << p.stage;
+      double busy = 0;
+      for (const auto& [start, end] : p.steps) {
+        EXPECT_LE(p.first_start, start) << p.stage;
+        EXPECT_LE(start, end) << p.stage;
+        EXPECT_LE(end, p.last_end) << p.stage;
+        busy += end - start;
+      }
+      EXPECT_NEAR(busy, p.busy_seconds, 1e-9 + 1e-9 * p.busy_seconds) << p.stage;
+    }
   }
   EXPECT_TRUE(std::is_sorted(keys.begin(), keys.end()));
 }
