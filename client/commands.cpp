@@ -830,9 +830,9 @@ int sort_stream(const parsed_args& a, const std::optional<dtype>& type_option,
                                .stable = a.has("stable"),
                                .floats = floats,
                                .profile = timeline.on()};
-    report = run_engine(cfg, timeline, [&](engine& eng) {
-      return eng.sort(sort_job{.keys = {data, n, t}}, options);
-    });
+    // The job is made out here: clang 14 cannot capture structured bindings (C++20 P1091).
+    const sort_job job{.keys = {data, n, t}};
+    report = run_engine(cfg, timeline, [&](engine& eng) { return eng.sort(job, options); });
   } else {
     conn.emplace(connect_daemon(socket_option(a), "start gpusortd or sort with --local"));
     try {

@@ -36,8 +36,13 @@ function(gpusort_package_library name)
     target_sources(${target} PRIVATE $<TARGET_OBJECTS:${t}>)
   endforeach()
   target_link_libraries(${target} PRIVATE ${arg_LINK})
+  # Not with clang's sanitizers: clang links their runtimes into programs only, so a sanitized
+  # library leaves the runtime's symbols to the program that loads it.
+  if(NOT (GPUSORT_SANITIZE AND CMAKE_CXX_COMPILER_ID STREQUAL "Clang"))
+    target_link_options(${target} PRIVATE -Wl,--no-undefined)
+  endif()
   target_link_options(${target} PRIVATE
-    -Wl,--no-undefined -Wl,--as-needed
+    -Wl,--as-needed
     "-Wl,--version-script=${PROJECT_SOURCE_DIR}/cmake/exports.map")
   set_target_properties(${target} PROPERTIES
     OUTPUT_NAME gpusort_${name}

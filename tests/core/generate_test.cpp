@@ -532,7 +532,7 @@ void check_nanmix()
       ++ordinary;
     }
   }
-  const auto share = [n](std::uint64_t count) {
+  const auto share = [&](std::uint64_t count) {
     return static_cast<double>(count) / static_cast<double>(n);
   };
   EXPECT_NEAR(share(nan_pos + nan_neg), 0.01, 0.0015);
@@ -544,9 +544,9 @@ void check_nanmix()
   // Both quiet and signaling NaNs (top significand bit set or clear).
   const bits quiet = bits{1} << (std::numeric_limits<F>::digits - 2);
   EXPECT_TRUE(std::any_of(nan_patterns.begin(), nan_patterns.end(),
-                          [quiet](bits b) { return (b & quiet) != 0; }));
+                          [&](bits b) { return (b & quiet) != 0; }));
   EXPECT_TRUE(std::any_of(nan_patterns.begin(), nan_patterns.end(),
-                          [quiet](bits b) { return (b & quiet) == 0; }));
+                          [&](bits b) { return (b & quiet) == 0; }));
   EXPECT_GT(ordinary, n * 97 / 100);
 }
 
