@@ -58,10 +58,10 @@ using clock_type = std::chrono::steady_clock;
 using bench::usage_error;
 
 constexpr const char* usage =
-    "usage: soak (--gpusortd GPUSORTD [--devices cpu] [--pool 1Gi] | --socket PATH)\n"
-    "            [--clients 64] [--jobs 200] [--min-size 1Ki] [--max-size 256Mi] [--large 3]\n"
-    "            [--cancel-percent 4] [--seed 1] [--rss-slack 128Mi] [--json FILE]\n"
-    "            [--machine NAME] [--commit C]\n"
+    "usage: soak_bench (--gpusortd GPUSORTD [--devices cpu] [--pool 1Gi] | --socket PATH)\n"
+    "                  [--clients 64] [--jobs 200] [--min-size 1Ki] [--max-size 256Mi]\n"
+    "                  [--large 3] [--cancel-percent 4] [--seed 1] [--rss-slack 128Mi]\n"
+    "                  [--json FILE] [--machine NAME] [--commit C]\n"
     "\n"
     "--clients clients at once, --jobs mixed jobs each, against one gpusortd; every result\n"
     "verified; the daemon's memory and descriptors compared before and after.\n"
@@ -228,6 +228,7 @@ struct job_spec {
   storage where{};
   float_order floats{float_order::total};
   [[nodiscard]] std::uint64_t key_bytes() const { return count * size_of(type); }
+  [[nodiscard]] std::uint64_t input_bytes() const { return count * (size_of(type) + value_bytes); }
 };
 
 struct totals {
@@ -260,20 +261,29 @@ job_spec pick(std::mt19937_64& rng, const options& o, std::uint64_t client, std:
   } else {
     bytes = log_uniform(o.min_size, small_max);
   }
-  s.count = std::max<std::uint64_t>(1, bytes / size_of(s.type));
+  const bool large = bytes > 16 * mib;
+  s.what = large || !chance(10) ? kind::sort : chance(50) ? kind::stable : kind::argsort;
+  if (s.what != kind::argsort && chance(30)) s.value_bytes = chance(50) ? 4 : 8;
+  if (s.what != kind::sort && is_float(s.type) && chance(50)) s.floats = float_order::numpy;
+  // The size is the input's: keys and values together.
+  s.count = std::max<std::uint64_t>(1, bytes / (size_of(s.type) + s.value_bytes));
   s.direction = chance(50) ? order::ascending : order::descending;
   std::vector<distribution> dists;
   for (const distribution d : all_distributions)
     if (applies_to(d, s.type)) dists.push_back(d);
   s.dist = dists[rng() % dists.size()];
-  const bool large = s.key_bytes() > 16 * mib;
-  s.what = large || !chance(10) ? kind::sort : chance(50) ? kind::stable : kind::argsort;
-  if (s.what != kind::argsort && chance(30)) s.value_bytes = chance(50) ? 4 : 8;
-  if (s.what != kind::sort && is_float(s.type) && chance(50)) s.floats = float_order::numpy;
+  if (index == 0 && client == 0) {  // one job of exactly --max-size: u64 keys alone
+    s.type = dtype::u64;
+    s.value_bytes = 0;
+    s.what = kind::sort;
+    s.count = max_size / 8;
+    s.dist = distribution::uniform;
+  }
   s.in_place = s.what != kind::argsort && chance(50);
   s.cancel = chance(o.cancel_percent);
   s.where = storage::pool;
-  if (s.key_bytes() <= 4 * mib && chance(15)) s.where = chance(60) ? storage::memfd : storage::file;
+  if (s.input_bytes() <= 4 * mib && chance(15))
+    s.where = chance(60) ? storage::memfd : storage::file;
   return s;
 }
 
@@ -489,8 +499,8 @@ void client_loop(const options& o, const std::string& socket, const std::string&
       const job_spec s = pick(rng, o, client, i, max_size);
       const std::uint64_t seed = rng();
       ++t.jobs;
-      const std::uint64_t kb = s.key_bytes();
-      (kb > 16 * mib ? t.large : kb > mib ? t.medium : t.small) += 1;
+      const std::uint64_t in = s.input_bytes();
+      (in > 16 * mib ? t.large : in > mib ? t.medium : t.small) += 1;
       t.pairs += s.value_bytes != 0;
       t.argsorts += s.what == kind::argsort;
       t.stables += s.what == kind::stable;
@@ -694,7 +704,7 @@ int run(const options& o)
 int main(int argc, char** argv)
 {
   return bench::run_main<options>(
-      "soak", usage, argc, argv,
+      "soak_bench", usage, argc, argv,
       {"--gpusortd", "--socket", "--devices", "--pool", "--clients", "--jobs", "--min-size",
        "--max-size", "--large", "--cancel-percent", "--seed", "--rss-slack"},
       set_option, run);
