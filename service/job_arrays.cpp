@@ -1,5 +1,7 @@
 #include "service/job_arrays.hpp"
 
+#include "core/cpu_sort.hpp"
+#include "pipeline/host_memory.hpp"
 #include "service/fd_check.hpp"
 
 #include <gpusort/units.hpp>
@@ -108,40 +110,108 @@ struct job_data {
   std::optional<array> keys_out;
   std::optional<array> values_out;
   std::optional<array> indices_out;
+  /// The engine sorts on the CPU: it gets private copies of the arrays in shared memory.
+  bool private_copies{};
+};
+
+// Why private copies. The CPU engine sorts where the data lies, with passes that count the keys
+// and then place them by those counts. Shared memory (a pool buffer, a client's memfd) stays
+// writable by the client during the job, and a client that rewrote it between two passes made
+// the engine place keys past the end of its buffers, in the daemon's own memory: gpusortd died
+// of it (tests/service/hostile_test.cpp, RewritingASharedBufferDuringASortNeverHurtsTheDaemon).
+// So on the CPU the engine works on memory only the daemon can write: the inputs are copied in
+// once, and the outputs copied out once the job has succeeded (a failed or cancelled job leaves
+// the client's memory as it was). The GPU engine needs none of this: it copies the data to the
+// GPUs and sorts there.
+
+/// Whether every array of a separate-output sort is in memory, so that the job can sort
+/// private copies of the inputs in place and copy them to the outputs: one copy fewer.
+bool sorts_copies_in_place(const job_data& d)
+{
+  if (!d.private_copies || d.argsort || d.in_place || !d.keys_out) return false;
+  const auto in_memory = [](const std::optional<array>& a) { return !a || !a->staged(); };
+  return !d.keys.staged() && in_memory(d.values) && in_memory(d.keys_out) &&
+         in_memory(d.values_out);
+}
+
+/// Host memory the private copies take.
+std::uint64_t private_copy_bytes(const job_data& d)
+{
+  if (!d.private_copies) return 0;
+  const auto memory = [](const std::optional<array>& a) -> std::uint64_t {
+    return a && !a->staged() ? a->length : 0;
+  };
+  std::uint64_t bytes = (d.keys.staged() ? 0 : d.keys.length) + memory(d.values);
+  if (!d.in_place && !sorts_copies_in_place(d))
+    bytes += memory(d.keys_out) + memory(d.values_out) + memory(d.indices_out);
+  return bytes;
+}
+
+/// A private copy of an array in shared memory, and where its content goes when the job
+/// succeeds (null: nowhere, an input only).
+struct private_copy {
+  detail::host_buffer copy;
+  std::byte* result_to{};
 };
 
 sort_report run(job_data& d, engine& eng, const sort_options& options)
 {
-  // Memory (pool buffers, sealed memfds) is sorted where it lies. Plain files are read and
-  // written by the engine itself with positioned I/O, piece by piece through its pinned staging,
-  // overlapped with the sort: the daemon holds no copy of them. A file truncated meanwhile is an
-  // io_error (BAD_FD), never a SIGBUS.
+  // Memory (pool buffers, sealed memfds) is sorted where it lies, or on the CPU through private
+  // copies (above). Plain files are read and written by the engine itself with positioned I/O,
+  // piece by piece through its pinned staging, overlapped with the sort: the daemon holds no
+  // copy of them. A file truncated meanwhile is an io_error (BAD_FD), never a SIGBUS.
   std::vector<file_array> files;
-  files.reserve(4);  // data() must stay valid: no reallocation while the job is built
+  files.reserve(5);  // data() must stay valid: no reallocation while the job is built
+  std::vector<private_copy> copies;
   const auto place = [&files](const array& a) -> void* {
     if (!a.staged()) return a.memory;
     return files.emplace_back(a.fd->get(), a.offset, a.length, a.what + " (the client's file)")
         .data();
   };
+  // An input: a private copy of it when it is shared memory, its content going to `result_to`.
+  const auto input = [&](const array& a, std::byte* result_to) -> void* {
+    if (!d.private_copies || a.staged() || a.length == 0) return place(a);
+    private_copy& c = copies.emplace_back(private_copy{detail::host_buffer{a.length}, result_to});
+    detail::parallel_copy(c.copy.data(), a.memory, a.length);
+    return c.copy.data();
+  };
+  const auto output = [&](const array& a) -> void* {
+    if (!d.private_copies || a.staged() || a.length == 0) return place(a);
+    return copies.emplace_back(private_copy{detail::host_buffer{a.length}, a.memory})
+        .copy.data();
+  };
   sort_options with_order = options;
   with_order.direction = d.direction;
   with_order.stable = d.stable;
   with_order.floats = d.floats;
+  sort_report report;
   if (d.argsort) {
-    argsort_job job{.keys = {place(d.keys), d.count, d.type}, .index_bytes = d.index_bytes};
+    argsort_job job{.keys = {input(d.keys, nullptr), d.count, d.type},
+                    .index_bytes = d.index_bytes};
     if (d.count > 0) {
-      job.indices_out = place(*d.indices_out);
-      if (d.keys_out) job.keys_out = place(*d.keys_out);
+      job.indices_out = output(*d.indices_out);
+      if (d.keys_out) job.keys_out = output(*d.keys_out);
     }
-    return eng.argsort(job, with_order);
+    report = eng.argsort(job, with_order);
+  } else if (sorts_copies_in_place(d)) {
+    sort_job job{.keys = {input(d.keys, d.keys_out->memory), d.count, d.type}};
+    if (d.values)
+      job.values =
+          value_array{input(*d.values, d.values_out->memory), d.count, d.value_bytes};
+    report = eng.sort(job, with_order);
+  } else {
+    const auto in = [&](const array& a) { return input(a, d.in_place ? a.memory : nullptr); };
+    sort_job job{.keys = {in(d.keys), d.count, d.type}};
+    if (d.values) job.values = value_array{in(*d.values), d.count, d.value_bytes};
+    if (!d.in_place && d.count > 0) {
+      job.keys_out = output(*d.keys_out);
+      if (d.values_out) job.values_out = output(*d.values_out);
+    }
+    report = eng.sort(job, with_order);
   }
-  sort_job job{.keys = {place(d.keys), d.count, d.type}};
-  if (d.values) job.values = value_array{place(*d.values), d.count, d.value_bytes};
-  if (!d.in_place && d.count > 0) {
-    job.keys_out = place(*d.keys_out);
-    if (d.values_out) job.values_out = place(*d.values_out);
-  }
-  return eng.sort(job, with_order);
+  for (const private_copy& c : copies)
+    if (c.result_to != nullptr) detail::parallel_copy(c.result_to, c.copy.data(), c.copy.size());
+  return report;
 }
 
 }  // namespace
@@ -149,6 +219,7 @@ sort_report run(job_data& d, engine& eng, const sort_options& options)
 prepared_job prepare_job(const wire::SubmitRequest& request, std::vector<unique_fd> fds,
                          buffer_pool& pool, std::uint64_t session, engine& eng)
 {
+  const std::vector<std::string> devices = eng.devices();
   std::vector<std::shared_ptr<unique_fd>> shared;
   shared.reserve(fds.size());
   for (unique_fd& fd : fds) shared.push_back(std::make_shared<unique_fd>(std::move(fd)));
@@ -164,6 +235,7 @@ prepared_job prepare_job(const wire::SubmitRequest& request, std::vector<unique_
                                                                 : float_order::total;
   d->argsort = request.kind() == wire::JOB_KIND_ARGSORT;
   d->index_bytes = request.index_bytes();
+  d->private_copies = devices.empty() || devices.front() == "cpu";
   const std::uint64_t key_bytes = size_of(d->type);
   const fd_access input_access = d->in_place ? fd_access::read_write : fd_access::read;
   d->keys = resolve("keys", request.keys(), key_bytes, d->count, input_access, shared, pool,
@@ -218,6 +290,7 @@ prepared_job prepare_job(const wire::SubmitRequest& request, std::vector<unique_
   if (d->argsort || (d->stable && (d->values || (d->floats == float_order::numpy &&
                                                  is_float(d->type)))))
     p.host_bytes = 2 * (d->keys.length + positions) + (d->values ? d->values->length : 0);
+  p.host_bytes += private_copy_bytes(*d);
   for (const array* a : inputs)
     if (a->in_pool) p.buffer_ids.push_back(a->buffer_id);
   for (const array* a : outputs)

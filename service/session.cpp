@@ -126,6 +126,31 @@ void session::on_readable()
 void session::enqueue(outgoing o)
 {
   if (closed_) return;
+  if (o.fds.empty() && o.bytes.size() >= proto::header_bytes) {
+    const proto::frame_header h =
+        proto::decode_header(std::span<const std::byte, proto::header_bytes>{o.bytes.data(),
+                                                                             proto::header_bytes});
+    if (h.type == static_cast<std::uint16_t>(proto::message_type::progress)) {
+      // Progress is a snapshot: the newest makes any older one still waiting here worthless.
+      // Before this, a client that did not read got every event of its jobs queued in the
+      // daemon, ten a second per job for as long as the jobs ran.
+      if (const auto it = waiting_progress_.find(h.request_id); it != waiting_progress_.end()) {
+        outgoing& older = out_[it->second - out_front_];
+        if (older.done == 0) {
+          out_bytes_ = out_bytes_ - older.bytes.size() + o.bytes.size();
+          older.bytes = std::move(o.bytes);
+          ++progress_replaced_;
+          return;
+        }
+      }
+      o.progress_of = h.request_id;
+      waiting_progress_[h.request_id] = out_front_ + out_.size();
+    } else if (h.type == static_cast<std::uint16_t>(proto::message_type::job_finished)) {
+      // The job is over: a later job may reuse its request id, and its progress must not take
+      // the place of this one's, before this JOB_FINISHED.
+      waiting_progress_.erase(h.request_id);
+    }
+  }
   out_bytes_ += o.bytes.size();
   out_.push_back(std::move(o));
   if (!writing_) write();
@@ -163,7 +188,14 @@ void session::write()
     }
     o.done += *sent;
     out_bytes_ -= *sent;
-    if (o.done == o.bytes.size()) out_.pop_front();
+    if (o.done == o.bytes.size()) {
+      if (o.progress_of != 0) {
+        const auto it = waiting_progress_.find(o.progress_of);
+        if (it != waiting_progress_.end() && it->second == out_front_) waiting_progress_.erase(it);
+      }
+      out_.pop_front();
+      ++out_front_;
+    }
     if (read_paused_ && out_bytes_ <= max_queued_output / 2) {
       read_paused_ = false;
       read();
@@ -188,6 +220,11 @@ void session::finish()
   closed_ = true;
   out_.clear();
   out_bytes_ = 0;
+  waiting_progress_.clear();
+  if (progress_replaced_ != 0)
+    spdlog::debug("session {}: {} progress event(s) replaced by newer ones while the client did "
+                  "not read",
+                  id_, progress_replaced_);
   handler_->disconnect();
   boost::system::error_code ignored;
   socket_.close(ignored);

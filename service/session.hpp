@@ -13,6 +13,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 namespace gpusort::service {
@@ -43,6 +44,7 @@ class session : public outbox, public std::enable_shared_from_this<session> {
     std::vector<std::byte> bytes;
     std::vector<unique_fd> fds;
     std::size_t done{};
+    std::uint64_t progress_of{};  ///< a PROGRESS frame: the request id of its job's SUBMIT
   };
 
   void read();
@@ -62,6 +64,12 @@ class session : public outbox, public std::enable_shared_from_this<session> {
   bool version_applied_{};
   std::deque<outgoing> out_;
   std::size_t out_bytes_{};  ///< queued, not yet sent
+  // A job's PROGRESS frame still waiting in out_, by the request id of its SUBMIT, as a position
+  // counted from the first frame ever queued (out_front_ is the front's): a newer one replaces
+  // it, so that a client that does not read holds one PROGRESS per job here, not all of them.
+  std::unordered_map<std::uint64_t, std::uint64_t> waiting_progress_;
+  std::uint64_t out_front_{};
+  std::uint64_t progress_replaced_{};
   bool read_paused_{};       ///< by backpressure: the client does not read its replies
   bool read_armed_{};        ///< an async_wait for reading is pending
   bool writing_{};

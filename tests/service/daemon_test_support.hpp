@@ -5,8 +5,12 @@
 
 #include "tests/service/fd_test_support.hpp"
 
+#include "core/generate.hpp"
+#include "core/verify.hpp"
 #include "proto/fd_passing.hpp"
 #include "proto/frame.hpp"
+
+#include <gpusort/client.hpp>
 
 #include <gtest/gtest.h>
 
@@ -50,6 +54,41 @@ inline void spit(const std::filesystem::path& p, const std::string& data)
 {
   std::ofstream out{p, std::ios::binary | std::ios::trunc};
   out.write(data.data(), static_cast<std::streamsize>(data.size()));
+}
+
+/// Fills `n` keys (and values) at `keys`/`values` and returns their fingerprint.
+inline fingerprint fill(void* keys, dtype t, std::uint64_t n, std::uint64_t seed,
+                        void* values = nullptr, std::uint32_t value_bytes = 0,
+                        distribution d = distribution::uniform)
+{
+  generate(key_array{keys, n, t}, d, seed);
+  std::optional<value_array> v;
+  if (values != nullptr) {
+    v = value_array{values, n, value_bytes};
+    generate_values(*v, seed);
+  }
+  return fingerprint_of(key_array{keys, n, t}, v);
+}
+
+inline ::testing::AssertionResult sorted(void* keys, dtype t, std::uint64_t n, order dir,
+                                         const fingerprint& original, void* values = nullptr,
+                                         std::uint32_t value_bytes = 0)
+{
+  std::optional<value_array> v;
+  if (values != nullptr) v = value_array{values, n, value_bytes};
+  const verify_result r = verify(key_array{keys, n, t}, v, dir, original);
+  if (r.ok) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << r.message;
+}
+
+/// The daemon on `socket` still sorts for a well-behaved client.
+inline void expect_still_serving(const std::string& socket)
+{
+  auto c = client::connection::connect(socket);
+  auto keys = c.allocate<std::uint32_t>(5000);
+  const fingerprint before = fill(keys.data(), dtype::u32, keys.size(), 1);
+  c.sort(keys);
+  EXPECT_TRUE(sorted(keys.data(), dtype::u32, keys.size(), order::ascending, before));
 }
 
 /// A datagram socket bound in `dir`, as systemd's NOTIFY_SOCKET.
