@@ -1,6 +1,7 @@
 #include "service/job_arrays.hpp"
 
 #include "service/fd_check.hpp"
+#include "core/sys_io.hpp"
 
 #include <gpusort/units.hpp>
 
@@ -12,6 +13,8 @@
 #include <vector>
 
 namespace gpusort::service {
+
+namespace sys = detail::sys;
 
 namespace {
 
@@ -73,7 +76,7 @@ array resolve(const char* what, const wire::DataRef& ref, std::uint64_t element_
   }
   a.fd = fds.at(ref.attached_fd());  // check_fd_count proved the index exists
   struct stat st {};
-  if (::fstat(a.fd->get(), &st) == 0) {
+  if (sys::fstat(a.fd->get(), &st) == 0) {
     a.dev = st.st_dev;
     a.ino = st.st_ino;
   }
