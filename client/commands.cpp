@@ -6,6 +6,7 @@
 #include "core/generate.hpp"
 #include "core/program_log.hpp"
 #include "core/verify.hpp"
+#include "core/sys_io.hpp"
 
 #include <gpusort/client.hpp>
 #include <gpusort/config.hpp>
@@ -34,6 +35,8 @@
 #include <vector>
 
 namespace gpusort::cli {
+
+namespace sys = detail::sys;
 
 namespace fs = std::filesystem;
 
@@ -374,7 +377,7 @@ array_layout layout_of(const input_file& file)
   return layout_of(shown, file.size(), [&](std::uint64_t want) {
     std::string out(std::min(file.size(), want), '\0');
     for (std::uint64_t done = 0; done < out.size();) {
-      const ssize_t got = ::pread(file.fd(), out.data() + done, out.size() - done,
+      const ssize_t got = sys::pread(file.fd(), out.data() + done, out.size() - done,
                                   static_cast<off_t>(done));
       if (got < 0 && errno == EINTR) continue;
       if (got < 0) {

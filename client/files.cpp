@@ -2,6 +2,7 @@
 
 #include "client/args.hpp"
 #include "core/checks.hpp"
+#include "core/sys_io.hpp"
 
 #include <gpusort/error.hpp>
 
@@ -24,6 +25,8 @@
 #include <random>
 
 namespace gpusort::cli {
+
+namespace sys = detail::sys;
 
 namespace fs = std::filesystem;
 
@@ -73,21 +76,21 @@ extern "C" void on_fatal_signal(int sig)
 
 mapped_input::mapped_input(const fs::path& path) : path_{path}
 {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = sys::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
     throw cli_error{exit_no_input, "cannot read " + path.string() + ": " + errno_text(err)};
   }
   struct stat st {};
   std::string failure;
-  if (::fstat(fd, &st) != 0) {
+  if (sys::fstat(fd, &st) != 0) {
     const int err = errno;
     failure = "cannot read " + path.string() + ": " + errno_text(err);
   } else if (!S_ISREG(st.st_mode)) {
     failure = "cannot read " + path.string() + ": not a regular file";
   } else if (st.st_size > 0) {
     size_ = static_cast<std::uint64_t>(st.st_size);
-    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
+    void* p = sys::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
     const int err = errno;
     if (p == MAP_FAILED)
       failure = "cannot map " + path.string() + ": " + errno_text(err);
@@ -100,14 +103,14 @@ mapped_input::mapped_input(const fs::path& path) : path_{path}
 
 input_file::input_file(const fs::path& path) : path_{path}
 {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  fd_ = sys::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) {
     const int err = errno;
     throw cli_error{exit_no_input, "cannot read " + path.string() + ": " + errno_text(err)};
   }
   struct stat st {};
   std::string failure;
-  if (::fstat(fd_, &st) != 0) {
+  if (sys::fstat(fd_, &st) != 0) {
     const int err = errno;
     failure = "cannot read " + path.string() + ": " + errno_text(err);
   } else if (!S_ISREG(st.st_mode)) {
@@ -160,7 +163,7 @@ atomic_output::atomic_output(const fs::path& path, std::uint64_t size)
     temp_ = (dir / ("." + path_.filename().string() + ".gpusort-" +
                     std::to_string(::getpid()) + "-" + std::to_string(random()) + ".tmp"))
                 .string();
-    fd_ = ::open(temp_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    fd_ = sys::open(temp_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     const int err = errno;
     if (fd_ < 0 && (err != EEXIST || attempt == 16)) {
       ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
@@ -184,7 +187,7 @@ atomic_output::atomic_output(const fs::path& path, std::uint64_t size)
       failure = "cannot write " + shown + " (" + std::to_string(size_) + " bytes): only " +
                 std::to_string(fs_info.f_bavail * fs_info.f_frsize) +
                 " bytes free on its filesystem";
-    } else if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0) {
+    } else if (sys::ftruncate(fd_, static_cast<off_t>(size_)) != 0) {
       const int err = errno;
       failure = "cannot write " + shown + " (" + std::to_string(size_) + " bytes): " +
                 errno_text(err);
@@ -204,9 +207,9 @@ stream_input::stream_input(int fd, std::string shown)
   constexpr std::size_t first = std::size_t{64} << 20;
   const auto grow = [&](std::size_t want) {
     void* p = data_ == nullptr
-                  ? ::mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                  ? sys::mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                            -1, 0)
-                  : ::mremap(data_, capacity_, want, MREMAP_MAYMOVE);
+                  : sys::mremap(data_, capacity_, want, MREMAP_MAYMOVE);
     if (p == MAP_FAILED)
       throw cli_error{exit_runtime, "out of memory reading " + shown + " (" +
                                         std::to_string(want) + " bytes)"};
@@ -217,7 +220,7 @@ stream_input::stream_input(int fd, std::string shown)
     grow(first);
     for (;;) {
       if (size_ == capacity_) grow(capacity_ * 2);
-      const ssize_t got = ::read(fd, data_ + size_, std::min<std::size_t>(capacity_ - size_,
+      const ssize_t got = sys::read(fd, data_ + size_, std::min<std::size_t>(capacity_ - size_,
                                                                            std::size_t{1} << 30));
       if (got < 0 && errno == EINTR) continue;
       if (got < 0) {
@@ -248,8 +251,9 @@ void write_fully(int fd, const void* data, std::uint64_t bytes,
   const auto* p = static_cast<const char*>(data);
   for (std::uint64_t done = 0; done < bytes;) {
     const std::size_t piece = std::min<std::uint64_t>(bytes - done, 1U << 30);
-    const ssize_t put = offset ? ::pwrite(fd, p + done, piece, static_cast<off_t>(*offset + done))
-                               : ::write(fd, p + done, piece);
+    const ssize_t put = offset
+                            ? sys::pwrite(fd, p + done, piece, static_cast<off_t>(*offset + done))
+                            : sys::write(fd, p + done, piece);
     if (put < 0 && errno == EINTR) continue;
     if (put < 0) {
       const int err = errno;
@@ -275,7 +279,7 @@ void write_all_at(int fd, const void* data, std::uint64_t bytes, std::uint64_t o
 void* atomic_output::map()
 {
   if (data_ != nullptr || size_ == 0) return data_;
-  void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+  void* p = sys::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
   if (p == MAP_FAILED) {
     const int err = errno;
     throw cli_error{exit_cant_create, "cannot map " + shown_ + ": " + errno_text(err)};
@@ -310,7 +314,7 @@ void atomic_output::sync(bool durable)
 {
   stop_write_back();
   if ((data_ != nullptr && ::msync(data_, size_, MS_SYNC) != 0) ||
-      (durable && ::fsync(fd_) != 0)) {
+      (durable && sys::fsync(fd_) != 0)) {
     const int err = errno;
     throw cli_error{exit_io, "cannot write " + shown_ + ": " + errno_text(err)};
   }
@@ -320,7 +324,7 @@ void atomic_output::sync(bool durable)
 void atomic_output::publish()
 {
   GPUSORT_EXPECTS(synced_ && !published_, "publish() an output once, after sync()");
-  if (::rename(temp_.c_str(), path_.c_str()) != 0) {
+  if (sys::rename(temp_.c_str(), path_.c_str()) != 0) {
     const int err = errno;
     throw cli_error{exit_cant_create, "cannot replace " + shown_ + ": " + errno_text(err)};
   }
@@ -330,8 +334,8 @@ void atomic_output::publish()
   // The rename is durable only once the folder is; the data already is, so a failure here
   // changes nothing the caller could act on.
   const fs::path dir = path_.has_parent_path() ? path_.parent_path() : fs::path{"."};
-  if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-    ::fsync(dfd);
+  if (const int dfd = sys::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    sys::fsync(dfd);
     ::close(dfd);
   }
 }

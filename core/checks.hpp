@@ -2,10 +2,13 @@
 // GPUSORT_CUDA_TRY and GPUSORT_CHECK_LAUNCH for CUDA calls and launches, GPUSORT_CUDA_ASSERT_OK
 // for destructors. Not installed: the public <gpusort/error.hpp> has only the exception types.
 //
-// CUDA_TRY expands to CUDA runtime calls but this header includes no CUDA header, so that
-// host-only code (config/, service/, proto/) can include it; a translation unit that uses
-// CUDA_TRY includes <cuda_runtime_api.h> itself.
+// Every CUDA call through CUDA_TRY, CHECK_LAUNCH or CUDA_CALL is a fault-injection seam
+// (core/fault.hpp). CUDA_TRY expands to CUDA runtime calls but this header includes no CUDA
+// header, so that host-only code (config/, service/, proto/) can include it; a translation unit
+// that uses CUDA_TRY includes <cuda_runtime_api.h> itself.
 #pragma once
+
+#include "core/fault.hpp"
 
 #include <gpusort/error.hpp>
 
@@ -31,13 +34,30 @@ void log_destructor_error(const char* what, const char* file, int line) noexcept
       ::gpusort::detail::throw_expects(#condition, (message), __FILE__, __LINE__);      \
   } while (0)
 
-/// Calls a CUDA runtime function; on failure clears the sticky error state and throws
-/// gpusort::out_of_memory (allocation failures) or gpusort::cuda_error with file:line.
+/// A CUDA runtime call behind its fault-injection seam (core/fault.hpp): the call's own status,
+/// or, when a test armed a plan that picks this call, the plan's error without making the call.
+/// For calls whose status is checked by hand (an error that is an answer); class_ names a
+/// gpusort::detail::fault::site.
+#define GPUSORT_CUDA_CALL(class_, call)                                                  \
+  (::gpusort::detail::fault::hit(::gpusort::detail::fault::site::class_)                \
+       ? static_cast<cudaError_t>(                                                      \
+             ::gpusort::detail::fault::error_for(::gpusort::detail::fault::site::class_)) \
+       : (call))
+
+/// Calls a CUDA runtime function; on failure clears the error state and throws
+/// gpusort::out_of_memory (allocation failures) or gpusort::cuda_error with file:line. A sticky
+/// error (the context is lost) is recorded first: detail::device_lost(). Every call is a
+/// fault-injection seam of the class its name gives (fault::cuda_site, folded at compile time).
 #define GPUSORT_CUDA_TRY(call)                                                          \
   do {                                                                                  \
-    const cudaError_t gpusort_status_ = (call);                                         \
+    constexpr auto gpusort_site_ = ::gpusort::detail::fault::cuda_site(#call);          \
+    const cudaError_t gpusort_status_ =                                                 \
+        ::gpusort::detail::fault::hit(gpusort_site_)                                    \
+            ? static_cast<cudaError_t>(::gpusort::detail::fault::error_for(gpusort_site_)) \
+            : (call);                                                                   \
     if (gpusort_status_ != cudaSuccess) [[unlikely]] {                                  \
       cudaGetLastError();                                                               \
+      ::gpusort::detail::note_cuda_error(static_cast<int>(gpusort_status_));            \
       const std::string gpusort_msg_ = std::string{"CUDA error at " __FILE__ ":"        \
                                                    GPUSORT_STRINGIFY(__LINE__) ": "} +  \
                                        cudaGetErrorName(gpusort_status_) + " " +        \

@@ -1,6 +1,7 @@
 #include "pipeline/file_window.hpp"
 
 #include "core/cpu_sort.hpp"
+#include "core/sys_io.hpp"
 
 #include <gpusort/error.hpp>
 #include <gpusort/gpusort.hpp>
@@ -135,8 +136,8 @@ void move_blocks(direction dir, const file_place& place, char* memory, std::uint
         fd = place.direct_fd;
         len -= len % direct_align;
       }
-      const ssize_t got = dir == direction::read ? ::pread(fd, memory + done, len, at)
-                                                 : ::pwrite(fd, memory + done, len, at);
+      const ssize_t got = dir == direction::read ? sys::pread(fd, memory + done, len, at)
+                                                 : sys::pwrite(fd, memory + done, len, at);
       if (got < 0 && errno == EINTR) continue;
       if (got < 0) {
         int expected = 0;
@@ -236,7 +237,7 @@ int open_direct_twin(int fd)
   if (flags < 0 || (flags & O_ACCMODE) == O_WRONLY) return -1;
   // The magic link opens the file itself (a deleted file or a memfd too), with its own flags.
   const std::string link = "/proc/self/fd/" + std::to_string(fd);
-  return ::open(link.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);  // -1: tmpfs before 6.6
+  return sys::open(link.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);  // -1: tmpfs before 6.6
 }
 
 /// Whether mapped copies populate a piece's page tables before they copy into it.
@@ -295,7 +296,7 @@ struct mapped_output {
     constexpr std::uint64_t step = std::uint64_t{256} << 20;
     for (std::uint64_t at = 0; at < bytes && !stop;) {
       const std::uint64_t len = std::min(step, bytes - at);
-      const int rc = ::fallocate(fd, 0, static_cast<off_t>(file_offset + at),
+      const int rc = sys::fallocate(fd, 0, static_cast<off_t>(file_offset + at),
                                  static_cast<off_t>(len));
       const int err = rc == 0 ? 0 : errno;
       if (err == EINTR) continue;
@@ -388,7 +389,7 @@ output_mappings::output_mappings(
     const std::uint64_t lead = place->offset % page;
     auto m = std::make_shared<mapped_output>();
     m->map_bytes = lead + bytes;
-    void* p = ::mmap(nullptr, m->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, place->fd,
+    void* p = sys::mmap(nullptr, m->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, place->fd,
                      static_cast<off_t>(place->offset - lead));
     if (p == MAP_FAILED) continue;  // pwrite still works
     m->map = static_cast<char*>(p);
@@ -423,8 +424,8 @@ file_array::file_array(int fd, std::uint64_t offset, std::uint64_t bytes, std::s
                            std::to_string(bytes) + " bytes is past any file's end"};
   // Address space only: PROT_NONE and MAP_NORESERVE commit no memory, whatever the size.
   const std::size_t reserve = std::max<std::uint64_t>(bytes, 1);
-  void* p = ::mmap(nullptr, reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
-                   0);
+  void* p = detail::sys::mmap(nullptr, reserve, PROT_NONE,
+                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
     const int err = errno;
     throw out_of_memory{"file_array: cannot reserve " + std::to_string(bytes) +

@@ -83,6 +83,10 @@ void run_task(const chunk_task& task, const element_layout& layout, chunk_buffer
   K* a_keys = buf.a_keys.template as<K>();
   V* a_values = buf.a_values.template as<V>();
   gather<K, V>(task, layout, a_keys, a_values);
+  // The host device stands in for a GPU where there is none (CI): its sort step is a seam of
+  // the launch class, so that fault sweeps reach the executor's device-failure paths, and a
+  // sticky error there (device lost) the daemon's, without a GPU.
+  if (fault::hit(fault::site::launch)) fault::throw_device_fault(fault::site::launch, "cpu");
   cpu_sort<K, V>(a_keys, a_values, task.count, buf.scratch(), threads);
   if (task.deal_bins > 1) {
     K* b_keys = buf.b_keys();

@@ -1,5 +1,7 @@
 #include "pipeline/host_memory.hpp"
 
+#include "core/sys_io.hpp"
+
 #include <gpusort/error.hpp>
 #include <gpusort/units.hpp>
 
@@ -18,13 +20,14 @@ host_buffer::host_buffer(std::size_t bytes) : bytes_{bytes}
 {
   if (bytes == 0) return;
   // Anonymous mappings: page-aligned, no initialisation pass, returned to the system on free.
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* p = sys::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     const int err = errno;
     throw out_of_memory{"cannot allocate " + format_bytes(bytes) + " of host memory: " +
                         std::strerror(err)};
   }
   data_ = p;
+  count_held(held::host, static_cast<std::int64_t>(bytes));
   // Huge pages where the kernel has them to give: the copy engines walk a tenth as many
   // translations, and the CPU passes over the buffer miss the TLB less. Only advice: without
   // them the buffer works the same.
@@ -58,6 +61,7 @@ void host_buffer::release() noexcept
   if (data_ == nullptr) return;
   if (release_) release_(data_, bytes_);
   ::munmap(data_, bytes_);
+  count_held(held::host, -static_cast<std::int64_t>(bytes_));
   data_ = nullptr;
   bytes_ = 0;
   release_ = nullptr;

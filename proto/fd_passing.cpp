@@ -1,6 +1,7 @@
 #include "proto/fd_passing.hpp"
 
 #include "core/checks.hpp"
+#include "core/sys_io.hpp"
 
 #include <gpusort/error.hpp>
 
@@ -14,6 +15,8 @@
 #include <system_error>
 
 namespace gpusort::proto {
+
+namespace sys = detail::sys;
 
 namespace {
 
@@ -60,7 +63,7 @@ std::optional<std::size_t> try_send(int socket, std::span<const std::byte> bytes
     std::memcpy(CMSG_DATA(cmsg), fds.data(), fds.size() * sizeof(int));
   }
   for (;;) {
-    const ssize_t sent = ::sendmsg(socket, &msg, MSG_NOSIGNAL);
+    const ssize_t sent = sys::sendmsg(socket, &msg, MSG_NOSIGNAL);
     if (sent >= 0) return static_cast<std::size_t>(sent);
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return std::nullopt;
@@ -97,7 +100,7 @@ std::optional<received> try_receive(int socket, std::span<std::byte> buffer, std
   }
   ssize_t got = 0;
   for (;;) {
-    got = ::recvmsg(socket, &msg, MSG_CMSG_CLOEXEC);
+    got = sys::recvmsg(socket, &msg, MSG_CMSG_CLOEXEC);
     if (got >= 0) break;
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return std::nullopt;

@@ -1,4 +1,5 @@
 #include "service/buffer_pool.hpp"
+#include "core/sys_io.hpp"
 
 #include <gpusort/error.hpp>
 #include <gpusort/units.hpp>
@@ -18,6 +19,8 @@
 #include <utility>
 
 namespace gpusort::service {
+
+namespace sys = detail::sys;
 
 struct buffer_pool::buffer {
   std::uint64_t id{};
@@ -51,10 +54,10 @@ unique_fd make_memfd(std::uint64_t bytes)
   // kernels reject the flag with EINVAL and get a plain sealable memfd.
   constexpr unsigned base_flags = MFD_CLOEXEC | MFD_ALLOW_SEALING;
 #ifdef MFD_NOEXEC_SEAL
-  int fd = ::memfd_create("gpusort-buffer", base_flags | MFD_NOEXEC_SEAL);
-  if (fd < 0 && errno == EINVAL) fd = ::memfd_create("gpusort-buffer", base_flags);
+  int fd = sys::memfd_create("gpusort-buffer", base_flags | MFD_NOEXEC_SEAL);
+  if (fd < 0 && errno == EINVAL) fd = sys::memfd_create("gpusort-buffer", base_flags);
 #else
-  int fd = ::memfd_create("gpusort-buffer", base_flags);
+  int fd = sys::memfd_create("gpusort-buffer", base_flags);
 #endif
   if (fd < 0) throw_errno(errno, "memfd_create failed", bytes);
   return unique_fd{fd};
@@ -146,12 +149,13 @@ std::unique_ptr<buffer_pool::buffer> buffer_pool::create(std::uint64_t size)
   b->size = size;
   b->fd = make_memfd(size);
   const int fd = b->fd.get();
-  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) throw_errno(errno, "ftruncate failed", size);
+  if (sys::ftruncate(fd, static_cast<off_t>(size)) != 0)
+    throw_errno(errno, "ftruncate failed", size);
   // Allocating every page now turns a shortage of memory into an error here rather than a
   // SIGBUS or an OOM kill when someone first touches the page.
-  if (const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(size)); err != 0)
+  if (const int err = sys::posix_fallocate(fd, 0, static_cast<off_t>(size)); err != 0)
     throw_errno(err, "cannot allocate memory", size);
-  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = sys::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) throw_errno(errno, "mmap failed", size);
   b->map = unique_mapping{p, size};
   // After these seals nobody (client or daemon) can change the size, so neither side's mapping

@@ -1,6 +1,7 @@
 #include "service/fd_check.hpp"
 
 #include "core/checks.hpp"
+#include "core/sys_io.hpp"
 
 #include <gpusort/units.hpp>
 
@@ -16,6 +17,8 @@
 #include <limits>
 
 namespace gpusort::service {
+
+namespace sys = detail::sys;
 
 namespace {
 
@@ -68,7 +71,7 @@ checked_fd check_fd(int fd, const fd_range& range)
   const bool output = range.access == fd_access::read_write;
 
   struct stat st {};
-  if (::fstat(fd, &st) != 0) fail(fd_error::not_regular, "fstat failed: " + errno_text(errno));
+  if (sys::fstat(fd, &st) != 0) fail(fd_error::not_regular, "fstat failed: " + errno_text(errno));
   if (!S_ISREG(st.st_mode)) {
     const char* what = S_ISDIR(st.st_mode)    ? "a directory"
                        : S_ISFIFO(st.st_mode) ? "a pipe"
@@ -154,7 +157,7 @@ mapped_region map_region(const checked_fd& checked)
   if (span > std::numeric_limits<std::size_t>::max())
     fail(fd_error::map_failed, "the range does not fit in the address space");
   const int prot = PROT_READ | (region.writable_ ? PROT_WRITE : 0);
-  void* p = ::mmap(nullptr, span, prot, MAP_SHARED, checked.fd, static_cast<off_t>(start));
+  void* p = sys::mmap(nullptr, span, prot, MAP_SHARED, checked.fd, static_cast<off_t>(start));
   if (p == MAP_FAILED)
     fail(fd_error::map_failed, "mmap of " + format_bytes(span) + " failed: " + errno_text(errno));
   region.map_ = unique_mapping{p, span};

@@ -3,6 +3,7 @@
 #include "core/cpu_sort.hpp"
 #include "pipeline/host_memory.hpp"
 #include "service/fd_check.hpp"
+#include "core/sys_io.hpp"
 
 #include <gpusort/units.hpp>
 
@@ -14,6 +15,8 @@
 #include <vector>
 
 namespace gpusort::service {
+
+namespace sys = detail::sys;
 
 namespace {
 
@@ -75,7 +78,7 @@ array resolve(const char* what, const wire::DataRef& ref, std::uint64_t element_
   }
   a.fd = fds.at(ref.attached_fd());  // check_fd_count proved the index exists
   struct stat st {};
-  if (::fstat(a.fd->get(), &st) == 0) {
+  if (sys::fstat(a.fd->get(), &st) == 0) {
     a.dev = st.st_dev;
     a.ino = st.st_ino;
   }

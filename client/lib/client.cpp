@@ -6,6 +6,7 @@
 #include "core/checks.hpp"
 #include "proto/fd_passing.hpp"
 #include "proto/frame.hpp"
+#include "core/sys_io.hpp"
 
 #include <gpusort/error.hpp>
 
@@ -25,6 +26,8 @@
 #include <utility>
 
 namespace gpusort::client {
+
+namespace sys = detail::sys;
 
 
 struct job_state_box {
@@ -553,7 +556,7 @@ shared_buffer connection::allocate_bytes(std::uint64_t bytes)
   b.id_ = reply.buffer_id();
   b.fd_ = f.fds.at(0).release();
   b.size_ = reply.size();
-  void* p = ::mmap(nullptr, b.size_, PROT_READ | PROT_WRITE, MAP_SHARED, b.fd_, 0);
+  void* p = sys::mmap(nullptr, b.size_, PROT_READ | PROT_WRITE, MAP_SHARED, b.fd_, 0);
   if (p == MAP_FAILED)
     throw error{status_code::out_of_memory,
                 std::string{"mapping a shared buffer failed: "} + std::strerror(errno)};

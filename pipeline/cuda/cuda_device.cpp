@@ -275,9 +275,9 @@ struct round_state {
     cudaMemcpyAttributes attributes{};
     attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
     std::size_t first_index = 0;
-    const cudaError_t e = cudaMemcpyBatchAsync(batch_dst.data(), batch_src.data(),
-                                               batch_size.data(), batch_dst.size(), &attributes,
-                                               &first_index, 1, h2d.value());
+    const cudaError_t e = GPUSORT_CUDA_CALL(
+        copy, cudaMemcpyBatchAsync(batch_dst.data(), batch_src.data(), batch_size.data(),
+                                   batch_dst.size(), &attributes, &first_index, 1, h2d.value()));
     if (e == cudaErrorNotSupported || e == cudaErrorCallRequiresNewerDriver) {
       cudaGetLastError();
       batch_supported = false;
@@ -645,8 +645,11 @@ host_buffer pinned_host_buffer(std::size_t bytes)
   b.populate();
   GPUSORT_CUDA_TRY(
       cudaHostRegister(b.data(), bytes, cudaHostRegisterPortable | cudaHostRegisterMapped));
-  b.set_release_hook(
-      [](void* p, std::size_t) { GPUSORT_CUDA_ASSERT_OK(cudaHostUnregister(p)); });
+  count_held(held::registered, static_cast<std::int64_t>(bytes));
+  b.set_release_hook([](void* p, std::size_t n) {
+    GPUSORT_CUDA_ASSERT_OK(cudaHostUnregister(p));
+    count_held(held::registered, -static_cast<std::int64_t>(n));
+  });
   return b;
 }
 

@@ -487,7 +487,7 @@ void enable_peer_access(const std::vector<cuda_device*>& gpus)
       int can = 0;
       GPUSORT_CUDA_TRY(cudaDeviceCanAccessPeer(&can, a->id(), b->id()));
       if (can == 0) continue;  // cudaMemcpyPeerAsync still works, through host memory
-      const cudaError_t e = cudaDeviceEnablePeerAccess(b->id(), 0);
+      const cudaError_t e = GPUSORT_CUDA_CALL(cuda_other, cudaDeviceEnablePeerAccess(b->id(), 0));
       if (e == cudaErrorPeerAccessAlreadyEnabled) {
         cudaGetLastError();
       } else {

@@ -164,6 +164,7 @@ device_buffer::device_buffer(std::uint64_t bytes)
   device_ = current_device();
   GPUSORT_CUDA_TRY(cudaMalloc(&data_, bytes));
   size_ = bytes;
+  detail::count_held(detail::held::device, static_cast<std::int64_t>(bytes));
 }
 
 device_buffer::~device_buffer() { release(); }
@@ -192,6 +193,7 @@ void device_buffer::release() noexcept
     // cudaFree synchronizes the current device; make that the owner rather than a bystander.
     const noexcept_device_switch on_owner{device_};
     GPUSORT_CUDA_ASSERT_OK(cudaFree(data_));
+    detail::count_held(detail::held::device, -static_cast<std::int64_t>(size_));
   }
   data_ = nullptr;
   size_ = 0;
@@ -205,6 +207,7 @@ pinned_buffer::pinned_buffer(std::uint64_t bytes, unsigned int flags)
   if (bytes == 0) return;
   GPUSORT_CUDA_TRY(cudaHostAlloc(&data_, bytes, flags));
   size_ = bytes;
+  detail::count_held(detail::held::pinned, static_cast<std::int64_t>(bytes));
 }
 
 pinned_buffer::~pinned_buffer() { release(); }
@@ -226,7 +229,10 @@ pinned_buffer& pinned_buffer::operator=(pinned_buffer&& other) noexcept
 
 void pinned_buffer::release() noexcept
 {
-  if (data_ != nullptr) GPUSORT_CUDA_ASSERT_OK(cudaFreeHost(data_));
+  if (data_ != nullptr) {
+    GPUSORT_CUDA_ASSERT_OK(cudaFreeHost(data_));
+    detail::count_held(detail::held::pinned, -static_cast<std::int64_t>(size_));
+  }
   data_ = nullptr;
   size_ = 0;
 }
@@ -240,6 +246,7 @@ host_registration::host_registration(void* data, std::uint64_t bytes, unsigned i
   GPUSORT_CUDA_TRY(cudaHostRegister(data, bytes, flags));
   data_ = data;
   size_ = bytes;
+  detail::count_held(detail::held::registered, static_cast<std::int64_t>(bytes));
 }
 
 host_registration::~host_registration() { release(); }
@@ -261,7 +268,10 @@ host_registration& host_registration::operator=(host_registration&& other) noexc
 
 void host_registration::release() noexcept
 {
-  if (data_ != nullptr) GPUSORT_CUDA_ASSERT_OK(cudaHostUnregister(data_));
+  if (data_ != nullptr) {
+    GPUSORT_CUDA_ASSERT_OK(cudaHostUnregister(data_));
+    detail::count_held(detail::held::registered, -static_cast<std::int64_t>(size_));
+  }
   data_ = nullptr;
   size_ = 0;
 }
