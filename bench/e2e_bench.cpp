@@ -400,10 +400,9 @@ int main(int argc, char** argv)
     // The same with a pageable round-1 buffer: what pinning it costs a one-shot command.
     if (ooc)
       add_path("cli_round1_pageable", run_child(local, "/tmp", {"GPUSORT_ROUND1_PINNED=0"}));
-    // A/B of two choices of the file path: tmpfs inputs read without their O_DIRECT twin, and
-    // mapped outputs populated a piece at a time before each copy.
-    add_path("cli_no_direct", run_child(local, "/tmp", {"GPUSORT_TMPFS_DIRECT=0"}));
-    add_path("cli_populate", run_child(local, "/tmp", {"GPUSORT_POPULATE_PIECES=1"}));
+    // A/B: mapped tmpfs outputs faulting their pages in the copies instead of populating each
+    // piece's first (file_window.hpp).
+    add_path("cli_no_populate", run_child(local, "/tmp", {"GPUSORT_POPULATE_PIECES=0"}));
     if (skip_daemon) continue;
     // The daemon: started, given time to bind, then a client sorts through it.
     pid_t pid = 0;

@@ -25,7 +25,6 @@
 #include <map>
 #include <mutex>
 #include <shared_mutex>
-#include <string>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -39,7 +38,6 @@ namespace {
 struct window {
   std::uint64_t bytes{};
   int fd{-1};
-  int direct_fd{-1};  ///< the same file opened again with O_DIRECT, or -1 (owned)
   std::uint64_t offset{};
   std::string name;
   std::shared_ptr<mapped_output> mapped;
@@ -57,10 +55,7 @@ class window_registry {
   void remove(std::uintptr_t base)
   {
     const std::unique_lock lock{mutex_};
-    if (auto it = windows_.find(base); it != windows_.end()) {
-      if (it->second.direct_fd >= 0) ::close(it->second.direct_fd);
-      windows_.erase(it);
-    }
+    windows_.erase(base);
   }
   /// Attaches (or with nullptr detaches) the mapping host_write uses for the window at `base`.
   void set_mapping(std::uintptr_t base, std::shared_ptr<mapped_output> m)
@@ -79,7 +74,6 @@ class window_registry {
     if (into > it->second.bytes || (into == it->second.bytes && it->second.bytes > 0))
       return std::nullopt;
     return file_place{.fd = it->second.fd,
-                      .direct_fd = it->second.direct_fd,
                       .offset = it->second.offset + into,
                       .remaining = it->second.bytes - into,
                       .name = it->second.name,
@@ -101,9 +95,6 @@ window_registry& registry()
 /// Blocks of 1 MiB: a 32 MiB staging piece keeps 16 threads busy, and a syscall per MiB costs
 /// well under 1% of its copy.
 constexpr std::uint64_t io_block = std::uint64_t{1} << 20;
-
-/// What O_DIRECT asks of offsets, lengths and addresses (tmpfs: a page).
-constexpr std::uint64_t direct_align = 4096;
 
 enum class direction : std::uint8_t { read, write };
 
@@ -127,17 +118,9 @@ void move_blocks(direction dir, const file_place& place, char* memory, std::uint
     const std::uint64_t end = std::min(bytes, done + io_block);
     while (done < end) {
       const auto at = static_cast<off_t>(place.offset + done);
-      std::size_t len = end - done;
-      int fd = place.fd;
-      // Whole aligned pages go through the O_DIRECT twin, the rest through the plain descriptor.
-      if (dir == direction::read && place.direct_fd >= 0 && len >= direct_align &&
-          at % direct_align == 0 &&
-          reinterpret_cast<std::uintptr_t>(memory + done) % direct_align == 0) {
-        fd = place.direct_fd;
-        len -= len % direct_align;
-      }
-      const ssize_t got = dir == direction::read ? sys::pread(fd, memory + done, len, at)
-                                                 : sys::pwrite(fd, memory + done, len, at);
+      const std::size_t len = end - done;
+      const ssize_t got = dir == direction::read ? sys::pread(place.fd, memory + done, len, at)
+                                                 : sys::pwrite(place.fd, memory + done, len, at);
       if (got < 0 && errno == EINTR) continue;
       if (got < 0) {
         int expected = 0;
@@ -219,33 +202,13 @@ bool copy_guarded(void* dst, const void* src, std::size_t bytes)
   return true;
 }
 
-/// A second descriptor of a tmpfs file that `fd` may read, opened with O_DIRECT, else -1.
-///
-/// Why: on tmpfs (Linux 6.6 and later) O_DIRECT still reads the page cache, the only copy
-/// there is, yet 16 threads of 4 MiB preads moved 38.7 GB/s with it against 17.6 GB/s without
-/// (H100 host, kernel 6.18, 2 GiB cached: bench/results/h100-20261125-489f82d-io-shm.json); an
-/// input read ahead of round 1 or the copy-in went at about 20 GB/s. On a disk O_DIRECT would
-/// skip a page cache that may hold the file, so only tmpfs gets the twin. GPUSORT_TMPFS_DIRECT=0
-/// turns it off, for measuring.
-int open_direct_twin(int fd)
-{
-  if (const char* v = std::getenv("GPUSORT_TMPFS_DIRECT"); v != nullptr && v[0] == '0')
-    return -1;
-  struct statfs fs {};
-  if (::fstatfs(fd, &fs) != 0 || fs.f_type != TMPFS_MAGIC) return -1;
-  const int flags = ::fcntl(fd, F_GETFL);
-  if (flags < 0 || (flags & O_ACCMODE) == O_WRONLY) return -1;
-  // The magic link opens the file itself (a deleted file or a memfd too), with its own flags.
-  const std::string link = "/proc/self/fd/" + std::to_string(fd);
-  return sys::open(link.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);  // -1: tmpfs before 6.6
-}
-
-/// Whether mapped copies populate a piece's page tables before they copy into it.
+/// Whether mapped copies populate a piece's page tables before they copy into it: on unless
+/// GPUSORT_POPULATE_PIECES=0 (for measuring).
 bool populate_before_copy()
 {
   static const bool on = [] {
     const char* v = std::getenv("GPUSORT_POPULATE_PIECES");
-    return v != nullptr && v[0] == '1';
+    return v == nullptr || v[0] != '0';
   }();
   return on;
 }
@@ -318,7 +281,7 @@ struct mapped_output {
   /// 4 KiB in the copy. Best effort: a failure (an old kernel, a file cut) leaves it to the copy.
   void populate_pages(std::uint64_t into, std::uint64_t n) const
   {
-    const auto page = static_cast<std::uintptr_t>(direct_align);
+    const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
     const auto first = reinterpret_cast<std::uintptr_t>(data + into) & ~(page - 1);
     const auto last = reinterpret_cast<std::uintptr_t>(data + into + n);
     ::madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE);
@@ -433,9 +396,8 @@ file_array::file_array(int fd, std::uint64_t offset, std::uint64_t bytes, std::s
   }
   base_ = p;
   detail::registry().add(reinterpret_cast<std::uintptr_t>(p),
-                         detail::window{.bytes = bytes, .fd = fd,
-                                        .direct_fd = detail::open_direct_twin(fd),
-                                        .offset = offset, .name = std::move(name)});
+                         detail::window{.bytes = bytes, .fd = fd, .offset = offset,
+                                        .name = std::move(name)});
 }
 
 void file_array::release() noexcept

@@ -31,7 +31,6 @@ struct mapped_output;
 /// bytes of the window remain from it.
 struct file_place {
   int fd{-1};
-  int direct_fd{-1};  ///< for reads: the file again with O_DIRECT (tmpfs only), or -1
   std::uint64_t offset{};
   std::uint64_t remaining{};
   std::string name;  ///< for messages
@@ -51,7 +50,14 @@ struct file_place {
 /// 0.77 s) did not pay: from 8 threads the out-of-core CLI went from 1.98 to 3.50 s, from the one
 /// thread that made the pages from 2.08 to 2.78 s, fitting 2.41 to 4.11 s (it holds up the
 /// registration of the round-1 buffer and the reads; bench/results/h100-20261125-efc544d-e2e.json,
-/// -3df1942-map-ahead-e2e.json).
+/// -3df1942-map-ahead-e2e.json). What pays is the copying thread mapping its own 1 MiB piece in
+/// one MADV_POPULATE_WRITE just before it copies (one call per 256 pages instead of 256 faults):
+/// 8 GiB out of core, round 2's copy-out 1.30 -> 0.75 s and the CLI 2.59 -> 2.27 s wall; fitting
+/// 1.99 -> 1.92 s (H100 host, one run, bench/results/h100-20261126-cc0a8fe-e2e-8Gi.json).
+///
+/// Reading tmpfs inputs through a second descriptor opened with O_DIRECT, which io_bench found
+/// twice as fast for 4 MiB reads (38.7 against 17.6 GB/s), made the engine's 1 MiB reads slower
+/// in the same run: round 1's copy-in 0.344 -> 0.465 s, fitting 0.99 -> 1.16 s; not kept.
 ///
 /// While a job runs, host_write into such a window waits until the fallocate thread has made
 /// the pages it writes (a full tmpfs is then a clear io_error, not a SIGBUS) and copies with

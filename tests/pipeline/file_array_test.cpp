@@ -25,7 +25,6 @@
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -312,52 +311,6 @@ TEST(FileArray, OnlyReadWriteOutputsInTmpfsAreMapped)
     const detail::output_mappings mapped{{out.data(), 64}};
     EXPECT_EQ(mapped.size(), 0U);
   }
-}
-
-TEST(FileArray, TmpfsInputsAreReadThroughAnODirectTwinWhereTheKernelHasOne)
-{
-  if (!is_tmpfs("/dev/shm")) GTEST_SKIP() << "no tmpfs at /dev/shm";
-  const std::uint64_t bytes = 5 * (std::uint64_t{1} << 20) + 4096 + 24;
-  const temp_file shm{"/dev/shm"};
-  std::vector<std::uint64_t> data((lead + bytes) / 8 + 1);
-  for (std::uint64_t i = 0; i < data.size(); ++i) data[i] = i * 0x9e3779b97f4a7c15ULL + 7;
-  shm.write_at(0, data.data(), data.size() * 8);
-  // The kernel's answer, found without the code under test: tmpfs takes O_DIRECT from 6.6.
-  const std::string link = "/proc/self/fd/" + std::to_string(shm.fd());
-  const int probe = ::open(link.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
-  if (probe >= 0) ::close(probe);
-  const auto* all = reinterpret_cast<const char*>(data.data());
-  for (const std::uint64_t offset : {std::uint64_t{0}, std::uint64_t{lead}}) {
-    const file_array in{shm.fd(), offset, bytes, "shm-in"};
-    const std::optional<detail::file_place> place = detail::find_file_window(in.data());
-    ASSERT_TRUE(place.has_value());
-    EXPECT_EQ(place->direct_fd >= 0, probe >= 0);
-    // Page-aligned memory (pinned staging) and memory one byte off; whole pages and a tail.
-    std::vector<char> got(bytes + 4096 + 1);
-    char* aligned = got.data() + (4096 - reinterpret_cast<std::uintptr_t>(got.data()) % 4096);
-    for (char* dst : {aligned, aligned + 1}) {
-      detail::host_read(dst, in.data(), bytes);
-      EXPECT_EQ(std::memcmp(dst, all + offset, bytes), 0) << "offset " << offset;
-      // A piece that starts mid-window (the file offset unaligned when the window is).
-      detail::host_read(dst, static_cast<const char*>(in.data()) + 4096, bytes - 4096);
-      EXPECT_EQ(std::memcmp(dst, all + offset + 4096, bytes - 4096), 0);
-    }
-  }
-  // Write-only descriptors get no twin (O_DIRECT would read what they may not).
-  const std::string path = "/dev/shm/gpusort-file-array-twin-" + std::to_string(::getpid());
-  const int wronly = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  ASSERT_GE(wronly, 0);
-  ::unlink(path.c_str());
-  {
-    const file_array out{wronly, 0, 64, "wronly"};
-    EXPECT_EQ(detail::find_file_window(out.data())->direct_fd, -1);
-  }
-  ::close(wronly);
-  // A file that shrinks under the twin's reads is an io_error, as with plain reads.
-  const file_array in{shm.fd(), 0, bytes, "shm-cut"};
-  ASSERT_EQ(::ftruncate(shm.fd(), 8192), 0);
-  std::vector<char> got(bytes);
-  EXPECT_THROW(detail::host_read(got.data(), in.data(), bytes), io_error);
 }
 
 TEST(FileArray, AMappedOutputThatShrinksIsAnIoErrorNotASignal)
