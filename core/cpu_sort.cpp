@@ -37,32 +37,38 @@ unsigned thread_count(unsigned threads) noexcept
 //   bits are spread unevenly (prefix_digit). The counting pass finds the range's varying bits
 //   as it counts (one read of the data, not two); the scatter notes every bucket's varying bits
 //   (an OR and an AND per bucket), so that no later pass reads a bucket just to find them.
-// - Smaller ranges, on one thread: scatter passes on a digit about n/8 wide (4 to narrow_bits
-//   bits; up to wide_bits in cache, at most lsd_max elements) while the range is large or its
-//   varying bits many, then least-significant-digit passes (11-bit digits, all histograms in
-//   one read) over at most lsd_max elements whose varying bits take at most lsd_max_passes
-//   digits, in cache; insertion sort for the last few, written straight into the range's
-//   destination. In cache with more varying bits (64-bit keys): LSD passes on the top 22 of
-//   them, then a scan that finishes the runs of keys equal in those (sort_top_bits).
-// Measured for those three changes on one and two threads of the 2-core development machine
+// - Smaller ranges, on one thread: scatter passes on narrow_bits-wide digits while the range
+//   is larger than lsd_max, then, in cache, least-significant-digit passes (11-bit digits, all
+//   histograms in one read) where the varying bits take at most lsd_max_passes digits, else
+//   (64-bit keys) LSD passes on the top 22 varying bits and a scan that finishes the runs of
+//   keys equal in those (sort_top_bits); insertion sort for the last few, written straight into
+//   the range's destination. A range already ascending or strictly descending is copied or
+//   reversed instead (in_order).
+// Measured for the first three changes on one and two threads of the 2-core development machine
 // (its CPU time, while the other engineers' builds kept the load at 7-10; a harness calling
 // cpu_sort, 2^25 or 2^26 keys): the insertion sort that writes into the destination instead of
 // sorting in place and copying took u64/u64 pairs from 96-104 to 45 ns a pair on one thread
-// (a memcpy call for every bucket of about 4 pairs was 17% of the profile); 11-bit digits in
-// cache took doubles in [0, 1) from 44-55 to 25 ns a key (2^14-key buckets of 42 varying bits
-// finish in one pass, not two); the sampled digit took doubles in [-1, 1) from 34-37 to 27-28
-// ns a key on two threads (the sign and the exponent's top bits put nearly every key into 2 of
-// 256 radix buckets, so that the parallel pass over all the data did almost nothing). u64 and
-// u32 keys: unchanged within the noise (26 and 21 ns a key on one thread). Then sort_top_bits
-// in place of MSD passes down to buckets of about 8 and their insertion sorts (35% of the time
-// on one thread), one thread, 2^25 keys, scratch faulted in beforehand, load 5-8, two runs
-// each: u64 24.9-31.4 -> 19.7-20.4 ns a key, f64 26.9 -> 21.0-21.7, u64/u64 pairs 42.4-43.2 ->
-// 38.7-39.0 ns a pair, u32 19.3-20.2 -> 19.1-19.7 (u32 keys take the plain LSD passes anyway).
+// (a memcpy call for every bucket of about 4 pairs was 17% of the profile); 11-bit MSD digits
+// in cache (since replaced by sort_top_bits) took doubles in [0, 1) from 44-55 to 25 ns a key
+// (2^14-key buckets of 42 varying bits finish in one pass, not two); the sampled digit took
+// doubles in [-1, 1) from 34-37 to 27-28 ns a key on two threads (the sign and the exponent's
+// top bits put nearly every key into 2 of 256 radix buckets, so that the parallel pass over all
+// the data did almost nothing). u64 and u32 keys: unchanged within the noise (26 and 21 ns a
+// key on one thread). Then sort_top_bits in place of MSD passes down to buckets of about 8 and
+// their insertion sorts (35% of the time on one thread), one thread, 2^25 keys, scratch
+// faulted in beforehand, load 5-8, two runs each: u64 24.9-31.4 -> 19.7-20.4 ns a key, f64
+// 26.9 -> 21.0-21.7, u64/u64 pairs 42.4-43.2 -> 38.7-39.0 ns a pair, u32 19.3-20.2 ->
+// 19.1-19.7 (u32 keys take the plain LSD passes anyway).
 // in_order (ranges already ascending or strictly descending are copied or reversed, not
 // sorted): 2 threads, 2^24 u64 keys, CPU time, load 11-14: sorted 14.8 -> 6.5 ns a key, reverse
 // 18.4 -> 6.0, uniform 20.2 -> 19.9, detdupes 5.7 -> 5.9 (sort_top_bits had made sorted and
 // reversed inputs slower than the tiny insertion sorts, 12.4 and 13.5, which cost little on
 // keys in order).
+// All of it against the sorter of 87f3156 in one session (scratch faulted in beforehand, CPU
+// time in ns an element summed over threads, load 10): one thread, 2^25 elements: u64 24.9 ->
+// 22.4, f64 in [-1, 1) 28.8 -> 23.0, u32 21.5 -> 22.1, u64/u64 pairs 75.6 -> 39.3; two
+// threads, 2^26: u64 25.6 -> 18.9 (wall 3.45 -> 2.57 s), f64 30.6 -> 16.3 (4.18 -> 2.19 s),
+// pairs 77.2 -> 40.5 (10.34 -> 5.44 s).
 // Earlier, on the 2-core development machine, 2^26 keys against __gnu_parallel::sort in the same
 // run (bench/cpu_bench): 11-bit scatter digits everywhere 1.89x for u64 (2048 output streams a
 // thread stall the TLB and the store buffers); 8-bit digits on one thread 2.14x u64, 3.16x u32,
@@ -276,10 +282,9 @@ void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x
     sort_top_bits(x, y, n, to_x, vary);
     return;
   }
-  // A digit about n/8 wide (4 to narrow_bits bits): buckets of about 8 keys, and counters that
-  // cost little beside the n keys (2048 of them for 128 keys cost more than the keys).
-  const unsigned bits = std::clamp(static_cast<unsigned>(std::bit_width(n)) - 3, 4U,
-                                  n <= lsd_max ? wide_bits : narrow_bits);
+  // Out of cache (more than lsd_max keys): narrow_bits-wide digits, few enough output streams
+  // for the TLB and the store buffers.
+  const unsigned bits = narrow_bits;
   const std::uint32_t radix = std::uint32_t{1} << bits;
   const unsigned shift = top_shift(vary, bits);
   std::array<std::uint64_t, (std::size_t{1} << wide_bits) + 1> start;

@@ -84,7 +84,7 @@ TYPED_TEST(CpuSortKeys, MatchesStdSortAcrossEveryThresholdAndPattern)
   using K = TypeParam;
   for (const std::uint64_t n : radix_sizes)
     for (int pattern = 0; pattern <= max_pattern; ++pattern)
-      for (const unsigned threads : {1U, 3U, 0U}) {
+      for (const unsigned threads : {1U, 3U, 16U, 0U}) {
         auto keys = keys_of<K>(pattern, n, n * 7 + static_cast<std::uint64_t>(pattern));
         auto expect = keys;
         std::sort(expect.begin(), expect.end());
