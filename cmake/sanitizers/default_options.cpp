@@ -50,8 +50,12 @@ extern "C" const char* __asan_default_options()
 // a double lock, and `race:libomp.so.5` would match every race inside an OpenMP region, whose
 // stacks all pass through libomp. (The tsan ctest preset repeats the option in TSAN_OPTIONS only
 // because Archer looks for it there and prints a warning into every test's output otherwise.)
+//
+// die_after_fork=0: a test (Daemon.ClientKilledMidJobFreesItsMemory) forks a client that then
+// submits a job, whose progress thread TSan would refuse to start in the child of a
+// multi-threaded process. Our programs never fork without exec; TSan keeps checking the child.
 extern "C" const char* __tsan_default_options()
 {
-  return "ignore_noninstrumented_modules=1:handle_sigbus=0";
+  return "ignore_noninstrumented_modules=1:handle_sigbus=0:die_after_fork=0";
 }
 #endif
