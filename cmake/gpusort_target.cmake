@@ -9,13 +9,7 @@ target_compile_options(gpusort_warnings INTERFACE
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-Wno-restrict>
   $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Werror --Werror=all-warnings>)
 
-# Sanitizers for the asan and tsan presets, on our targets only.
-set(GPUSORT_SANITIZE "" CACHE STRING "Sanitizers for gpusort's own targets, e.g. address;undefined")
-foreach(san IN LISTS GPUSORT_SANITIZE)
-  target_compile_options(gpusort_warnings INTERFACE
-    $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${san} -fno-omit-frame-pointer>)
-  target_link_options(gpusort_warnings INTERFACE -fsanitize=${san})
-endforeach()
+include(${CMAKE_CURRENT_LIST_DIR}/sanitizers.cmake)
 
 # Header-only logging: no shared spdlog/fmt libraries to ship to the GPU hosts.
 add_library(gpusort_logging INTERFACE)

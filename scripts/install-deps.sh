@@ -6,7 +6,8 @@ packages=(build-essential cmake ninja-build pkg-config libboost-dev libspdlog-de
           python3-numpy python3-protobuf python3-pytest nlohmann-json3-dev
           python3-matplotlib            # bench/report.py's plots (ctest bench.report)
           dpkg-dev man-db groff-base    # the .deb and its man pages (ctest deploy.package)
-          clang libclang-rt-14-dev)     # libFuzzer for fuzz/ (ctest fuzz.*)
+          clang libclang-rt-14-dev      # libFuzzer for fuzz/ (ctest fuzz.*)
+          libomp-dev)                   # the tsan preset: clang's libomp with Archer
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
