@@ -5,6 +5,7 @@
 #include <gpusort/error.hpp>
 
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
 
 #include <spdlog/spdlog.h>
 
@@ -118,6 +119,7 @@ void session::on_readable()
         close_after_flush();
         return;
       }
+      if (write_failed_) return;  // the peer is gone: the requests after this one go unread
     }
   }
   read();
@@ -125,7 +127,7 @@ void session::on_readable()
 
 void session::enqueue(outgoing o)
 {
-  if (closed_) return;
+  if (closed_ || write_failed_) return;
   if (o.fds.empty() && o.bytes.size() >= proto::header_bytes) {
     const proto::frame_header h =
         proto::decode_header(std::span<const std::byte, proto::header_bytes>{o.bytes.data(),
@@ -169,7 +171,7 @@ void session::write()
                              std::span<const std::byte>{o.bytes}.subspan(o.done), raw);
     } catch (const std::system_error& e) {
       spdlog::debug("session {}: {}", id_, e.what());
-      finish();
+      write_failed();
       return;
     }
     if (!sent) {
@@ -202,6 +204,23 @@ void session::write()
     }
   }
   if (flush_then_close_) finish();
+}
+
+void session::write_failed()
+{
+  // write() runs inside send(), that is inside the request handler's reply, which may hold the
+  // handler's locks (a SUBMIT_REPLY is sent under the lock that keeps it ahead of the job's
+  // events). Closing here would cancel the job there and then, whose JOB_FINISHED takes the same
+  // lock: gpusortd hung for good when a client sent a SUBMIT and hung up before the reply
+  // (hostile_test ClientsThatSubmitAndHangUpAtOnce). So the session stops reading and writing
+  // now and closes from the io loop, once the handler has returned.
+  if (write_failed_ || closed_) return;
+  write_failed_ = true;
+  reading_stopped_ = true;
+  out_.clear();
+  out_bytes_ = 0;
+  waiting_progress_.clear();
+  boost::asio::post(socket_.get_executor(), [self = shared_from_this()] { self->finish(); });
 }
 
 void session::close_after_flush()

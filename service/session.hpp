@@ -51,6 +51,7 @@ class session : public outbox, public std::enable_shared_from_this<session> {
   void on_readable();
   void enqueue(outgoing o);
   void write();
+  void write_failed();
   void finish();
 
   socket_type socket_;
@@ -75,6 +76,7 @@ class session : public outbox, public std::enable_shared_from_this<session> {
   bool writing_{};
   bool reading_stopped_{};
   bool flush_then_close_{};
+  bool write_failed_{};  ///< the peer is gone: finish() is posted, nothing more goes out
   bool closed_{};
 };
 
