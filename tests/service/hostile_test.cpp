@@ -13,6 +13,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -20,11 +21,14 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <future>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <thread>
 
 namespace gpusort::service::testing {
@@ -427,6 +431,24 @@ TEST_F(Hostile, PipelinedRequestsWithoutReadingTheReplies)
   expect_back_to_baseline();
 }
 
+// A client that sends a SUBMIT and hangs up at once: the daemon reads the request after the
+// client has gone, so the SUBMIT_REPLY it writes fails (EPIPE), and the session closes while
+// the request is being answered. It must close cleanly (the job cancelled, nothing held), not
+// wait on itself.
+TEST_F(Hostile, ClientsThatSubmitAndHangUpAtOnce)
+{
+  start("max_running_jobs: 1\n");
+  constexpr std::uint64_t n = 1000;
+  const unique_fd keys = make_memfd(n * 8, F_SEAL_SHRINK);
+  const int fds[] = {keys.get()};
+  for (std::uint64_t round = 0, rounds = scaled(300, 20); round < rounds; ++round) {
+    raw_connection gone{d_->socket()};
+    gone.hello();
+    gone.send(round + 1, submit_fd(n), fds);
+  }
+  expect_back_to_baseline();
+}
+
 // ---- connections and frames -----------------------------------------------------------------
 
 TEST_F(Hostile, TenThousandConnectionsOpenedAndDropped)
@@ -722,6 +744,96 @@ TEST_F(Hostile, OffsetsAndLengthsThatOverflow)
   raw.send(++id, wire::DaemonStatusRequest{});
   EXPECT_EQ(status_of(raw.next_frame()).code(), wire::OK);
   }
+  expect_back_to_baseline();
+}
+
+// ---- descriptors running out ----------------------------------------------------------------
+
+/// Lowers the daemon's RLIMIT_NOFILE (prlimit: a process of the same user may).
+void limit_descriptors(pid_t pid, rlim_t soft)
+{
+  rlimit r{};
+  ASSERT_EQ(::prlimit(pid, RLIMIT_NOFILE, nullptr, &r), 0) << std::strerror(errno);
+  r.rlim_cur = soft;
+  ASSERT_EQ(::prlimit(pid, RLIMIT_NOFILE, &r, nullptr), 0) << std::strerror(errno);
+}
+
+/// CPU seconds the process has used (utime + stime from /proc/<pid>/stat).
+double cpu_seconds(pid_t pid)
+{
+  std::ifstream in{"/proc/" + std::to_string(pid) + "/stat"};
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream fields{stat.substr(stat.rfind(')') + 2)};
+  std::string f;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> f; ++i)
+    if (i == 14 || i == 15) ticks += std::stod(f);
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+// Every shared buffer holds a descriptor in the daemon for as long as it lives, held or cached:
+// a client asking for thousands of one-page buffers must be told to wait (REJECTED_BUSY) before
+// the daemon runs out of descriptors, which would stop it from accepting anyone or taking the
+// descriptors other clients pass.
+TEST_F(Hostile, ThousandsOfTinyBuffersDoNotExhaustTheDaemonsDescriptors)
+{
+  start();
+  limit_descriptors(d_->pid(), 128);
+  {
+    auto hog = client::connection::connect(d_->socket(), "hog");
+    std::vector<client::shared_buffer> held;
+    status_code refused = status_code::ok;
+    std::string message;
+    for (int i = 0; i < 1000 && refused == status_code::ok; ++i) {
+      try {
+        held.push_back(hog.allocate_bytes(4096));
+      } catch (const client::error& e) {
+        refused = e.code();
+        message = e.what();
+      }
+    }
+    EXPECT_EQ(refused, status_code::rejected_busy) << message;
+    EXPECT_GT(held.size(), 8u);
+    // Meanwhile another client connects and sorts an array it passes as a descriptor.
+    auto other = client::connection::connect(d_->socket(), "bystander");
+    constexpr std::uint64_t n = 10'000;
+    const unique_fd fd = make_memfd(n * 8, F_SEAL_SHRINK);
+    void* p = ::mmap(nullptr, n * 8, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+    ASSERT_NE(p, MAP_FAILED);
+    const fingerprint before = fill(p, dtype::u64, n, 5);
+    EXPECT_NO_THROW(other.sort(
+        {.type = dtype::u64, .count = n, .keys = client::array_ref::of_fd(fd.get())}));
+    EXPECT_TRUE(sorted(p, dtype::u64, n, order::ascending, before));
+    ::munmap(p, n * 8);
+  }
+  // The cached buffers count too: the next one is still served.
+  expect_back_to_baseline();
+}
+
+// accept() failing with EMFILE leaves the connection in the backlog: trying again at once fails
+// again at once. The daemon must wait a little instead of spinning, and take the waiting
+// clients once descriptors are free.
+TEST_F(Hostile, RunningOutOfDescriptorsDoesNotSpinTheDaemon)
+{
+  start("max_connections: 1000\n");
+  limit_descriptors(d_->pid(), 64);
+  {
+    std::vector<std::unique_ptr<raw_connection>> many;
+    for (int i = 0; i < 80; ++i) many.push_back(std::make_unique<raw_connection>(d_->socket()));
+    std::this_thread::sleep_for(200ms);
+    const double cpu0 = cpu_seconds(d_->pid());
+    std::this_thread::sleep_for(1s);
+    const double busy = cpu_seconds(d_->pid()) - cpu0;
+    EXPECT_LT(busy, 0.3) << "the daemon spun for " << busy << " s of a second";
+    const std::string log = d_->log();
+    std::size_t said = 0;
+    for (std::size_t at = log.find("accept failed"); at != std::string::npos;
+         at = log.find("accept failed", at + 1))
+      ++said;
+    EXPECT_LE(said, 1u) << "accept failures logged without end";
+    EXPECT_TRUE(daemon_alive());
+  }
+  // The connections have gone; a new client is taken once the backlog has drained.
   expect_back_to_baseline();
 }
 
