@@ -30,6 +30,7 @@
 #include <random>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 namespace gpusort::service::testing {
 namespace {
@@ -283,6 +284,28 @@ bool send_now(int fd, const std::vector<std::byte>& frame)
   throw std::runtime_error{"send: " + std::string{std::strerror(errno)}};
 }
 
+/// Lowers the daemon's RLIMIT_NOFILE (prlimit: a process of the same user may).
+void limit_descriptors(pid_t pid, rlim_t soft)
+{
+  rlimit r{};
+  ASSERT_EQ(::prlimit(pid, RLIMIT_NOFILE, nullptr, &r), 0) << std::strerror(errno);
+  r.rlim_cur = soft;
+  ASSERT_EQ(::prlimit(pid, RLIMIT_NOFILE, &r, nullptr), 0) << std::strerror(errno);
+}
+
+/// CPU seconds the process has used (utime + stime from /proc/<pid>/stat).
+double cpu_seconds(pid_t pid)
+{
+  std::ifstream in{"/proc/" + std::to_string(pid) + "/stat"};
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream fields{stat.substr(stat.rfind(')') + 2)};
+  std::string f;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> f; ++i)
+    if (i == 14 || i == 15) ticks += std::stod(f);
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
 // A job reports progress up to ten times a second. A client that reads none of it must not make
 // the daemon queue every event for it: only the latest progress of a job waits, the rest is
 // dropped (each event supersedes the one before), while replies and JOB_FINISHED are kept.
@@ -426,6 +449,70 @@ TEST_F(Hostile, PipelinedRequestsWithoutReadingTheReplies)
       rude.send(static_cast<std::uint64_t>(i + 1), submit_fd(n), fds);
     }
   }
+  expect_back_to_baseline();
+}
+
+// A status reply lists every job, so with a full queue each DAEMON_STATUS costs the daemon some
+// KiB to answer, and one read of a client's requests holds 64 KiB of them, 2730 requests. The
+// daemon must stop answering when a client's unread replies pass their limit, not at the end of
+// the read: 64 such clients made it hold about 11 MiB each, 700 MiB.
+TEST_F(Hostile, PipelinedStatusRequestsWithAFullQueueStayWithinTheReplyLimit)
+{
+  start(std::string{long_budget} + "max_running_jobs: 1\n");
+  // 64 clients that will each send 64 KiB of DAEMON_STATUS requests in one write and read none
+  // of the replies; connected first, so that the floods come at once.
+  std::vector<std::unique_ptr<raw_connection>> silent;
+  for (int i = 0; i < 64; ++i) {
+    silent.push_back(std::make_unique<raw_connection>(d_->socket()));
+    silent.back()->hello();
+  }
+  std::vector<std::byte> flood;
+  for (std::uint64_t id = 1; flood.size() + proto::header_bytes <= proto::max_control_body;
+       ++id) {
+    const std::vector<std::byte> f = proto::encode_frame(id, wire::DaemonStatusRequest{});
+    flood.insert(flood.end(), f.begin(), f.end());
+  }
+  // A full queue behind a long job: every status reply lists 64 jobs.
+  auto c = client::connection::connect(d_->socket(), "queue filler");
+  // Running while the floods come, its round-1 buffer filling meanwhile (at most its 128 MiB),
+  // which the limit below allows for: the floods cost 70 MiB with the reply limit kept, 700 MiB
+  // without.
+  constexpr std::uint64_t count = 2 * long_count;
+  auto big = c.allocate_bytes(count * 8);
+  fill(big.data(), dtype::u64, count, 31);
+  std::promise<void> running;
+  std::atomic<bool> once{false};
+  client::job long_job = c.submit(
+      {.type = dtype::u64, .count = count, .keys = client::array_ref::in(big)},
+      [&](const progress_event&) {
+        if (!once.exchange(true)) running.set_value();
+      });
+  ASSERT_EQ(running.get_future().wait_for(60s), std::future_status::ready);
+  auto small = c.allocate<std::uint32_t>(1000);
+  std::vector<client::job> queued;
+  for (int i = 0; i < 63; ++i)
+    queued.push_back(c.submit(
+        {.type = dtype::u32, .count = small.size(), .keys = client::array_ref::in(small)}));
+  for (const auto& s : silent) ASSERT_TRUE(send_now(s->fd(), flood));
+  // Answering takes the daemon a while (each status reply reads /proc/meminfo): wait until it
+  // has done all it will do, the jobs included, and then look at what it holds for the clients.
+  double cpu = cpu_seconds(d_->pid());
+  for (const auto end = std::chrono::steady_clock::now() + 60s;
+       std::chrono::steady_clock::now() < end;) {
+    std::this_thread::sleep_for(300ms);
+    const double now = cpu_seconds(d_->pid());
+    if (now - std::exchange(cpu, now) < 0.02) break;
+  }
+  const process_usage held = usage_of(d_->pid());
+  std::printf("daemon private memory with 64 clients not reading their status replies: %s, "
+              "before the test %s\n",
+              soak::mib(held.rss_anon).c_str(), soak::mib(baseline_.rss_anon).c_str());
+  // 64 clients x 1 MiB of replies each, and some slack for the heap.
+  EXPECT_LT(held.rss_anon, baseline_.rss_anon + (std::uint64_t{128} << 20))
+      << "replies held for clients that do not read";
+  silent.clear();
+  long_job.cancel();
+  c.close();
   expect_back_to_baseline();
 }
 
@@ -746,28 +833,6 @@ TEST_F(Hostile, OffsetsAndLengthsThatOverflow)
 }
 
 // ---- descriptors running out ----------------------------------------------------------------
-
-/// Lowers the daemon's RLIMIT_NOFILE (prlimit: a process of the same user may).
-void limit_descriptors(pid_t pid, rlim_t soft)
-{
-  rlimit r{};
-  ASSERT_EQ(::prlimit(pid, RLIMIT_NOFILE, nullptr, &r), 0) << std::strerror(errno);
-  r.rlim_cur = soft;
-  ASSERT_EQ(::prlimit(pid, RLIMIT_NOFILE, &r, nullptr), 0) << std::strerror(errno);
-}
-
-/// CPU seconds the process has used (utime + stime from /proc/<pid>/stat).
-double cpu_seconds(pid_t pid)
-{
-  std::ifstream in{"/proc/" + std::to_string(pid) + "/stat"};
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::istringstream fields{stat.substr(stat.rfind(')') + 2)};
-  std::string f;
-  double ticks = 0;
-  for (int i = 3; i <= 15 && fields >> f; ++i)
-    if (i == 14 || i == 15) ticks += std::stod(f);
-  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
-}
 
 // Every shared buffer holds a descriptor in the daemon for as long as it lives, held or cached:
 // a client asking for thousands of one-page buffers must be told to wait (REJECTED_BUSY) before
