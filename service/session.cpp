@@ -118,8 +118,8 @@ bool session::handle_frames()
 {
   // One read brings up to 64 KiB of requests, thousands of small ones, and a DAEMON_STATUS
   // reply lists every job: answering all of them before looking at the queue of replies let a
-  // client that does not read make the daemon hold megabytes per read (64 queued jobs: about
-  // 12 MiB). The frames past the limit wait in the parser until the client reads.
+  // client that does not read make the daemon hold megabytes per read (64 such clients with 64
+  // jobs queued: 202 MiB). The frames past the limit wait in the parser until the client reads.
   while (out_bytes_ <= max_queued_output) {
     auto result = parser_.next();
     if (!result) return true;
