@@ -11,6 +11,7 @@
 // ends it with one line and exit code 1, the daemon stopped and its folder removed.
 #include "bench/bench_cli.hpp"
 #include "bench/results_format.hpp"
+#include "bench/temp_folder.hpp"
 #include "core/generate.hpp"
 #include "core/verify.hpp"
 
@@ -94,29 +95,6 @@ void part(const std::string& what, F&& body)
   }
 }
 
-/// A temporary folder, removed with everything in it.
-class temp_folder {
- public:
-  temp_folder()
-  {
-    std::string name = (std::filesystem::temp_directory_path() / "gpusort-bench-XXXXXX").string();
-    if (::mkdtemp(name.data()) == nullptr)
-      throw std::system_error{errno, std::generic_category(), "mkdtemp " + name};
-    path_ = name;
-  }
-  ~temp_folder()
-  {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  temp_folder(const temp_folder&) = delete;
-  temp_folder& operator=(const temp_folder&) = delete;
-  [[nodiscard]] const std::string& path() const noexcept { return path_; }
-
- private:
-  std::string path_;
-};
-
 /// gpusortd as a child process on a private socket; SIGTERM and wait when destroyed. A daemon
 /// that does not come up is stopped and its folder removed before the constructor throws.
 class daemon_process {
@@ -179,7 +157,7 @@ class daemon_process {
     pid_ = -1;
   }
 
-  temp_folder dir_;  // first: the folder outlives the daemon
+  gpusort::bench::temp_folder dir_;  // first: the folder outlives the daemon
   std::string socket_;
   pid_t pid_{-1};
 };

@@ -18,6 +18,7 @@
 #include "bench/bench_cli.hpp"
 #include "bench/results_format.hpp"
 #include "bench/soak_probe.hpp"
+#include "bench/temp_folder.hpp"
 #include "core/generate.hpp"
 #include "core/verify.hpp"
 
@@ -78,13 +79,15 @@ constexpr const char* usage =
     "  --large N         how many clients start with a large job (--max-size, /2, /4, ...)\n"
     "  --cancel-percent P  jobs cancelled right after they are submitted\n"
     "  --seed S          the mix and the data\n"
-    "  --rss-slack SIZE  how much more private memory the daemon may hold afterwards\n"
+    "  --rss-slack SIZE  how much more private memory the daemon may hold afterwards (640 MiB\n"
+    "                    in a sanitizer build)\n"
     "  --json FILE       write the results (bench/results_format.hpp)\n";
 
 struct options {
   std::string gpusortd, socket, devices = "cpu", pool = "1Gi";
   std::uint64_t clients = 64, jobs = 200, min_size = 1024, max_size = std::uint64_t{256} << 20;
-  std::uint64_t large = 3, cancel_percent = 4, seed = 1, rss_slack = std::uint64_t{128} << 20;
+  std::uint64_t large = 3, cancel_percent = 4, seed = 1;
+  std::uint64_t rss_slack = soak::rss_slack(std::uint64_t{128} << 20);
   bench::results_options results;
 };
 
@@ -110,29 +113,6 @@ void set_option(options& o, std::string_view flag, const std::string& value)
   else if (flag == "--seed") o.seed = std::stoull(value);
   else if (flag == "--rss-slack") o.rss_slack = size_value(flag, value);
 }
-
-/// A temporary folder, removed with everything in it.
-class temp_folder {
- public:
-  temp_folder()
-  {
-    std::string name = (std::filesystem::temp_directory_path() / "gpusort-soak-XXXXXX").string();
-    if (::mkdtemp(name.data()) == nullptr)
-      throw std::system_error{errno, std::generic_category(), "mkdtemp " + name};
-    path_ = name;
-  }
-  ~temp_folder()
-  {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  temp_folder(const temp_folder&) = delete;
-  temp_folder& operator=(const temp_folder&) = delete;
-  [[nodiscard]] const std::string& path() const noexcept { return path_; }
-
- private:
-  std::string path_;
-};
 
 /// The daemon the soak started: a child on a socket in `dir`, logging to dir/gpusortd.log,
 /// stopped with SIGTERM (its drain checked) when the soak ends.
@@ -555,7 +535,7 @@ int run(const options& o)
   const std::uint64_t max_size =
       std::max(mib, static_cast<std::uint64_t>(static_cast<double>(o.max_size) *
                                                std::min(1.0, soak::soak_scale())));
-  temp_folder dir;
+  bench::temp_folder dir{"gpusort-soak"};
   std::optional<own_daemon> daemon;
   std::string socket = o.socket;
   if (!o.gpusortd.empty()) {

@@ -66,6 +66,20 @@ inline process_usage usage_of(pid_t pid)
   return u;
 }
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool sanitized_build = true;
+#else
+inline constexpr bool sanitized_build = false;
+#endif
+
+/// How much more private memory a daemon of this build may hold after a run than before: its
+/// heap keeps some freed memory (glibc arenas); a sanitizer's allocator keeps freed blocks in
+/// quarantine (256 MiB by default under ASan) and shadow memory besides.
+inline std::uint64_t rss_slack(std::uint64_t plain)
+{
+  return sanitized_build ? plain + (std::uint64_t{512} << 20) : plain;
+}
+
 /// "fd -> target" per line, the pool's memfds left out: what to print when counts differ.
 inline std::string fd_listing(pid_t pid)
 {

@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,6 +47,15 @@ namespace {
                           ": " + std::strerror(err);
   if (err == ENOMEM || err == ENOSPC) throw out_of_memory{msg};
   throw std::system_error{err, std::generic_category(), msg};
+}
+
+/// How many buffers may be open at once: half of the descriptors RLIMIT_NOFILE allows now.
+std::uint64_t descriptor_share()
+{
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY)
+    return std::uint64_t{1} << 20;
+  return std::max<std::uint64_t>(8, static_cast<std::uint64_t>(r.rlim_cur) / 2);
 }
 
 unique_fd make_memfd(std::uint64_t bytes)
@@ -190,13 +200,15 @@ void buffer_pool::destroy_all(std::vector<std::unique_ptr<buffer>> dying) noexce
   for (auto& b : dying) destroy(std::move(b));
 }
 
-std::vector<std::unique_ptr<buffer_pool::buffer>> buffer_pool::evict_for(std::uint64_t need)
+std::vector<std::unique_ptr<buffer_pool::buffer>> buffer_pool::evict_for(std::uint64_t need,
+                                                                        std::uint64_t buffers)
 {
   std::vector<std::unique_ptr<buffer>> out;
   const std::uint64_t used = bytes_in_use_ + bytes_cached_ + bytes_in_flight_;
-  if (used <= capacity_ && need <= capacity_ - used) return out;
-  const std::uint64_t excess = used - std::min(used, capacity_ - need);  // need <= capacity_
+  const std::uint64_t excess =  // need <= capacity_
+      used <= capacity_ && need <= capacity_ - used ? 0 : used - std::min(used, capacity_ - need);
   if (excess > bytes_cached_) return out;  // evicting everything would not make room
+  if (excess == 0 && buffers == 0) return out;
 
   std::vector<buffer*> cached;
   for (auto& [id, b] : buffers_)
@@ -205,7 +217,7 @@ std::vector<std::unique_ptr<buffer_pool::buffer>> buffer_pool::evict_for(std::ui
             [](const buffer* a, const buffer* b) { return a->released_at < b->released_at; });
   std::uint64_t freed = 0;
   for (buffer* b : cached) {
-    if (freed >= excess) break;
+    if (freed >= excess && out.size() >= buffers) break;
     freed += b->size;
     bytes_cached_ -= b->size;
     bytes_in_flight_ += b->size;
@@ -258,7 +270,20 @@ buffer_grant buffer_pool::allocate(std::uint64_t bytes, const buffer_owner& owne
       ++totals_.reused;
       reused = true;
     } else {
-      auto dying = evict_for(need);
+      // Descriptors first: 65536 one-page buffers fit a 256 MiB pool, and held the daemon's
+      // every descriptor (its accept and the clients' memfds then failed with EMFILE:
+      // hostile_test ThousandsOfTinyBuffersDoNotExhaustTheDaemonsDescriptors).
+      std::uint64_t cached_count = 0;
+      for (const auto& [bid, b] : buffers_) cached_count += b->cached() ? 1 : 0;
+      const std::uint64_t most = descriptor_share();
+      if (buffers_.size() - cached_count + buffers_creating_ + 1 > most) {
+        ++totals_.refused;
+        throw out_of_memory{"buffer pool: " + std::to_string(most) +
+                            " buffers are open, as many as the daemon's descriptors allow (half "
+                            "of RLIMIT_NOFILE): release some"};
+      }
+      const std::uint64_t open = buffers_.size() + buffers_creating_;
+      auto dying = evict_for(need, open + 1 > most ? open + 1 - most : 0);
       std::uint64_t dying_bytes = 0;
       for (const auto& d : dying) dying_bytes += d->size;
       // What we evicted is destroyed before we create: its bytes make our room.
@@ -270,6 +295,7 @@ buffer_grant buffer_pool::allocate(std::uint64_t bytes, const buffer_owner& owne
                             format_bytes(capacity_) + " (pinned_pool_bytes)"};
       }
       bytes_in_flight_ += need;
+      ++buffers_creating_;
       lock.unlock();
 
       destroy_all(std::move(dying));
@@ -279,10 +305,12 @@ buffer_grant buffer_pool::allocate(std::uint64_t bytes, const buffer_owner& owne
       } catch (...) {
         lock.lock();
         bytes_in_flight_ -= need + dying_bytes;
+        --buffers_creating_;
         throw;
       }
       lock.lock();
       bytes_in_flight_ -= need + dying_bytes;
+      --buffers_creating_;
       bytes_in_use_ += need;
       ++totals_.created;
       id = next_id_++;

@@ -95,6 +95,11 @@ class buffer_lease {
   std::uint64_t size_{};
 };
 
+/// Every buffer, held or cached, keeps a descriptor open in the daemon: besides the byte budget,
+/// the buffers may take half of the descriptors RLIMIT_NOFILE allows (read at each allocation),
+/// cached ones evicted first; the other half serves connections and the descriptors clients
+/// pass with their jobs.
+///
 /// Thread-safe. Creating, zeroing and destroying buffers (memfd, mmap, pin, memset, unpin) run
 /// outside the pool's lock, so one large allocation does not hold up the other sessions.
 class buffer_pool {
@@ -131,8 +136,9 @@ class buffer_pool {
   std::unique_ptr<buffer> create(std::uint64_t size);
   void destroy(std::unique_ptr<buffer> b) noexcept;
   void destroy_all(std::vector<std::unique_ptr<buffer>> dying) noexcept;
-  // Takes cached buffers out, oldest first, until `need` fits; under the lock.
-  std::vector<std::unique_ptr<buffer>> evict_for(std::uint64_t need);
+  // Takes cached buffers out, oldest first, until `need` bytes fit and at least `buffers` of
+  // them are out; under the lock.
+  std::vector<std::unique_ptr<buffer>> evict_for(std::uint64_t need, std::uint64_t buffers);
   void return_to_cache(buffer& b);  // under the lock
 
   const std::uint64_t capacity_;
@@ -148,6 +154,7 @@ class buffer_pool {
   // Being created or destroyed outside the lock: counted against the budget, so that the memory
   // pinned never exceeds it, even for a moment.
   std::uint64_t bytes_in_flight_{0};
+  std::uint64_t buffers_creating_{0};  ///< created outside the lock now: their descriptors count
   pool_stats totals_{};
 };
 

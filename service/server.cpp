@@ -24,6 +24,7 @@
 #include <ctime>
 #include <stdexcept>
 #include <system_error>
+#include <utility>
 
 namespace gpusort::service {
 
@@ -35,6 +36,8 @@ using stream = asio::local::stream_protocol;
 // How long, after the jobs are done, sessions get to take their last JOB_FINISHED frames.
 constexpr auto close_grace = std::chrono::seconds{2};
 constexpr auto drain_poll = std::chrono::milliseconds{20};
+// After accept() ran out of descriptors: long enough not to spin, short beside a client's patience.
+constexpr auto accept_retry = std::chrono::milliseconds{100};
 
 /// Whether a daemon answers on `path`: connect() succeeds. ECONNREFUSED: a socket file left by
 /// a daemon that died. Other errors (permissions) are the caller's to report.
@@ -91,6 +94,7 @@ server::server(asio::io_context& io, daemon_context& ctx)
       acceptor_{io},
       signals_{io, SIGTERM, SIGINT, SIGHUP},
       timer_{io},
+      accept_timer_{io},
       own_uid_{static_cast<std::uint32_t>(::geteuid())}
 {
 }
@@ -161,9 +165,24 @@ void server::accept()
   acceptor_.async_accept([this](const boost::system::error_code& ec, stream::socket socket) {
     if (stopping_) return;
     if (!ec) {
+      if (std::exchange(accept_waiting_, false))
+        spdlog::info("accepting connections again");
       on_accept(std::move(socket));
+    } else if (ec == asio::error::no_descriptors || ec.value() == ENFILE ||
+               ec == asio::error::no_buffer_space || ec == asio::error::no_memory) {
+      // The connection stays in the backlog, so accepting again at once fails again at once:
+      // gpusortd spun on it and wrote this line to its log without end (gigabytes a minute,
+      // hostile_test RunningOutOfDescriptorsDoesNotSpinTheDaemon). Keep serving the
+      // connections we have and try again shortly; say so once.
+      if (!std::exchange(accept_waiting_, true))
+        spdlog::warn("accept failed: {}; serving the connections open, trying again every {} ms",
+                     ec.message(), accept_retry.count());
+      accept_timer_.expires_after(accept_retry);
+      accept_timer_.async_wait([this](const boost::system::error_code& timer_ec) {
+        if (!timer_ec && !stopping_ && acceptor_.is_open()) accept();
+      });
+      return;
     } else if (ec != asio::error::operation_aborted) {
-      // EMFILE and friends: keep serving the connections we have, try again shortly.
       spdlog::warn("accept failed: {}", ec.message());
     }
     if (acceptor_.is_open()) accept();
@@ -236,6 +255,7 @@ void server::shutdown()
   stopping_ = true;
   boost::system::error_code ignored;
   acceptor_.close(ignored);
+  accept_timer_.cancel();
   remove_socket_file();
   ctx_.queue.stop_accepting();
   sd_notify_quietly("STOPPING=1\nSTATUS=stopping: " +

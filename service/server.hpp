@@ -54,9 +54,11 @@ class server {
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::signal_set signals_;
   boost::asio::steady_timer timer_;
+  boost::asio::steady_timer accept_timer_;  ///< accept() again after running out of descriptors
   std::unordered_set<std::shared_ptr<session>> sessions_;
   std::uint32_t own_uid_;
   bool bound_{};
+  bool accept_waiting_{};  ///< accept() failed for want of descriptors; logged once
   bool stopping_{};
   bool cancelled_{};
   bool closing_sessions_{};

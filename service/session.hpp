@@ -49,8 +49,13 @@ class session : public outbox, public std::enable_shared_from_this<session> {
 
   void read();
   void on_readable();
+  /// Hands the parser's complete frames to the handler while the replies queued stay under
+  /// their limit; false when it stopped for that (or the session is closing).
+  bool handle_frames();
+  void resume_reading();
   void enqueue(outgoing o);
   void write();
+  void write_failed();
   void finish();
 
   socket_type socket_;
@@ -64,6 +69,7 @@ class session : public outbox, public std::enable_shared_from_this<session> {
   bool version_applied_{};
   std::deque<outgoing> out_;
   std::size_t out_bytes_{};  ///< queued, not yet sent
+  std::size_t peak_out_bytes_{};
   // A job's PROGRESS frame still waiting in out_, by the request id of its SUBMIT, as a position
   // counted from the first frame ever queued (out_front_ is the front's): a newer one replaces
   // it, so that a client that does not read holds one PROGRESS per job here, not all of them.
@@ -75,6 +81,7 @@ class session : public outbox, public std::enable_shared_from_this<session> {
   bool writing_{};
   bool reading_stopped_{};
   bool flush_then_close_{};
+  bool write_failed_{};  ///< the peer is gone: finish() is posted, nothing more goes out
   bool closed_{};
 };
 

@@ -816,18 +816,6 @@ class Malformed : public Daemon {
  protected:
   void SetUp() override { d_ = std::make_unique<daemon_process>(dir()); }
 
-  /// A SUBMIT of `count` u64 keys from attached descriptor #0 at `offset`, in place.
-  static wire::SubmitRequest submit_fd(std::uint64_t count, std::uint64_t offset = 0)
-  {
-    wire::SubmitRequest s;
-    s.set_dtype(wire::DTYPE_U64);
-    s.set_count(count);
-    s.mutable_keys()->set_attached_fd(0);
-    s.mutable_keys()->set_offset(offset);
-    s.set_in_place(true);
-    return s;
-  }
-
   /// Sends `frame` (with `fds`) on a fresh connection after HELLO; returns the reply.
   wire::Status reply_to(const std::vector<std::byte>& frame, std::span<const int> fds = {})
   {

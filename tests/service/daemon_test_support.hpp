@@ -81,6 +81,18 @@ inline ::testing::AssertionResult sorted(void* keys, dtype t, std::uint64_t n, o
   return ::testing::AssertionFailure() << r.message;
 }
 
+/// A SUBMIT of `count` u64 keys from attached descriptor #0 at `offset`, in place.
+inline wire::SubmitRequest submit_fd(std::uint64_t count, std::uint64_t offset = 0)
+{
+  wire::SubmitRequest s;
+  s.set_dtype(wire::DTYPE_U64);
+  s.set_count(count);
+  s.mutable_keys()->set_attached_fd(0);
+  s.mutable_keys()->set_offset(offset);
+  s.set_in_place(true);
+  return s;
+}
+
 /// The daemon on `socket` still sorts for a well-behaved client.
 inline void expect_still_serving(const std::string& socket)
 {
