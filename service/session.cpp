@@ -5,6 +5,7 @@
 #include <gpusort/error.hpp>
 
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
 
 #include <spdlog/spdlog.h>
 
@@ -144,7 +145,15 @@ void session::write()
                              std::span<const std::byte>{o.bytes}.subspan(o.done), raw);
     } catch (const std::system_error& e) {
       spdlog::debug("session {}: {}", id_, e.what());
-      finish();
+      // Not finish() here: a reply is sent from inside the request handler (send() runs
+      // write() inline on this thread), and finish() disconnects the handler, which cancels its
+      // jobs and takes the handler's lock again: the io thread deadlocked on the first failed
+      // send of a SUBMIT's reply (found by the daemon's fault sweep, send:N). Nothing more is
+      // written; the session ends once the handler has returned.
+      out_.clear();
+      out_bytes_ = 0;
+      reading_stopped_ = true;
+      boost::asio::post(socket_.get_executor(), [self = shared_from_this()] { self->finish(); });
       return;
     }
     if (!sent) {
