@@ -63,6 +63,8 @@ if [ "$sanitizer" = 1 ] && [ -x "$sanitizer_bin" ]; then
       t=$(basename "$exe" _tests)
       [ -z "$suites" ] || [[ ",$suites," == *",$t,"* ]] || continue
       case "$tool:$t" in
+        # The fault sweep fails calls on purpose, hundreds of jobs; it runs unsanitized above.
+        *:gpu_fault) continue ;;
         # Every kernel of the executor runs in these two (out of core, compensation, resident
         # pieces, split merges, and the exchange where there are two GPUs).
         *:gpu_executor) filter='*EveryDistributionAndOrder*:*ResidentSortMerges*' ;;
