@@ -5,6 +5,7 @@
 // input byte for byte as it was (in place too: the CLI sorts into a temporary and renames), no
 // temporary left and nothing published; a success must verify. Through the daemon, the daemon
 // (not armed) serves a clean job after the sweep with nothing left over.
+#include "tests/client/cli_process.hpp"
 #include "tests/service/daemon_test_support.hpp"
 #include "tests/support/fault_sweep.hpp"
 
@@ -14,8 +15,6 @@
 #include <gpusort/client.hpp>
 
 #include <gtest/gtest.h>
-
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <map>
@@ -61,30 +60,10 @@ class CliFault : public ::testing::Test {
   run_result run(const std::vector<std::string>& args, const std::string& spec,
                  const std::string& counts = {}) const
   {
-    const std::string err = (dir_.path() / "stderr.txt").string();
-    std::vector<std::string> a{GPUSORT_CLI};
-    a.insert(a.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& s : a) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      const int i = ::open("/dev/null", O_RDONLY);
-      const int o = ::open("/dev/null", O_WRONLY);
-      const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(i, STDIN_FILENO);
-      ::dup2(o, STDOUT_FILENO);
-      ::dup2(e, STDERR_FILENO);
-      ::unsetenv("GPUSORT_CONFIG");
-      ::unsetenv("GPUSORT_SOCKET");
-      ::setenv("GPUSORT_FAULT", spec.c_str(), 1);
-      if (!counts.empty()) ::setenv("GPUSORT_FAULT_COUNTS", counts.c_str(), 1);
-      ::execv(argv[0], argv.data());
-      ::_exit(122);
-    }
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    return run_result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(err)};
+    std::vector<std::pair<std::string, std::string>> env{{"GPUSORT_FAULT", spec}};
+    if (!counts.empty()) env.emplace_back("GPUSORT_FAULT_COUNTS", counts);
+    const test_support::cli_result r = test_support::run_cli(dir_.path(), args, env);
+    return run_result{r.code, r.err};
   }
 
   void reset_inputs()
