@@ -4,7 +4,10 @@
 // on the device or pinned, the input as promised, and the engine sorts the next job. Then a
 // sticky CUDA error (the context lost) is a cuda_error that marks the devices lost. Skips
 // without a GPU.
+#include "core/cuda/chunk_ops.cuh"
+#include "core/cuda/sample_sort.cuh"
 #include "core/fault.hpp"
+#include "pipeline/cuda/cuda_device.hpp"
 #include "tests/gpu/gpu_test_support.hpp"
 #include "tests/support/engine_sweep.hpp"
 
@@ -12,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <iostream>
 #include <numeric>
 #include <string>
@@ -25,16 +29,21 @@ using detail::fault::site;
 
 constexpr std::uint64_t n = std::uint64_t{1} << 20;
 
-/// GPU 0 alone; out of core: chunks of n/16 pairs within a budget of 64 MiB plus room for
-/// about n/4 pairs, so that the planner needs two rounds.
+/// GPU 0 alone; out of core: chunks of n/16 pairs and a budget for n/4 of them (64 MiB that
+/// cuda_device reserves, the larger sorter's scratch and its ring of chunk buffers), as
+/// executor_test's forced_out_of_core sizes it, so that the planner needs two rounds.
 config gpu_config(bool out_of_core)
 {
   config cfg;
   cfg.devices = device_selection::listed;
   cfg.gpu_ids = {0};
   if (out_of_core) {
-    cfg.chunk_bytes = n / 16 * 16;
-    cfg.device_memory_budget = (std::uint64_t{64} << 20) + n / 4 * 16 * 8;
+    constexpr std::uint64_t pair_bytes = 16, capacity = n / 4;
+    cfg.chunk_bytes = n / 16 * pair_bytes;
+    const std::uint64_t scratch = std::max(cuda::radix_sort_scratch_bytes(capacity, 8, 8),
+                                           cuda::sample_sort_scratch_bytes(capacity, 8, 8));
+    cfg.device_memory_budget = (std::uint64_t{64} << 20) + scratch +
+                               detail::cuda_device::buffers_per_element * pair_bytes * capacity;
   }
   return cfg;
 }
