@@ -780,7 +780,7 @@ int finish_sort(progress_bar& bar, const std::vector<atomic_output*>& outputs,
   const bool durable = !a.has("no-sync");
   for (atomic_output* out : outputs) out->sync(durable);
   timeline.mark(durable ? "outputs synced" : "outputs not synced (--no-sync)");
-  for (atomic_output* out : outputs) out->publish();
+  publish_all(outputs);
   timeline.mark("outputs published");
   print_sort_report(stdout, r, by, a, timeline);
   return exit_ok;

@@ -321,14 +321,41 @@ void atomic_output::sync(bool durable)
   synced_ = true;
 }
 
-void atomic_output::publish()
+void atomic_output::swap_in()
 {
   GPUSORT_EXPECTS(synced_ && !published_, "publish() an output once, after sync()");
-  if (sys::rename(temp_.c_str(), path_.c_str()) != 0) {
-    const int err = errno;
+  // RENAME_EXCHANGE keeps the replaced file (at the temporary's path) for undo_swap_in(); a
+  // new path, or a filesystem without the exchange, takes a plain rename.
+  const auto fail = [&](int err) {
     throw cli_error{exit_cant_create, "cannot replace " + shown_ + ": " + errno_text(err)};
+  };
+  struct stat st {};
+  const bool exists = ::stat(path_.c_str(), &st) == 0;
+  if (exists && sys::rename_exchange(temp_.c_str(), path_.c_str()) == 0) {
+    replaced_old_ = true;
+  } else {
+    if (exists && errno != EINVAL && errno != ENOSYS) fail(errno);
+    if (sys::rename(temp_.c_str(), path_.c_str()) != 0) fail(errno);
   }
   published_ = true;
+}
+
+void atomic_output::undo_swap_in() noexcept
+{
+  if (!published_) return;
+  const int rc = replaced_old_ ? ::renameat2(AT_FDCWD, temp_.c_str(), AT_FDCWD, path_.c_str(),
+                                             RENAME_EXCHANGE)
+                               : ::rename(path_.c_str(), temp_.c_str());
+  if (rc == 0) {
+    published_ = false;
+    replaced_old_ = false;
+  }
+}
+
+void atomic_output::commit() noexcept
+{
+  if (replaced_old_) ::unlink(temp_.c_str());  // the file the output replaced
+  replaced_old_ = false;
   unregister_temporary(slot_);
   slot_ = -1;
   // The rename is durable only once the folder is; the data already is, so a failure here
@@ -340,12 +367,32 @@ void atomic_output::publish()
   }
 }
 
+void atomic_output::publish()
+{
+  swap_in();
+  commit();
+}
+
+void publish_all(const std::vector<atomic_output*>& outputs)
+{
+  std::size_t done = 0;
+  try {
+    for (; done < outputs.size(); ++done) outputs[done]->swap_in();
+  } catch (...) {
+    // Found by the CLI's fault sweep (tests/client/fault_cli_test.cpp): a failed rename of
+    // the values left the keys file sorted in place beside the unsorted values.
+    while (done > 0) outputs[--done]->undo_swap_in();
+    throw;
+  }
+  for (atomic_output* out : outputs) out->commit();
+}
+
 atomic_output::~atomic_output()
 {
   stop_write_back();
   if (data_ != nullptr) ::munmap(data_, size_);
   if (fd_ >= 0) ::close(fd_);
-  if (!published_) ::unlink(temp_.c_str());
+  if (!published_ || replaced_old_) ::unlink(temp_.c_str());
   unregister_temporary(slot_);
 }
 

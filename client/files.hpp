@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace gpusort::cli {
 
@@ -119,6 +120,12 @@ class atomic_output {
   void publish();
 
  private:
+  friend void publish_all(const std::vector<atomic_output*>& outputs);
+  /// Moves the output into place; what it replaces stays at the temporary's path, so that
+  /// undo_swap_in() can put it back until commit() removes it.
+  void swap_in();
+  void undo_swap_in() noexcept;
+  void commit() noexcept;
   void stop_write_back() noexcept;
 
   std::filesystem::path path_;  ///< the final path, symbolic links resolved
@@ -130,9 +137,15 @@ class atomic_output {
   std::uint64_t size_{};
   bool synced_{};
   bool published_{};
+  bool replaced_old_{};  ///< swap_in() exchanged: the temporary's path holds the old file
   std::atomic<bool> stop_write_back_{false};
   std::thread write_back_;
 };
+
+/// Publishes several outputs of one job as one: each is swapped in, keeping the file it
+/// replaces, and when one fails, those already in place are put back (an in-place sort of keys
+/// and values must not leave sorted keys beside unsorted values), then the error is thrown.
+void publish_all(const std::vector<atomic_output*>& outputs);
 
 /// Installs handlers that remove unpublished temporaries on fatal signals: SIGINT, SIGTERM,
 /// SIGHUP and SIGQUIT then terminate by the same signal; SIGBUS (an I/O error in a mapped

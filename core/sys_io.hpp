@@ -70,6 +70,13 @@ inline int rename(const char* from, const char* to) noexcept
 {
   return seam::fails(fault::site::rename) ? -1 : ::rename(from, to);
 }
+/// renameat2 with RENAME_EXCHANGE: both paths must exist; each then names the other's file.
+inline int rename_exchange(const char* a, const char* b) noexcept
+{
+  return seam::fails(fault::site::rename)
+             ? -1
+             : ::renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE);
+}
 inline int ftruncate(int fd, off_t n) noexcept
 {
   return seam::fails(fault::site::truncate) ? -1 : ::ftruncate(fd, n);

@@ -77,6 +77,8 @@ if [ "$sanitizer" = 1 ] && [ -x "$sanitizer_bin" ]; then
       t=$(basename "$exe" _tests)
       [ -z "$suites" ] || [[ ",$suites," == *",$t,"* ]] || continue
       case "$tool:$t" in
+        # The fault sweep fails calls on purpose, hundreds of jobs; it runs unsanitized above.
+        *:gpu_fault) continue ;;
         # Every kernel of the executor: out of core with compensation, in core, the resident
         # pieces and split merges (and the exchange where there are two GPUs). racecheck, the
         # slowest, takes the u64 words only; gpu_tests' sample sort set has both word sizes.

@@ -116,6 +116,10 @@ int serve(const config& cfg, const std::filesystem::path& config_path)
                format_bytes(pool_bytes));
   service::sd_notify("READY=1\nSTATUS=serving on " + cfg.socket + " with " + devices_text);
   io.run();
+  if (srv.exit_code() != exit_ok) {
+    spdlog::info("gpusortd stopped: exit {}", srv.exit_code());
+    return srv.exit_code();
+  }
   spdlog::info("gpusortd stopped");
   return exit_ok;
 }

@@ -2,6 +2,7 @@
 
 #include "config/schema.hpp"
 #include "core/checks.hpp"
+#include "core/fault.hpp"
 #include "service/fd_check.hpp"
 #include "service/system_info.hpp"
 
@@ -190,6 +191,15 @@ void job_queue::work()
       outcome.queue_seconds = queued;
     }
     run = nullptr;  // its leases and mappings end before anyone hears that the job ended
+    // A lost context fails every later CUDA call of this process: say so, and stop taking jobs,
+    // so that the daemon can exit and its supervisor start a fresh one.
+    const bool lost = outcome.code != wire::OK && outcome.code != wire::CANCELLED &&
+                      detail::device_lost();
+    if (lost) {
+      outcome.code = wire::INTERNAL;
+      outcome.message += "; the GPU context is lost (a sticky CUDA error): gpusortd exits so "
+                         "that its supervisor restarts it";
+    }
     {
       const std::lock_guard lock{mutex_};
       host_used_ -= j->host_bytes();
@@ -198,10 +208,26 @@ void job_queue::work()
       ++finishing_;
     }
     wake_.notify_all();
+    const std::string message = outcome.message;
     finish(j, std::move(outcome));
-    const std::lock_guard lock{mutex_};
-    --finishing_;
+    std::function<void(const std::string&)> report;
+    {
+      const std::lock_guard lock{mutex_};
+      --finishing_;
+      if (lost) {
+        accepting_ = false;
+        if (!device_lost_reported_) report = on_device_lost_;
+        device_lost_reported_ = true;
+      }
+    }
+    if (report) report(message);
   }
+}
+
+void job_queue::on_device_lost(std::function<void(const std::string&)> handler)
+{
+  const std::lock_guard lock{mutex_};
+  on_device_lost_ = std::move(handler);
 }
 
 void job_queue::count(const job& j, const job_outcome& outcome)

@@ -165,6 +165,11 @@ class job_queue {
   /// The protocol status of an exception a job threw.
   static job_outcome outcome_of(std::exception_ptr error);
 
+  /// Called once, from a worker after the failed job's JOB_FINISHED went out, when a job failed
+  /// because the devices are lost (a sticky CUDA error: detail::device_lost()). The queue takes
+  /// no more jobs then: every one would fail the same way until the process restarts.
+  void on_device_lost(std::function<void(const std::string& reason)> handler);
+
  private:
   void work();
   [[nodiscard]] bool head_fits() const;  // under the lock
@@ -185,6 +190,8 @@ class job_queue {
   std::size_t finishing_{};
   bool accepting_{true};
   bool stopping_{};
+  bool device_lost_reported_{};
+  std::function<void(const std::string&)> on_device_lost_;
   queue_totals totals_;
   std::vector<std::thread> workers_;
 };

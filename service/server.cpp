@@ -97,9 +97,29 @@ server::server(asio::io_context& io, daemon_context& ctx)
       accept_timer_{io},
       own_uid_{static_cast<std::uint32_t>(::geteuid())}
 {
+  ctx_.queue.on_device_lost(
+      [this](const std::string& reason) { asio::post(io_, [this, reason] { fail(reason); }); });
 }
 
-server::~server() { remove_socket_file(); }
+server::~server()
+{
+  ctx_.queue.on_device_lost(nullptr);
+  remove_socket_file();
+}
+
+void server::fail(const std::string& reason)
+{
+  // Serving on would answer every job with the same error: a supervisor (systemd's
+  // Restart=on-failure) restarts a daemon that exits non-zero, with a fresh context.
+  spdlog::critical("the devices are lost, exiting for a restart: {}", reason);
+  exit_code_ = 70;
+  sd_notify_quietly("STATUS=failed: the devices are lost: " + reason);
+  shutdown();
+  if (!cancelled_) {
+    cancelled_ = true;
+    ctx_.queue.cancel_all();
+  }
+}
 
 void server::listen()
 {

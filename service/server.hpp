@@ -39,6 +39,8 @@ class server {
   /// already open and jobs already admitted stay. One log line says what changed; a file that
   /// does not load is logged as an error and changes nothing.
   void reload();
+  /// The daemon's exit code: 0, or 70 after the devices were lost (fail()).
+  [[nodiscard]] int exit_code() const { return exit_code_; }
 
  private:
   void watch_signals();
@@ -48,6 +50,8 @@ class server {
   void refuse(boost::asio::local::stream_protocol::socket& socket, wire::StatusCode code,
               const std::string& text);
   void remove_socket_file() noexcept;
+  /// The devices are lost: log it, cancel every job and stop, to exit non-zero (io thread).
+  void fail(const std::string& reason);
 
   boost::asio::io_context& io_;
   daemon_context& ctx_;
@@ -62,6 +66,7 @@ class server {
   bool stopping_{};
   bool cancelled_{};
   bool closing_sessions_{};
+  int exit_code_{0};
   std::chrono::steady_clock::time_point drain_deadline_{};
   std::chrono::steady_clock::time_point close_deadline_{};
 };

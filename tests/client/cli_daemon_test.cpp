@@ -4,6 +4,8 @@
 // checked with the verifier of core/verify.hpp against the original files' fingerprints.
 #include "tests/service/daemon_test_support.hpp"
 
+#include "tests/client/cli_process.hpp"
+
 #include "tests/client/npy_reference.hpp"
 
 #include "core/generate.hpp"
@@ -41,30 +43,8 @@ class CliDaemon : public ::testing::Test {
                  const std::vector<std::pair<std::string, std::string>>& env = {},
                  const std::string& stdin_path = "/dev/null") const
   {
-    const std::string out = (dir_.path() / "stdout.txt").string();
-    const std::string err = (dir_.path() / "stderr.txt").string();
-    std::vector<std::string> a{GPUSORT_CLI};
-    a.insert(a.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& s : a) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      const int i = ::open(stdin_path.c_str(), O_RDONLY);
-      const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(i, STDIN_FILENO);
-      ::dup2(o, STDOUT_FILENO);
-      ::dup2(e, STDERR_FILENO);
-      ::unsetenv("GPUSORT_CONFIG");
-      ::unsetenv("GPUSORT_SOCKET");
-      for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-      ::execv(argv[0], argv.data());
-      ::_exit(122);
-    }
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    return run_result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+    test_support::cli_result r = test_support::run_cli(dir_.path(), args, env, stdin_path);
+    return run_result{r.code, std::move(r.out), std::move(r.err)};
   }
 
   /// Writes `n` generated keys (and 8-byte values) and returns their fingerprint.
