@@ -14,9 +14,11 @@
 # where GPUSORT_TEST_SANITIZER is set (the sanitizer presets set it to their name; C++ tests can
 # ask tests/support/sanitizer.hpp).
 #
-# The sanitizer presets send reports to build/<preset>/sanitizer-logs/ rather than to stderr,
-# because the tests start programs (gpusortd, the CLI) whose stderr a test may not show: a report
-# of any process there fails the run here, even where the test itself passed.
+# The sanitizer presets send ASan, LSan and TSan reports to build/<preset>/sanitizer-logs/ rather
+# than to stderr, because the tests start programs (gpusortd, the CLI) whose stderr a test may not
+# show: a report of any process there fails the run here, even where the test itself passed.
+# (UBSan's reports stay on stderr: GCC 12's runtime ignores log_path for them. They stop the
+# program, -fno-sanitize-recover, so the test that ran it sees a crash.)
 #
 #   scripts/test.sh [PRESET...]      (default: release asan tsan)
 set -euo pipefail

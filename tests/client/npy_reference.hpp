@@ -205,7 +205,8 @@ template <typename K>
 std::vector<K> from_bytes(const std::string& s)
 {
   std::vector<K> v(s.size() / sizeof(K));
-  std::memcpy(v.data(), s.data(), v.size() * sizeof(K));
+  // An empty vector's data() may be null, which memcpy must not get even for 0 bytes (UBSan).
+  if (!v.empty()) std::memcpy(v.data(), s.data(), v.size() * sizeof(K));
   return v;
 }
 

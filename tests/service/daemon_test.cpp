@@ -868,7 +868,9 @@ TEST_F(Malformed, TruncatedBodyThenHangUp)
     raw_connection raw{d_->socket()};
     raw.hello();
     std::vector<std::byte> frame = proto::encode_frame(2, submit_fd(10));
-    frame.resize(frame.size() - 3);
+    // erase, not resize: in the asan build GCC 12 follows resize's growing branch with a wrapped
+    // size and stops the build with a false -Wstringop-overflow.
+    frame.erase(frame.end() - 3, frame.end());
     raw.send_bytes(frame);
   }
   still_serving();
