@@ -400,9 +400,6 @@ int main(int argc, char** argv)
     // The same with a pageable round-1 buffer: what pinning it costs a one-shot command.
     if (ooc)
       add_path("cli_round1_pageable", run_child(local, "/tmp", {"GPUSORT_ROUND1_PINNED=0"}));
-    // A/B: mapped tmpfs outputs faulting their pages in the copies instead of populating each
-    // piece's first (file_window.hpp).
-    add_path("cli_no_populate", run_child(local, "/tmp", {"GPUSORT_POPULATE_PIECES=0"}));
     if (skip_daemon) continue;
     // The daemon: started, given time to bind, then a client sorts through it.
     pid_t pid = 0;

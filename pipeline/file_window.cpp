@@ -20,7 +20,6 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -202,17 +201,6 @@ bool copy_guarded(void* dst, const void* src, std::size_t bytes)
   return true;
 }
 
-/// Whether mapped copies populate a piece's page tables before they copy into it: on unless
-/// GPUSORT_POPULATE_PIECES=0 (for measuring).
-bool populate_before_copy()
-{
-  static const bool on = [] {
-    const char* v = std::getenv("GPUSORT_POPULATE_PIECES");
-    return v == nullptr || v[0] != '0';
-  }();
-  return on;
-}
-
 }  // namespace
 
 /// One output window mapped for the length of a job, and the thread that makes its pages.
@@ -277,16 +265,6 @@ struct mapped_output {
     }
   }
 
-  /// Maps the made pages of [into, into + n) writable in one call instead of one fault per
-  /// 4 KiB in the copy. Best effort: a failure (an old kernel, a file cut) leaves it to the copy.
-  void populate_pages(std::uint64_t into, std::uint64_t n) const
-  {
-    const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
-    const auto first = reinterpret_cast<std::uintptr_t>(data + into) & ~(page - 1);
-    const auto last = reinterpret_cast<std::uintptr_t>(data + into + n);
-    ::madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE);
-  }
-
   /// Copies into the window at `into`, once its pages exist, with every core.
   void write(std::uint64_t into, const char* src, std::uint64_t n)
   {
@@ -297,7 +275,6 @@ struct mapped_output {
 #pragma omp parallel for schedule(static) if (pieces > 1)
     for (std::int64_t p = 0; p < pieces; ++p) {
       const std::uint64_t off = static_cast<std::uint64_t>(p) * piece;
-      if (populate_before_copy()) populate_pages(into + off, std::min(piece, n - off));
       if (!shrank.load(std::memory_order_relaxed) &&
           !copy_guarded(data + into + off, src + off, std::min(piece, n - off)))
         shrank = true;

@@ -50,10 +50,10 @@ struct file_place {
 /// 0.77 s) did not pay: from 8 threads the out-of-core CLI went from 1.98 to 3.50 s, from the one
 /// thread that made the pages from 2.08 to 2.78 s, fitting 2.41 to 4.11 s (it holds up the
 /// registration of the round-1 buffer and the reads; bench/results/h100-20261125-efc544d-e2e.json,
-/// -3df1942-map-ahead-e2e.json). What pays is the copying thread mapping its own 1 MiB piece in
-/// one MADV_POPULATE_WRITE just before it copies (one call per 256 pages instead of 256 faults):
-/// 8 GiB out of core, round 2's copy-out 1.30 -> 0.75 s and the CLI 2.59 -> 2.27 s wall; fitting
-/// 1.99 -> 1.92 s (H100 host, one run, bench/results/h100-20261126-cc0a8fe-e2e-8Gi.json).
+/// -3df1942-map-ahead-e2e.json). Neither did the copying thread mapping its own 1 MiB piece in
+/// one MADV_POPULATE_WRITE just before it copies: two runs of e2e_bench on the H100 host at 8 GiB
+/// disagreed (out of core 2.59 -> 2.27 s, then 1.79 -> 2.33 s; fitting 1.99 -> 1.92, then 2.85 ->
+/// 3.07 s; bench/results/h100-20261126-cc0a8fe-e2e-8Gi.json, -a2f6530-report/), so it is not kept.
 ///
 /// Reading tmpfs inputs through a second descriptor opened with O_DIRECT, which io_bench found
 /// twice as fast for 4 MiB reads (38.7 against 17.6 GB/s), made the engine's 1 MiB reads slower
