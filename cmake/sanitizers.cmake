@@ -9,6 +9,14 @@ foreach(san IN LISTS GPUSORT_SANITIZE)
   target_link_options(gpusort_warnings INTERFACE -fsanitize=${san})
 endforeach()
 
+# GCC's flow warnings are unreliable on sanitizer-instrumented code (its manual says so for
+# -Wmaybe-uninitialized): GCC 12 with ASan flagged std::regex's std::function members in
+# cli_daemon_test.cpp. The release build keeps the warning as an error.
+if(GPUSORT_SANITIZE AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  target_compile_options(gpusort_warnings INTERFACE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wno-maybe-uninitialized>)
+endif()
+
 # UBSan only prints a finding and carries on by default, so a test with undefined behaviour would
 # still pass: make every check fatal, as ASan's and TSan's findings are.
 if("undefined" IN_LIST GPUSORT_SANITIZE)
