@@ -11,6 +11,7 @@
 #include "tests/gpu/gpu_test_support.hpp"
 #include "tests/support/engine_sweep.hpp"
 
+#include <cstdlib>
 #include <gpusort/gpusort.hpp>
 
 #include <gtest/gtest.h>
@@ -106,7 +107,8 @@ INSTANTIATE_TEST_SUITE_P(Gpu, GpuFaultSweep, ::testing::Values(false, true), cor
 // which makes gpusortd exit for a restart (tests/service/fault_daemon_test.cpp).
 class GpuDeviceLost : public test::gpu_test {};
 
-TEST_F(GpuDeviceLost, AStickyErrorFailsTheJobAndMarksTheDevicesLost)
+/// The sticky-error job, run in a death test's child; exits 0 when every expectation held.
+[[noreturn]] void run_sticky_job()
 {
   engine eng{gpu_config(true)};
   sweep_job job{{"GpuOutOfCoreInPlacePairs", n, true, false, true}};
@@ -120,6 +122,16 @@ TEST_F(GpuDeviceLost, AStickyErrorFailsTheJobAndMarksTheDevicesLost)
   EXPECT_TRUE(detail::device_lost());
   job.expect_input_kept("sticky launch failure");
   EXPECT_EQ(held_resources::now().fds, before.fds);
+  std::exit(::testing::Test::HasFailure() ? 1 : 0);
+}
+
+TEST_F(GpuDeviceLost, AStickyErrorFailsTheJobAndMarksTheDevicesLost)
+{
+  // In a child process: the mark is the process's for good (a real lost context does not come
+  // back), and the sweeps that run after this test in the same binary check that plain errors
+  // leave it unset (they all failed that check when this test ran first in their process).
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(run_sticky_job(), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace
