@@ -28,11 +28,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct run_result {
-  int code{-1};
-  std::string out;
-  std::string err;
-};
+using run_result = test_support::cli_result;
 
 class CliDaemon : public ::testing::Test {
  protected:
@@ -43,8 +39,7 @@ class CliDaemon : public ::testing::Test {
                  const std::vector<std::pair<std::string, std::string>>& env = {},
                  const std::string& stdin_path = "/dev/null") const
   {
-    test_support::cli_result r = test_support::run_cli(dir_.path(), args, env, stdin_path);
-    return run_result{r.code, std::move(r.out), std::move(r.err)};
+    return test_support::run_cli(dir_.path(), args, env, stdin_path);
   }
 
   /// Writes `n` generated keys (and 8-byte values) and returns their fingerprint.

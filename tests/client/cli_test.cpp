@@ -5,6 +5,7 @@
 // transforms, the permutation by comparing sorted (key, value) pair lists), not only by
 // `gpusort verify`. With GPUSORT_TEST_BUDGET=tiny every sort gets a configuration with a 64 KiB
 // device budget, so that it takes the out-of-core (two-round) path with several chunks.
+#include "tests/client/cli_process.hpp"
 #include "tests/client/npy_reference.hpp"
 
 #include <gtest/gtest.h>
@@ -40,12 +41,9 @@ namespace {
 namespace fs = std::filesystem;
 using bytes = std::string;
 
-struct run_result {
-  int code{-1};   ///< exit status, -1 when killed by a signal
-  int signal{};   ///< the signal that ended it, 0 when it exited
-  std::string out;
-  std::string err;
-};
+using run_result = gpusort::test_support::cli_result;
+using gpusort::test_support::cli_command;
+using gpusort::test_support::start_cli;
 
 bool tiny_budget()
 {
@@ -53,13 +51,7 @@ bool tiny_budget()
   return b != nullptr && std::string{b} == "tiny";
 }
 
-bytes slurp(const fs::path& p)
-{
-  std::ifstream in{p, std::ios::binary};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+bytes slurp(const fs::path& p) { return gpusort::test_support::slurp_file(p); }
 
 void spit(const fs::path& p, const bytes& data)
 {
@@ -281,42 +273,26 @@ class Cli : public ::testing::Test {
                  const std::vector<std::pair<std::string, std::string>>& env = {},
                  int stderr_fd = -1) const
   {
-    const std::string out_file = (dir_ / "stdout.txt").string();
-    const std::string err_file = (dir_ / "stderr.txt").string();
-    std::vector<std::string> argv_strings{GPUSORT_CLI};
-    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& a : argv_strings) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      const int in = ::open(stdin_.c_str(), O_RDONLY);
-      const int out = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      const int err = stderr_fd >= 0 ? stderr_fd
-                                     : ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (in < 0 || out < 0 || err < 0) ::_exit(121);
-      ::dup2(in, STDIN_FILENO);
-      ::dup2(out, STDOUT_FILENO);
-      ::dup2(err, STDERR_FILENO);
-      ::unsetenv("GPUSORT_CONFIG");
-      ::unsetenv("GPUSORT_SOCKET");
-      for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-      ::execv(argv[0], argv.data());
-      ::_exit(122);
-    }
-    return wait_for(pid, stderr_fd < 0);
+    return wait_for(start_cli(command(args, env, stderr_fd)), stderr_fd < 0);
+  }
+
+  /// The command run() runs: stdin from stdin_, stdout and stderr into the test's folder.
+  [[nodiscard]] cli_command command(const std::vector<std::string>& args,
+                                    const std::vector<std::pair<std::string, std::string>>& env = {},
+                                    int stderr_fd = -1) const
+  {
+    return cli_command{.args = args,
+                       .env = env,
+                       .stdin_path = stdin_.string(),
+                       .stdout_path = (dir_ / "stdout.txt").string(),
+                       .stderr_path = (dir_ / "stderr.txt").string(),
+                       .stderr_fd = stderr_fd};
   }
 
   [[nodiscard]] run_result wait_for(pid_t pid, bool read_stderr) const
   {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    run_result r;
-    if (WIFEXITED(status)) r.code = WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
-    r.out = slurp(dir_ / "stdout.txt");
-    if (read_stderr) r.err = slurp(dir_ / "stderr.txt");
-    return r;
+    return gpusort::test_support::wait_cli(pid, dir_ / "stdout.txt",
+                                           read_stderr ? dir_ / "stderr.txt" : fs::path{});
   }
 
   /// gpusort sort --local with the test's configuration (tiny or default budget).
@@ -704,24 +680,8 @@ class Terminal : public Cli {
                                   "u64",          "--out",         path("s.bin"),
                                   "--local",      "--config",      config_.string()};
     args.insert(args.end(), extra.begin(), extra.end());
-    return run_on_terminal(*this, [&](int tty) {
-      const pid_t pid = ::fork();
-      if (pid == 0) {
-        // run() waits for the child; here the parent must read the terminal meanwhile.
-        std::vector<std::string> a{GPUSORT_CLI};
-        a.insert(a.end(), args.begin(), args.end());
-        std::vector<char*> argv;
-        for (std::string& s : a) argv.push_back(s.data());
-        argv.push_back(nullptr);
-        const int out = ::open((dir_ / "stdout.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        ::dup2(out, STDOUT_FILENO);
-        ::dup2(tty, STDERR_FILENO);
-        ::unsetenv("GPUSORT_CONFIG");
-        ::execv(argv[0], argv.data());
-        ::_exit(122);
-      }
-      return pid;
-    });
+    // run() waits for the child; here the parent must read the terminal meanwhile.
+    return run_on_terminal(*this, [&](int tty) { return start_cli(command(args, {}, tty)); });
   }
 };
 
@@ -1035,20 +995,9 @@ TEST_F(Cli, TerminatedSortLeavesTheOriginalAndNoTemporary)
   spit(config_, "devices: cpu\nhost_threads: 1\n");
   gen("u64", "uniform", "1M", path("d.bin"), path("v.bin"));
   const bytes keys = slurp(path("d.bin"));
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const int null = ::open("/dev/null", O_RDWR);
-    ::dup2(null, STDOUT_FILENO);
-    ::dup2(null, STDERR_FILENO);
-    std::vector<std::string> a{GPUSORT_CLI, "sort",        path("d.bin"), "--dtype",
-                               "u64",       "--values",    path("v.bin"), "--local",
-                               "--config",  config_.string()};
-    std::vector<char*> argv;
-    for (std::string& s : a) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(122);
-  }
+  const pid_t pid = start_cli(cli_command{.args = {"sort", path("d.bin"), "--dtype", "u64",
+                                                    "--values", path("v.bin"), "--local",
+                                                    "--config", config_.string()}});
   // Signal as soon as both temporaries exist, which is before the engine starts.
   bool seen = false;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{20};
@@ -1148,24 +1097,17 @@ TEST_F(Cli, AnOutputThatDoesNotFitLeavesTheInputAndNoTemporary)
   const bytes keys = slurp(path("d.bin"));
   for (const bool in_place : {true, false}) {
     SCOPED_TRACE(in_place ? "in place" : "--out");
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      const int null = ::open("/dev/null", O_RDWR);
-      const int err = ::open((dir_ / "stderr.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(null, STDOUT_FILENO);
-      ::dup2(err, STDERR_FILENO);
+    std::vector<std::string> a{"sort",  path("d.bin"), "--dtype",        "u64",
+                               "--local", "--config",  config_.string()};
+    if (!in_place) a.insert(a.end(), {"--out", path("s.bin")});
+    cli_command c = command(a);
+    c.stdout_path = "/dev/null";
+    c.in_child = [] {
       ::signal(SIGXFSZ, SIG_IGN);  // a write past the limit then fails with EFBIG
       const rlimit limit{.rlim_cur = 100'000, .rlim_max = 100'000};
       ::setrlimit(RLIMIT_FSIZE, &limit);
-      std::vector<std::string> a{GPUSORT_CLI, "sort", path("d.bin"), "--dtype", "u64",
-                                 "--local", "--config", config_.string()};
-      if (!in_place) a.insert(a.end(), {"--out", path("s.bin")});
-      std::vector<char*> argv;
-      for (std::string& x : a) argv.push_back(x.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(122);
-    }
+    };
+    const pid_t pid = start_cli(c);
     const run_result r = wait_for(pid, true);
     EXPECT_EQ(r.code, 73) << r.err;  // EX_CANTCREAT
     expect_one_error_line(r);

@@ -2,6 +2,7 @@
 // for CI, and the leak counters read before and after each failed job.
 #pragma once
 
+#include "bench/soak_probe.hpp"  // soak_scale(): GPUSORT_SOAK_SCALE, shared with the soak
 #include "core/fault.hpp"
 #include "tests/support/open_fds.hpp"
 
@@ -15,25 +16,15 @@
 
 namespace gpusort::test_support {
 
-/// GPUSORT_SOAK_SCALE (default 1): the sanitizer runs shrink the long tests with it (0.1 runs a
-/// tenth of the points), a soak raises it.
-inline double soak_scale()
-{
-  const char* v = std::getenv("GPUSORT_SOAK_SCALE");
-  if (v == nullptr || *v == '\0') return 1.0;
-  const double s = std::strtod(v, nullptr);
-  return s > 0 ? s : 1.0;
-}
-
 /// The calls to fail, from 1 to `count`: every one when there are at most `budget` (scaled by
-/// GPUSORT_SOAK_SCALE, at least 4), else the first, the last and a stride through the rest
-/// from an offset drawn from `seed`, so that a seed names the sample and another seed covers
-/// other calls.
+/// GPUSORT_SOAK_SCALE, 0.25 under asan and 0.1 under tsan; at least 4), else the first, the
+/// last and a stride through the rest from an offset drawn from `seed`, so that a seed names
+/// the sample and another seed covers other calls.
 inline std::vector<std::uint64_t> sweep_points(std::uint64_t count, std::uint64_t budget,
                                                std::uint64_t seed)
 {
   const auto scaled = std::max<std::uint64_t>(
-      4, static_cast<std::uint64_t>(static_cast<double>(budget) * soak_scale()));
+      4, static_cast<std::uint64_t>(static_cast<double>(budget) * soak::soak_scale()));
   std::vector<std::uint64_t> points;
   if (count == 0) return points;
   if (count <= scaled) {
