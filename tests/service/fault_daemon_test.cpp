@@ -85,12 +85,14 @@ std::string daemon_fds(pid_t pid)
   return out;
 }
 
-/// Waits up to a second for the daemon's descriptor count to come back to `expected` (a
-/// session closes, or sd_notify's socket, a moment after the reply the test saw).
+/// Waits up to a second for the daemon's descriptor count to come down to `expected` (a
+/// session closes, or sd_notify's socket, a moment after the reply the test saw). Fewer is no
+/// leak: a descriptor the daemon held for a moment when the test counted (under load, the
+/// sweep of all:6 once counted 13 before and 12 after) may be gone by now.
 std::size_t settled_fd_count(pid_t pid, std::size_t expected)
 {
   std::size_t now = daemon_fd_count(pid);
-  for (int i = 0; i < 100 && now != expected; ++i) {
+  for (int i = 0; i < 100 && now > expected; ++i) {
     std::this_thread::sleep_for(10ms);
     now = daemon_fd_count(pid);
   }
@@ -199,7 +201,7 @@ class DaemonFault : public ::testing::Test {
     connect();
     if (l.unreachable) {
       EXPECT_TRUE(sticky) << context << ": a single failure made the daemon unreachable";
-      EXPECT_EQ(settled_fd_count(d->pid(), fds_idle), fds_idle)
+      EXPECT_LE(settled_fd_count(d->pid(), fds_idle), fds_idle)
           << context << ": descriptors leaked:\n" << daemon_fds(d->pid());
       stop();
       return l;
@@ -216,6 +218,7 @@ class DaemonFault : public ::testing::Test {
       }
     }
     const std::size_t fds_before = daemon_fd_count(d->pid());
+    const std::string fds_listed = daemon_fds(d->pid());
 
     // 1. A shared buffer, in place, out of core.
     job(
@@ -306,8 +309,9 @@ class DaemonFault : public ::testing::Test {
       EXPECT_EQ(s.running_jobs + s.queued_jobs, 0U) << context;
       EXPECT_EQ(s.host_memory_used, 0U) << context << ": host memory still counted";
       EXPECT_EQ(s.pinned_pool_used, 0U) << context << ": shared buffers still counted";
-      EXPECT_EQ(settled_fd_count(d->pid(), fds_before), fds_before)
-          << context << ": descriptors leaked:\n" << daemon_fds(d->pid());
+      EXPECT_LE(settled_fd_count(d->pid(), fds_before), fds_before)
+          << context << ": descriptors leaked:\n" << daemon_fds(d->pid()) << "before:\n"
+          << fds_listed;
       stop();
       return l;
     }
@@ -344,8 +348,9 @@ class DaemonFault : public ::testing::Test {
                     << "\n"
                     << d->log();
     }
-    EXPECT_EQ(settled_fd_count(d->pid(), fds_before), fds_before)
-        << context << ": descriptors leaked:\n" << daemon_fds(d->pid());
+    EXPECT_LE(settled_fd_count(d->pid(), fds_before), fds_before)
+        << context << ": descriptors leaked:\n" << daemon_fds(d->pid()) << "before:\n"
+        << fds_listed;
     stop();
     return l;
   }
