@@ -57,10 +57,10 @@ if [ "$tests" = 1 ]; then
 fi
 
 # compute-sanitizer's four tools on the GPU tests at small sizes (GPUSORT_TEST_SMALL for the
-# executor's tests, GPUSORT_TEST_MAX_N for gpu_tests' capped and huge ones): memcheck (out-of-bounds and
-# misaligned accesses, leaks of device memory, API errors), racecheck (shared-memory hazards),
-# synccheck (barriers that not every thread reaches) and initcheck (reads of device memory never
-# written). Each run's output goes to sanitizer_TOOL_SUITE.txt and its summary line, exit status
+# executor's tests, GPUSORT_TEST_MAX_N for gpu_tests' capped and huge ones): memcheck
+# (out-of-bounds and misaligned accesses, leaks of device memory, API errors), racecheck
+# (shared-memory hazards), synccheck (barriers that not every thread reaches) and initcheck
+# (reads of device memory never written). Each run's output goes to sanitizer_TOOL_SUITE.txt and its summary line, exit status
 # and time to sanitizer_summary.txt; any error, hazard or failed test fails the check. The tools
 # slow kernels 10-100 times, so the sets are cut to what covers every kernel at least once: the
 # sort kernels see only ordered bits (u32 or u64 words whatever the key type), so the executor
