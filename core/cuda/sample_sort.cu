@@ -320,7 +320,7 @@ void sort_buckets(const ss::work<K, V>& w, const scratch_layout& l, const launch
 template <typename P, typename K, typename V>
 bool run(dtype t, order dir, K* keys, K* keys_alt, V* values, V* values_alt, std::uint64_t n,
          void* d_scratch, std::size_t scratch_bytes, cudaStream_t stream, std::uint64_t seed,
-         int forced_levels, bool counted_scans, const launch_setup& setup)
+         int forced_levels, detail::scan_choice scans, const launch_setup& setup)
 {
   const scratch_layout l = make_layout<P, K>(n, forced_levels);
   if (scratch_bytes < l.total)
@@ -361,21 +361,23 @@ bool run(dtype t, order dir, K* keys, K* keys_alt, V* values, V* values_alt, std
             w);
     GPUSORT_CHECK_LAUNCH();
   }
+  // Level 0's counters are known here; a later level's are bounded by every segment taking k
+  // buckets, which CUB scans where its average segment does; the counted scan takes the levels
+  // whose segments split into fewer buckets and the spare level (rarely any tiles).
+  auto cub_items_of = [&](int level) -> std::optional<std::uint64_t> {
+    using detail::scan_choice;
+    if (scans == scan_choice::counted) return std::nullopt;
+    if (level == 0) return ss::counters_of<P, K>(0, n);
+    if (scans == scan_choice::bound ||
+        (level < expected_levels<P>(n) && average_depth<P>(n, level) == P::log_buckets))
+      return tiles_bound<P, K>(l, n, level) * P::counters;
+    return std::nullopt;
+  };
   for (int level = 0; level < l.levels; ++level) {
     w.level = static_cast<std::uint32_t>(level);
     const std::uint64_t segs = segments_bound<P>(l, level);
     const std::uint64_t tiles = tiles_bound<P, K>(l, n, level);
-    // Level 0's counters are known here; a later level's are bounded by every segment taking k
-    // buckets, which CUB scans where its average segment does; the counted scan takes the
-    // levels whose segments split into fewer buckets and the spare level (rarely any tiles).
-    std::optional<std::uint64_t> cub_items;
-    if (!counted_scans) {
-      if (level == 0) {
-        cub_items = ss::counters_of<P, K>(0, n);
-      } else if (level < expected_levels<P>(n) && average_depth<P>(n, level) == P::log_buckets) {
-        cub_items = tiles * P::counters;
-      }
-    }
+    const std::optional<std::uint64_t> cub_items = cub_items_of(level);
     if (mapped && level == 0) {
       distribute<P, K, V, true>(w, l, base, segs, tiles, cub_items, setup, stream);
     } else {
@@ -384,11 +386,14 @@ bool run(dtype t, order dir, K* keys, K* keys_alt, V* values, V* values_alt, std
     ss::classify_kernel<K, V><<<grid_of(segs, setup.list), list_threads, 0, stream>>>(w);
     GPUSORT_CHECK_LAUNCH();
     w.level = static_cast<std::uint32_t>(level + 1);
-    // the next level's tile map; past the last level, segments still above the capacity go to
-    // the fallback, which takes them whole
+    // the next level's tile map and the counters its CUB scan reads past its own; past the
+    // last level, segments still above the capacity go to the fallback, which takes them whole
     if (level + 1 < l.levels) {
-      ss::tile_map_kernel<K, V><<<grid_of(segments_bound<P>(l, level + 1), setup.map),
-                                  list_threads, 0, stream>>>(w);
+      w.scan_bound = cub_items_of(level + 1).value_or(0);
+      // enough blocks for the zeroing too: a thread per counter up to the resident blocks
+      const std::uint64_t blocks = std::max(segments_bound<P>(l, level + 1),
+                                            (w.scan_bound + list_threads - 1) / list_threads);
+      ss::tile_map_kernel<K, V><<<grid_of(blocks, setup.map), list_threads, 0, stream>>>(w);
       GPUSORT_CHECK_LAUNCH();
     }
   }
@@ -458,7 +463,7 @@ sample_sort_shape sample_sort_shape_of(std::uint64_t n, unsigned key_bytes, unsi
 bool sample_sort_with_levels(dtype t, order dir, void* d_keys, void* d_keys_alt, void* d_values,
                              void* d_values_alt, std::uint64_t n, unsigned value_bytes,
                              void* d_scratch, std::size_t scratch_bytes, cudaStream_t stream,
-                             std::uint64_t seed, int levels, bool counted_scans)
+                             std::uint64_t seed, int levels, scan_choice scans)
 {
   const auto key_bytes = static_cast<unsigned>(size_of(t));
   check_widths(key_bytes, value_bytes);
@@ -477,9 +482,9 @@ bool sample_sort_with_levels(dtype t, order dir, void* d_keys, void* d_keys_alt,
     const auto [sm90, setup] = setup_of_current_device<K, V>();
     if (sm90)
       return run<ss::policy_sm90<K, V>>(t, dir, keys, keys_alt, values, values_alt, n, d_scratch,
-                                        scratch_bytes, stream, seed, levels, counted_scans, setup);
+                                        scratch_bytes, stream, seed, levels, scans, setup);
     return run<ss::policy_sm80<K, V>>(t, dir, keys, keys_alt, values, values_alt, n, d_scratch,
-                                      scratch_bytes, stream, seed, levels, counted_scans, setup);
+                                      scratch_bytes, stream, seed, levels, scans, setup);
   });
 }
 

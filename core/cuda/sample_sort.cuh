@@ -80,14 +80,23 @@ struct sample_sort_shape {
 sample_sort_shape sample_sort_shape_of(std::uint64_t n, unsigned key_bytes, unsigned value_bytes,
                                        int sm_major);
 
+/// How the levels scan their bucket counters (tests force either scan on every level).
+enum class scan_choice {
+  predicted,  ///< CUB's over level 0's counters and over the host's bound where an average
+              ///< segment takes all k buckets; the counted scan elsewhere (sample_sort.cu)
+  counted,    ///< every level over the counters that device memory counts, as the spare level
+              ///< does, which rarely has any
+  bound,      ///< CUB's on every level, past level 0 over the host's bound (otherwise only at
+              ///< a few hundred million elements)
+};
+
 /// The typed sample_sort with the number of levels forced (tests): with too few, segments above
 /// the bucket capacity remain and take the fallback path. levels < 0: as predicted.
-/// counted_scans: every level scans its counters as the spare level does (over the counters that
-/// device memory counts, not CUB's over the host's bound), which rarely has any.
 bool sample_sort_with_levels(dtype t, order dir, void* d_keys, void* d_keys_alt, void* d_values,
                              void* d_values_alt, std::uint64_t n, unsigned value_bytes,
                              void* d_scratch, std::size_t scratch_bytes, cudaStream_t stream,
-                             std::uint64_t seed, int levels, bool counted_scans = false);
+                             std::uint64_t seed, int levels,
+                             scan_choice scans = scan_choice::predicted);
 
 }  // namespace detail
 

@@ -6,7 +6,19 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstdlib>
+
 namespace gpusort::test {
+
+/// GPUSORT_TEST_MAX_N: the most elements a test sorts or transforms, for compute-sanitizer's
+/// runs (scripts/gpu-check.sh), which slow kernels and memory tracking 10-100 times; tests
+/// leave out the sizes above it. Unset: no cap.
+inline std::uint64_t max_test_n()
+{
+  const char* cap = std::getenv("GPUSORT_TEST_MAX_N");
+  return cap == nullptr ? ~std::uint64_t{0} : std::strtoull(cap, nullptr, 10);
+}
 
 inline const detail::gpu_probe_result& probed_gpus()
 {

@@ -254,6 +254,8 @@ TEST_F(gpu_ordered_keys_order, round_trip_restores_random_bits)
 TEST_F(gpu_ordered_keys_order, more_than_two_to_the_32_keys)
 {
   constexpr std::uint64_t n = (std::uint64_t{1} << 32) + 37;
+  // initcheck tracks every byte: 17 GB under it did not finish the sanitizer run
+  if (n > test::max_test_n()) GTEST_SKIP() << "GPUSORT_TEST_MAX_N is below " << n;
   constexpr std::uint64_t offset = 1;  // a scalar head as well
   const std::uint64_t bytes = (n + offset) * sizeof(std::uint32_t);
   std::size_t free_bytes = 0;

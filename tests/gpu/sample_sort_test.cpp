@@ -45,6 +45,8 @@ namespace {
 
 using cuda::cuda_stream;
 using cuda::device_buffer;
+using cuda::detail::scan_choice;
+using test::max_test_n;
 
 /// Host arrays of one sort: raw key bytes and optional values.
 struct host_case {
@@ -79,9 +81,12 @@ host_case make_case(dtype t, distribution d, std::uint64_t n, unsigned value_byt
 }
 
 /// Sorts the case on the device through the typed entry (with `levels` distribution levels
-/// forced, if not negative) and copies the result back over it.
+/// forced, if not negative, and the scans forced unless predicted) and copies the result back
+/// over it. poison >= 0: the scratch is filled with that byte first (what an earlier sort left
+/// there must not matter); otherwise it is fresh, so that compute-sanitizer's initcheck sees
+/// any read of scratch that the sort did not write first.
 void sort_on_device(host_case& c, order dir, std::uint64_t seed = cuda::default_sample_seed,
-                    int levels = -1, bool counted_scans = false)
+                    int levels = -1, scan_choice scans = scan_choice::predicted, int poison = -1)
 {
   const std::uint64_t key_bytes = c.n * size_of(c.type);
   const std::uint64_t value_bytes = c.n * c.value_bytes;
@@ -93,6 +98,9 @@ void sort_on_device(host_case& c, order dir, std::uint64_t seed = cuda::default_
       c.n, static_cast<unsigned>(size_of(c.type)), c.value_bytes);
   device_buffer scratch{scratch_bytes};
   cuda_stream stream;
+  if (poison >= 0) {
+    ASSERT_EQ(cudaMemsetAsync(scratch.data(), poison, scratch_bytes, stream.value()), cudaSuccess);
+  }
   ASSERT_EQ(cudaMemcpyAsync(keys.data(), c.keys.data(), key_bytes, cudaMemcpyHostToDevice,
                             stream.value()),
             cudaSuccess);
@@ -102,14 +110,14 @@ void sort_on_device(host_case& c, order dir, std::uint64_t seed = cuda::default_
               cudaSuccess);
   }
   const bool alt =
-      levels < 0 && !counted_scans
+      levels < 0 && scans == scan_choice::predicted
           ? cuda::sample_sort(c.type, dir, keys.data(), keys_alt.data(), values.data(),
                               values_alt.data(), c.n, c.value_bytes, scratch.data(),
                               scratch_bytes, stream.value(), seed)
           : cuda::detail::sample_sort_with_levels(c.type, dir, keys.data(), keys_alt.data(),
                                                   values.data(), values_alt.data(), c.n,
                                                   c.value_bytes, scratch.data(), scratch_bytes,
-                                                  stream.value(), seed, levels, counted_scans);
+                                                  stream.value(), seed, levels, scans);
   ASSERT_EQ(cudaMemcpyAsync(c.keys.data(), alt ? keys_alt.data() : keys.data(), key_bytes,
                             cudaMemcpyDeviceToHost, stream.value()),
             cudaSuccess);
@@ -122,11 +130,12 @@ void sort_on_device(host_case& c, order dir, std::uint64_t seed = cuda::default_
 }
 
 void expect_sorts(dtype t, order dir, distribution d, std::uint64_t n, unsigned value_bytes,
-                  std::uint64_t seed = 1, int levels = -1, bool counted_scans = false)
+                  std::uint64_t seed = 1, int levels = -1,
+                  scan_choice scans = scan_choice::predicted)
 {
   host_case c = make_case(t, d, n, value_bytes, seed);
   const fingerprint before = fingerprint_of(c.key_view(), c.value_view());
-  sort_on_device(c, dir, cuda::default_sample_seed, levels, counted_scans);
+  sort_on_device(c, dir, cuda::default_sample_seed, levels, scans);
   const verify_result v = verify(c.key_view(), c.value_view(), dir, before);
   EXPECT_TRUE(v.ok) << name_of(t) << (dir == order::ascending ? " asc " : " desc ") << name_of(d)
                     << " n=" << n << " values=" << value_bytes << " levels=" << levels << ": "
@@ -300,12 +309,6 @@ TEST_F(gpu_sample_sort_bits, any_seed_sorts)
 
 // ---- every path at small sizes: the set compute-sanitizer runs (GPUSORT_TEST_MAX_N caps it) ----
 
-std::uint64_t max_test_n()
-{
-  const char* cap = std::getenv("GPUSORT_TEST_MAX_N");
-  return cap == nullptr ? ~std::uint64_t{0} : std::strtoull(cap, nullptr, 10);
-}
-
 TEST_F(gpu_sample_sort_bits, small_sizes_over_every_path)
 {
   for (const std::uint64_t n : {1ULL, 100ULL, 1025ULL, 8193ULL, 16385ULL, 70001ULL, 300007ULL,
@@ -415,14 +418,59 @@ TEST_F(gpu_sample_sort_bits, counted_scan_on_every_level)
     if (n > max_test_n()) continue;
     for (const distribution d :
          {distribution::uniform, distribution::zero, distribution::staggered}) {
-      expect_sorts(dtype::u32, order::ascending, d, n, 0, n + 1, -1, true);
-      expect_sorts(dtype::f64, order::descending, d, n, 8, n + 2, -1, true);
+      expect_sorts(dtype::u32, order::ascending, d, n, 0, n + 1, -1, scan_choice::counted);
+      expect_sorts(dtype::f64, order::descending, d, n, 8, n + 2, -1, scan_choice::counted);
     }
   }
   constexpr std::uint64_t large = (std::uint64_t{1} << 25) + 3;
   if (large > max_test_n()) return;
-  expect_sorts(dtype::u32, order::ascending, distribution::uniform, large, 0, 7, -1, true);
-  expect_sorts(dtype::f32, order::descending, distribution::gaussian, large, 4, 8, -1, true);
+  expect_sorts(dtype::u32, order::ascending, distribution::uniform, large, 0, 7, -1,
+               scan_choice::counted);
+  expect_sorts(dtype::f32, order::descending, distribution::gaussian, large, 4, 8, -1,
+               scan_choice::counted);
+}
+
+// CUB's scan over the host's bound, which the predicted choice takes past level 0 only at a few
+// hundred million elements, on every level: the bound holds more counters than the level's
+// segments have, and the tile map zeroes the rest, so that the scan reads nothing unwritten
+// (initcheck, with fresh scratch) and the level's offsets stay right. Zero and fewunique leave
+// few segments for level 1, most of the bound unused; 1,000,003 pairs on sm_90 take three
+// levels (the spare one).
+TEST_F(gpu_sample_sort_bits, bound_scan_on_every_level)
+{
+  for (const std::uint64_t n : {16'385ULL, 40'009ULL, 1'000'003ULL, 3'000'017ULL}) {
+    if (n > max_test_n()) continue;
+    for (const distribution d : {distribution::uniform, distribution::zero,
+                                 distribution::fewunique, distribution::staggered}) {
+      expect_sorts(dtype::u32, order::ascending, d, n, 0, n + 1, -1, scan_choice::bound);
+      expect_sorts(dtype::f64, order::descending, d, n, 8, n + 2, -1, scan_choice::bound);
+      expect_sorts(dtype::i32, order::ascending, d, n, 4, n + 3, -1, scan_choice::bound);
+    }
+  }
+}
+
+// Nothing the sort reads of its scratch may be left from before it: pairs (ranked
+// deterministically) sorted over scratch full of zeros and over scratch full of ones come out
+// byte for byte the same, and sorted, at one level, two and the spare, with either scan.
+TEST_F(gpu_sample_sort_bits, what_the_scratch_held_does_not_matter)
+{
+  for (const std::uint64_t n : {16'385ULL, 70'001ULL, 1'000'003ULL}) {
+    if (n > max_test_n()) continue;
+    for (const scan_choice scans : {scan_choice::predicted, scan_choice::bound}) {
+      for (const distribution d : {distribution::uniform, distribution::detdupes}) {
+        host_case input = make_case(dtype::u32, d, n, 8, n);
+        const fingerprint fp = fingerprint_of(input.key_view(), input.value_view());
+        host_case zeros = input;
+        host_case ones = input;
+        sort_on_device(zeros, order::ascending, cuda::default_sample_seed, -1, scans, 0x00);
+        sort_on_device(ones, order::ascending, cuda::default_sample_seed, -1, scans, 0xff);
+        EXPECT_TRUE(zeros.keys == ones.keys && zeros.values == ones.values)
+            << name_of(d) << " n=" << n;
+        EXPECT_TRUE(verify(zeros.key_view(), zeros.value_view(), order::ascending, fp).ok)
+            << name_of(d) << " n=" << n;
+      }
+    }
+  }
 }
 
 // Key buffers 4 bytes past a 16-byte boundary (a caller's sub-range): the distribution passes
@@ -606,6 +654,7 @@ bool fits_device(std::uint64_t bytes)
 TEST_F(gpu_sample_sort_bits, three_hundred_million_keys_and_pairs)
 {
   constexpr std::uint64_t n = 300'000'000;
+  if (n > max_test_n()) GTEST_SKIP() << "GPUSORT_TEST_MAX_N is below " << n;
   if (!fits_device(n * 2 * 16 + n)) GTEST_SKIP() << "needs about 10 GiB of GPU memory";
   expect_sorts(dtype::u32, order::ascending, distribution::uniform, n, 0, 11);
   expect_sorts(dtype::f64, order::descending, distribution::gaussian, n, 8, 12);
@@ -617,6 +666,7 @@ TEST_F(gpu_sample_sort_bits, two_to_the_31_plus_one_keys)
   if (std::getenv("GPUSORT_TEST_HUGE") == nullptr)
     GTEST_SKIP() << "set GPUSORT_TEST_HUGE=1 (needs about 30 GiB of host and GPU memory)";
   constexpr std::uint64_t n = (std::uint64_t{1} << 31) + 1;
+  if (n > max_test_n()) GTEST_SKIP() << "GPUSORT_TEST_MAX_N is below " << n;
   if (!fits_device(n * 4 * 2 + n)) GTEST_SKIP() << "needs about 18 GiB of GPU memory";
   expect_sorts(dtype::u32, order::ascending, distribution::uniform, n, 0, 21);
 }

@@ -167,6 +167,9 @@ struct work {
   key_map<K> from_ordered;
   std::uint32_t float_keys;  ///< f32 or f64: cells may index by value (cell_index)
   std::uint32_t level;
+  /// Counters that CUB's scan of this level reads (its host-side bound), 0 for the counted
+  /// scan: those past the level's own are zeroed before it (tile_map_kernel)
+  std::uint64_t scan_bound;
 };
 
 template <typename V>
@@ -383,8 +386,11 @@ struct shared_labels {
 
   __device__ __forceinline__ void load(const splitters<K, P::buckets>& s)
   {
+    // the k - 1 splitters the sample agent wrote: slot k - 1 is never read here (heavy has no
+    // bit for it, a cell counts at most the splitters there are), and copying it read scratch
+    // that nothing wrote (compute-sanitizer initcheck, cc0a8fe)
     const int k = 1 << s.depth;
-    for (int i = threadIdx.x; i < k; i += blockDim.x) sorted[i] = s.sorted[i];
+    for (int i = threadIdx.x; i < k - 1; i += blockDim.x) sorted[i] = s.sorted[i];
     for (int i = threadIdx.x; i < P::buckets / 32; i += blockDim.x) heavy[i] = s.heavy[i];
     if (threadIdx.x == 0) {
       depth = static_cast<int>(s.depth);
@@ -406,8 +412,9 @@ struct shared_splitters {
   __device__ __forceinline__ void load(const splitters<K, P::buckets>& s)
   {
     labels.load(s);
+    // nodes 1 to k - 1: the root is at 1 and the walk never reads node 0, which nothing writes
     const int k = 1 << s.depth;
-    for (int i = threadIdx.x; i < k; i += blockDim.x) tree[i] = s.tree[i];
+    for (int i = threadIdx.x + 1; i < k; i += blockDim.x) tree[i] = s.tree[i];
     if (s.index.mode != cells_off) {
       constexpr int vectors = cells * sizeof(std::uint16_t) / sizeof(uint4);
       for (int i = threadIdx.x; i < vectors; i += blockDim.x)

@@ -115,7 +115,12 @@ __global__ void map_input_kernel(work<K, V> w)
     w.keys[i] = w.to_ordered(w.keys[i]);
 }
 
-/// Tile -> segment map of level w.level, one block per segment.
+/// Tile -> segment map of level w.level (> 0), one block per segment; and where CUB scans the
+/// level's counters over the host's bound (w.scan_bound), the counters past the level's own
+/// zeroed: the histogram pass writes only those of its segments, and CUB's scan read the rest
+/// before anything wrote them (compute-sanitizer initcheck). Their offsets are never used, so
+/// zeros are as good as any; the gap is the bound's slack, most of it where many buckets
+/// finished a level early, and at most the bytes CUB's scan reads anyway.
 template <typename K, typename V>
 __global__ void tile_map_kernel(work<K, V> w)
 {
@@ -128,6 +133,11 @@ __global__ void tile_map_kernel(work<K, V> w)
     for (std::uint64_t t = threadIdx.x; t < tiles; t += blockDim.x)
       w.tile_map[seg.tile_base + t] = s;
   }
+  const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
+  for (std::uint64_t i = w.count->levels[w.level].counters +
+                         std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+       i < w.scan_bound; i += stride)
+    w.bucket_counts[i] = 0;
 }
 
 /// Mapped: level 0 of a sort of raw keys (likewise the histogram and the scatter).

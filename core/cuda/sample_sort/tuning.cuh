@@ -23,7 +23,8 @@
 //  - A device-wide exclusive scan over the counters, laid out segment by segment (2k per tile of
 //    the segment's own k), bucket-major within a segment, gives every (tile, bucket) its global
 //    output offset: CUB's over level 0's counters and over the host's bound where an average
-//    segment takes all k buckets; elsewhere (levels whose segments split into fewer buckets, the
+//    segment takes all k buckets (the tile map zeroes the bound's counters past the level's
+//    own, which CUB reads); elsewhere (levels whose segments split into fewer buckets, the
 //    spare level, which nearly always finds no tiles) the counted scan, whose kernels read the
 //    level's counter total from device memory (counted_sum_kernel).
 //  - A scatter pass gathers each bucket's part of the tile in shared memory. It does not
