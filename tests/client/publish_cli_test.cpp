@@ -4,11 +4,7 @@
 // and values are published all or nothing (issue 25): when the second output cannot be put in
 // place, the first is put back, and the file it had replaced must still be there, byte for
 // byte, with no temporary or kept copy left beside it.
-#include "tests/client/cli_process.hpp"
-#include "tests/service/daemon_test_support.hpp"
-
-#include "core/generate.hpp"
-#include "core/verify.hpp"
+#include "tests/client/cli_files_fixture.hpp"
 
 #include <gtest/gtest.h>
 
@@ -26,57 +22,23 @@ namespace fs = std::filesystem;
 
 constexpr char no_exchange[] = "exchange:1:sticky:EINVAL";
 
-struct run_result {
-  int code{-1};
-  std::string err;
-};
+using run_result = cli_run_result;
 
 // A prime count of pairs, so that no chunk or page boundary is even.
 constexpr std::uint64_t n = 4099;
 
-class PublishWithoutExchange : public ::testing::Test {
+class PublishWithoutExchange : public CliFilesTest {
  protected:
-  fs::path work() const { return dir_.path() / "work"; }
-  fs::path path(const std::string& name) const { return work() / name; }
-
-  PublishWithoutExchange()
-  {
-    fs::create_directories(work());
-    keys_.assign(n * 8, '\0');
-    values_.assign(n * 8, '\0');
-    generate(key_array{keys_.data(), n, dtype::u64}, distribution::uniform, 25);
-    generate_values(value_array{values_.data(), n, 8}, 25);
-    before_ = fingerprint_of(key_array{keys_.data(), n, dtype::u64},
-                             value_array{values_.data(), n, 8});
-    spit(dir_.path() / "cpu.yaml", "devices: cpu\n");
-  }
-
-  run_result run(const std::vector<std::string>& args, const std::string& spec,
-                 const std::string& counts = {}) const
-  {
-    std::vector<std::pair<std::string, std::string>> env{{"GPUSORT_FAULT", spec}};
-    if (!counts.empty()) env.emplace_back("GPUSORT_FAULT_COUNTS", counts);
-    const test_support::cli_result r = test_support::run_cli(dir_.path(), args, env);
-    return run_result{r.code, r.err};
-  }
+  PublishWithoutExchange() : CliFilesTest{n, 25} {}
 
   /// The inputs, and existing outputs with other content (what --out replaces).
   void reset(bool existing_outputs)
   {
-    for (const auto& e : fs::directory_iterator{work()}) fs::remove(e.path());
-    spit(path("k.bin"), keys_);
-    spit(path("v.bin"), values_);
+    reset_inputs();
     if (existing_outputs) {
       spit(path("ks.bin"), "the keys file that --out replaces\n");
       spit(path("vs.bin"), "the values file that --values-out replaces\n");
     }
-  }
-
-  std::set<std::string> files() const
-  {
-    std::set<std::string> out;
-    for (const auto& e : fs::directory_iterator{work()}) out.insert(e.path().filename());
-    return out;
   }
 
   std::vector<std::string> in_place() const
@@ -172,10 +134,6 @@ class PublishWithoutExchange : public ::testing::Test {
     }
     return failed;
   }
-
-  temp_dir dir_;
-  std::string keys_, values_;
-  fingerprint before_{};
 };
 
 // (a) and (b): an in-place sort of keys and values replaces both inputs.
