@@ -35,7 +35,8 @@ namespace {
 std::string errno_text(int err) { return std::strerror(err); }
 
 // Temporaries a signal handler must remove. Plain lock-free atomics: the only state a
-// handler may touch. A command has at most two outputs; the rest is headroom.
+// handler may touch. A command has at most two outputs, each with a temporary and, where
+// RENAME_EXCHANGE is missing, a kept link to the file it replaces; the rest is headroom.
 constexpr int max_temporaries = 8;
 std::array<std::atomic<const char*>, max_temporaries> temporaries{};
 static_assert(std::atomic<const char*>::is_always_lock_free);
@@ -70,6 +71,37 @@ extern "C" void on_fatal_signal(int sig)
   // SA_RESETHAND restored the default action: terminate by the same signal, as the caller
   // (a shell, a job runner) expects.
   ::raise(sig);
+}
+
+/// Makes a file named after `path` in its folder (".NAME.gpusort-PID-RANDOM" + suffix) by
+/// `create(name)`, which fails with EEXIST when the name is taken (another name is then tried),
+/// and registers it for the signal cleanup. Returns what create returned: -1 with errno set
+/// when it failed. The registry holds `name`'s characters: `name` must outlive `slot`.
+template <class Create>
+int create_beside(const fs::path& path, const char* suffix, std::string& name, int& slot,
+                  Create create)
+{
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path{"."};
+  std::random_device random;
+  // A fatal signal between making the file and registering it would leave it behind: hold
+  // those signals until the registry knows the file.
+  sigset_t fatal{}, previous{};
+  sigemptyset(&fatal);
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&fatal, sig);
+  ::pthread_sigmask(SIG_BLOCK, &fatal, &previous);
+  int rc = -1;
+  for (int attempt = 0; rc < 0; ++attempt) {
+    name = (dir / ("." + path.filename().string() + ".gpusort-" + std::to_string(::getpid()) +
+                   "-" + std::to_string(random()) + suffix))
+               .string();
+    rc = create(name.c_str());
+    if (rc < 0 && (errno != EEXIST || attempt == 16)) break;
+  }
+  const int err = errno;
+  if (rc >= 0) slot = register_temporary(name.c_str());
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  errno = err;
+  return rc;
 }
 
 }  // namespace
@@ -151,28 +183,14 @@ atomic_output::atomic_output(const fs::path& path, std::uint64_t size)
   if (exists && !S_ISREG(st.st_mode))
     throw cli_error{exit_cant_create, "cannot write " + shown + ": not a regular file"};
 
-  const fs::path dir = path_.has_parent_path() ? path_.parent_path() : fs::path{"."};
-  std::random_device random;
-  // A fatal signal between creating the temporary and registering it would leave it behind:
-  // hold those signals until the registry knows the file.
-  sigset_t fatal{}, previous{};
-  sigemptyset(&fatal);
-  for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&fatal, sig);
-  ::pthread_sigmask(SIG_BLOCK, &fatal, &previous);
-  for (int attempt = 0; fd_ < 0; ++attempt) {
-    temp_ = (dir / ("." + path_.filename().string() + ".gpusort-" +
-                    std::to_string(::getpid()) + "-" + std::to_string(random()) + ".tmp"))
-                .string();
-    fd_ = sys::open(temp_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  fd_ = create_beside(path_, ".tmp", temp_, slot_, [](const char* name) {
+    return sys::open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  });
+  if (fd_ < 0) {
     const int err = errno;
-    if (fd_ < 0 && (err != EEXIST || attempt == 16)) {
-      ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-      throw cli_error{denied_or(err, exit_cant_create),
-                      "cannot write " + shown + ": " + errno_text(err)};
-    }
+    throw cli_error{denied_or(err, exit_cant_create),
+                    "cannot write " + shown + ": " + errno_text(err)};
   }
-  slot_ = register_temporary(temp_.c_str());
-  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 
   std::string failure;
   if (exists && ::fchmod(fd_, st.st_mode & 07777) != 0) {
@@ -321,7 +339,7 @@ void atomic_output::sync(bool durable)
   synced_ = true;
 }
 
-void atomic_output::swap_in()
+void atomic_output::swap_in(bool undoable)
 {
   GPUSORT_EXPECTS(synced_ && !published_, "publish() an output once, after sync()");
   // RENAME_EXCHANGE keeps the replaced file (at the temporary's path) for undo_swap_in(); a
@@ -335,20 +353,64 @@ void atomic_output::swap_in()
     replaced_old_ = true;
   } else {
     if (exists && errno != EINVAL && errno != ENOSYS) fail(errno);
-    if (sys::rename(temp_.c_str(), path_.c_str()) != 0) fail(errno);
+    // The plain rename destroys the file it replaces: before it, keep that file under a
+    // second name, or an undo would leave nothing at the path (issue 25: an in-place sort of
+    // keys and values lost the keys file when the values then failed to publish).
+    if (exists && undoable) keep_replaced();
+    if (sys::rename(temp_.c_str(), path_.c_str()) != 0) {
+      const int err = errno;
+      drop_kept();
+      fail(err);
+    }
   }
   published_ = true;
+}
+
+void atomic_output::keep_replaced()
+{
+  const int rc = create_beside(path_, ".old", kept_, kept_slot_, [&](const char* name) {
+    return sys::link(path_.c_str(), name);
+  });
+  if (rc == 0) return;
+  // Without a hard link (FAT, exFAT, some FUSE and network filesystems) nothing can keep the
+  // replaced file short of copying it. Replacing it anyway would make all or nothing a hope:
+  // a later output that failed would leave keys sorted beside values that are not, or the
+  // keys published without their values; a demanding user would rather have the files as
+  // they were and be told why. So nothing is replaced; a single output (publish(), or
+  // publish_all of one) never asks for this and is published as usual.
+  const int err = errno;
+  kept_.clear();
+  throw cli_error{exit_cant_create,
+                  "cannot replace " + shown_ + " together with the other outputs: its " +
+                      "filesystem has no renameat2(RENAME_EXCHANGE), and a hard link to keep " +
+                      "it until all are in place failed (" + errno_text(err) +
+                      "); nothing was replaced (write the outputs to new files instead)"};
+}
+
+void atomic_output::drop_kept() noexcept
+{
+  if (kept_.empty()) return;
+  ::unlink(kept_.c_str());
+  unregister_temporary(kept_slot_);
+  kept_slot_ = -1;
+  kept_.clear();
 }
 
 void atomic_output::undo_swap_in() noexcept
 {
   if (!published_) return;
-  const int rc = replaced_old_ ? ::renameat2(AT_FDCWD, temp_.c_str(), AT_FDCWD, path_.c_str(),
-                                             RENAME_EXCHANGE)
-                               : ::rename(path_.c_str(), temp_.c_str());
+  // A kept file goes back by a plain rename, which also drops the output (its temporary name
+  // is gone; the destructor's unlink of it finds nothing).
+  const int rc = replaced_old_    ? ::renameat2(AT_FDCWD, temp_.c_str(), AT_FDCWD, path_.c_str(),
+                                                RENAME_EXCHANGE)
+                 : !kept_.empty() ? ::rename(kept_.c_str(), path_.c_str())
+                                  : ::rename(path_.c_str(), temp_.c_str());
   if (rc == 0) {
     published_ = false;
     replaced_old_ = false;
+    unregister_temporary(kept_slot_);
+    kept_slot_ = -1;
+    kept_.clear();
   }
 }
 
@@ -356,6 +418,7 @@ void atomic_output::commit() noexcept
 {
   if (replaced_old_) ::unlink(temp_.c_str());  // the file the output replaced
   replaced_old_ = false;
+  drop_kept();
   unregister_temporary(slot_);
   slot_ = -1;
   // The rename is durable only once the folder is; the data already is, so a failure here
@@ -369,7 +432,7 @@ void atomic_output::commit() noexcept
 
 void atomic_output::publish()
 {
-  swap_in();
+  swap_in(false);  // nothing after it can fail: no undo, nothing to keep
   commit();
 }
 
@@ -377,7 +440,8 @@ void publish_all(const std::vector<atomic_output*>& outputs)
 {
   std::size_t done = 0;
   try {
-    for (; done < outputs.size(); ++done) outputs[done]->swap_in();
+    // The last output needs no undo: when it fails it was not published.
+    for (; done < outputs.size(); ++done) outputs[done]->swap_in(done + 1 < outputs.size());
   } catch (...) {
     // Found by the CLI's fault sweep (tests/client/fault_cli_test.cpp): a failed rename of
     // the values left the keys file sorted in place beside the unsorted values.
@@ -394,6 +458,9 @@ atomic_output::~atomic_output()
   if (fd_ >= 0) ::close(fd_);
   if (!published_ || replaced_old_) ::unlink(temp_.c_str());
   unregister_temporary(slot_);
+  // A kept file still here is one an undo failed to put back: the only copy of what the
+  // output replaced, so it stays (and the signal cleanup forgets it).
+  unregister_temporary(kept_slot_);
 }
 
 void install_signal_cleanup()

@@ -121,9 +121,13 @@ class atomic_output {
 
  private:
   friend void publish_all(const std::vector<atomic_output*>& outputs);
-  /// Moves the output into place; what it replaces stays at the temporary's path, so that
-  /// undo_swap_in() can put it back until commit() removes it.
-  void swap_in();
+  /// Moves the output into place. With `undoable`, what it replaces is kept (at the
+  /// temporary's path after RENAME_EXCHANGE, else under a hard link beside it) so that
+  /// undo_swap_in() can put it back until commit() removes it; where neither works it throws
+  /// and replaces nothing.
+  void swap_in(bool undoable);
+  void keep_replaced();
+  void drop_kept() noexcept;
   void undo_swap_in() noexcept;
   void commit() noexcept;
   void stop_write_back() noexcept;
@@ -138,6 +142,8 @@ class atomic_output {
   bool synced_{};
   bool published_{};
   bool replaced_old_{};  ///< swap_in() exchanged: the temporary's path holds the old file
+  std::string kept_;     ///< without the exchange: a hard link to the replaced file, or empty
+  int kept_slot_{-1};    ///< kept_'s slot in the signal cleanup registry
   std::atomic<bool> stop_write_back_{false};
   std::thread write_back_;
 };
@@ -145,6 +151,9 @@ class atomic_output {
 /// Publishes several outputs of one job as one: each is swapped in, keeping the file it
 /// replaces, and when one fails, those already in place are put back (an in-place sort of keys
 /// and values must not leave sorted keys beside unsorted values), then the error is thrown.
+/// Where the filesystem has neither RENAME_EXCHANGE nor hard links, an output that replaces a
+/// file and is not the last is refused (cli_error, nothing replaced) rather than published
+/// without a way back.
 void publish_all(const std::vector<atomic_output*>& outputs);
 
 /// Installs handlers that remove unpublished temporaries on fatal signals: SIGINT, SIGTERM,

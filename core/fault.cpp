@@ -2,6 +2,7 @@
 
 #include <gpusort/error.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <charconv>
@@ -20,25 +21,30 @@ namespace {
 constexpr std::array<std::string_view, site_count> site_names{
     "device_alloc", "pinned_alloc", "host_register", "copy",     "launch", "stream", "event",
     "cuda_other",   "open",         "read",          "write",    "mmap",   "stat",   "sync",
-    "rename",       "truncate",     "memfd",         "send",     "recv"};
+    "rename",       "exchange",     "link",          "truncate", "memfd",  "send",   "recv"};
 
-constexpr std::array<std::pair<std::string_view, int>, 19> errno_names{{
+constexpr std::array<std::pair<std::string_view, int>, 21> errno_names{{
     {"EIO", EIO},       {"ENOSPC", ENOSPC}, {"EINTR", EINTR},   {"EAGAIN", EAGAIN},
     {"ENOMEM", ENOMEM}, {"EMFILE", EMFILE}, {"ENFILE", ENFILE}, {"EACCES", EACCES},
     {"EPERM", EPERM},   {"EROFS", EROFS},   {"EFBIG", EFBIG},   {"EDQUOT", EDQUOT},
     {"EBADF", EBADF},   {"EINVAL", EINVAL}, {"EPIPE", EPIPE},   {"ENOENT", ENOENT},
     {"EXDEV", EXDEV},   {"ECONNRESET", ECONNRESET},             {"ENODEV", ENODEV},
+    {"ENOSYS", ENOSYS}, {"EOPNOTSUPP", EOPNOTSUPP},
 }};
 
-// The plan in atomics: a seam on any thread reads it while a test may re-arm between jobs.
-std::atomic<std::uint8_t> plan_group{0};
-std::atomic<std::uint8_t> plan_target{0};
-std::atomic<std::uint64_t> plan_nth{0};
-std::atomic<bool> plan_sticky{false};
-std::atomic<int> plan_error{0};
+// The plans in atomics: a seam on any thread reads them while a test may re-arm between jobs.
+struct armed_plan {
+  std::atomic<std::uint8_t> group{0};
+  std::atomic<std::uint8_t> target{0};
+  std::atomic<std::uint64_t> nth{0};
+  std::atomic<bool> sticky{false};
+  std::atomic<int> error{0};
+  std::atomic<std::uint64_t> matching{0};  // calls in the plan's scope
+};
+std::array<armed_plan, max_plans> plans{};
+std::atomic<std::size_t> plan_count{0};
 
 std::array<std::atomic<std::uint64_t>, site_count> counters{};
-std::atomic<std::uint64_t> matching{0};  // calls in the plan's scope
 std::atomic<std::uint64_t> failed{0};
 
 bool in_scope(scope g, site target, site s) noexcept
@@ -68,7 +74,9 @@ int default_error(site s, bool sticky) noexcept
     case site::write:
     case site::stat:
     case site::sync:
-    case site::rename: return EIO;
+    case site::rename:
+    case site::exchange:
+    case site::link: return EIO;
     default:
       // A sticky CUDA failure stands for a lost context: cudaErrorIllegalAddress, which the
       // driver then returns to every call; a single one for a call refused
@@ -105,7 +113,7 @@ void write_counts_at_exit()
   const char* spec = std::getenv("GPUSORT_FAULT");
   if (spec == nullptr || *spec == '\0') return false;
   try {
-    arm(parse(spec));
+    arm(parse_all(spec));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpusort: warning: GPUSORT_FAULT ignored: %s\n", e.what());
     return false;
@@ -177,17 +185,39 @@ plan parse(std::string_view spec)
   return p;
 }
 
-void arm(const plan& p) noexcept
+std::vector<plan> parse_all(std::string_view spec)
+{
+  std::vector<plan> out;
+  for (std::size_t at = 0;;) {
+    const std::size_t comma = spec.find(',', at);
+    out.push_back(parse(spec.substr(at, comma == std::string_view::npos ? comma : comma - at)));
+    if (comma == std::string_view::npos) break;
+    at = comma + 1;
+  }
+  if (out.size() > max_plans)
+    throw invalid_argument{"fault plan '" + std::string{spec} + "': at most " +
+                           std::to_string(max_plans) + " plans"};
+  return out;
+}
+
+void arm(const plan& p) noexcept { arm(std::vector<plan>{p}); }
+
+void arm(const std::vector<plan>& ps) noexcept
 {
   armed_flag.store(false, std::memory_order_seq_cst);
   for (auto& c : counters) c.store(0, std::memory_order_relaxed);
-  matching.store(0, std::memory_order_relaxed);
   failed.store(0, std::memory_order_relaxed);
-  plan_group.store(static_cast<std::uint8_t>(p.group), std::memory_order_relaxed);
-  plan_target.store(static_cast<std::uint8_t>(p.target), std::memory_order_relaxed);
-  plan_nth.store(p.nth, std::memory_order_relaxed);
-  plan_sticky.store(p.sticky, std::memory_order_relaxed);
-  plan_error.store(p.error, std::memory_order_relaxed);
+  const std::size_t count = std::min(ps.size(), max_plans);
+  for (std::size_t i = 0; i < count; ++i) {
+    armed_plan& a = plans[i];
+    a.group.store(static_cast<std::uint8_t>(ps[i].group), std::memory_order_relaxed);
+    a.target.store(static_cast<std::uint8_t>(ps[i].target), std::memory_order_relaxed);
+    a.nth.store(ps[i].nth, std::memory_order_relaxed);
+    a.sticky.store(ps[i].sticky, std::memory_order_relaxed);
+    a.error.store(ps[i].error, std::memory_order_relaxed);
+    a.matching.store(0, std::memory_order_relaxed);
+  }
+  plan_count.store(count, std::memory_order_relaxed);
   armed_flag.store(true, std::memory_order_seq_cst);
 }
 
@@ -197,21 +227,31 @@ bool hit_armed(site s) noexcept
 {
   if (s == site::none) return false;
   counters[static_cast<std::size_t>(s)].fetch_add(1, std::memory_order_relaxed);
-  const auto g = static_cast<scope>(plan_group.load(std::memory_order_relaxed));
-  if (!in_scope(g, static_cast<site>(plan_target.load(std::memory_order_relaxed)), s))
-    return false;
-  const std::uint64_t n = matching.fetch_add(1, std::memory_order_relaxed) + 1;
-  const std::uint64_t nth = plan_nth.load(std::memory_order_relaxed);
-  if (nth == 0 || n < nth) return false;
-  if (n > nth && !plan_sticky.load(std::memory_order_relaxed)) return false;
-  failed.fetch_add(1, std::memory_order_relaxed);
-  return true;
+  bool fails = false;
+  // Every plan in scope counts the call, also once an earlier plan already failed it.
+  for (std::size_t i = 0; i < plan_count.load(std::memory_order_relaxed); ++i) {
+    armed_plan& a = plans[i];
+    const auto g = static_cast<scope>(a.group.load(std::memory_order_relaxed));
+    if (!in_scope(g, static_cast<site>(a.target.load(std::memory_order_relaxed)), s)) continue;
+    const std::uint64_t n = a.matching.fetch_add(1, std::memory_order_relaxed) + 1;
+    const std::uint64_t nth = a.nth.load(std::memory_order_relaxed);
+    if (nth != 0 && (n == nth || (n > nth && a.sticky.load(std::memory_order_relaxed))))
+      fails = true;
+  }
+  if (fails) failed.fetch_add(1, std::memory_order_relaxed);
+  return fails;
 }
 
 int error_for(site s) noexcept
 {
-  const int e = plan_error.load(std::memory_order_relaxed);
-  return e != 0 ? e : default_error(s, plan_sticky.load(std::memory_order_relaxed));
+  const std::size_t count = plan_count.load(std::memory_order_relaxed);
+  std::size_t i = 0;
+  while (i + 1 < count &&
+         !in_scope(static_cast<scope>(plans[i].group.load(std::memory_order_relaxed)),
+                   static_cast<site>(plans[i].target.load(std::memory_order_relaxed)), s))
+    ++i;
+  const int e = plans[i].error.load(std::memory_order_relaxed);
+  return e != 0 ? e : default_error(s, plans[i].sticky.load(std::memory_order_relaxed));
 }
 
 void throw_device_fault(site s, std::string_view device)

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace gpusort::detail::fault {
 
@@ -38,6 +39,8 @@ enum class site : std::uint8_t {
   stat,           // fstat
   sync,           // fsync, fdatasync
   rename,         // rename
+  exchange,       // renameat2(RENAME_EXCHANGE); EINVAL for good stands for a filesystem without it
+  link,           // link, linkat
   truncate,       // ftruncate, fallocate, posix_fallocate
   memfd,          // memfd_create
   send,           // sendmsg on the daemon's socket
@@ -67,8 +70,18 @@ struct plan {
 /// Throws gpusort::invalid_argument naming what is wrong.
 [[nodiscard]] plan parse(std::string_view spec);
 
+/// At most this many plans at once, each counted on its own: a sticky one stands for what a
+/// machine lacks (a filesystem without RENAME_EXCHANGE: "exchange:1:sticky:EINVAL") while
+/// another fails the Nth call of what it then does.
+inline constexpr std::size_t max_plans = 4;
+/// Plans separated by commas, each as parse() reads it.
+[[nodiscard]] std::vector<plan> parse_all(std::string_view spec);
+
 /// Arms `p` and sets every counter to zero; disarm() stops counting and failing.
 void arm(const plan& p) noexcept;
+/// Arms every plan of `plans` (at most max_plans; the rest are ignored): a call fails when any
+/// of them picks it, with the error of the first plan whose scope holds it.
+void arm(const std::vector<plan>& plans) noexcept;
 void disarm() noexcept;
 /// Calls of class `s` made since arm() (failed ones included).
 [[nodiscard]] std::uint64_t calls(site s) noexcept;
@@ -83,6 +96,7 @@ void disarm() noexcept;
 class armed {
  public:
   explicit armed(const plan& p) noexcept { arm(p); }
+  explicit armed(const std::vector<plan>& plans) noexcept { arm(plans); }
   ~armed() { disarm(); }
   armed(const armed&) = delete;
   armed& operator=(const armed&) = delete;
@@ -99,7 +113,8 @@ extern std::atomic<bool> armed_flag;
   return hit_armed(s);
 }
 
-/// The errno or cudaError_t the failing call returns.
+/// The errno or cudaError_t a failing call of class `s` returns: that of the first armed plan
+/// whose scope holds `s`.
 [[nodiscard]] int error_for(site s) noexcept;
 
 /// Throws what a failing device step of class `s` on `device` throws: out_of_memory for an

@@ -73,9 +73,14 @@ inline int rename(const char* from, const char* to) noexcept
 /// renameat2 with RENAME_EXCHANGE: both paths must exist; each then names the other's file.
 inline int rename_exchange(const char* a, const char* b) noexcept
 {
-  return seam::fails(fault::site::rename)
+  return seam::fails(fault::site::exchange)
              ? -1
              : ::renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE);
+}
+/// A second name for a file: where RENAME_EXCHANGE is missing, what keeps a replaced file.
+inline int link(const char* existing, const char* name) noexcept
+{
+  return seam::fails(fault::site::link) ? -1 : ::link(existing, name);
 }
 inline int ftruncate(int fd, off_t n) noexcept
 {

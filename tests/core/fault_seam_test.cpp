@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <string>
+#include <vector>
 
 namespace gpusort::detail::fault {
 namespace {
@@ -51,6 +53,22 @@ TEST(FaultPlan, ParsesWhatGpusortFaultAccepts)
   for (const char* bad : {"", "read", "reed:1", "read:x", "read:1:sticky:EWHAT", "read:1:2:3",
                           "read:-1", "all:1:sticky:5:6"})
     EXPECT_THROW((void)parse(bad), invalid_argument) << bad;
+}
+
+TEST(FaultPlan, SeveralPlansAreSeparatedByCommas)
+{
+  const std::vector<plan> ps = parse_all("exchange:1:sticky:EINVAL,rename:2");
+  ASSERT_EQ(ps.size(), 2U);
+  EXPECT_EQ(ps[0].target, site::exchange);
+  EXPECT_TRUE(ps[0].sticky);
+  EXPECT_EQ(ps[0].error, EINVAL);
+  EXPECT_EQ(ps[1].target, site::rename);
+  EXPECT_EQ(ps[1].nth, 2U);
+  EXPECT_EQ(parse_all("link:1:EOPNOTSUPP").front().error, EOPNOTSUPP);
+  EXPECT_EQ(parse_all("count").size(), 1U);
+  for (const char* bad : {"read:1,", ",read:1", "read:1,,write:2", "read:1,reed:2",
+                          "open:1,read:1,write:1,sync:1,stat:1"})
+    EXPECT_THROW((void)parse_all(bad), invalid_argument) << bad;
 }
 
 TEST(FaultPlan, EveryClassHasAName)
@@ -97,6 +115,54 @@ TEST(FaultSeam, DefaultErrorsPerClass)
   EXPECT_EQ(error_for(site::truncate), ENOSPC);
   arm(plan{.group = scope::cuda, .nth = 1, .sticky = true});
   EXPECT_EQ(error_for(site::launch), 700) << "sticky: cudaErrorIllegalAddress, a lost context";
+}
+
+TEST(FaultSeam, PlansCountOnTheirOwnAndTheFirstInScopeGivesTheError)
+{
+  // A filesystem without RENAME_EXCHANGE, and its second plain rename failing.
+  const armed a{std::vector<plan>{
+      {.group = scope::one, .target = site::exchange, .nth = 1, .sticky = true, .error = EINVAL},
+      {.group = scope::one, .target = site::rename, .nth = 2}}};
+  std::vector<bool> failed;
+  for (const site s : {site::exchange, site::rename, site::exchange, site::rename, site::rename})
+    failed.push_back(hit(s));
+  EXPECT_EQ(failed, (std::vector<bool>{true, false, true, true, false}));
+  EXPECT_EQ(error_for(site::exchange), EINVAL);
+  EXPECT_EQ(error_for(site::rename), EIO) << "the rename plan's default, not the exchange's";
+  EXPECT_EQ(injected(), 3U);
+  EXPECT_EQ(summary(), "rename=3 exchange=2");
+}
+
+TEST(FaultSeam, ACallTwoPlansPickFailsOnceAndCountsInBoth)
+{
+  const armed a{std::vector<plan>{{.group = scope::one, .target = site::link, .nth = 1},
+                                  {.group = scope::io, .nth = 1, .error = ENOSPC}}};
+  EXPECT_TRUE(hit(site::link));
+  EXPECT_EQ(injected(), 1U);
+  EXPECT_FALSE(hit(site::link)) << "each plan counted the first call: neither picks the second";
+  EXPECT_EQ(error_for(site::link), EIO) << "the first plan whose scope holds the call";
+  EXPECT_EQ(error_for(site::write), ENOSPC);
+}
+
+TEST(FaultSeam, TheLinkWrapperFailsWithoutMakingALink)
+{
+  const std::string from = ::testing::TempDir() + "/gpusort-link-seam-a";
+  const std::string to = ::testing::TempDir() + "/gpusort-link-seam-b";
+  ::unlink(to.c_str());
+  const int fd = ::open(from.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  {
+    const armed a{plan{.group = scope::one, .target = site::link, .nth = 1, .error = EPERM}};
+    errno = 0;
+    EXPECT_EQ(sys::link(from.c_str(), to.c_str()), -1);
+    EXPECT_EQ(errno, EPERM);
+    struct stat st {};
+    EXPECT_NE(::stat(to.c_str(), &st), 0) << "the failed link made the name";
+    EXPECT_EQ(sys::link(from.c_str(), to.c_str()), 0) << "only the first call fails";
+  }
+  ::unlink(to.c_str());
+  ::unlink(from.c_str());
 }
 
 TEST(FaultSeam, DisarmedCountsNothing)
