@@ -509,15 +509,20 @@ void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
         const auto [b0, b1] = block_of(t);
         thread_state& s = state[t];
         s.count.fill(0);
+        // Copies the loop's stores cannot alias, so that they stay in registers: the counts are
+        // 64-bit integers like the keys and the maps' fields.
+        const auto m = map;
+        const K r = ref;
+        const K* const keys = x.keys;
         K v = 0;
         if (find_vary) {
           for (std::uint64_t i = b0; i < b1; ++i) {
-            const K k = map(x.keys[i]);
+            const K k = m(keys[i]);
             ++s.count[digit(k)];
-            v |= static_cast<K>(k ^ ref);
+            v |= static_cast<K>(k ^ r);
           }
         } else {
-          for (std::uint64_t i = b0; i < b1; ++i) ++s.count[digit(map(x.keys[i]))];
+          for (std::uint64_t i = b0; i < b1; ++i) ++s.count[digit(m(keys[i]))];
         }
         s.vary = v;
       }
@@ -558,12 +563,14 @@ void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
       thread_state& s = state[t];
       s.ors.fill(0);
       s.ands.fill(static_cast<K>(~K{0}));
+      const auto m = map;  // as in the counting pass
+      const span_pair<K, V> from = x, to = y;
       for (std::uint64_t i = b0; i < b1; ++i) {
-        const K k = map(x.keys[i]);
+        const K k = m(from.keys[i]);
         const std::uint32_t d = digit(k);
         const std::uint64_t at = s.count[d]++;
-        y.keys[at] = k;
-        if constexpr (has_values<V>) y.values[at] = x.values[i];
+        to.keys[at] = k;
+        if constexpr (has_values<V>) to.values[at] = from.values[i];
         s.ors[d] |= k;
         s.ands[d] &= k;
       }
