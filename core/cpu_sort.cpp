@@ -80,6 +80,24 @@ unsigned thread_count(unsigned threads) noexcept
 // 3.32-3.44 s against 3.23-3.64 s, u32 2.33-2.43 against 2.12-2.63, f64 5.30-5.76 against
 // 4.57-4.98, pairs (2^28) 1.29-1.40 against 1.16-1.18
 // (bench/results/h100-20261125-5492247-cpu-ab-*.json).
+// Keys that are not their own ordered bits (floats, signed integers, descending order) come in
+// raw: the first parallel pass maps them as it counts and scatters, and each range of lsd_max
+// keys or fewer maps its result back as soon as it is sorted, in cache (sort_parallel,
+// sort_range's `back`), where the engine's direct path made two passes of their own (each a
+// read and a write of the whole array). On the 2-core development machine, 2 threads, 2^25 f64
+// in [-1, 1), scratch kept, CPU time (a harness; now bench/cpu_sort_ab_bench), load 8: fused
+// 22.2-24.2 ns a key against 21.4-24.0 for the separate passes, within the noise: there the two
+// cores are the limit and the passes vectorise; they save memory traffic (2 x 16 bytes a key) for
+// machines whose cores wait on memory, such as the 16-core GPU host. Fusing first made it slower
+// (28.2-31.6) until the loops kept the map in registers (thread-local copies: stores of 64-bit
+// counts may alias a map's 64-bit fields).
+// The scratch's first touch, same harness and load, u64 at 2^25: scratch kept 20.1-25.0 ns a
+// key, fresh with huge pages (host_buffer advises them; this machine's transparent huge pages
+// are "madvise") 21.6-26.1 with a spike of 50.5 (240-310 faults), fresh in 4 KiB pages
+// 27.1-36.9 (65.7K faults); touching fresh scratch beforehand from every core
+// (MADV_POPULATE_WRITE in 2 MiB pieces) did not pay (4 KiB pages 25.5-30.5, huge pages
+// 22.4-37.8). So the scratch stays fresh per sort: where huge pages are given, faults cost
+// about what the noise does; where they are not, what pays is enabling them.
 constexpr unsigned wide_bits = 11;
 constexpr unsigned narrow_bits = 8;
 constexpr unsigned parallel_bits = 8;
