@@ -4,7 +4,8 @@
 // u64, u32 and f64 keys and u64/u64 pairs, uniform; then every distribution of u64 keys against
 // uniform; then the budget-limited DSPS path on the host device. Every engine result is checked
 // by the verifier. Keys are regenerated (deterministic for the seed) before each run instead of
-// copied, so that 2^30 u64 keys need 8 GiB for the array and 8 GiB for the sort's buffer.
+// copied, so that 2^30 u64 keys need 8 GiB for the array and 8 GiB for the sort's buffer (or
+// the merge sort's), and 2^29 pairs 16 GiB: --count 1Gi runs on a 24 GiB machine.
 //
 //   cpu_bench [--count 1Gi] [--pairs-count N] [--dist-count N] [--seed 1] [--budget-fraction 8]
 //             [--skip-serial] [--goal 2.5] [--only CASES] [--json FILE] [--machine NAME]
@@ -205,13 +206,24 @@ int main(int argc, char** argv)
   // u64/u64 pairs: the baseline sorts (key, value) records by key.
   if (wanted("pairs")) {
     const std::uint64_t n = o.pairs_count;
-    std::vector<std::uint64_t> keys(n), values(n);
-    gpusort::generate(std::span<std::uint64_t>{keys}, gpusort::distribution::uniform, o.seed);
-    gpusort::generate_values(gpusort::value_array{values.data(), n, 8}, o.seed);
+    std::vector<std::uint64_t> keys, values;
+    const auto regenerate = [&] {
+      keys.resize(n);
+      values.resize(n);
+      gpusort::generate(std::span<std::uint64_t>{keys}, gpusort::distribution::uniform, o.seed);
+      gpusort::generate_values(gpusort::value_array{values.data(), n, 8}, o.seed);
+    };
+    // The records are made from the arrays, which are then freed and made again from the seed
+    // for the engine: at most 32n bytes at once (the records and the merge sort's copy of them;
+    // 16 GiB at 2^29 pairs), not 48n with the arrays kept beside them (OOM-killed at 2^29 on a
+    // 24 GiB machine).
     double parallel = 0;
     {
+      regenerate();
       std::vector<std::pair<std::uint64_t, std::uint64_t>> records(n);
       for (std::uint64_t i = 0; i < n; ++i) records[i] = {keys[i], values[i]};
+      std::vector<std::uint64_t>().swap(keys);
+      std::vector<std::uint64_t>().swap(values);
       parallel = time_it([&] {
         __gnu_parallel::sort(records.begin(), records.end(),
                              [](const auto& a, const auto& b) { return a.first < b.first; },
@@ -219,6 +231,7 @@ int main(int argc, char** argv)
                                  static_cast<__gnu_parallel::_ThreadIndex>(omp_get_max_threads())));
       });
     }
+    regenerate();
     add_row("__gnu_parallel::sort, u64/u64 pairs uniform", n, n * 16, parallel);
     const gpusort::key_array kv{keys.data(), n, gpusort::dtype::u64};
     const gpusort::value_array vv{values.data(), n, 8};

@@ -80,6 +80,27 @@ unsigned thread_count(unsigned threads) noexcept
 // 3.32-3.44 s against 3.23-3.64 s, u32 2.33-2.43 against 2.12-2.63, f64 5.30-5.76 against
 // 4.57-4.98, pairs (2^28) 1.29-1.40 against 1.16-1.18
 // (bench/results/h100-20261125-5492247-cpu-ab-*.json).
+// Keys that are not their own ordered bits (floats, signed integers, descending order) come in
+// raw: the first parallel pass maps them as it counts and scatters, and each range of lsd_max
+// keys or fewer maps its result back as soon as it is sorted, in cache (sort_parallel,
+// sort_range's `back`), where the engine's direct path made two passes of their own (each a
+// read and a write of the whole array). On the 2-core development machine, 2 threads, 2^25 f64
+// in [-1, 1), scratch kept, CPU time (a harness; now bench/cpu_sort_ab_bench), load 8: fused
+// 22.2-24.2 ns a key against 21.4-24.0 for the separate passes, within the noise: there the two
+// cores are the limit and the passes vectorise; they save memory traffic (2 x 16 bytes a key) for
+// machines whose cores wait on memory, such as the 16-core GPU host. Fusing first made it slower
+// (28.2-31.6) until the loops kept the map in registers (thread-local copies: stores of 64-bit
+// counts may alias a map's 64-bit fields). Against main's sorter (a169c54) in one session, same
+// harness, 2^25, one run each alternating, load 10-12: f64 main's separate passes 21.2-22.1 ns a
+// key, fused 22.1-22.8; u64 20.2-26.7 against 21.8-23.6; u64/u64 pairs 45.4-55.2 against
+// 53.0-55.8 ns a pair (within the noise; the pairs' loops differ only in local copies).
+// The scratch's first touch, same harness and load, u64 at 2^25: scratch kept 20.1-25.0 ns a
+// key, fresh with huge pages (host_buffer advises them; this machine's transparent huge pages
+// are "madvise") 21.6-26.1 with a spike of 50.5 (240-310 faults), fresh in 4 KiB pages
+// 27.1-36.9 (65.7K faults); touching fresh scratch beforehand from every core
+// (MADV_POPULATE_WRITE in 2 MiB pieces) did not pay (4 KiB pages 25.5-30.5, huge pages
+// 22.4-37.8). So the scratch stays fresh per sort: where huge pages are given, faults cost
+// about what the noise does; where they are not, what pays is enabling them.
 constexpr unsigned wide_bits = 11;
 constexpr unsigned narrow_bits = 8;
 constexpr unsigned parallel_bits = 8;
@@ -197,7 +218,16 @@ bool lsd_sort(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, K vary)
 }
 
 template <typename K, typename V>
-void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x, K vary);
+void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x, K vary,
+                const key_map<K>* back = nullptr);
+
+/// keys[i] = map(keys[i]) on this thread: the map back to raw keys, applied to a range just
+/// sorted while it is still in cache instead of in a pass of its own over the whole array.
+template <typename K>
+void map_keys(K* keys, std::uint64_t n, const key_map<K>& map) noexcept
+{
+  for (std::uint64_t i = 0; i < n; ++i) keys[i] = map(keys[i]);
+}
 
 /// Ranges already in order, ascending or strictly descending (sorted and reversed inputs keep
 /// their order through the passes above): put in place by a copy or a reversal instead of being
@@ -261,16 +291,27 @@ void sort_top_bits(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
 }
 
 /// Sorts n elements held in x with y as scratch, on this thread; the result ends in x when
-/// `to_x`, else in y.
+/// `to_x`, else in y. With `back`, the result's keys leave through that map (ordered bits back
+/// to raw keys): each range of lsd_max keys or fewer maps its result as soon as it is sorted, in
+/// cache.
 template <typename K, typename V>
-void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x, K vary)
+void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x, K vary,
+                const key_map<K>* back)
 {
+  if (back != nullptr && (n <= lsd_max || vary == 0)) {
+    sort_range<K, V>(x, y, n, to_x, vary, nullptr);
+    map_keys((to_x ? x : y).keys, n, *back);
+    return;
+  }
   if (n <= insertion_max || vary == 0) {
     if (vary != 0) insertion_sort(x, to_x ? x : y, n);
     else if (!to_x) copy_range(x, y, n);
     return;
   }
-  if (in_order(x, y, n, to_x)) return;
+  if (in_order(x, y, n, to_x)) {
+    if (back != nullptr) map_keys((to_x ? x : y).keys, n, *back);
+    return;
+  }
   // LSD while it takes few passes; with more varying bits an MSD pass leaves buckets of a few
   // keys that insertion sort finishes (u64 keys at 16Ki: one pass instead of six).
   const unsigned varying = highest_bit(vary) - static_cast<unsigned>(std::countr_zero(vary)) + 1;
@@ -307,7 +348,8 @@ void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x
   for (std::uint32_t b = 0; b < radix; ++b) {
     const std::uint64_t len = start[b + 1] - start[b];
     if (len > 0)
-      sort_range(y.at(start[b]), x.at(start[b]), len, !to_x, static_cast<K>(ors[b] ^ ands[b]));
+      sort_range(y.at(start[b]), x.at(start[b]), len, !to_x, static_cast<K>(ors[b] ^ ands[b]),
+                 back);
   }
 }
 
@@ -387,24 +429,64 @@ prefix_digit<K> make_digit(K vary, const std::vector<K>& sample)
   return d;
 }
 
-/// A range whose keys are all equal: in place already, or copied with every thread.
-template <typename K, typename V>
-void copy_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x)
+// Below this many elements a parallel pass costs more to start than it saves.
+constexpr std::int64_t parallel_pass_threshold = std::int64_t{1} << 18;
+
+template <typename K>
+void map_bits(const K* src, K* dst, std::uint64_t n, const key_map<K>& map)
 {
-  if (to_x) return;
-  parallel_copy(y.keys, x.keys, n * sizeof(K));
-  if constexpr (has_values<V>) parallel_copy(y.values, x.values, n * sizeof(V));
+  const auto count = static_cast<std::int64_t>(n);
+#pragma omp parallel for schedule(static) if (count > parallel_pass_threshold)
+  for (std::int64_t i = 0; i < count; ++i) dst[i] = map(src[i]);
+}
+
+/// The keys as they are, for the passes over keys that are ordered bits already.
+struct no_map {
+  template <typename K>
+  K operator()(K k) const noexcept
+  {
+    return k;
+  }
+};
+
+/// Calls f(map) with *fwd, or with no_map where there is none, so that the loops over keys
+/// already ordered compile as they were, without a branch per key.
+template <typename K, typename F>
+void with_map(const key_map<K>* fwd, F&& f)
+{
+  if (fwd != nullptr) f(*fwd);
+  else f(no_map{});
+}
+
+/// A range whose keys are all equal: in place already, or copied with every thread, then
+/// through the maps (the canonical maps make raw keys that differ equal: -0.0 and +0.0).
+template <typename K, typename V>
+void copy_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x,
+                   const key_map<K>* fwd, const key_map<K>* back)
+{
+  if (fwd != nullptr) map_bits(x.keys, x.keys, n, *fwd);
+  if (!to_x) {
+    parallel_copy(y.keys, x.keys, n * sizeof(K));
+    if constexpr (has_values<V>) parallel_copy(y.values, x.values, n * sizeof(V));
+  }
+  K* dst = to_x ? x.keys : y.keys;
+  if (back != nullptr) map_bits(dst, dst, n, *back);
 }
 
 /// sort_range with `threads` threads, for large ranges; `vary` as for sort_range, or nullopt
-/// where unknown.
+/// where unknown. `fwd`: the keys in x are raw and the counting and scatter passes map them to
+/// ordered bits as they read them; `back`: as for sort_range. The maps ride along with passes
+/// that read and write the data anyway, instead of costing two passes of their own (each a read
+/// and a write of every key).
 template <typename K, typename V>
 void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x,
-                   unsigned threads, std::optional<K> known_vary)
+                   unsigned threads, std::optional<K> known_vary, const key_map<K>* fwd,
+                   const key_map<K>* back)
 {
   if (n < parallel_min || threads <= 1) {
-    if (known_vary) sort_range(x, y, n, to_x, *known_vary);
-    else sort_range(x, y, n, to_x);
+    if (fwd != nullptr) map_bits(x.keys, x.keys, n, *fwd);
+    const K vary = known_vary ? *known_vary : n > 0 ? varying_bits(x.keys, n, x.keys[0]) : K{0};
+    sort_range(x, y, n, to_x, vary, back);
     return;
   }
   constexpr std::uint32_t radix = parallel_buckets;
@@ -425,38 +507,47 @@ void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
   // it count again (on the plain radix digit). One read of the data fewer than finding them
   // first.
   if (known_vary && *known_vary == 0) {
-    copy_parallel(x, y, n, to_x);
+    copy_parallel(x, y, n, to_x, fwd, back);
     return;
   }
-  const std::vector<K> sample = sample_of(x.keys, n);
+  std::vector<K> sample = sample_of(x.keys, n);
+  const K ref = fwd != nullptr ? (*fwd)(x.keys[0]) : x.keys[0];
+  if (fwd != nullptr)
+    for (K& k : sample) k = (*fwd)(k);
   K vary = 0;
   if (known_vary) {
     vary = *known_vary;
   } else {
-    for (const K k : sample) vary |= static_cast<K>(k ^ x.keys[0]);
+    for (const K k : sample) vary |= static_cast<K>(k ^ ref);
   }
   if (vary == 0) vary = 1;  // the count pass will tell whether anything varies
   prefix_digit<K> digit = make_digit(vary, sample);
   const auto count_pass = [&](bool find_vary) {
+    with_map(fwd, [&](const auto& map) {
 #pragma omp parallel num_threads(threads)
-    {
-      const auto t = static_cast<unsigned>(omp_get_thread_num());
-      const auto [b0, b1] = block_of(t);
-      thread_state& s = state[t];
-      s.count.fill(0);
-      K v = 0;
-      const K ref = x.keys[0];
-      if (find_vary) {
-        for (std::uint64_t i = b0; i < b1; ++i) {
-          const K k = x.keys[i];
-          ++s.count[digit(k)];
-          v |= static_cast<K>(k ^ ref);
+      {
+        const auto t = static_cast<unsigned>(omp_get_thread_num());
+        const auto [b0, b1] = block_of(t);
+        thread_state& s = state[t];
+        s.count.fill(0);
+        // Copies the loop's stores cannot alias, so that they stay in registers: the counts are
+        // 64-bit integers like the keys and the maps' fields.
+        const auto m = map;
+        const K r = ref;
+        const K* const keys = x.keys;
+        K v = 0;
+        if (find_vary) {
+          for (std::uint64_t i = b0; i < b1; ++i) {
+            const K k = m(keys[i]);
+            ++s.count[digit(k)];
+            v |= static_cast<K>(k ^ r);
+          }
+        } else {
+          for (std::uint64_t i = b0; i < b1; ++i) ++s.count[digit(m(keys[i]))];
         }
-      } else {
-        for (std::uint64_t i = b0; i < b1; ++i) ++s.count[digit(x.keys[i])];
+        s.vary = v;
       }
-      s.vary = v;
-    }
+    });
   };
   count_pass(!known_vary);
   if (!known_vary) {
@@ -469,7 +560,7 @@ void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
     }
   }
   if (vary == 0) {
-    copy_parallel(x, y, n, to_x);
+    copy_parallel(x, y, n, to_x, fwd, back);
     return;
   }
   // Bucket by bucket, thread by thread: each thread's share of a bucket follows the shares of
@@ -484,22 +575,28 @@ void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
     start[radix] = sum;
   }
   // The scatter notes each bucket's varying bits (bits some key has and some lacks), which
-  // spares the next pass over each bucket a read of it.
+  // spares the next pass over each bucket a read of it. It writes the keys as ordered bits.
+  with_map(fwd, [&](const auto& map) {
 #pragma omp parallel num_threads(threads)
-  {
-    const auto t = static_cast<unsigned>(omp_get_thread_num());
-    const auto [b0, b1] = block_of(t);
-    thread_state& s = state[t];
-    s.ors.fill(0);
-    s.ands.fill(static_cast<K>(~K{0}));
-    for (std::uint64_t i = b0; i < b1; ++i) {
-      const K k = x.keys[i];
-      const std::uint32_t d = digit(k);
-      move_one(x, i, y, s.count[d]++);
-      s.ors[d] |= k;
-      s.ands[d] &= k;
+    {
+      const auto t = static_cast<unsigned>(omp_get_thread_num());
+      const auto [b0, b1] = block_of(t);
+      thread_state& s = state[t];
+      s.ors.fill(0);
+      s.ands.fill(static_cast<K>(~K{0}));
+      const auto m = map;  // as in the counting pass
+      const span_pair<K, V> from = x, to = y;
+      for (std::uint64_t i = b0; i < b1; ++i) {
+        const K k = m(from.keys[i]);
+        const std::uint32_t d = digit(k);
+        const std::uint64_t at = s.count[d]++;
+        to.keys[at] = k;
+        if constexpr (has_values<V>) to.values[at] = from.values[i];
+        s.ors[d] |= k;
+        s.ands[d] &= k;
+      }
     }
-  }
+  });
   std::array<K, radix> bucket_vary{};
   for (std::uint32_t d = 0; d < radix; ++d) {
     K o = 0;
@@ -517,8 +614,8 @@ void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
   for (std::uint32_t d = 0; d < radix; ++d) {
     const std::uint64_t len = start[d + 1] - start[d];
     if (len > large)
-      sort_parallel(y.at(start[d]), x.at(start[d]), len, !to_x, threads,
-                    std::optional<K>{bucket_vary[d]});
+      sort_parallel<K, V>(y.at(start[d]), x.at(start[d]), len, !to_x, threads,
+                          std::optional<K>{bucket_vary[d]}, nullptr, back);
     else if (len > 0)
       small.push_back(d);
   }
@@ -529,8 +626,27 @@ void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (std::int64_t i = 0; i < count; ++i) {
     const std::uint32_t d = small[static_cast<std::size_t>(i)];
-    sort_range(y.at(start[d]), x.at(start[d]), start[d + 1] - start[d], !to_x, bucket_vary[d]);
+    sort_range(y.at(start[d]), x.at(start[d]), start[d + 1] - start[d], !to_x, bucket_vary[d],
+               back);
   }
+}
+
+/// The scratch's halves for keys and values: the wider of the two first, so that both start
+/// aligned for their type.
+template <typename K, typename V>
+span_pair<K, V> scratch_pair(void* scratch, std::uint64_t n) noexcept
+{
+  auto* base = static_cast<char*>(scratch);
+  span_pair<K, V> s{reinterpret_cast<K*>(base), nullptr};
+  if constexpr (has_values<V>) {
+    if constexpr (sizeof(V) > sizeof(K)) {
+      s.values = reinterpret_cast<V*>(base);
+      s.keys = reinterpret_cast<K*>(base + n * sizeof(V));
+    } else {
+      s.values = reinterpret_cast<V*>(base + n * sizeof(K));
+    }
+  }
+  return s;
 }
 
 }  // namespace
@@ -540,20 +656,29 @@ void cpu_sort(K* keys, V* values, std::uint64_t n, void* scratch, unsigned threa
 {
   if (n <= 1) return;
   GPUSORT_EXPECTS(scratch != nullptr, "cpu_sort needs cpu_sort_scratch_bytes of scratch");
-  // The wider of the two arrays first, so that both start aligned for their type.
-  auto* base = static_cast<char*>(scratch);
-  auto* scratch_keys = reinterpret_cast<K*>(base);
-  V* scratch_values = nullptr;
-  if constexpr (has_values<V>) {
-    if constexpr (sizeof(V) > sizeof(K)) {
-      scratch_values = reinterpret_cast<V*>(base);
-      scratch_keys = reinterpret_cast<K*>(base + n * sizeof(V));
-    } else {
-      scratch_values = reinterpret_cast<V*>(base + n * sizeof(K));
-    }
+  sort_parallel<K, V>(span_pair<K, V>{keys, values}, scratch_pair<K, V>(scratch, n), n, true,
+                      thread_count(threads), std::optional<K>{}, nullptr, nullptr);
+}
+
+template <typename K, typename V>
+void cpu_sort(K* keys, V* values, std::uint64_t n, void* scratch, unsigned threads,
+              const key_order& k, bool keys_ordered)
+{
+  if (ordered_is_identity(k)) {
+    cpu_sort<K, V>(keys, values, n, scratch, threads);
+    return;
   }
-  sort_parallel(span_pair<K, V>{keys, values}, span_pair<K, V>{scratch_keys, scratch_values}, n,
-                true, thread_count(threads), std::optional<K>{});
+  const key_map<K> fwd = ordered_map<K>(k, true);
+  const key_map<K> back = ordered_map<K>(k, false);
+  if (n <= 1) {
+    // Through both maps all the same: a canonical map writes -0.0 as +0.0.
+    if (n == 1) keys[0] = back(keys_ordered ? keys[0] : fwd(keys[0]));
+    return;
+  }
+  GPUSORT_EXPECTS(scratch != nullptr, "cpu_sort needs cpu_sort_scratch_bytes of scratch");
+  sort_parallel<K, V>(span_pair<K, V>{keys, values}, scratch_pair<K, V>(scratch, n), n, true,
+                      thread_count(threads), std::optional<K>{}, keys_ordered ? nullptr : &fwd,
+                      &back);
 }
 
 template <typename K>
@@ -589,17 +714,6 @@ bool small_radix_sort(K* keys, std::uint64_t n, void* scratch)
   return true;
 }
 
-// Below this many elements a parallel pass costs more to start than it saves.
-constexpr std::int64_t parallel_pass_threshold = std::int64_t{1} << 18;
-
-template <typename K>
-void map_bits(const K* src, K* dst, std::uint64_t n, const key_map<K>& map)
-{
-  const auto count = static_cast<std::int64_t>(n);
-#pragma omp parallel for schedule(static) if (count > parallel_pass_threshold)
-  for (std::int64_t i = 0; i < count; ++i) dst[i] = map(src[i]);
-}
-
 template <typename K>
 void to_ordered_bits(const K* src, K* dst, std::uint64_t n, const key_order& k)
 {
@@ -630,8 +744,9 @@ void parallel_copy(void* dst, const void* src, std::size_t bytes)
   }
 }
 
-#define GPUSORT_INSTANTIATE_CPU_SORT(K, V) \
-  template void cpu_sort<K, V>(K*, V*, std::uint64_t, void*, unsigned);
+#define GPUSORT_INSTANTIATE_CPU_SORT(K, V)                                                     \
+  template void cpu_sort<K, V>(K*, V*, std::uint64_t, void*, unsigned);                         \
+  template void cpu_sort<K, V>(K*, V*, std::uint64_t, void*, unsigned, const key_order&, bool);
 GPUSORT_FOR_EACH_LAYOUT(GPUSORT_INSTANTIATE_CPU_SORT)
 #undef GPUSORT_INSTANTIATE_CPU_SORT
 

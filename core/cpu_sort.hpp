@@ -27,6 +27,16 @@ constexpr std::size_t cpu_sort_scratch_bytes(std::uint64_t n) noexcept
 template <typename K, typename V>
 void cpu_sort(K* keys, V* values, std::uint64_t n, void* scratch, unsigned threads);
 
+/// cpu_sort for keys of `k` that the caller holds raw and wants back raw (a canonical order's
+/// -0.0 and NaNs come back as its codes do: +0.0 and one NaN), or that are ordered bits already
+/// when `keys_ordered`. The maps ride along with the first pass (counting and scattering) and
+/// with the last (each range of 16Ki keys or fewer as soon as it is sorted, in cache), instead
+/// of costing two passes of their own over the whole array (to_ordered_bits and
+/// from_ordered_bits: each reads and writes every key).
+template <typename K, typename V>
+void cpu_sort(K* keys, V* values, std::uint64_t n, void* scratch, unsigned threads,
+              const key_order& k, bool keys_ordered);
+
 /// Keys alone, from small_radix_min to small_radix_max elements, sort faster by an LSD radix sort
 /// on one thread than by the parallel merge sort, whose thread start-up dominates there: the
 /// daemon's small jobs (a 1 MiB u64 job must finish within a millisecond, issue 5).

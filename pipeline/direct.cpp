@@ -30,12 +30,17 @@ execution_stats sort_direct(const job_arrays& arrays, const element_layout& layo
         to_ordered_bits<K>(static_cast<const K*>(arrays.src_keys), keys, arrays.n,
                            layout.keys());
       if constexpr (!keys_alone) parallel_copy(values, arrays.src_values, arrays.n * sizeof(V));
-    } else if (!identity) {
-      to_ordered_bits<K>(keys, keys, arrays.n, layout.keys());
     }
-    if (!keys_alone || !small_radix_sort<K>(keys, arrays.n, scratch.data()))
-      cpu_sort<K, V>(keys, values, arrays.n, scratch.data(), threads);
-    if (!identity) from_ordered_bits<K>(keys, keys, arrays.n, layout.keys());
+    const bool ordered = identity || !arrays.in_place();
+    if (keys_alone && small_radix_scratch_bytes<K>(arrays.n) != 0) {
+      // Small jobs, in cache: the maps' passes cost little there.
+      if (!ordered) to_ordered_bits<K>(keys, keys, arrays.n, layout.keys());
+      small_radix_sort<K>(keys, arrays.n, scratch.data());
+      if (!identity) from_ordered_bits<K>(keys, keys, arrays.n, layout.keys());
+    } else {
+      // The maps to and from ordered bits ride along with the sort's first and last passes.
+      cpu_sort<K, V>(keys, values, arrays.n, scratch.data(), threads, layout.keys(), ordered);
+    }
   });
   ctx.add_done(arrays.n);
   return execution_stats{.chunks = 1, .rounds = 1};

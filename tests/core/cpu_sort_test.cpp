@@ -2,6 +2,7 @@
 #include "core/cpu_sort.hpp"
 
 #include "core/generate.hpp"
+#include "tests/support/sanitizer.hpp"
 
 #include <gtest/gtest.h>
 
@@ -9,6 +10,8 @@
 #include <cstdint>
 #include <functional>
 #include <random>
+#include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -122,6 +125,73 @@ TYPED_TEST(CpuSortKeys, MatchesStdSortForEveryTypeOrderAndDistribution)
   }
 }
 
+/// What the sort with its maps fused must give: each key through the map to ordered bits, a
+/// stable sort on those bits, and each key back through the scalar maps (std::stable_sort, not
+/// the code under test).
+template <typename K, typename V>
+void expect_raw_sort(std::vector<K> keys, std::vector<V> values, const key_order& k,
+                     bool keys_ordered, unsigned threads, const std::string& what)
+{
+  const std::uint64_t n = keys.size();
+  std::vector<std::pair<K, std::uint64_t>> expect(n);
+  for (std::uint64_t i = 0; i < n; ++i)
+    expect[i] = {keys_ordered ? keys[i] : ordered_map<K>(k, true)(keys[i]), i};
+  std::stable_sort(expect.begin(), expect.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  const std::vector<V> values_before = values;
+  std::vector<std::uint64_t> scratch((cpu_sort_scratch_bytes<K, V>(n) + 7) / 8 + 1);
+  V* v = values.empty() ? nullptr : values.data();
+  cpu_sort<K, V>(keys.data(), v, n, scratch.data(), threads, k, keys_ordered);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(keys[i], ordered_map<K>(k, false)(expect[i].first)) << what << " at " << i;
+    if constexpr (!std::is_same_v<V, no_value>) {
+      ASSERT_EQ(values[i], values_before[expect[i].second]) << what << " at " << i;
+    }
+  }
+}
+
+// Raw keys in, raw keys out, the maps fused into the first and last passes: every key type of
+// the width, both orders, both float orders (NumPy's puts NaNs last either way) with and
+// without canonical zeros and NaNs, every distribution, keys raw or ordered already; sizes
+// around the in-cache limit (2^14), the parallel limit (2^17) and a 2 MiB huge page of keys
+// (under a sanitizer, whose slowdown would make it minutes, one size on each side of the
+// parallel limit).
+TYPED_TEST(CpuSortKeys, FusedMapsMatchMapSortMapForEveryTypeOrderAndDistribution)
+{
+  using K = TypeParam;
+  const std::uint64_t huge_page_keys = (std::uint64_t{2} << 20) / sizeof(K);
+  std::vector<std::uint64_t> sizes{0, 1, 33, 16'385, 131'071, 131'073, huge_page_keys + 1};
+  if (test_support::under_sanitizer()) sizes = {0, 1, 33, 16'385, 131'073};
+  for (const dtype t : all_dtypes) {
+    if (size_of(t) != sizeof(K)) continue;
+    for (const distribution d : all_distributions) {
+      if (!applies_to(d, t)) continue;
+      for (const std::uint64_t n : sizes)
+        for (const order dir : {order::ascending, order::descending})
+          for (const float_order floats : {float_order::total, float_order::numpy})
+            for (const bool canonical : {false, true}) {
+              if (!is_float(t) && (floats != float_order::total || canonical)) continue;
+              const key_order k{.type = t, .dir = dir, .floats = floats, .canonical = canonical};
+              std::vector<K> keys(n);
+              generate(key_array{keys.data(), n, t}, d, n + 3);
+              const std::string what = std::string{name_of(t)} + " " +
+                                       std::string{name_of(d)} + " n " + std::to_string(n) +
+                                       (dir == order::ascending ? " asc" : " desc") +
+                                       (floats == float_order::numpy ? " numpy" : "") +
+                                       (canonical ? " canonical" : "");
+              expect_raw_sort<K, no_value>(keys, {}, k, false, 3, what);
+              if (n == 131'073 && d == distribution::uniform) {
+                // Ordered already (the copy that maps them did it), and on one thread.
+                std::vector<K> ordered(n);
+                to_ordered_bits<K>(keys.data(), ordered.data(), n, k);
+                expect_raw_sort<K, no_value>(ordered, {}, k, true, 3, what + " ordered");
+                expect_raw_sort<K, no_value>(keys, {}, k, false, 1, what + " 1 thread");
+              }
+            }
+    }
+  }
+}
+
 TYPED_TEST(CpuSortKeys, SmallRadixSortMatchesStdSortAtItsBounds)
 {
   using K = TypeParam;
@@ -173,6 +243,38 @@ TYPED_TEST(CpuSortPairs, ValuesTravelWithTheirKeysInInputOrder)
         ASSERT_EQ((std::pair<K, V>{keys[i], values[i]}), expect[i])
             << "n " << n << " pattern " << pattern << " at " << i;
     }
+}
+
+// Pairs with the maps fused: values follow their keys, equal keys (few unique, NaNs of a
+// canonical order, -0.0 and +0.0) keep their input order, on one thread and on several.
+TYPED_TEST(CpuSortPairs, FusedMapsKeepValuesWithTheirKeysInInputOrder)
+{
+  using K = typename TypeParam::first_type;
+  using V = typename TypeParam::second_type;
+  const dtype float_type = sizeof(K) == 4 ? dtype::f32 : dtype::f64;
+  const dtype signed_type = sizeof(K) == 4 ? dtype::i32 : dtype::i64;
+  std::vector<std::uint64_t> sizes{2, 16'385, 131'073, 300'007};
+  if (test_support::under_sanitizer()) sizes.pop_back();
+  for (const std::uint64_t n : sizes)
+    for (const distribution d :
+         {distribution::uniform, distribution::fewunique, distribution::nanmix,
+          distribution::zero, distribution::reverse})
+      for (const key_order& k :
+           {key_order{.type = float_type, .dir = order::descending},
+            key_order{.type = float_type, .dir = order::ascending,
+                      .floats = float_order::numpy, .canonical = true},
+            key_order{.type = signed_type, .dir = order::ascending}})
+        for (const unsigned threads : {1U, 3U}) {
+          if (!applies_to(d, k.type)) continue;
+          std::vector<K> keys(n);
+          generate(key_array{keys.data(), n, k.type}, d, n + 9);
+          std::vector<V> values(n);
+          for (std::uint64_t i = 0; i < n; ++i) values[i] = static_cast<V>(i);
+          expect_raw_sort<K, V>(keys, values, k, false, threads,
+                                std::string{name_of(k.type)} + " " + std::string{name_of(d)} +
+                                    " n " + std::to_string(n) + " threads " +
+                                    std::to_string(threads));
+        }
 }
 
 TEST(CpuSort, OrderedBitsPassesMatchTheScalarTransform)
