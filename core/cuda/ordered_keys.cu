@@ -71,6 +71,17 @@ void dispatch_order(const void* d_src, void* d_dst, std::uint64_t n, order dir,
   }
 }
 
+/// An order known only at run time (NumPy's float order): the map's few integer operations as
+/// run-time constants.
+template <typename Bits, bool Forward>
+void launch_map(const void* d_src, void* d_dst, std::uint64_t n,
+                const gpusort::detail::key_order& k, cudaStream_t stream,
+                const transform_tuning& tuning)
+{
+  launch(static_cast<const Bits*>(d_src), static_cast<Bits*>(d_dst), n, stream, tuning,
+         detail::map_op<Bits>{gpusort::detail::ordered_map<Bits>(k, Forward)});
+}
+
 /// Checks the arguments; false when there is nothing to do: no keys, or an identity map in
 /// place.
 bool check_transform(const void* d_src, const void* d_dst, std::uint64_t n,
@@ -105,16 +116,9 @@ void transform(const void* d_src, void* d_dst, std::uint64_t n,
     return;
   }
   if (k.numpy_floats()) {
-    if (size_of(k.type) == 4) {
-      using bits = std::uint32_t;
-      launch(static_cast<const bits*>(d_src), static_cast<bits*>(d_dst), n, stream, tuning,
-             detail::map_op<bits>{gpusort::detail::ordered_map<bits>(k, Forward)});
-    } else {
-      using bits = std::uint64_t;
-      launch(static_cast<const bits*>(d_src), static_cast<bits*>(d_dst), n, stream, tuning,
-             detail::map_op<bits>{gpusort::detail::ordered_map<bits>(k, Forward)});
-    }
-    return;
+    if (size_of(k.type) == 4)
+      return launch_map<std::uint32_t, Forward>(d_src, d_dst, n, k, stream, tuning);
+    return launch_map<std::uint64_t, Forward>(d_src, d_dst, n, k, stream, tuning);
   }
   const order dir = k.dir;
   switch (k.type) {

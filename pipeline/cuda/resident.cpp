@@ -42,33 +42,40 @@ std::string message_of(const std::exception_ptr& e)
   }
 }
 
-/// Rethrows `e`, the first failure of a final stage that could not be run again, as its own
-/// type with a note that the in-place arrays are torn. Except out_of_memory: the engine answers
-/// it by sorting the arrays again in smaller chunks, which would sort the torn arrays into a
-/// wrong result that verifies as sorted.
-[[noreturn]] void rethrow_torn(const std::exception_ptr& e)
+/// Rethrows `e` as its own type, one of `Error, Rest...`, with `note` after its message; any
+/// other exception (a progress callback's own) as it was.
+template <typename Error, typename... Rest>
+[[noreturn]] void rethrow_noted(const std::exception_ptr& e, const std::string& note)
 {
-  static constexpr const char* note =
-      " (the final copy-out failed again: the arrays sorted in place hold part of the sorted "
-      "result and part of the original, some pairs twice and some lost)";
   try {
     std::rethrow_exception(e);
-  } catch (const cuda_error& x) {
-    throw cuda_error{x.what() + std::string{note}};
+  } catch (const Error& x) {
+    throw Error{x.what() + note};
+  } catch (...) {
+    if constexpr (sizeof...(Rest) == 0) {
+      throw;
+    } else {
+      rethrow_noted<Rest...>(e, note);
+    }
+  }
+}
+
+/// Rethrows `e`, the first failure of a final stage that could not be done again (`why`), with
+/// a note that the in-place arrays are torn. out_of_memory becomes a cuda_error: the engine
+/// answers out_of_memory by sorting the arrays again in smaller chunks, which would sort the
+/// torn arrays into a wrong result that verifies as sorted.
+[[noreturn]] void rethrow_torn(const std::exception_ptr& e, const std::string& why)
+{
+  const std::string note = " (" + why +
+                           ": the arrays sorted in place hold part of the sorted result and "
+                           "part of the original, some pairs twice and some lost)";
+  try {
+    std::rethrow_exception(e);
   } catch (const out_of_memory& x) {
-    throw cuda_error{x.what() + std::string{note}};
-  } catch (const io_error& x) {
-    throw io_error{x.what() + std::string{note}};
-  } catch (const cancelled& x) {
-    throw cancelled{x.what() + std::string{note}};
-  } catch (const invalid_argument& x) {
-    throw invalid_argument{x.what() + std::string{note}};
-  } catch (const config_error& x) {
-    throw config_error{x.what() + std::string{note}};
-  } catch (const logic_error& x) {
-    throw logic_error{x.what() + std::string{note}};
-  } catch (...) {  // anything else (a progress callback's own exception) passes as it was
-    throw;
+    throw cuda_error{x.what() + note};
+  } catch (...) {
+    rethrow_noted<cuda_error, io_error, cancelled, invalid_argument, config_error, logic_error>(
+        e, note);
   }
 }
 
@@ -266,7 +273,10 @@ class resident_job {
         for (part& p : parts_) quiesce(p);
       }
     }
-    rethrow_torn(failure);
+    rethrow_torn(failure, device_lost()
+                              ? "a GPU is lost, and with it the sorted result"
+                              : "the final merge and copy-out failed " +
+                                    std::to_string(store_attempts + 1) + " times");
   }
 
   /// Copies every GPU's share in, piece by piece, sorting each piece once it has arrived. Pieces
@@ -526,9 +536,9 @@ class resident_job {
       const sorted_run& r = p.runs.front();
       GPUSORT_EXPECTS(r.offset == 0 && r.length == p.count, "one run must hold the whole share");
     }
-    // The merge writes raw bits where the keys are copied out from; one run's keys are read
-    // where they are and written to the other buffer (nothing to do for raw bits that are the
-    // ordered bits).
+    // Two runs merge where the keys are copied out from, and their keys go back to raw bits
+    // there; one run's keys go back to raw bits in the other buffer, read where they are
+    // (nothing to do where the ordered bits are the raw bits).
     const bool transform = a_.dst_keys != nullptr && !ordered_is_identity(layout_.keys());
     const unsigned transformed_from = keys_from;
     if (p.runs.size() == 1 && transform) keys_from = 1 - keys_from;
