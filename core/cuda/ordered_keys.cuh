@@ -1,9 +1,10 @@
 // Ordered-bits transforms on the device, the host-side entry (CUB's "device" layer). Includable
 // from plain C++: it declares host functions only; the kernel is in ordered_keys_kernel.cuh.
 //
-// to_ordered() maps the raw keys of type `t` to the unsigned ordered bits of core/keys.hpp in
-// place, from_ordered() maps them back, so that device sorts work on unsigned integers and a
-// descending sort is an ascending sort of complemented bits.
+// to_ordered() maps the raw keys of type `t` to the unsigned ordered bits of core/keys.hpp,
+// from_ordered() maps them back, so that device sorts work on unsigned integers and a
+// descending sort is an ascending sort of complemented bits. In place, or out of place from a
+// source left as it was, so that a stage that fails after it can run again.
 #pragma once
 
 #include "core/keys.hpp"
@@ -44,5 +45,19 @@ void to_ordered(void* d_keys, std::uint64_t n, const gpusort::detail::key_order&
                 cudaStream_t stream, const transform_tuning& tuning = {});
 void from_ordered(void* d_keys, std::uint64_t n, const gpusort::detail::key_order& k,
                   cudaStream_t stream, const transform_tuning& tuning = {});
+
+/// Out of place, as core/cpu_sort.hpp's to_ordered_bits: reads `n` keys at `d_src` and writes
+/// their transform to `d_dst`, with the same contract. Both are aligned to the key size and are
+/// either the same array (in place, as above) or do not overlap; `d_src` is never written
+/// unless it is `d_dst`. Where the ordered bits equal the raw bits the keys are copied as they
+/// are (nothing to do in place). Throws gpusort::invalid_argument for a null or misaligned
+/// pointer, arrays that partly overlap or a bad tuning, and gpusort::cuda_error when the launch
+/// or the copy fails.
+void to_ordered(const void* d_src, void* d_dst, std::uint64_t n,
+                const gpusort::detail::key_order& k, cudaStream_t stream,
+                const transform_tuning& tuning = {});
+void from_ordered(const void* d_src, void* d_dst, std::uint64_t n,
+                  const gpusort::detail::key_order& k, cudaStream_t stream,
+                  const transform_tuning& tuning = {});
 
 }  // namespace gpusort::cuda

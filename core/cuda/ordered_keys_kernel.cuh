@@ -41,7 +41,8 @@ struct map_op {
 };
 
 /// Where the vectorized part of an array lies: keys [0, head) precede the first 16-byte
-/// boundary, [head, tail_begin) are `vectors` whole vectors, [tail_begin, n) is the rest.
+/// boundary, [head, tail_begin) are `vectors` whole vectors, [tail_begin, n) is the rest. A
+/// source and destination 16-byte aligned differently have no vectors: head == n.
 struct transform_layout {
   std::uint64_t n{};
   std::uint64_t head{};
@@ -50,12 +51,17 @@ struct transform_layout {
 };
 
 /// Grid-stride over the vectors (64-bit indices throughout: arrays may exceed 2^32 keys); the
-/// fewer than 2 * key_vector::size scalar keys at both ends go to the first threads of the grid.
+/// scalar keys at both ends (fewer than 2 * key_vector::size when `src` and `dst` share their
+/// alignment, every key when they do not) are strided over the grid too. Reads `src` and writes
+/// `dst`: the same array in place, or two that do not overlap, when the source must stay
+/// readable (a stage that may run again).
 template <typename Bits, typename Op>
-__global__ void transform_kernel(Bits* keys, transform_layout layout, std::uint32_t items, Op op)
+__global__ void transform_kernel(const Bits* src, Bits* dst, transform_layout layout,
+                                 std::uint32_t items, Op op)
 {
   using vector_t = key_vector<Bits>;
-  auto* const vectors = reinterpret_cast<vector_t*>(keys + layout.head);
+  const auto* const in = reinterpret_cast<const vector_t*>(src + layout.head);
+  auto* const out = reinterpret_cast<vector_t*>(dst + layout.head);
   const std::uint64_t block_threads = blockDim.x;
   const std::uint64_t tile = block_threads * items;
   const std::uint64_t grid_stride = tile * gridDim.x;
@@ -65,21 +71,20 @@ __global__ void transform_kernel(Bits* keys, transform_layout layout, std::uint3
     for (std::uint32_t item = 0; item < items; ++item) {
       const std::uint64_t v = base + item * block_threads + threadIdx.x;
       if (v < layout.vectors) {
-        vector_t data = vectors[v];
+        vector_t data = in[v];
 #pragma unroll
         for (int lane = 0; lane < vector_t::size; ++lane) data.lanes[lane] = op(data.lanes[lane]);
-        vectors[v] = data;
+        out[v] = data;
       }
     }
   }
 
-  const std::uint64_t thread = std::uint64_t{blockIdx.x} * block_threads + threadIdx.x;
-  const std::uint64_t tail = layout.n - layout.tail_begin;
-  if (thread < layout.head) {
-    keys[thread] = op(keys[thread]);
-  } else if (thread - layout.head < tail) {
-    const std::uint64_t i = layout.tail_begin + (thread - layout.head);
-    keys[i] = op(keys[i]);
+  const std::uint64_t scalars = layout.head + (layout.n - layout.tail_begin);
+  const std::uint64_t grid_threads = block_threads * gridDim.x;
+  for (std::uint64_t s = std::uint64_t{blockIdx.x} * block_threads + threadIdx.x; s < scalars;
+       s += grid_threads) {
+    const std::uint64_t i = s < layout.head ? s : layout.tail_begin + (s - layout.head);
+    dst[i] = op(src[i]);
   }
 }
 

@@ -47,7 +47,9 @@ struct sort_options {
 
 /// A type-erased job: keys (and values) in, sorted in place or into separate outputs.
 /// A separate output never writes the input. An in-place sort that fails or is cancelled leaves
-/// the arrays holding a permutation of the original (key, value) pairs.
+/// the arrays holding a permutation of the original (key, value) pairs; the one exception is a
+/// job that fits the GPUs and loses a GPU (a sticky CUDA error) or fails its copy-out three
+/// times in a row while writing its result back, whose error says that the arrays are torn.
 struct sort_job {
   key_array keys{};
   std::optional<value_array> values{};

@@ -1,6 +1,7 @@
 #include "pipeline/cuda/resident.hpp"
 
 #include "core/checks.hpp"
+#include "core/log.hpp"
 #include "core/cuda/chunk_ops.cuh"
 #include "core/cuda/merge_ops.cuh"
 #include "core/cuda/ordered_keys.cuh"
@@ -16,6 +17,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <limits>
 #include <string>
 #include <utility>
@@ -24,6 +26,58 @@
 namespace gpusort::detail {
 
 namespace {
+
+/// How many times the final stage of an in-place job runs again after a failure before the job
+/// fails: a transient error (an injected one, a copy that timed out) passes on the first.
+constexpr int store_attempts = 2;
+
+std::string message_of(const std::exception_ptr& e)
+{
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "an unknown exception";
+  }
+}
+
+/// Rethrows `e` as its own type, one of `Error, Rest...`, with `note` after its message; any
+/// other exception (a progress callback's own) as it was.
+template <typename Error, typename... Rest>
+[[noreturn]] void rethrow_noted(const std::exception_ptr& e, const std::string& note)
+{
+  try {
+    std::rethrow_exception(e);
+  } catch (const Error& x) {
+    throw Error{x.what() + note};
+  } catch (...) {
+    if constexpr (sizeof...(Rest) == 0) {
+      throw;
+    } else {
+      rethrow_noted<Rest...>(e, note);
+    }
+  }
+}
+
+/// Rethrows `e`, the first failure of a final stage that could not be done again (`why`), with
+/// a note that the in-place arrays are torn. out_of_memory becomes a cuda_error: the engine
+/// answers out_of_memory by sorting the arrays again in smaller chunks, which would sort the
+/// torn arrays into a wrong result that verifies as sorted.
+[[noreturn]] void rethrow_torn(const std::exception_ptr& e, const std::string& why)
+{
+  const std::string note = " (" + why +
+                           ": the arrays sorted in place hold part of the sorted result and "
+                           "part of the original, some pairs twice and some lost)";
+  try {
+    std::rethrow_exception(e);
+  } catch (const out_of_memory& x) {
+    throw cuda_error{x.what() + note};
+  } catch (...) {
+    rethrow_noted<cuda_error, io_error, cancelled, invalid_argument, config_error, logic_error>(
+        e, note);
+  }
+}
 
 /// Timing events around each stage's work on one GPU, for sort_options::profile.
 class timeline {
@@ -50,15 +104,18 @@ class timeline {
     marks_.back().begin.record(s);
     issue();
     marks_.back().end.record(s);
+    marks_.back().closed = true;
   }
-  /// Once the GPU is idle: the stages' busy time and span, into the job's profile.
+  /// Once the GPU is idle: the stages' busy time and span, into the job's profile. A span that
+  /// a failure cut short (its end never recorded) before the final stage ran again is left out.
   void report(job_context& ctx, const std::string& device) const
   {
     if (!on_) return;
     stage_totals totals;
     for (const mark& m : marks_)
-      totals.add(m.st, cuda::elapsed_ms(origin_, m.begin) / 1e3,
-                 cuda::elapsed_ms(origin_, m.end) / 1e3, m.bytes);
+      if (m.closed)
+        totals.add(m.st, cuda::elapsed_ms(origin_, m.begin) / 1e3,
+                   cuda::elapsed_ms(origin_, m.end) / 1e3, m.bytes);
     totals.report(ctx, device, 1, origin_seconds_);
   }
 
@@ -67,6 +124,7 @@ class timeline {
     gpu_stage st;
     std::uint64_t bytes;
     cuda::cuda_event begin, end;
+    bool closed{};
   };
   bool on_;
   cuda::cuda_event origin_{cuda::event_timing::enabled};
@@ -118,6 +176,7 @@ class resident_job {
                             .ready = cuda::cuda_event{},
                             .ranges = {}});
     }
+    bool storing = false;
     try {
       for (part& p : parts_) {
         const cuda::set_device_guard guard{p.dev->id()};
@@ -131,13 +190,13 @@ class resident_job {
         exchange(choose_splits());
       }
       ctx_.check();  // the last point at which an in-place input is untouched
-      for (part& p : parts_) merge_down(p, 2);
-      for (part& p : parts_) merge_and_store(p);
-      synchronize(&resident_buffers::d2h);
+      storing = true;  // a cancel from here on comes too late: the job finishes
+      store(true);
     } catch (...) {
       // Nothing may still read or write the caller's arrays once the error leaves here.
       for (part& p : parts_) quiesce(p);
-      throw;
+      if (!storing || !a_.in_place()) throw;
+      store_again(std::current_exception());
     }
     for (part& p : parts_) {
       const cuda::set_device_guard guard{p.dev->id()};
@@ -178,6 +237,46 @@ class resident_job {
         GPUSORT_CUDA_ASSERT_OK(cudaStreamSynchronize(s->value()));
     } catch (...) {  // NOLINT(bugprone-empty-catch): already failing; the first error wins
     }
+  }
+
+  /// The final stage: the last merges and the copy-out. It never writes the buffer that holds
+  /// the runs it reads (merge_down moves a part's runs on only once a level is issued), so that
+  /// it can run again from the runs it left when it fails part way, even where a failed call's
+  /// work ran. `first`: the first time, which reports progress.
+  void store(bool first)
+  {
+    for (part& p : parts_) merge_down(p, 2);
+    for (part& p : parts_) merge_and_store(p, first);
+    synchronize(&resident_buffers::d2h);
+  }
+
+  /// After `failure` escaped the final stage of an in-place job (every stream quiet): ranges
+  /// already copied out hold sorted pairs and the rest the original ones, so some pairs are
+  /// there twice and others lost. Every pair is still on the GPUs, in runs the final stage only
+  /// reads: running it again completes the array, and the job succeeds. A lost device (a
+  /// sticky error) has lost them: its failure stands, and so does one that repeats.
+  void store_again(const std::exception_ptr& failure)
+  {
+    for (int attempt = 1; attempt <= store_attempts && !device_lost(); ++attempt) {
+      detail::log(log_level::warn,
+                  "{}; copying the sorted result out again ({} of {}): the array sorted in "
+                  "place holds part of it",
+                  message_of(failure), attempt, store_attempts);
+      try {
+        for (part& p : parts_) {
+          const cuda::set_device_guard guard{p.dev->id()};
+          cudaGetLastError();  // the failed call's error, not to be taken for a new one
+        }
+        store(false);
+        return;
+      } catch (...) {
+        for (part& p : parts_) quiesce(p);
+      }
+    }
+    rethrow_torn(failure, device_lost()
+                              ? "a GPU is lost, and with it the sorted result"
+                              : "the final merge and copy-out failed " +
+                                    std::to_string(store_attempts + 1) + " times");
   }
 
   /// Copies every GPU's share in, piece by piece, sorting each piece once it has arrived. Pieces
@@ -405,8 +504,11 @@ class resident_job {
     synchronize(&resident_buffers::compute);
   }
 
-  /// The last merge (or the one run left), in ranges copied out as each is done.
-  void merge_and_store(part& p)
+  /// The last merge (or the one run left), in ranges copied out as each is done. Never writes
+  /// the runs it reads, so that it can run again after a failure: two runs merge into the
+  /// other buffer; one run's keys go back to raw bits into the other buffer, its values are
+  /// copied out from where they are.
+  void merge_and_store(part& p, bool report_progress)
   {
     const cuda::set_device_guard guard{p.dev->id()};
     const cudaStream_t s = p.buf->compute.value(), out = p.buf->d2h.value();
@@ -417,7 +519,8 @@ class resident_job {
         std::clamp<std::uint64_t>(o.resident_max_ranges, 1, resident_buffers::word_count / 2 - 1));
     std::vector<std::uint64_t> bounds(wanted + 1), run1(wanted + 1);
     for (std::uint64_t r = 0; r <= wanted; ++r) bounds[r] = p.count * r / wanted;
-    unsigned buffer = p.runs.front().buffer;
+    // Where each range's keys and values are copied out from.
+    unsigned keys_from = p.runs.front().buffer, values_from = keys_from;
     if (p.runs.size() == 2) {
       const sorted_run r1 = p.runs[0], r2 = p.runs[1];
       auto* w = p.buf->words.data<std::uint64_t>();
@@ -428,8 +531,17 @@ class resident_job {
                        s);
       GPUSORT_CUDA_TRY(cudaStreamSynchronize(s));
       std::copy(w + wanted + 1, w + 2 * (wanted + 1), run1.begin());
-      buffer = 1 - r1.buffer;
+      keys_from = values_from = 1 - r1.buffer;
+    } else {
+      const sorted_run& r = p.runs.front();
+      GPUSORT_EXPECTS(r.offset == 0 && r.length == p.count, "one run must hold the whole share");
     }
+    // Two runs merge where the keys are copied out from, and their keys go back to raw bits
+    // there; one run's keys go back to raw bits in the other buffer, read where they are
+    // (nothing to do where the ordered bits are the raw bits).
+    const bool transform = a_.dst_keys != nullptr && !ordered_is_identity(layout_.keys());
+    const unsigned transformed_from = keys_from;
+    if (p.runs.size() == 1 && transform) keys_from = 1 - keys_from;
     p.ranges.resize(wanted);
     for (std::uint64_t r = 0; r < wanted; ++r) {
       const std::uint64_t k0 = bounds[r], k1 = bounds[r + 1];
@@ -444,11 +556,12 @@ class resident_job {
           cuda::merge(keys(p, r1.buffer, r1.offset + a0), values(p, r1.buffer, r1.offset + a0),
                       a1 - a0, keys(p, r2.buffer, r2.offset + k0 - a0),
                       values(p, r2.buffer, r2.offset + k0 - a0), (k1 - a1) - (k0 - a0),
-                      keys(p, buffer, k0), values(p, buffer, k0), kb_, vb_,
+                      keys(p, keys_from, k0), values(p, values_from, k0), kb_, vb_,
                       p.buf->scratch.data(), p.buf->scratch_capacity, s);
         }
-        if (a_.dst_keys != nullptr)
-          cuda::from_ordered(keys(p, buffer, k0), k1 - k0, layout_.keys(), s);
+        if (transform)
+          cuda::from_ordered(keys(p, transformed_from, k0), keys(p, keys_from, k0), k1 - k0,
+                             layout_.keys(), s);
       });
       p.ranges[r].record(s);
     }
@@ -461,13 +574,13 @@ class resident_job {
       p.tl.span(gpu_stage::copy_out, out, (k1 - k0) * layout_.bytes(), [&] {
         // An argsort without its sorted keys wants the positions alone.
         if (a_.dst_keys != nullptr)
-          copy_to_host(static_cast<char*>(a_.dst_keys) + dst * kb_, keys(p, buffer, k0),
+          copy_to_host(static_cast<char*>(a_.dst_keys) + dst * kb_, keys(p, keys_from, k0),
                        (k1 - k0) * kb_, out, p.buf->out_staging);
         if (vb_ > 0)
-          copy_to_host(static_cast<char*>(a_.dst_values) + dst * vb_, values(p, buffer, k0),
-                       (k1 - k0) * vb_, out, p.buf->out_staging);
+          copy_to_host(static_cast<char*>(a_.dst_values) + dst * vb_,
+                       values(p, values_from, k0), (k1 - k0) * vb_, out, p.buf->out_staging);
       });
-      progress(p, (k1 - k0) / 2);
+      if (report_progress) progress(p, (k1 - k0) / 2);
     }
   }
 

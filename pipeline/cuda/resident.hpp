@@ -24,7 +24,13 @@ std::vector<cuda_device*> resident_gpus(std::uint64_t n, const element_layout& l
 /// peer to peer (NVLink where present) and merge what they received. The last merge runs in
 /// ranges, each copied out as soon as it is done, so that the copy-out overlaps it and the time
 /// approaches N / B_h2d + N / B_d2h. The output is written only after every input element is on
-/// a GPU, so an in-place job fails or is cancelled with its input untouched up to then.
+/// a GPU, so an in-place job fails or is cancelled with its input untouched up to then; a
+/// cancel after that comes too late and the job finishes. An in-place job whose last merges or
+/// copy-out fail runs them again (twice at most, with a warning) from the sorted runs, which
+/// they never write, and succeeds: ranges already out would otherwise hold sorted pairs and
+/// the rest original ones, some pairs twice and others lost. Only a lost device (a sticky CUDA
+/// error), whose memory is gone, or a failure that repeats, leaves the arrays so; its error
+/// says so.
 execution_stats sort_resident(const job_arrays& a, const element_layout& layout,
                               const std::vector<cuda_device*>& gpus, job_context& ctx);
 

@@ -2,6 +2,7 @@
 // pairs, pinned and pageable inputs, several GPUs, a budget above the GPU's memory, and an array
 // past 2^32 elements. Checked by the order-plus-fingerprint verifier; skipped without a GPU.
 #include "gpu_test_support.hpp"
+#include "resident_gpus.hpp"
 #include "tests/support/stable_reference.hpp"
 
 #include "core/generate.hpp"
@@ -181,23 +182,6 @@ TYPED_TEST(GpuEngineKeys, PairsTravelTogether)
   }
 }
 
-/// GPUs whose resident sort works in small pieces and ranges, so that modest sizes exercise the
-/// piece merges, odd run counts, split merges and (with two GPUs) the splitter exchange.
-std::vector<std::unique_ptr<detail::cuda_device>> small_piece_gpus(std::size_t count)
-{
-  std::vector<std::unique_ptr<detail::cuda_device>> gpus;
-  for (std::size_t i = 0; i < count; ++i) {
-    detail::cuda_device_options o;
-    o.id = test::probed_gpus().gpus[i].id;
-    o.resident_min_piece_elements = 1000;
-    o.resident_max_pieces = 7;
-    o.resident_min_range_elements = 700;
-    o.resident_max_ranges = 5;
-    gpus.push_back(std::make_unique<detail::cuda_device>(o));
-  }
-  return gpus;
-}
-
 template <typename K, typename V>
 void check_resident(const std::vector<detail::cuda_device*>& gpus, std::uint64_t n,
                     distribution dist, order dir, bool pinned, bool separate)
@@ -247,7 +231,7 @@ TEST_F(gpu_test, ResidentSortMergesPiecesAndSplitsTheLastMerge)
 {
   for (const std::size_t count : {std::size_t{1}, std::size_t{2}, std::size_t{4}}) {
     if (test::probed_gpus().gpus.size() < count) continue;
-    const auto owned = small_piece_gpus(count);
+    const auto owned = test::small_piece_gpus(count);
     std::vector<detail::cuda_device*> gpus;
     for (const auto& g : owned) gpus.push_back(g.get());
     for (const distribution dist : {distribution::uniform, distribution::zero,

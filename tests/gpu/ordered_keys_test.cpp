@@ -1,8 +1,10 @@
 // The device transforms against the host transforms of core/keys.hpp (tested on their own in
-// tests/core) and against hand-written key orders (IEEE 754 totalOrder, two's complement).
+// tests/core), the CPU engine's (core/cpu_sort.hpp) and hand-written key orders (IEEE 754
+// totalOrder, two's complement).
 #include "gpu_test_support.hpp"
 #include "pipeline/cuda/resources.hpp"
 
+#include "core/cpu_sort.hpp"
 #include "core/cuda/ordered_keys.cuh"
 #include "core/keys.hpp"
 
@@ -168,6 +170,165 @@ TEST_P(gpu_ordered_keys, zero_keys_launch_nothing_and_touch_nothing)
   EXPECT_EQ(back, pattern);
 }
 
+// ---- out of place: what the resident engine's final stage runs, and may run again ----
+
+/// The key orders of `t`: totalOrder, and for floats NumPy's order, plain and canonical.
+std::vector<detail::key_order> key_orders(dtype t, order dir)
+{
+  std::vector<detail::key_order> orders{{.type = t, .dir = dir}};
+  if (is_float(t)) {
+    orders.push_back({.type = t, .dir = dir, .floats = float_order::numpy});
+    orders.push_back({.type = t, .dir = dir, .floats = float_order::numpy, .canonical = true});
+  }
+  return orders;
+}
+
+std::string describe(const detail::key_order& k)
+{
+  return std::string{name_of(k.type)} + (k.dir == order::ascending ? " asc" : " desc") +
+         (k.numpy_floats() ? (k.canonical ? " numpy canonical" : " numpy") : "");
+}
+
+/// Copies a device range to a new host vector.
+template <typename Bits>
+std::vector<Bits> fetch(const Bits* d, std::uint64_t count, cudaStream_t s)
+{
+  std::vector<Bits> host(count);
+  EXPECT_EQ(cudaMemcpyAsync(host.data(), d, count * sizeof(Bits), cudaMemcpyDeviceToHost, s),
+            cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  return host;
+}
+
+/// The out-of-place transform of `input`, from `src_offset` keys past a 256-byte boundary into
+/// another buffer at `dst_offset` keys past one, run twice on the same source (the second must
+/// give the same keys: a retried stage), checked against the CPU's transform; the source and the
+/// guard keys around the destination must be as they were.
+template <typename Bits>
+void expect_out_of_place_matches_cpu(const detail::key_order& k, bool forward, std::uint64_t n,
+                                     std::uint64_t src_offset, std::uint64_t dst_offset,
+                                     const transform_tuning& tuning = {})
+{
+  const std::string context = describe(k) + (forward ? " to" : " from") + " n=" +
+                              std::to_string(n) + " src+" + std::to_string(src_offset) +
+                              " dst+" + std::to_string(dst_offset);
+  const std::vector<Bits> input = random_bits<Bits>(n, n * 7 + src_offset * 3 + dst_offset);
+  std::vector<Bits> expected(n);
+  if (forward) {
+    detail::to_ordered_bits(input.data(), expected.data(), n, k);
+  } else {
+    detail::from_ordered_bits(input.data(), expected.data(), n, k);
+  }
+  constexpr std::uint64_t guard = 5;
+  constexpr Bits pattern = static_cast<Bits>(0xA5A5A5A5A5A5A5A5ULL);
+  const std::uint64_t dst_keys = dst_offset + n + guard;
+  device_buffer src_buffer{(src_offset + n + 1) * sizeof(Bits)};
+  device_buffer dst_buffer{dst_keys * sizeof(Bits)};
+  cuda_stream stream;
+  const cudaStream_t s = stream.value();
+  Bits* const src = src_buffer.data<Bits>() + src_offset;
+  Bits* const dst = dst_buffer.data<Bits>() + dst_offset;
+  const std::vector<Bits> guards(dst_keys, pattern);
+  ASSERT_EQ(cudaMemcpyAsync(src, input.data(), n * sizeof(Bits), cudaMemcpyHostToDevice, s),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(dst_buffer.data(), guards.data(), dst_keys * sizeof(Bits),
+                            cudaMemcpyHostToDevice, s),
+            cudaSuccess);
+  for (int run = 1; run <= 2; ++run) {
+    if (forward) {
+      cuda::to_ordered(src, dst, n, k, s, tuning);
+    } else {
+      cuda::from_ordered(src, dst, n, k, s, tuning);
+    }
+    const std::vector<Bits> all = fetch(dst_buffer.data<Bits>(), dst_keys, s);
+    for (std::uint64_t i = 0; i < dst_keys; ++i) {
+      const bool inside = i >= dst_offset && i < dst_offset + n;
+      const Bits want = inside ? expected[i - dst_offset] : pattern;
+      ASSERT_EQ(all[i], want) << context << ", run " << run << ": destination key " << i
+                              << (inside ? "" : " (a guard)") << std::hex << ", input "
+                              << (inside ? input[i - dst_offset] : Bits{});
+    }
+    ASSERT_EQ(fetch(src, n, s), input) << context << ", run " << run << ": the source changed";
+  }
+}
+
+/// The same keys given as source and destination: exactly the in-place transform.
+template <typename Bits>
+void expect_same_array_is_in_place(const detail::key_order& k, bool forward, std::uint64_t n,
+                                   std::uint64_t offset)
+{
+  const std::vector<Bits> input = random_bits<Bits>(n, n + offset + 11);
+  std::vector<Bits> expected(n);
+  if (forward) {
+    detail::to_ordered_bits(input.data(), expected.data(), n, k);
+  } else {
+    detail::from_ordered_bits(input.data(), expected.data(), n, k);
+  }
+  device_buffer buffer{(offset + n + 1) * sizeof(Bits)};
+  cuda_stream stream;
+  const cudaStream_t s = stream.value();
+  Bits* const keys = buffer.data<Bits>() + offset;
+  ASSERT_EQ(cudaMemcpyAsync(keys, input.data(), n * sizeof(Bits), cudaMemcpyHostToDevice, s),
+            cudaSuccess);
+  if (forward) {
+    cuda::to_ordered(keys, keys, n, k, s);
+  } else {
+    cuda::from_ordered(keys, keys, n, k, s);
+  }
+  ASSERT_EQ(fetch(keys, n, s), expected) << describe(k) << " n=" << n << " offset=" << offset;
+}
+
+TEST_P(gpu_ordered_keys, out_of_place_matches_the_cpu_and_leaves_the_source)
+{
+  const auto [t, dir, forward] = GetParam();
+  // Same alignment (vectors), then different alignments modulo 16 bytes (key by key).
+  const std::vector<std::pair<std::uint64_t, std::uint64_t>> offsets{
+      {0, 0}, {1, 1}, {3, 3}, {0, 1}, {1, 0}, {2, 3}};
+  for (const detail::key_order& k : key_orders(t, dir)) {
+    for (const std::uint64_t n : {1ULL, 2ULL, 3ULL, 7ULL, 9ULL, 31ULL, 1001ULL, 65537ULL,
+                                  (1ULL << 20) + 7}) {
+      for (const auto& [src_offset, dst_offset] : offsets) {
+        if (size_of(t) == 4) {
+          expect_out_of_place_matches_cpu<std::uint32_t>(k, forward, n, src_offset, dst_offset);
+        } else {
+          expect_out_of_place_matches_cpu<std::uint64_t>(k, forward, n, src_offset, dst_offset);
+        }
+        if (HasFatalFailure()) return;
+      }
+    }
+    // Small grids stride over every key, on both paths.
+    for (const transform_tuning tuning : {transform_tuning{32, 1, 1}, transform_tuning{64, 3, 2}}) {
+      for (const std::uint64_t dst_offset : {1ULL, 2ULL}) {
+        if (size_of(t) == 4) {
+          expect_out_of_place_matches_cpu<std::uint32_t>(k, forward, 100003, 1, dst_offset,
+                                                         tuning);
+        } else {
+          expect_out_of_place_matches_cpu<std::uint64_t>(k, forward, 100003, 1, dst_offset,
+                                                         tuning);
+        }
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+TEST_P(gpu_ordered_keys, out_of_place_with_the_same_keys_is_the_in_place_transform)
+{
+  const auto [t, dir, forward] = GetParam();
+  for (const detail::key_order& k : key_orders(t, dir)) {
+    for (const std::uint64_t n : {1ULL, 5ULL, 1001ULL, (1ULL << 20) + 7}) {
+      for (const std::uint64_t offset : {0ULL, 1ULL, 3ULL}) {
+        if (size_of(t) == 4) {
+          expect_same_array_is_in_place<std::uint32_t>(k, forward, n, offset);
+        } else {
+          expect_same_array_is_in_place<std::uint64_t>(k, forward, n, offset);
+        }
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
 std::string case_name(const ::testing::TestParamInfo<transform_case>& info)
 {
   const auto [t, dir, forward] = info.param;
@@ -301,6 +462,24 @@ TEST_F(gpu_ordered_keys_order, more_than_two_to_the_32_keys)
   }
 }
 
+// Source and destination side by side in one allocation: they touch but do not overlap.
+TEST_F(gpu_ordered_keys_order, out_of_place_into_the_keys_right_after_the_source)
+{
+  constexpr std::uint64_t n = 1003;
+  const std::vector<std::uint64_t> input = random_bits<std::uint64_t>(n, 17);
+  const detail::key_order k{.type = dtype::f64, .dir = order::descending};
+  std::vector<std::uint64_t> expected(n);
+  detail::to_ordered_bits(input.data(), expected.data(), n, k);
+  device_buffer buffer{2 * n * sizeof(std::uint64_t)};
+  cuda_stream stream;
+  const cudaStream_t s = stream.value();
+  auto* const src = buffer.data<std::uint64_t>();
+  ASSERT_EQ(cudaMemcpyAsync(src, input.data(), n * 8, cudaMemcpyHostToDevice, s), cudaSuccess);
+  cuda::to_ordered(src, src + n, n, k, s);
+  EXPECT_EQ(fetch(src + n, n, s), expected);
+  EXPECT_EQ(fetch(src, n, s), input);
+}
+
 // ---- argument checks: no GPU needed, they fail before any CUDA call ----
 
 TEST(ordered_keys_arguments, null_misaligned_and_bad_tuning_are_rejected)
@@ -327,6 +506,33 @@ TEST(ordered_keys_arguments, null_misaligned_and_bad_tuning_are_rejected)
   // identity (u32/u64 ascending) and n == 0 return without touching memory or the runtime
   EXPECT_NO_THROW(cuda::to_ordered(nullptr, 0, dtype::f32, order::descending, nullptr));
   EXPECT_NO_THROW(cuda::to_ordered(misaligned, 9, dtype::u64, order::ascending, nullptr));
+}
+
+TEST(ordered_keys_arguments, out_of_place_checks_both_arrays_and_their_overlap)
+{
+  const detail::key_order f64{.type = dtype::f64, .dir = order::descending};
+  const detail::key_order u64{.type = dtype::u64, .dir = order::ascending};
+  auto* const a = reinterpret_cast<std::uint64_t*>(std::uintptr_t{0x10000});
+  auto* const b = reinterpret_cast<std::uint64_t*>(std::uintptr_t{0x20000});
+  auto* const misaligned = reinterpret_cast<void*>(std::uintptr_t{0x20004});
+  EXPECT_THROW(cuda::from_ordered(nullptr, b, 4, f64, nullptr), invalid_argument);
+  EXPECT_THROW(cuda::from_ordered(a, nullptr, 4, f64, nullptr), invalid_argument);
+  EXPECT_THROW(cuda::to_ordered(misaligned, b, 4, f64, nullptr), invalid_argument);
+  EXPECT_THROW(cuda::to_ordered(a, misaligned, 4, f64, nullptr), invalid_argument);
+  // Arrays that partly overlap, either way round, by one key or all but one.
+  EXPECT_THROW(cuda::from_ordered(a, a + 1, 4, f64, nullptr), invalid_argument);
+  EXPECT_THROW(cuda::from_ordered(a + 1, a, 4, f64, nullptr), invalid_argument);
+  EXPECT_THROW(cuda::to_ordered(a, a + 3, 4, f64, nullptr), invalid_argument);
+  // An identity map out of place copies the keys, so its arrays are checked too...
+  EXPECT_THROW(cuda::from_ordered(nullptr, b, 4, u64, nullptr), invalid_argument);
+  EXPECT_THROW(cuda::from_ordered(a, a + 2, 4, u64, nullptr), invalid_argument);
+  EXPECT_THROW(cuda::to_ordered(misaligned, b, 4, u64, nullptr), invalid_argument);
+  // ... and in place it does nothing, as the in-place form (misaligned keys included).
+  EXPECT_NO_THROW(cuda::from_ordered(misaligned, misaligned, 9, u64, nullptr));
+  EXPECT_NO_THROW(cuda::from_ordered(nullptr, nullptr, 0, f64, nullptr));
+  EXPECT_NO_THROW(cuda::to_ordered(a, a + 1, 0, f64, nullptr));
+  EXPECT_THROW(cuda::to_ordered(a, b, 0, f64, nullptr, transform_tuning{48, 1, 1}),
+               invalid_argument);
 }
 
 }  // namespace
