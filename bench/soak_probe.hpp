@@ -66,8 +66,16 @@ inline process_usage usage_of(pid_t pid)
   return u;
 }
 
+// GCC names its sanitizers with macros; clang (the tsan preset's compiler) only through
+// __has_feature, which the first tsan run missed: its daemon was held to the unsanitized slack.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 inline constexpr bool sanitized_build = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+inline constexpr bool sanitized_build = true;
+#else
+inline constexpr bool sanitized_build = false;
+#endif
 #else
 inline constexpr bool sanitized_build = false;
 #endif
