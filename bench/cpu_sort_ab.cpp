@@ -75,7 +75,8 @@ int main(int argc, char** argv)
   std::uint64_t n = std::uint64_t{1} << 28;
   std::string type = "f64";
   std::uint64_t trials = 3;
-  for (int i = 1; i < argc; ++i) {
+  // Flags and their values in pairs.
+  for (int i = 1; i < argc; i += 2) {
     const std::string_view a = argv[i];
     if (i + 1 >= argc) usage("missing value");
     const std::optional<std::uint64_t> c = parse_count(argv[i + 1]);
@@ -83,7 +84,6 @@ int main(int argc, char** argv)
     else if (a == "--trials" && c && *c > 0) trials = *c;
     else if (a == "--type") type = argv[i + 1];
     else usage("bad argument");
-    ++i;
   }
   if (type != "f64" && type != "u64" && type != "pairs") usage("--type takes f64, u64, pairs");
   const bool pairs = type == "pairs";
