@@ -391,6 +391,11 @@ void atomic_output::drop_kept() noexcept
 {
   if (kept_.empty()) return;
   ::unlink(kept_.c_str());
+  forget_kept();
+}
+
+void atomic_output::forget_kept() noexcept
+{
   unregister_temporary(kept_slot_);
   kept_slot_ = -1;
   kept_.clear();
@@ -408,9 +413,7 @@ void atomic_output::undo_swap_in() noexcept
   if (rc == 0) {
     published_ = false;
     replaced_old_ = false;
-    unregister_temporary(kept_slot_);
-    kept_slot_ = -1;
-    kept_.clear();
+    forget_kept();  // renamed back into place: nothing left to remove
   }
 }
 

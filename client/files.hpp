@@ -127,7 +127,8 @@ class atomic_output {
   /// and replaces nothing.
   void swap_in(bool undoable);
   void keep_replaced();
-  void drop_kept() noexcept;
+  void drop_kept() noexcept;    ///< removes the kept file and forgets it
+  void forget_kept() noexcept;  ///< forgets the kept file (renamed back, or removed)
   void undo_swap_in() noexcept;
   void commit() noexcept;
   void stop_write_back() noexcept;
