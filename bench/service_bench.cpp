@@ -375,22 +375,33 @@ int run_small_jobs(const options& o)
   std::printf("%llu small jobs (1 KiB to 1 MiB, %zu layouts in turn) on %s, one at a time\n",
               static_cast<unsigned long long>(o.small_jobs), small_kind_names.size(),
               devices.c_str());
-  std::mt19937_64 rng{25};
-  small_timings in_process, through_daemon;
-  part("the small jobs", [&] {
-    auto conn = gpusort::client::connection::connect(daemon.socket(), "service-bench-small");
-    // Layouts in turn from the first job on: that is the daemon's life, not a warm-up apart.
+  // The same jobs for both, layouts in turn from the first job on (that is a daemon's life,
+  // not a warm-up apart); all in-process first, then all through the daemon, so that the two
+  // processes do not take turns on the GPU.
+  const auto each_job = [&](auto&& body) {
+    std::mt19937_64 rng{25};
     for (std::uint64_t i = 0; i < o.small_jobs; ++i) {
       const small_job j = small_job_at(i, rng);
-      const small_input in = make_input(j, 100 + i);
-      // In-process, on pageable memory: the GPU engine stages it through its pinned pieces.
+      body(j, make_input(j, 100 + i));
+    }
+  };
+  small_timings in_process, through_daemon;
+  part("the small jobs in-process", [&] {
+    each_job([&](const small_job& j, const small_input& in) {
+      // Pageable memory: the GPU engine stages it through its pinned pieces.
       std::vector<std::byte> keys = in.keys;
       std::vector<std::byte> values = j.argsort() ? std::vector<std::byte>(j.n * 8) : in.values;
-      auto t0 = clock_type::now();
+      const auto t0 = clock_type::now();
       sort_in_process(local, j, keys.data(), values.data());
       in_process.add(j, seconds_since(t0));
       check_small(j, in, keys.data(), values.data(), "in-process");
-      // Through the daemon, on its shared buffers, which it pinned once when it made them.
+    });
+  });
+  part("the small jobs through the daemon", [&] {
+    auto conn = gpusort::client::connection::connect(daemon.socket(), "service-bench-small");
+    each_job([&](const small_job& j, const small_input& in) {
+      // The daemon's shared buffers, which it pinned once when it made them; released after
+      // the job, for the pool to hand on, as a client does.
       gpusort::client::shared_buffer k = conn.allocate_bytes(j.key_bytes());
       std::copy(in.keys.begin(), in.keys.end(), k.data());
       gpusort::client::shared_buffer v;
@@ -409,11 +420,11 @@ int run_small_jobs(const options& o)
           r.values = gpusort::client::array_ref::in(v);
         }
       }
-      t0 = clock_type::now();
+      const auto t0 = clock_type::now();
       conn.sort(r);
       through_daemon.add(j, seconds_since(t0));
       check_small(j, in, k.data(), v.data(), "daemon");
-    }
+    });
   });
   std::vector<target> targets;
   std::ostringstream raw;
