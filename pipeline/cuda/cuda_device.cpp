@@ -368,7 +368,8 @@ class failure_latch {
 }  // namespace
 
 /// What largest_fitting found for one layout and budget (cuda_device::resident_capacity and
-/// capacity): asked for every job, and a bisection of some 35 scratch queries to CUB.
+/// capacity): asked for every job, and a bisection of about 34 steps (an 80 GB budget), each
+/// asking CUB for the sort's and the merge's scratch.
 struct fitting_memo {
   bool resident{};
   std::uint32_t key_bytes{}, value_bytes{};
