@@ -148,5 +148,31 @@ TEST_F(gpu_test, SmallJobsOfMixedLayoutsReuseThePinnedStagingAndDeviceBuffers)
   EXPECT_EQ(detail::bytes_held(detail::held::device), device_before);
 }
 
+// An out-of-core job between small in-core ones: the ring of chunk buffers and the resident
+// sort's buffers stay side by side where the budget holds both (each used to free the other),
+// and share the one staging.
+TEST_F(gpu_test, OutOfCoreAndInCoreJobsInTurnKeepBothKindsOfBuffers)
+{
+  config cfg;
+  cfg.devices = device_selection::listed;
+  cfg.gpu_ids = {0};
+  cfg.chunk_bytes = std::uint64_t{1} << 20;  // more than 1 MiB of a job: out of core
+  engine eng{cfg};
+  const std::uint64_t big = std::min<std::uint64_t>(std::uint64_t{1} << 22, test::max_test_n());
+  // The same jobs twice: the out-of-core job's gather tables grow with its slices, which its
+  // keys decide.
+  const auto in_turn = [&] {
+    sort_keys<std::uint64_t>(eng, 5003, 1, "in core");
+    sort_keys<std::uint64_t>(eng, big, 2, "out of core");
+    sort_pairs<std::uint64_t, std::uint64_t>(eng, 3001, false, 3, "pairs in core");
+  };
+  in_turn();
+  const detail::fault::armed counting{detail::fault::plan{.group = detail::fault::scope::all}};
+  in_turn();
+  EXPECT_EQ(detail::fault::calls(site::pinned_alloc), 0U) << detail::fault::summary();
+  EXPECT_EQ(detail::fault::calls(site::device_alloc), 0U) << detail::fault::summary();
+  EXPECT_EQ(detail::fault::calls(site::host_register), 0U) << detail::fault::summary();
+}
+
 }  // namespace
 }  // namespace gpusort
