@@ -50,7 +50,7 @@ struct cuda_device_state;
 /// mapped words of the resident sort's splits. Made at the GPU's first job and kept for the
 /// engine's life, shared by the in-core and out-of-core buffers: 256 MiB of cudaHostAlloc
 /// (about 100 ms on the H100 host) came again with every replacement of either, which a mix of
-/// small jobs made on most jobs.
+/// layouts made often.
 struct gpu_pinned {
   explicit gpu_pinned(const cuda_device_options& options);
 
@@ -87,8 +87,8 @@ struct resident_buffers {
   chunk_sorter sorter;
   buffer_sizes sizes;
   std::size_t scratch_capacity{};
-  std::array<cuda::device_buffer, 2> keys;
-  std::array<cuda::device_buffer, 2> values;
+  std::array<cuda::device_buffer, copies> keys;
+  std::array<cuda::device_buffer, copies> values;
   cuda::device_buffer scratch;
   cuda::cuda_stream h2d, compute, d2h;
   staging& in_staging;
