@@ -113,19 +113,18 @@ gather_mode gather_mode_from_environment() noexcept
 }
 
 /// Everything one round needs on one GPU. A device keeps it from round to round and job to job
-/// (allocating a ring of chunk buffers and pinned staging costs tens of milliseconds per round)
-/// and releases it only after its streams are idle.
+/// (allocating a ring of chunk buffers costs milliseconds per round) and releases it only after
+/// its streams are idle. Its staging is the GPU's (gpu_pinned), kept whatever the round.
 struct round_state {
-  std::uint64_t key_capacity_bytes{};
-  std::uint64_t value_capacity_bytes{};
+  /// Bytes of one slot's keys and values (also those of the sort's alternates) and scratch.
+  buffer_sizes sizes;
   std::size_t table_entries{};
-  std::size_t scratch_bytes{};
   cuda::cuda_stream h2d, compute, d2h;
   std::vector<slot> slots;
   cuda::device_buffer alt_keys, alt_values;
   cuda::device_buffer scratch;
-  staging in_staging;
-  staging out_staging;
+  staging& in_staging;
+  staging& out_staging;
   chunk_sorter sorter;
 
   // Reused by batch_copies, so that a task allocates nothing.
@@ -140,27 +139,34 @@ struct round_state {
   gather_mode gather{gather_mode::automatic};
   std::uint64_t gather_copy_min_bytes{};
 
-  round_state(const element_layout& l, std::uint64_t elements, std::size_t tables,
-              const cuda_device_options& o, const chunk_sorter& with)
-      : key_capacity_bytes{elements * l.key_bytes},
-        value_capacity_bytes{elements * l.value_bytes},
+  /// The bytes of each buffer a round of `elements` needs.
+  static buffer_sizes needed(const element_layout& l, std::uint64_t elements,
+                             const chunk_sorter& with)
+  {
+    return {.keys = elements * l.key_bytes,
+            .values = elements * l.value_bytes,
+            .scratch = with.scratch_bytes(elements, l.key_bytes, l.value_bytes)};
+  }
+
+  round_state(const buffer_sizes& s, std::size_t tables, const cuda_device_options& o,
+              const chunk_sorter& with, gpu_pinned& pinned)
+      : sizes{s},
         table_entries{std::max<std::size_t>(tables, 1)},
-        scratch_bytes{with.scratch_bytes(elements, l.key_bytes, l.value_bytes)},
-        in_staging{o.staging_piece_bytes, o.staging_pieces},
-        out_staging{o.staging_piece_bytes, o.staging_pieces},
+        in_staging{pinned.in},
+        out_staging{pinned.out},
         sorter{with},
         gather{gather_mode_from_environment()},
         gather_copy_min_bytes{o.gather_copy_min_bytes}
   {
     for (unsigned i = 0; i < cuda_device::ring_slots; ++i) {
-      slot& s = slots.emplace_back();
-      s.keys = cuda::device_buffer{key_capacity_bytes};
-      s.values = cuda::device_buffer{value_capacity_bytes};
+      slot& sl = slots.emplace_back();
+      sl.keys = cuda::device_buffer{sizes.keys};
+      sl.values = cuda::device_buffer{sizes.values};
     }
     grow_tables(table_entries);
-    alt_keys = cuda::device_buffer{key_capacity_bytes};
-    alt_values = cuda::device_buffer{value_capacity_bytes};
-    scratch = cuda::device_buffer{scratch_bytes};
+    alt_keys = cuda::device_buffer{sizes.keys};
+    alt_values = cuda::device_buffer{sizes.values};
+    scratch = cuda::device_buffer{sizes.scratch};
   }
 
   /// Gather tables for `entries` slices per task (the ring's streams are idle between rounds).
@@ -168,21 +174,12 @@ struct round_state {
   {
     table_entries = std::max<std::size_t>(entries, 1);
     const std::size_t table_bytes = table_entries * sizeof(cuda::gather_slice);
-    for (slot& s : slots) {
-      s.key_table_host = cuda::pinned_buffer{table_bytes};
-      s.value_table_host = cuda::pinned_buffer{table_bytes};
-      s.key_table = cuda::device_buffer{table_bytes};
-      s.value_table = cuda::device_buffer{table_bytes};
+    for (slot& sl : slots) {
+      sl.key_table_host = cuda::pinned_buffer{table_bytes};
+      sl.value_table_host = cuda::pinned_buffer{table_bytes};
+      sl.key_table = cuda::device_buffer{table_bytes};
+      sl.value_table = cuda::device_buffer{table_bytes};
     }
-  }
-
-  /// Whether this state serves a round of `elements` with `tables` slices at most per task.
-  [[nodiscard]] bool fits(const element_layout& l, std::uint64_t elements, std::size_t tables,
-                          const chunk_sorter& with) const
-  {
-    return elements * l.key_bytes <= key_capacity_bytes &&
-           elements * l.value_bytes <= value_capacity_bytes && tables <= table_entries &&
-           with.scratch_bytes(elements, l.key_bytes, l.value_bytes) <= scratch_bytes;
   }
 
   ~round_state()
@@ -308,7 +305,7 @@ struct round_state {
     const unsigned kb = layout.key_bytes, vb = layout.value_bytes;
     if (!t.src_ordered) cuda::to_ordered(s.keys.data(), t.count, layout.keys(), st);
     if (sorter.sort(s.keys.data(), alt_keys.data(), s.values.data(), alt_values.data(), t.count,
-                    kb, vb, scratch.data(), scratch_bytes, st)) {
+                    kb, vb, scratch.data(), sizes.scratch, st)) {
       std::swap(s.keys, alt_keys);
       std::swap(s.values, alt_values);
     }
@@ -370,12 +367,57 @@ class failure_latch {
 
 }  // namespace
 
-struct cuda_device_state {
-  std::unique_ptr<round_state> round;
-  std::unique_ptr<resident_buffers> resident;
+/// What largest_fitting found for one layout and budget (cuda_device::resident_capacity and
+/// capacity): asked for every job, and a bisection of about 34 steps (an 80 GB budget), each
+/// asking CUB for the sort's and the merge's scratch.
+struct fitting_memo {
+  bool resident{};
+  std::uint32_t key_bytes{}, value_bytes{};
+  bool sample{};
+  std::uint64_t budget{};
+  std::uint64_t elements{};
 };
 
-// ---- resident_buffers ----
+struct cuda_device_state {
+  // Declared first, so that it goes last: the buffers below refer to its staging.
+  std::unique_ptr<gpu_pinned> pinned;
+  std::unique_ptr<round_state> round;
+  std::unique_ptr<resident_buffers> resident;
+  std::mutex memo_mutex;
+  std::vector<fitting_memo> memo;
+
+  /// largest_fitting's answer for the key, from the memo or from `compute`.
+  template <typename Compute>
+  std::uint64_t fitting(fitting_memo key, Compute&& compute)
+  {
+    const auto same = [&](const fitting_memo& m) {
+      return m.resident == key.resident && m.key_bytes == key.key_bytes &&
+             m.value_bytes == key.value_bytes && m.sample == key.sample &&
+             m.budget == key.budget;
+    };
+    {
+      const std::lock_guard lock{memo_mutex};
+      const auto it = std::find_if(memo.begin(), memo.end(), same);
+      if (it != memo.end()) return it->elements;
+    }
+    key.elements = compute();
+    const std::lock_guard lock{memo_mutex};
+    // Layouts are few (key and value widths, two sorters); a shrunk budget starts afresh.
+    std::erase_if(memo, [&](const fitting_memo& m) { return m.budget != key.budget; });
+    memo.push_back(key);
+    return key.elements;
+  }
+};
+
+// ---- gpu_pinned and resident_buffers ----
+
+gpu_pinned::gpu_pinned(const cuda_device_options& options)
+    : in{options.staging_piece_bytes, options.staging_pieces},
+      out{options.staging_piece_bytes, options.staging_pieces},
+      words{resident_buffers::word_count * sizeof(std::uint64_t),
+            cudaHostAllocPortable | cudaHostAllocMapped}
+{
+}
 
 std::uint64_t resident_buffers::piece_elements(std::uint64_t elements,
                                                const cuda_device_options& options)
@@ -395,22 +437,30 @@ std::size_t resident_buffers::scratch_bytes(const element_layout& layout, std::u
                   cuda::merge_scratch_bytes(elements, layout.key_bytes, layout.value_bytes));
 }
 
-resident_buffers::resident_buffers(const element_layout& layout, std::uint64_t elements,
-                                   const cuda_device_options& options, const chunk_sorter& with)
+buffer_sizes resident_buffers::needed(const element_layout& layout, std::uint64_t elements,
+                                      const cuda_device_options& options,
+                                      const chunk_sorter& sorter)
+{
+  return {.keys = elements * layout.key_bytes,
+          .values = elements * layout.value_bytes,
+          .scratch = scratch_bytes(layout, elements, options, sorter)};
+}
+
+resident_buffers::resident_buffers(const buffer_sizes& s, const cuda_device_options& options,
+                                   const chunk_sorter& with, gpu_pinned& pinned)
     : tuning{options},
       sorter{with},
-      key_capacity_bytes{elements * layout.key_bytes},
-      value_capacity_bytes{elements * layout.value_bytes},
-      scratch_capacity{scratch_bytes(layout, elements, options, with)},
-      in_staging{options.staging_piece_bytes, options.staging_pieces},
-      out_staging{options.staging_piece_bytes, options.staging_pieces},
-      words{word_count * sizeof(std::uint64_t), cudaHostAllocPortable | cudaHostAllocMapped}
+      sizes{s},
+      scratch_capacity{s.scratch},
+      in_staging{pinned.in},
+      out_staging{pinned.out},
+      words{pinned.words}
 {
-  for (unsigned i = 0; i < 2; ++i) {
-    keys[i] = cuda::device_buffer{key_capacity_bytes};
-    values[i] = cuda::device_buffer{value_capacity_bytes};
+  for (unsigned i = 0; i < copies; ++i) {
+    keys[i] = cuda::device_buffer{sizes.keys};
+    values[i] = cuda::device_buffer{sizes.values};
   }
-  scratch = cuda::device_buffer{scratch_capacity};
+  scratch = cuda::device_buffer{sizes.scratch};
 }
 
 resident_buffers::~resident_buffers()
@@ -418,14 +468,6 @@ resident_buffers::~resident_buffers()
   GPUSORT_CUDA_ASSERT_OK(cudaStreamSynchronize(h2d.value()));
   GPUSORT_CUDA_ASSERT_OK(cudaStreamSynchronize(compute.value()));
   GPUSORT_CUDA_ASSERT_OK(cudaStreamSynchronize(d2h.value()));
-}
-
-bool resident_buffers::fits(const element_layout& layout, std::uint64_t elements,
-                            const chunk_sorter& with) const
-{
-  return elements * layout.key_bytes <= key_capacity_bytes &&
-         elements * layout.value_bytes <= value_capacity_bytes &&
-         scratch_bytes(layout, elements, tuning, with) <= scratch_capacity;
 }
 
 cuda_device::cuda_device(cuda_device_options options)
@@ -456,6 +498,7 @@ std::string cuda_device::name() const { return name_; }
 void cuda_device::shrink_budget() noexcept
 {
   {
+    // Device memory only: the pinned staging is host memory, and stays.
     const cuda::set_device_guard guard{options_.id};
     state_->round.reset();
     state_->resident.reset();
@@ -495,6 +538,20 @@ std::uint64_t largest_fitting(std::uint64_t budget, std::uint64_t per_element, S
   return lo;
 }
 
+/// Buffers made by `make` of `grown` sizes, or of the `need`ed ones where the GPU has no room
+/// for more right now (the budget is what was free when the engine started: another process
+/// may hold some of it since). Only a failure at the needed sizes is the job's.
+template <typename Make>
+auto make_grown(const buffer_sizes& grown, const buffer_sizes& need, Make&& make)
+{
+  if (grown == need) return make(need);
+  try {
+    return make(grown);
+  } catch (const out_of_memory&) {
+    return make(need);
+  }
+}
+
 }  // namespace
 
 device_capacity cuda_device::capacity(const element_layout& layout) const
@@ -508,8 +565,14 @@ device_capacity cuda_device::capacity(const element_layout& layout) const
   // A small job always sorts, whatever the budget: a few thousand elements take far less than
   // any GPU has, where a budget under the margin would leave no capacity at all (a 2-element
   // job with a 24 MiB budget was refused, naming a "smallest budget" of 64.03 MiB).
-  const std::uint64_t elements = std::max(
-      largest_fitting(budget_bytes_, per_element, scratch), small_job_elements);
+  const std::uint64_t fitting = state_->fitting(
+      {.resident = false,
+       .key_bytes = layout.key_bytes,
+       .value_bytes = layout.value_bytes,
+       .sample = with.sample(),
+       .budget = budget_bytes_},
+      [&] { return largest_fitting(budget_bytes_, per_element, scratch); });
+  const std::uint64_t elements = std::max(fitting, small_job_elements);
   return device_capacity{
       .elements = elements,
       .bytes_per_element = per_element,
@@ -525,9 +588,43 @@ std::uint64_t cuda_device::resident_capacity(const element_layout& layout) const
 {
   const cuda::set_device_guard guard{options_.id};
   const chunk_sorter with = sorter(layout);
-  return largest_fitting(budget_bytes_, 2 * layout.bytes(), [&](std::uint64_t c) -> std::uint64_t {
-    return resident_buffers::scratch_bytes(layout, c, options_, with);
-  });
+  return state_->fitting(
+      {.resident = true,
+       .key_bytes = layout.key_bytes,
+       .value_bytes = layout.value_bytes,
+       .sample = with.sample(),
+       .budget = budget_bytes_},
+      [&] {
+        return largest_fitting(budget_bytes_, resident_buffers::copies * layout.bytes(),
+                               [&](std::uint64_t c) -> std::uint64_t {
+                                 return resident_buffers::scratch_bytes(layout, c, options_,
+                                                                        with);
+                               });
+      });
+}
+
+gpu_pinned& cuda_device::pinned()
+{
+  if (!state_->pinned) state_->pinned = std::make_unique<gpu_pinned>(options_);
+  return *state_->pinned;
+}
+
+std::uint64_t cuda_device::room_for(const buffer_sizes& need, unsigned copies, bool for_resident)
+{
+  const std::uint64_t room = budget_bytes_ > budget_margin ? budget_bytes_ - budget_margin : 0;
+  std::uint64_t other = 0;
+  if (for_resident && state_->round)
+    other = state_->round->sizes.total(buffers_per_element);
+  else if (!for_resident && state_->resident)
+    other = state_->resident->sizes.total(resident_buffers::copies);
+  if (other > 0 && other <= room && need.total(copies) <= room - other) return room - other;
+  // The budget holds one kind or the other: free it first, so that its memory is free for
+  // the new buffers.
+  if (for_resident)
+    state_->round.reset();
+  else
+    state_->resident.reset();
+  return room;
 }
 
 resident_buffers& cuda_device::resident(const element_layout& layout, std::uint64_t elements)
@@ -535,11 +632,17 @@ resident_buffers& cuda_device::resident(const element_layout& layout, std::uint6
   const cuda::set_device_guard guard{options_.id};
   std::unique_ptr<resident_buffers>& kept = state_->resident;
   const chunk_sorter with = sorter(layout);
-  if (!kept || !kept->fits(layout, elements, with)) {
-    kept.reset();
-    state_->round.reset();
-    kept = std::make_unique<resident_buffers>(layout, std::max<std::uint64_t>(elements, 1),
-                                              options_, with);
+  const buffer_sizes need =
+      resident_buffers::needed(layout, std::max<std::uint64_t>(elements, 1), options_, with);
+  if (!kept || !kept->sizes.covers(need)) {
+    const buffer_sizes held = kept ? kept->sizes : buffer_sizes{};
+    kept.reset();  // first, so that its memory is free for the new one
+    const std::uint64_t room = room_for(need, resident_buffers::copies, true);
+    gpu_pinned& host = pinned();
+    kept = make_grown(grown_sizes(held, need, resident_buffers::copies, room), need,
+                      [&](const buffer_sizes& sizes) {
+                        return std::make_unique<resident_buffers>(sizes, options_, with, host);
+                      });
   }
   kept->sorter = with;
   return *kept;
@@ -556,13 +659,19 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
   const std::uint64_t elements = std::clamp<std::uint64_t>(queue.reserve(), largest, cap);
   std::unique_ptr<round_state>& kept = state_->round;
   const chunk_sorter with = sorter(layout);
-  if (kept && kept->fits(layout, elements, 0, with) &&
-      !kept->fits(layout, elements, queue.most_slices(), with))
+  const buffer_sizes need = round_state::needed(layout, elements, with);
+  if (kept && kept->sizes.covers(need) && queue.most_slices() > kept->table_entries)
     kept->grow_tables(queue.most_slices());
-  if (!kept || !kept->fits(layout, elements, queue.most_slices(), with)) {
+  if (!kept || !kept->sizes.covers(need)) {
+    const buffer_sizes held = kept ? kept->sizes : buffer_sizes{};
+    const std::size_t tables = std::max(queue.most_slices(), kept ? kept->table_entries : 0);
     kept.reset();  // first, so that its memory is free for the new one
-    state_->resident.reset();
-    kept = std::make_unique<round_state>(layout, elements, queue.most_slices(), options_, with);
+    const std::uint64_t room = room_for(need, buffers_per_element, false);
+    gpu_pinned& host = pinned();
+    kept = make_grown(grown_sizes(held, need, buffers_per_element, room), need,
+                      [&](const buffer_sizes& sizes) {
+                        return std::make_unique<round_state>(sizes, tables, options_, with, host);
+                      });
   }
   kept->sorter = with;
   round_state& state = *kept;

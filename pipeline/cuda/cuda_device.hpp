@@ -4,6 +4,7 @@
 #pragma once
 
 #include "pipeline/device.hpp"
+#include "pipeline/cuda/buffer_sizes.hpp"
 #include "pipeline/cuda/chunk_sorter.hpp"
 #include "pipeline/cuda/resources.hpp"
 #include "pipeline/cuda/staging.hpp"
@@ -45,18 +46,36 @@ struct cuda_device_options {
 /// The buffers, streams and staging a GPU keeps between rounds and jobs.
 struct cuda_device_state;
 
+/// Pinned host memory a GPU uses whatever its jobs are: staging for each direction and the
+/// mapped words of the resident sort's splits. Made at the GPU's first job and kept for the
+/// engine's life, shared by the in-core and out-of-core buffers: 256 MiB of cudaHostAlloc
+/// (about 100 ms on the H100 host) came again with every replacement of either, which a mix of
+/// layouts made often.
+struct gpu_pinned {
+  explicit gpu_pinned(const cuda_device_options& options);
+
+  staging in;
+  staging out;
+  /// Mapped pinned words the split kernels read and write (diagonals, probes, counts).
+  cuda::pinned_buffer words;
+};
+
 /// What a GPU holds to sort a job that fits its memory in one round trip (pipeline/cuda/
 /// resident.hpp): two arrays of keys and values (sorted runs and merge targets), scratch for
-/// sorting a piece or merging, its streams, pinned staging and mapped words for merge splits.
+/// sorting a piece or merging, its streams, and the GPU's pinned staging and mapped words.
 struct resident_buffers {
-  resident_buffers(const element_layout& layout, std::uint64_t elements,
-                   const cuda_device_options& options, const chunk_sorter& sorter);
+  /// Buffers of `sizes` (bytes of one array of keys, of values, of scratch).
+  resident_buffers(const buffer_sizes& sizes, const cuda_device_options& options,
+                   const chunk_sorter& sorter, gpu_pinned& pinned);
   ~resident_buffers();
   resident_buffers(const resident_buffers&) = delete;
   resident_buffers& operator=(const resident_buffers&) = delete;
 
-  [[nodiscard]] bool fits(const element_layout& layout, std::uint64_t elements,
-                          const chunk_sorter& with) const;
+  /// Arrays of keys and of values the resident sort keeps.
+  static constexpr unsigned copies = 2;
+  /// The bytes of each buffer a job of `elements` needs.
+  static buffer_sizes needed(const element_layout& layout, std::uint64_t elements,
+                             const cuda_device_options& options, const chunk_sorter& sorter);
   /// Scratch for sorting a piece of `elements` or merging runs of `elements` in all.
   static std::size_t scratch_bytes(const element_layout& layout, std::uint64_t elements,
                                    const cuda_device_options& options,
@@ -66,17 +85,16 @@ struct resident_buffers {
 
   cuda_device_options tuning;
   chunk_sorter sorter;
-  std::uint64_t key_capacity_bytes{};
-  std::uint64_t value_capacity_bytes{};
+  buffer_sizes sizes;
   std::size_t scratch_capacity{};
-  std::array<cuda::device_buffer, 2> keys;
-  std::array<cuda::device_buffer, 2> values;
+  std::array<cuda::device_buffer, copies> keys;
+  std::array<cuda::device_buffer, copies> values;
   cuda::device_buffer scratch;
   cuda::cuda_stream h2d, compute, d2h;
-  staging in_staging;
-  staging out_staging;
-  /// Mapped pinned words the split kernels read and write (diagonals, probes, counts).
-  cuda::pinned_buffer words;
+  staging& in_staging;
+  staging& out_staging;
+  /// The GPU's mapped words (gpu_pinned::words), word_count of them.
+  cuda::pinned_buffer& words;
   static constexpr std::size_t word_count = 1024;
 };
 
@@ -105,8 +123,8 @@ class cuda_device final : public device {
 
   /// Elements of `layout` this GPU can sort in one round trip (resident_buffers in its budget).
   [[nodiscard]] std::uint64_t resident_capacity(const element_layout& layout) const;
-  /// The resident buffers for `elements`, kept from an earlier job when they fit; frees the
-  /// out-of-core ring first (the budget holds one or the other).
+  /// The resident buffers for `elements`, kept from an earlier job when they fit, else grown
+  /// (buffer_sizes.hpp); frees the out-of-core ring first where the budget cannot hold both.
   resident_buffers& resident(const element_layout& layout, std::uint64_t elements);
 
   /// Lowers the budget after an allocation failed, so that the engine can plan smaller chunks,
@@ -114,6 +132,13 @@ class cuda_device final : public device {
   void shrink_budget() noexcept;
 
  private:
+  /// The GPU's pinned staging and words, made at its first job.
+  gpu_pinned& pinned();
+  /// Budget bytes for one kind of kept buffers (the resident sort's, else the ring's) whose
+  /// job needs `need` with `copies` arrays: beside the other kind where both fit, else after
+  /// freeing the other kind.
+  std::uint64_t room_for(const buffer_sizes& need, unsigned copies, bool for_resident);
+
   cuda_device_options options_;
   std::unique_ptr<cuda_device_state> state_;
   std::uint64_t budget_bytes_{};

@@ -14,6 +14,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -157,6 +159,28 @@ TEST(BenchCli, ServiceBenchDaemonThatDoesNotStart)
   f = run({SERVICE_BENCH, "--daemon", (tmp.path() / "none").string()});
   EXPECT_EQ(f.code, 64) << f.err;
   EXPECT_TRUE(one_line(f.err, "service_bench: --daemon "));
+}
+
+// --small-jobs (issue 25): every layout in turn, in-process and through the daemon, each result
+// verified, the figures printed and written; a count of 0 is a bad command line.
+TEST(BenchCli, ServiceBenchSmallJobsRunsEveryLayoutBothWays)
+{
+  const temp_dir tmp;
+  const std::string json = (tmp.path() / "small.json").string();
+  finished f = run({SERVICE_BENCH, "--daemon", GPUSORTD, "--small-jobs", "13", "--json", json},
+                   {"TMPDIR=" + tmp.path().string()});
+  EXPECT_EQ(f.code, 0) << f.out << f.err;
+  EXPECT_NE(f.out.find("13 small jobs (1 KiB to 1 MiB, 6 layouts in turn)"), std::string::npos)
+      << f.out;
+  for (const char* line : {"in-process: ", "daemon: ", "u32 argsort", "stable f32 keys"})
+    EXPECT_NE(f.out.find(line), std::string::npos) << line << " missing from\n" << f.out;
+  std::ifstream in{json};
+  const std::string written{std::istreambuf_iterator<char>{in}, {}};
+  EXPECT_NE(written.find("\"service.small_jobs.daemon_jobs_per_s\""), std::string::npos)
+      << written;
+  f = run({SERVICE_BENCH, "--daemon", GPUSORTD, "--small-jobs", "0"});
+  EXPECT_EQ(f.code, 64) << f.err;
+  EXPECT_TRUE(one_line(f.err, "service_bench: --small-jobs takes a count of at least 1"));
 }
 
 }  // namespace
