@@ -171,6 +171,16 @@ void restore_input(const job_arrays& a, const element_layout& layout,
   }
 }
 
+/// Elements each device keeps buffers for across both rounds: a chunk or a final chunk's
+/// bound, whichever is larger, so that round 2 reuses round 1's ring. Not the capacity: a job
+/// cut small (chunk_bytes, a budget) then reserved the whole GPU, which left no room for the
+/// buffers of jobs that fit beside the ring, and each kind freed the other (a compensated
+/// final chunk above the bound grows the ring; it is rare).
+std::uint64_t ring_reserve(const chunk_plan& plan) noexcept
+{
+  return std::min(plan.capacity, std::max(plan.chunk_size(0), plan.final_bound()));
+}
+
 /// DSPS in two rounds (design.md section 2).
 template <typename K, typename V>
 execution_stats sort_out_of_core(const job_arrays& a, const element_layout& layout,
@@ -182,7 +192,7 @@ execution_stats sort_out_of_core(const job_arrays& a, const element_layout& layo
   const K* keys = r1.keys();
 
   // Round 1: sort every chunk and deal it into d sorted runs.
-  run_round(1, 2, round1_tasks<K, V>(a, plan, r1), layout, devices, ctx, plan.capacity);
+  run_round(1, 2, round1_tasks<K, V>(a, plan, r1), layout, devices, ctx, ring_reserve(plan));
 
   // Splitters from the runs of one new chunk (the transposed run table's row).
   const auto between = std::chrono::steady_clock::now();
@@ -209,7 +219,7 @@ execution_stats sort_out_of_core(const job_arrays& a, const element_layout& layo
                                   .last_end = spent});
   }
   try {
-    run_round(2, 2, std::move(tasks), layout, devices, ctx, plan.capacity);
+    run_round(2, 2, std::move(tasks), layout, devices, ctx, ring_reserve(plan));
   } catch (...) {
     if (a.in_place()) restore_input<K, V>(a, layout, r1);
     throw;
