@@ -5,7 +5,9 @@
 // the original). The GPU codec is checked against this one (tests/gpu/run_codec_test.cpp).
 #include "core/run_codec.hpp"
 
+#include "core/cuda/run_codec/words.cuh"
 #include "tests/support/codec_runs.hpp"
+#include "tests/support/sanitizer.hpp"
 
 #include <gpusort/error.hpp>
 
@@ -112,6 +114,33 @@ TYPED_TEST(run_codec, StoresChosenDeltasBitForBitAtEveryWidth)
   }
 }
 
+// The GPU agents' word arithmetic (core/cuda/run_codec/words.cuh: a thread per packed word, a
+// thread per delta read), run here on the host against the reference codec's stream.
+TYPED_TEST(run_codec, TheGpuWordArithmeticWritesAndReadsTheSameWords)
+{
+  using K = TypeParam;
+  namespace gpu = gpusort::cuda::detail::codec;
+  for (std::uint32_t width = 1; width <= sizeof(K) * 8; ++width) {
+    for (const std::uint64_t n : {std::uint64_t{2}, std::uint64_t{37}, std::uint64_t{block_keys},
+                                  std::uint64_t{2 * block_keys + 300}}) {
+      const std::vector<K> deltas = gpusort::test_support::deltas_of_width<K>(width, n, ~width);
+      const std::vector<K> keys = gpusort::test_support::keys_from_deltas<K>(K{1}, deltas);
+      const encoded e = encode_run(keys);
+      for (std::uint64_t b = 0; b < e.index.size(); ++b) {
+        const std::uint32_t count = codec::keys_in_block(n, b);
+        const K* block = keys.data() + b * block_keys;
+        const std::uint64_t* words = e.words.data() + e.index[b].byte_offset / 8;
+        for (std::uint32_t k = 0; k < codec::block_bytes(e.index[b].width, count) / 8; ++k)
+          ASSERT_EQ(gpu::pack_word(block, count, width, k), words[k])
+              << "width " << width << " n " << n << " block " << b << " word " << k;
+        for (std::uint32_t j = 0; j + 1 < count; ++j)
+          ASSERT_EQ(gpu::unpack_delta<K>(words, width, j), deltas[b * block_keys + j])
+              << "width " << width << " block " << b << " delta " << j;
+      }
+    }
+  }
+}
+
 TYPED_TEST(run_codec, EqualKeysTakeNoStreamAndFullWidthDeltasTakeAWordEach)
 {
   using K = TypeParam;
@@ -146,7 +175,9 @@ TYPED_TEST(run_codec, EveryDistributionAndSizeDecodesToItself)
   for (const gpusort::dtype t : gpusort::test_support::dtypes_of_width<K>()) {
     for (const distribution d : gpusort::all_distributions) {
       if (!gpusort::applies_to(d, t)) continue;
-      for (const std::uint64_t n : gpusort::test_support::codec_sizes()) {
+      // the large run (nearly all of the test's 3 s) is left to the unsanitized builds
+      const bool large = !gpusort::test_support::under_sanitizer();
+      for (const std::uint64_t n : gpusort::test_support::codec_sizes(large)) {
         const std::vector<K> keys = gpusort::test_support::sorted_run<K>(t, d, n, n + 5);
         const encoded e = encode_run(keys);
         ASSERT_EQ(e.bytes, codec::encoded_bytes<K>(keys));

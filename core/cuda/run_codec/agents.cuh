@@ -4,6 +4,7 @@
 #pragma once
 
 #include "core/cuda/run_codec/tuning.cuh"
+#include "core/cuda/run_codec/words.cuh"
 #include "core/run_codec.hpp"
 
 #include <cub/block/block_reduce.cuh>
@@ -65,20 +66,9 @@ struct pack_agent {
     if (word_count == 0) return;  // equal keys: the index entry is the whole block
     for (std::uint32_t i = threadIdx.x; i < count; i += Threads) s.keys[i] = keys[i];
     __syncthreads();
-    const std::uint32_t last_delta = count - 2;  // word_count > 0 means count >= 2
-    for (std::uint32_t k = threadIdx.x; k < word_count && k < word_room; k += Threads) {
-      const std::uint32_t low = k * 64;  // first bit of the word in the block's deltas
-      std::uint32_t j = low / width;
-      const std::uint32_t j_end = min((low + 63) / width, last_delta);
-      std::uint64_t word = 0;
-      for (; j <= j_end; ++j) {
-        const auto delta = static_cast<std::uint64_t>(static_cast<K>(s.keys[j + 1] - s.keys[j]));
-        const auto at = static_cast<std::int32_t>(j * width - low);  // may start in the last word
-        word |= at >= 0 ? delta << at : delta >> -at;
-      }
-      words[k] = word;
-    }
-    __syncthreads();  // the keys are the next block's before they are read again
+    for (std::uint32_t k = threadIdx.x; k < word_count && k < word_room; k += Threads)
+      words[k] = pack_word(s.keys, count, width, k);
+    __syncthreads();  // every word made before the next block's keys arrive
   }
 };
 
@@ -100,15 +90,6 @@ struct decode_agent {
 
   storage& s;
 
-  __device__ __forceinline__ K delta(std::uint32_t width, std::uint32_t j) const
-  {
-    const std::uint32_t bit = j * width;
-    const std::uint32_t shift = bit % 64;
-    std::uint64_t v = s.tile.words[bit / 64] >> shift;
-    if (shift + width > 64) v |= s.tile.words[bit / 64 + 1] << (64 - shift);
-    return static_cast<K>(width >= 64 ? v : v & ((std::uint64_t{1} << width) - 1));
-  }
-
   __device__ __forceinline__ void decode(const run_block& entry,
                                          const std::uint64_t* __restrict__ words,
                                          std::uint32_t from, std::uint32_t to, K* __restrict__ out)
@@ -123,7 +104,8 @@ struct decode_agent {
 #pragma unroll
     for (int k = 0; k < items; ++k) {
       const std::uint32_t p = threadIdx.x * items + k;  // key p adds delta p - 1
-      deltas[k] = (width > 0 && p > 0 && p < to) ? delta(width, p - 1) : K{0};
+      deltas[k] = (width > 0 && p > 0 && p < to) ? unpack_delta<K>(s.tile.words, width, p - 1)
+                                                  : K{0};
       sum = static_cast<K>(sum + deltas[k]);
     }
     K before = 0;
