@@ -47,6 +47,16 @@ inline std::vector<std::uint64_t> parse_counts(std::string_view flag, const std:
   return out;
 }
 
+/// A comma-separated list ("u32,u64") as its items, in order.
+inline std::vector<std::string> split_list(const std::string& text)
+{
+  std::vector<std::string> out;
+  std::stringstream ss{text};
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(item);
+  return out;
+}
+
 /// The value of `flag`: one count from 1 to `most`.
 inline std::uint64_t parse_one_count(std::string_view flag, const std::string& text,
                                      std::uint64_t most = UINT64_MAX)

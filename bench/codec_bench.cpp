@@ -171,15 +171,6 @@ result run_case(gpusort::dtype t, gpusort::distribution d, std::uint64_t chunk_k
   return r;
 }
 
-std::vector<std::string> split_list(const std::string& text)
-{
-  std::vector<std::string> out;
-  std::stringstream ss{text};
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(item);
-  return out;
-}
-
 constexpr const char* usage =
     "usage: codec_bench [--chunk-keys 256Mi] [--deal 16] [--reps 5]\n"
     "                   [--types u32,u64,f32,f64] [--dists uniform,gaussian,...]\n"
@@ -214,12 +205,12 @@ void set_option(options& o, std::string_view flag, const std::string& v)
   } else if (flag == "--reps") {
     o.reps = static_cast<int>(gpusort::bench::parse_one_count(flag, v, 1000));
   } else if (flag == "--types") {
-    o.types = split_list(v);
+    o.types = gpusort::bench::split_list(v);
     for (const std::string& t : o.types)
       if (std::find(std::begin(key_types), std::end(key_types), t) == std::end(key_types))
         throw usage_error{"--types: bad type '" + t + "' (u32, i32, f32, u64, i64 or f64)"};
   } else if (flag == "--dists") {
-    o.dists = split_list(v);
+    o.dists = gpusort::bench::split_list(v);
     for (const std::string& d : o.dists)
       if (!gpusort::parse_distribution(d))
         throw usage_error{"--dists: bad distribution '" + d + "'"};
