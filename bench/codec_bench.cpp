@@ -1,9 +1,9 @@
 // Run codec benchmark (issue 21): what compressing round 1's sorted runs would buy and cost. Per
 // key type and distribution, a chunk of the generated input goes through round 1's device steps
 // as the pipeline runs them (copy in, keys to ordered bits, CUB's radix sort, dealing into d
-// runs), and then the d runs are encoded (core/cuda/run_codec.cuh: one encode_run per run, as
-// round 1 would before its copy-out) and decoded (one decode_slices launch over all d runs, as
-// round 2 would after its copy-in). Reports bytes per key after encoding (stream and the index
+// runs), and then the d runs are encoded (core/cuda/run_codec.cuh: one encode_runs call for
+// the chunk, as round 1 would before its copy-out) and decoded (one decode_slices launch over
+// all d runs, as round 2 would after its copy-in). Reports bytes per key after encoding (stream and the index
 // the host keeps) and the encode and decode rates in GB/s of raw keys, on data in GPU memory,
 // median of --reps after a warm-up. Every decoded run is compared with the dealt keys.
 // Writes bench/results-style JSON with "compress." targets. Usage: codec_bench --help.
@@ -98,62 +98,49 @@ result run_case(gpusort::dtype t, gpusort::distribution d, std::uint64_t chunk_k
                         nullptr, sizeof(K), 0, s);
   }
 
-  // each run's index and stream where round 1 would leave them before its copy-out
-  std::vector<std::uint64_t> run_first(deal), run_keys(deal), index_at(deal), stream_at(deal);
-  std::uint64_t index_entries = 0, stream_room = 0;
-  for (std::uint64_t j = 0; j < deal; ++j) {
-    run_first[j] = gpusort::detail::bin_offset(n, deal, j);
-    run_keys[j] = gpusort::detail::bin_size(n, deal, j);
-    index_at[j] = index_entries;
-    stream_at[j] = stream_room;
-    index_entries += codec::blocks_of(run_keys[j]);
-    stream_room += codec::encoded_bytes_bound(run_keys[j], sizeof(K));
-  }
-  device_buffer index{index_entries * sizeof(codec::run_block)}, stream{stream_room};
-  const std::size_t scratch_bytes = gpusort::cuda::run_codec_scratch_bytes(run_keys[0]);
+  // the chunk's runs encoded together, as round 1 would before its copy-out: one call, the
+  // runs' index entries and streams back to back
+  const std::uint64_t blocks = codec::dealt_blocks(n, deal);
+  const std::uint64_t room = codec::dealt_bytes_bound(n, deal, sizeof(K));
+  device_buffer index{blocks * sizeof(codec::run_block)}, stream{room};
+  const std::size_t scratch_bytes = gpusort::cuda::run_codec_scratch_bytes(n, deal);
   device_buffer scratch{scratch_bytes};
-  pinned_buffer totals{deal * sizeof(std::uint64_t), cudaHostAllocMapped};
+  pinned_buffer totals{sizeof(std::uint64_t), cudaHostAllocMapped};
   auto* total = totals.data<std::uint64_t>();
-  const auto* dealt_keys = dealt.data<K>();
   auto* index_base = index.data<codec::run_block>();
 
   result r;
   const double gb = static_cast<double>(bytes) / 1e9;
   // the size query alone (auto mode's question), then the whole encoding
   r.size_gbs = gb / time_median(s, reps, [&] {
-    for (std::uint64_t j = 0; j < deal; ++j)
-      gpusort::cuda::encoded_size(dealt_keys + run_first[j], run_keys[j], sizeof(K), total + j,
-                                  scratch.data(), scratch_bytes, s);
+    gpusort::cuda::encoded_size(dealt.data(), n, deal, sizeof(K), total, scratch.data(),
+                                scratch_bytes, s);
   });
   r.encode_gbs = gb / time_median(s, reps, [&] {
-    for (std::uint64_t j = 0; j < deal; ++j)
-      gpusort::cuda::encode_run(dealt_keys + run_first[j], run_keys[j], sizeof(K),
-                                index_base + index_at[j], stream.data<std::byte>() + stream_at[j],
-                                codec::encoded_bytes_bound(run_keys[j], sizeof(K)), total + j,
-                                scratch.data(), scratch_bytes, s);
+    gpusort::cuda::encode_runs(dealt.data(), n, deal, sizeof(K), index_base, stream.data(), room,
+                               total, scratch.data(), scratch_bytes, s);
   });
   GPUSORT_CUDA_TRY(cudaStreamSynchronize(s));
-  std::uint64_t stream_bytes = 0;
-  for (std::uint64_t j = 0; j < deal; ++j) stream_bytes += total[j];
-  r.stream_bytes_per_key = static_cast<double>(stream_bytes) / static_cast<double>(n);
-  r.bytes_per_key = r.stream_bytes_per_key + static_cast<double>(index_entries) *
+  r.stream_bytes_per_key = static_cast<double>(*total) / static_cast<double>(n);
+  r.bytes_per_key = r.stream_bytes_per_key + static_cast<double>(blocks) *
                                                  sizeof(codec::run_block) /
                                                  static_cast<double>(n);
-  std::vector<codec::run_block> host_index(index_entries);
-  GPUSORT_CUDA_TRY(cudaMemcpy(host_index.data(), index.data(), host_index.size() *
-                              sizeof(codec::run_block), cudaMemcpyDeviceToHost));
+  std::vector<codec::run_block> host_index(blocks);
+  GPUSORT_CUDA_TRY(cudaMemcpy(host_index.data(), index.data(),
+                              host_index.size() * sizeof(codec::run_block),
+                              cudaMemcpyDeviceToHost));
   double width_sum = 0;
   for (const codec::run_block& e : host_index) width_sum += e.width;
   r.mean_width = host_index.empty() ? 0 : width_sum / static_cast<double>(host_index.size());
 
   // decoding: every run whole, one launch, as round 2 decodes a final chunk's slices
   std::vector<codec::encoded_slice> table(deal);
-  std::uint64_t most_blocks = 0;
   for (std::uint64_t j = 0; j < deal; ++j) {
-    table[j] = {index_base + index_at[j], stream.data<std::byte>() + stream_at[j], 0, run_keys[j],
-                run_first[j]};
-    most_blocks = std::max(most_blocks, codec::blocks_of(run_keys[j]));
+    const std::uint64_t b = codec::dealt_first_block(n, deal, j);
+    table[j] = {index_base + b, stream.data<std::byte>() + host_index[b].byte_offset, 0,
+                gpusort::detail::bin_size(n, deal, j), gpusort::detail::bin_offset(n, deal, j)};
   }
+  const std::uint64_t most_blocks = codec::blocks_of(gpusort::detail::bin_size(n, deal, 0));
   device_buffer d_table{deal * sizeof(codec::encoded_slice)};
   GPUSORT_CUDA_TRY(cudaMemcpy(d_table.data(), table.data(), d_table.size(),
                               cudaMemcpyHostToDevice));
@@ -178,8 +165,8 @@ constexpr const char* usage =
     "\n"
     "The run codec on GPU 0: a chunk of --chunk-keys keys of each type and distribution is\n"
     "sorted and dealt into --deal runs on the GPU as round 1 does (runs of chunk/deal keys:\n"
-    "256Mi / 16 = 16Mi, the runs of an 8 GiB job of u32 keys on one H100), then encoded run by\n"
-    "run and decoded in one launch. Prints bytes per key (stream, and with the host's index)\n"
+    "256Mi / 16 = 16Mi, the runs of an 8 GiB job of u32 keys on one H100), then encoded in one\n"
+    "call and decoded in one launch. Prints bytes per key (stream, and with the host's index)\n"
     "and encode, size-query and decode rates in GB/s of raw keys (median of --reps after a\n"
     "warm-up); every decoded run is compared with its keys. Types: u32 i32 f32 u64 i64 f64;\n"
     "distributions: those of gpusort gen (nanmix for floats only; others skip it).\n"

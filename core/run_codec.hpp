@@ -84,6 +84,63 @@ constexpr std::uint64_t encoded_bytes_bound(std::uint64_t n, unsigned key_bytes)
   return full * block_bytes(key_bytes * 8, block_keys) + block_bytes(key_bytes * 8, rest);
 }
 
+// ---- round 1's form: m sorted keys dealt into d runs (core/plan/dealing.hpp's bins: the first
+// m % d of m / d + 1 keys, the rest of m / d, one after another), encoded together: the runs'
+// blocks numbered one after another, so that their index entries and streams lie back to back
+// and one copy takes a chunk's stream out. A lone run is the case d = 1. ----
+
+/// Where block g of the dealt runs is.
+struct dealt_block {
+  std::uint64_t run;    ///< its bin
+  std::uint64_t first;  ///< its first key in the dealt array
+  std::uint32_t keys;   ///< its keys
+};
+
+/// Blocks of every run of m keys dealt into d.
+GPUSORT_CODEC_HD constexpr std::uint64_t dealt_blocks(std::uint64_t m, std::uint64_t d)
+{
+  const std::uint64_t extra = m % d;
+  return extra * blocks_of(m / d + 1) + (d - extra) * blocks_of(m / d);
+}
+
+/// The first block of run j: its index entry's place.
+GPUSORT_CODEC_HD constexpr std::uint64_t dealt_first_block(std::uint64_t m, std::uint64_t d,
+                                                           std::uint64_t j)
+{
+  const std::uint64_t extra = m % d;
+  const std::uint64_t large = blocks_of(m / d + 1), small = blocks_of(m / d);
+  return j < extra ? j * large : extra * large + (j - extra) * small;
+}
+
+/// Block g (below dealt_blocks(m, d)) of the dealt runs.
+GPUSORT_CODEC_HD constexpr dealt_block dealt_block_at(std::uint64_t m, std::uint64_t d,
+                                                      std::uint64_t g)
+{
+  const std::uint64_t extra = m % d, small_keys = m / d;
+  const std::uint64_t large = blocks_of(small_keys + 1), small = blocks_of(small_keys);
+  std::uint64_t run = 0, in_run = 0, run_start = 0, run_keys = 0;
+  if (g < extra * large) {
+    run = g / large;
+    in_run = g % large;
+    run_keys = small_keys + 1;
+    run_start = run * run_keys;
+  } else {  // small > 0 here: blocks past the large runs exist only when the small runs have keys
+    run = extra + (g - extra * large) / small;
+    in_run = (g - extra * large) % small;
+    run_keys = small_keys;
+    run_start = extra * (small_keys + 1) + (run - extra) * small_keys;
+  }
+  return {run, run_start + in_run * block_keys, keys_in_block(run_keys, in_run)};
+}
+
+/// The most stream bytes the dealt runs can take (encoded_bytes_bound of each).
+constexpr std::uint64_t dealt_bytes_bound(std::uint64_t m, std::uint64_t d, unsigned key_bytes)
+{
+  const std::uint64_t extra = m % d;
+  return extra * encoded_bytes_bound(m / d + 1, key_bytes) +
+         (d - extra) * encoded_bytes_bound(m / d, key_bytes);
+}
+
 // ---- the host reference codec (core/run_codec.cpp); K is std::uint32_t or std::uint64_t ----
 
 /// Stream bytes `keys` encode to (the index takes blocks_of(keys.size()) entries besides).

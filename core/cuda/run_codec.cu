@@ -17,7 +17,7 @@ namespace gpusort::cuda {
 namespace {
 
 namespace cc = detail::codec;
-using gpusort::detail::codec::blocks_of;
+using gpusort::detail::codec::dealt_blocks;
 
 constexpr std::size_t scratch_alignment = 256;
 
@@ -41,10 +41,11 @@ void scan_sizes(void* temp, std::size_t& temp_bytes, const std::uint32_t* sizes,
                                                   std::uint64_t{0}, items, stream));
 }
 
-scratch_layout make_layout(std::uint64_t n)
+scratch_layout make_layout(std::uint64_t m, std::uint64_t runs)
 {
+  if (runs == 0) throw invalid_argument{"run codec: at least one run"};
   scratch_layout l;
-  l.blocks = blocks_of(n);
+  l.blocks = dealt_blocks(m, runs);
   scan_sizes(nullptr, l.scan_temp_bytes, nullptr, nullptr, l.blocks + 1, nullptr);
   std::size_t at = 0;
   auto take = [&](std::size_t bytes) {
@@ -82,14 +83,15 @@ void visit_keys(unsigned key_bytes, F&& f)
 
 /// Passes (a) and (b): each block's width and size, then their offsets and the total at
 /// offsets[blocks]. Returns the layout the pack pass reads.
-scratch_layout measure(const void* d_keys, std::uint64_t n, unsigned key_bytes, void* d_scratch,
-                       std::size_t scratch_bytes, cudaStream_t stream)
+scratch_layout measure(const void* d_keys, std::uint64_t m, std::uint64_t runs,
+                       unsigned key_bytes, void* d_scratch, std::size_t scratch_bytes,
+                       cudaStream_t stream)
 {
   check_key_bytes(key_bytes);
-  if (n > 0 && d_keys == nullptr) throw invalid_argument{"run codec: null keys"};
+  if (m > 0 && d_keys == nullptr) throw invalid_argument{"run codec: null keys"};
   if (d_scratch == nullptr)
     throw invalid_argument{"run codec needs scratch (see run_codec_scratch_bytes)"};
-  scratch_layout l = make_layout(n);
+  scratch_layout l = make_layout(m, runs);
   if (scratch_bytes < l.total)
     throw invalid_argument{"run codec: scratch of " + std::to_string(scratch_bytes) +
                            " bytes, needs " + std::to_string(l.total) +
@@ -98,7 +100,7 @@ scratch_layout measure(const void* d_keys, std::uint64_t n, unsigned key_bytes, 
   auto* sizes = reinterpret_cast<std::uint32_t*>(base + l.sizes);
   visit_keys(key_bytes, [&]<typename K>() {
     cc::width_kernel<K><<<grid_for(l.blocks), cc::policy::threads, 0, stream>>>(
-        static_cast<const K*>(d_keys), n, base + l.widths, sizes);
+        static_cast<const K*>(d_keys), m, runs, base + l.widths, sizes);
     GPUSORT_CHECK_LAUNCH();
   });
   scan_sizes(base + l.scan_temp, l.scan_temp_bytes, sizes,
@@ -118,31 +120,36 @@ void copy_total(const scratch_layout& l, const void* d_scratch, std::uint64_t* d
 
 }  // namespace
 
-std::size_t run_codec_scratch_bytes(std::uint64_t n) { return make_layout(n).total; }
+std::size_t run_codec_scratch_bytes(std::uint64_t m, std::uint64_t runs)
+{
+  return make_layout(m, runs).total;
+}
 
-void encoded_size(const void* d_keys, std::uint64_t n, unsigned key_bytes, std::uint64_t* d_bytes,
-                  void* d_scratch, std::size_t scratch_bytes, cudaStream_t stream)
+void encoded_size(const void* d_keys, std::uint64_t m, std::uint64_t runs, unsigned key_bytes,
+                  std::uint64_t* d_bytes, void* d_scratch, std::size_t scratch_bytes,
+                  cudaStream_t stream)
 {
   if (d_bytes == nullptr) throw invalid_argument{"encoded_size: null result"};
-  const scratch_layout l = measure(d_keys, n, key_bytes, d_scratch, scratch_bytes, stream);
+  const scratch_layout l = measure(d_keys, m, runs, key_bytes, d_scratch, scratch_bytes, stream);
   copy_total(l, d_scratch, d_bytes, stream);
 }
 
-void encode_run(const void* d_keys, std::uint64_t n, unsigned key_bytes, run_block* d_index,
-                void* d_stream, std::uint64_t stream_capacity, std::uint64_t* d_bytes,
-                void* d_scratch, std::size_t scratch_bytes, cudaStream_t stream)
+void encode_runs(const void* d_keys, std::uint64_t m, std::uint64_t runs, unsigned key_bytes,
+                 run_block* d_index, void* d_stream, std::uint64_t stream_capacity,
+                 std::uint64_t* d_bytes, void* d_scratch, std::size_t scratch_bytes,
+                 cudaStream_t stream)
 {
-  if (n > 0 && d_index == nullptr) throw invalid_argument{"encode_run: null index"};
+  if (m > 0 && d_index == nullptr) throw invalid_argument{"encode_runs: null index"};
   if (d_stream == nullptr && stream_capacity > 0)
-    throw invalid_argument{"encode_run: null stream"};
+    throw invalid_argument{"encode_runs: null stream"};
   if (reinterpret_cast<std::uintptr_t>(d_stream) % 8 != 0)
-    throw invalid_argument{"encode_run: the stream must be 8-byte aligned"};
-  const scratch_layout l = measure(d_keys, n, key_bytes, d_scratch, scratch_bytes, stream);
+    throw invalid_argument{"encode_runs: the stream must be 8-byte aligned"};
+  const scratch_layout l = measure(d_keys, m, runs, key_bytes, d_scratch, scratch_bytes, stream);
   auto* base = static_cast<unsigned char*>(d_scratch);
-  if (n > 0) {
+  if (m > 0) {
     visit_keys(key_bytes, [&]<typename K>() {
       cc::pack_kernel<K><<<grid_for(l.blocks), cc::policy::threads, 0, stream>>>(
-          static_cast<const K*>(d_keys), n, base + l.widths,
+          static_cast<const K*>(d_keys), m, runs, base + l.widths,
           reinterpret_cast<const std::uint64_t*>(base + l.offsets), d_index,
           static_cast<std::uint64_t*>(d_stream), stream_capacity / 8);
       GPUSORT_CHECK_LAUNCH();

@@ -6,6 +6,7 @@
 #include "core/run_codec.hpp"
 
 #include "core/cuda/run_codec/words.cuh"
+#include "core/plan/dealing.hpp"
 #include "tests/support/codec_runs.hpp"
 #include "tests/support/sanitizer.hpp"
 
@@ -264,6 +265,39 @@ TYPED_TEST(run_codec, PositionsAndBoundsMatchTheDecodedRun)
         ASSERT_EQ(codec::lower_bound<K>(e.index, e.stream(), n, p), lower) << p;
         ASSERT_EQ(codec::upper_bound<K>(e.index, e.stream(), n, p), upper) << p;
       }
+    }
+  }
+}
+
+// ---- round 1's dealt runs: where each block is ----
+
+TEST(RunCodecDealt, BlocksWalkEveryRunOfTheDealingInOrder)
+{
+  constexpr std::uint64_t b = block_keys;
+  for (const std::uint64_t d : {std::uint64_t{1}, std::uint64_t{2}, std::uint64_t{3},
+                                std::uint64_t{16}, std::uint64_t{41}}) {
+    for (const std::uint64_t m : {std::uint64_t{0}, std::uint64_t{1}, d - 1, d, d + 1, b * d - 1,
+                                  b * d, b * d + 1, 3 * b * d + 7, std::uint64_t{1000003}}) {
+      // the blocks of run j, from the dealing's own layout (core/plan/dealing.hpp)
+      std::vector<codec::dealt_block> want;
+      for (std::uint64_t j = 0; j < d; ++j) {
+        ASSERT_EQ(codec::dealt_first_block(m, d, j), want.size()) << m << " " << d << " " << j;
+        const std::uint64_t size = gpusort::detail::bin_size(m, d, j);
+        const std::uint64_t start = gpusort::detail::bin_offset(m, d, j);
+        for (std::uint64_t at = 0; at < size; at += b)
+          want.push_back({j, start + at, static_cast<std::uint32_t>(std::min(b, size - at))});
+      }
+      ASSERT_EQ(codec::dealt_blocks(m, d), want.size()) << m << " " << d;
+      for (std::uint64_t g = 0; g < want.size(); ++g) {
+        const codec::dealt_block got = codec::dealt_block_at(m, d, g);
+        ASSERT_EQ(got.run, want[g].run) << m << " " << d << " block " << g;
+        ASSERT_EQ(got.first, want[g].first) << m << " " << d << " block " << g;
+        ASSERT_EQ(got.keys, want[g].keys) << m << " " << d << " block " << g;
+      }
+      std::uint64_t bound = 0;
+      for (std::uint64_t j = 0; j < d; ++j)
+        bound += codec::encoded_bytes_bound(gpusort::detail::bin_size(m, d, j), 4);
+      EXPECT_EQ(codec::dealt_bytes_bound(m, d, 4), bound);
     }
   }
 }

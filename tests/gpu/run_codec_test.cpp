@@ -9,6 +9,7 @@
 #include "tests/support/codec_runs.hpp"
 
 #include "core/cuda/run_codec.cuh"
+#include "core/plan/dealing.hpp"
 #include "core/run_codec.hpp"
 
 #include <gpusort/error.hpp>
@@ -76,9 +77,9 @@ gpu_run encode_on_gpu(const std::vector<K>& keys, cudaStream_t s)
   pinned_buffer totals{2 * sizeof(std::uint64_t), cudaHostAllocMapped};
   auto* total = totals.data<std::uint64_t>();
   total[0] = total[1] = ~std::uint64_t{0};
-  cuda::encoded_size(r.keys.data(), r.n, sizeof(K), total, scratch.data(), scratch_bytes, s);
-  cuda::encode_run(r.keys.data(), r.n, sizeof(K), r.index.data<run_block>(), r.stream.data(),
-                   capacity, total + 1, scratch.data(), scratch_bytes, s);
+  cuda::encoded_size(r.keys.data(), r.n, 1, sizeof(K), total, scratch.data(), scratch_bytes, s);
+  cuda::encode_runs(r.keys.data(), r.n, 1, sizeof(K), r.index.data<run_block>(), r.stream.data(),
+                    capacity, total + 1, scratch.data(), scratch_bytes, s);
   EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   EXPECT_EQ(total[0], total[1]) << "encoded_size and encode_run disagree";
   r.bytes = total[1];
@@ -153,6 +154,75 @@ TYPED_TEST(gpu_run_codec, UnsortedKeysRoundTripLikeTheHost)
   std::vector<K> keys(2 * block_keys + 3);
   for (K& k : keys) k = static_cast<K>(rng());
   expect_like_host(keys, "random bits");
+}
+
+/// Round 1's form: a sorted chunk dealt into d runs, encoded in one call. Its index and stream
+/// must be each run's host encoding one after another (offsets shifted by the runs before), and
+/// every run decodes from its own first entry, all runs in one launch.
+TYPED_TEST(gpu_run_codec, DealtRunsEncodeLikeEachRunAloneAndDecode)
+{
+  using K = TypeParam;
+  cuda_stream stream;
+  const cudaStream_t s = stream.value();
+  for (const std::uint64_t d : {std::uint64_t{1}, std::uint64_t{3}, std::uint64_t{16}}) {
+    for (const std::uint64_t m : {std::uint64_t{0}, std::uint64_t{1}, d + 1,
+                                  d * block_keys - 1, d * block_keys + 5, std::uint64_t{100003}}) {
+      const std::string what = "m=" + std::to_string(m) + " d=" + std::to_string(d);
+      const std::vector<K> sorted = test_support::sorted_run<K>(
+          test_support::dtypes_of_width<K>()[1], distribution::staggered, m, m + d);
+      std::vector<K> dealt(m);
+      detail::deal<K, detail::no_value>(sorted.data(), nullptr, m, d, dealt.data(), nullptr);
+      // the host's encoding of each run, back to back
+      std::vector<run_block> want_index;
+      std::vector<std::uint64_t> want_words;
+      for (std::uint64_t j = 0; j < d; ++j) {
+        const std::span<const K> run{dealt.data() + detail::bin_offset(m, d, j),
+                                     detail::bin_size(m, d, j)};
+        ASSERT_EQ(want_index.size(), codec::dealt_first_block(m, d, j)) << what;
+        std::vector<run_block> index(codec::blocks_of(run.size()));
+        std::vector<std::uint64_t> words(codec::encoded_bytes_bound(run.size(), sizeof(K)) / 8);
+        const std::uint64_t bytes =
+            codec::encode<K>(run, index, std::as_writable_bytes(std::span{words}));
+        for (run_block& e : index) e.byte_offset += want_words.size() * 8;
+        want_index.insert(want_index.end(), index.begin(), index.end());
+        want_words.insert(want_words.end(), words.begin(), words.begin() + bytes / 8);
+      }
+      ASSERT_EQ(want_index.size(), codec::dealt_blocks(m, d)) << what;
+
+      device_buffer keys{m * sizeof(K)}, index{want_index.size() * sizeof(run_block)},
+          stream_bytes{codec::dealt_bytes_bound(m, d, sizeof(K))}, total{sizeof(std::uint64_t)};
+      copy_in(keys.data(), dealt.data(), m * sizeof(K));
+      const std::size_t scratch_bytes = cuda::run_codec_scratch_bytes(m, d);
+      device_buffer scratch{scratch_bytes};
+      cuda::encode_runs(keys.data(), m, d, sizeof(K), index.data<run_block>(),
+                        stream_bytes.data(), stream_bytes.size(), total.data<std::uint64_t>(),
+                        scratch.data(), scratch_bytes, s);
+      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      ASSERT_EQ(copy_out<std::uint64_t>(total.data(), 1)[0], want_words.size() * 8) << what;
+      const auto got_index = copy_out<run_block>(index.data(), want_index.size());
+      ASSERT_EQ(std::memcmp(got_index.data(), want_index.data(),
+                            want_index.size() * sizeof(run_block)),
+                0)
+          << what;
+      ASSERT_EQ(copy_out<std::uint64_t>(stream_bytes.data(), want_words.size()), want_words)
+          << what;
+
+      std::vector<encoded_slice> table;
+      for (std::uint64_t j = 0; j < d; ++j) {
+        const std::uint64_t b = codec::dealt_first_block(m, d, j);
+        const std::uint64_t at = b < want_index.size() ? want_index[b].byte_offset : 0;
+        table.push_back({index.data<run_block>() + b, stream_bytes.data<std::byte>() + at, 0,
+                         detail::bin_size(m, d, j), detail::bin_offset(m, d, j)});
+      }
+      if (m == 0) continue;  // nothing to decode into
+      device_buffer d_table{table.size() * sizeof(encoded_slice)}, out{m * sizeof(K)};
+      copy_in(d_table.data(), table.data(), table.size() * sizeof(encoded_slice));
+      cuda::decode_slices(d_table.data<encoded_slice>(), static_cast<std::uint32_t>(d),
+                          codec::blocks_of(m / d + 1), out.data(), sizeof(K), s);
+      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      ASSERT_EQ(copy_out<K>(out.data(), m), dealt) << what;
+    }
+  }
 }
 
 /// Random sub-ranges of a run, each decoded from the index entry and stream byte where it
@@ -243,8 +313,9 @@ TYPED_TEST(gpu_run_codec, AStreamTooSmallIsNeverOverrun)
   ASSERT_EQ(cudaMemset(out.data(), 0xab, bytes), cudaSuccess);
   const std::size_t scratch_bytes = cuda::run_codec_scratch_bytes(n);
   device_buffer scratch{scratch_bytes}, total{sizeof(std::uint64_t)};
-  cuda::encode_run(d_keys.data(), n, sizeof(K), index.data<run_block>(), out.data(), capacity,
-                   total.data<std::uint64_t>(), scratch.data(), scratch_bytes, stream.value());
+  cuda::encode_runs(d_keys.data(), n, 1, sizeof(K), index.data<run_block>(), out.data(),
+                    capacity, total.data<std::uint64_t>(), scratch.data(), scratch_bytes,
+                    stream.value());
   ASSERT_EQ(cudaStreamSynchronize(stream.value()), cudaSuccess);
   EXPECT_EQ(copy_out<std::uint64_t>(total.data(), 1)[0], bytes);
   const auto words = copy_out<std::uint64_t>(out.data(), bytes / 8);
@@ -263,14 +334,19 @@ TYPED_TEST(gpu_run_codec, BadArgumentsAreClearErrors)
   device_buffer scratch{scratch_bytes};
   const std::uint64_t capacity = codec::encoded_bytes_bound(n, sizeof(K));
   auto encode = [&](unsigned key_bytes, void* stream_at, std::size_t scratch_size) {
-    cuda::encode_run(keys.data(), n, key_bytes, index.data<run_block>(), stream_at, capacity,
-                     nullptr, scratch.data(), scratch_size, stream.value());
+    cuda::encode_runs(keys.data(), n, 1, key_bytes, index.data<run_block>(), stream_at,
+                      capacity, nullptr, scratch.data(), scratch_size, stream.value());
   };
   EXPECT_THROW(encode(3, out.data(), scratch_bytes), invalid_argument);
   EXPECT_THROW(encode(sizeof(K), out.data<std::byte>() + 4, scratch_bytes), invalid_argument);
   EXPECT_THROW(encode(sizeof(K), out.data(), scratch_bytes - 1), invalid_argument);
-  EXPECT_THROW(cuda::encoded_size(keys.data(), n, sizeof(K), nullptr, scratch.data(),
+  EXPECT_THROW(cuda::encoded_size(keys.data(), n, 1, sizeof(K), nullptr, scratch.data(),
                                   scratch_bytes, stream.value()),
+               invalid_argument);
+  EXPECT_THROW(cuda::run_codec_scratch_bytes(n, 0), invalid_argument);
+  EXPECT_THROW(cuda::encode_runs(keys.data(), n, 0, sizeof(K), index.data<run_block>(),
+                                 out.data(), capacity, nullptr, scratch.data(), scratch_bytes,
+                                 stream.value()),
                invalid_argument);
   EXPECT_THROW(cuda::decode_run({index.data<run_block>(), out.data<std::byte>(), 5, 4, 0},
                                 sizeof(K), keys.data(), stream.value()),

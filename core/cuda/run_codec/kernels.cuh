@@ -8,27 +8,29 @@
 
 namespace gpusort::cuda::detail::codec {
 
-using gpusort::detail::codec::blocks_of;
+using gpusort::detail::codec::dealt_block;
+using gpusort::detail::codec::dealt_block_at;
+using gpusort::detail::codec::dealt_blocks;
 using gpusort::detail::codec::encoded_slice;
-using gpusort::detail::codec::keys_in_block;
 
-/// Pass (a) of encoding: each block's width and stream bytes; sizes[blocks] = 0, so that the
-/// exclusive scan over blocks + 1 sizes ends with the run's total.
+/// Pass (a) of encoding: each block's width and stream bytes, for the m keys dealt into d runs
+/// (a lone run: d = 1); sizes[blocks] = 0, so that the exclusive scan over blocks + 1 sizes
+/// ends with the total.
 template <typename K>
 __global__ void __launch_bounds__(policy::threads)
-    width_kernel(const K* __restrict__ keys, std::uint64_t n, std::uint8_t* __restrict__ widths,
-                 std::uint32_t* __restrict__ sizes)
+    width_kernel(const K* __restrict__ keys, std::uint64_t m, std::uint64_t d,
+                 std::uint8_t* __restrict__ widths, std::uint32_t* __restrict__ sizes)
 {
   __shared__ typename width_agent<K, policy::threads>::storage storage;
-  const std::uint64_t blocks = blocks_of(n);
+  const std::uint64_t blocks = dealt_blocks(m, d);
   if (blockIdx.x == 0 && threadIdx.x == 0) sizes[blocks] = 0;
-  for (std::uint64_t b = blockIdx.x; b < blocks; b += gridDim.x) {
-    const std::uint32_t count = keys_in_block(n, b);
-    const std::uint32_t width =
-        width_agent<K, policy::threads>{storage}.width(keys + b * block_keys, count);
+  for (std::uint64_t g = blockIdx.x; g < blocks; g += gridDim.x) {
+    const dealt_block b = dealt_block_at(m, d, g);
+    const std::uint32_t width = width_agent<K, policy::threads>{storage}.width(keys + b.first,
+                                                                               b.keys);
     if (threadIdx.x == 0) {
-      widths[b] = static_cast<std::uint8_t>(width);
-      sizes[b] = block_bytes(width, count);
+      widths[g] = static_cast<std::uint8_t>(width);
+      sizes[g] = block_bytes(width, b.keys);
     }
     __syncthreads();  // the reduction's storage is the next block's
   }
@@ -38,21 +40,21 @@ __global__ void __launch_bounds__(policy::threads)
 /// past `word_room` (the stream's capacity) are not written.
 template <typename K>
 __global__ void __launch_bounds__(policy::threads)
-    pack_kernel(const K* __restrict__ keys, std::uint64_t n,
+    pack_kernel(const K* __restrict__ keys, std::uint64_t m, std::uint64_t d,
                 const std::uint8_t* __restrict__ widths, const std::uint64_t* __restrict__ offsets,
                 run_block* __restrict__ index, std::uint64_t* __restrict__ words,
                 std::uint64_t word_room)
 {
   __shared__ typename pack_agent<K, policy::threads>::storage storage;
-  const std::uint64_t blocks = blocks_of(n);
-  for (std::uint64_t b = blockIdx.x; b < blocks; b += gridDim.x) {
-    const std::uint64_t first = b * block_keys;
-    const std::uint64_t offset = offsets[b];
-    const std::uint32_t width = widths[b];
-    if (threadIdx.x == 0) index[b] = run_block{keys[first], offset, width, 0};
+  const std::uint64_t blocks = dealt_blocks(m, d);
+  for (std::uint64_t g = blockIdx.x; g < blocks; g += gridDim.x) {
+    const dealt_block b = dealt_block_at(m, d, g);
+    const std::uint64_t offset = offsets[g];
+    const std::uint32_t width = widths[g];
+    if (threadIdx.x == 0) index[g] = run_block{keys[b.first], offset, width, 0};
     const std::uint64_t at = offset / 8;
-    pack_agent<K, policy::threads>{storage}.pack(keys + first, keys_in_block(n, b), width,
-                                                 words + at, at < word_room ? word_room - at : 0);
+    pack_agent<K, policy::threads>{storage}.pack(keys + b.first, b.keys, width, words + at,
+                                                 at < word_room ? word_room - at : 0);
   }
 }
 
