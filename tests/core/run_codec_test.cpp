@@ -176,7 +176,7 @@ TYPED_TEST(run_codec, EveryDistributionAndSizeDecodesToItself)
   for (const gpusort::dtype t : gpusort::test_support::dtypes_of_width<K>()) {
     for (const distribution d : gpusort::all_distributions) {
       if (!gpusort::applies_to(d, t)) continue;
-      // the large run (nearly all of the test's 3 s) is left to the unsanitized builds
+      // the large run (most of the test's time) is left to the unsanitized builds
       const bool large = !gpusort::test_support::under_sanitizer();
       for (const std::uint64_t n : gpusort::test_support::codec_sizes(large)) {
         const std::vector<K> keys = gpusort::test_support::sorted_run<K>(t, d, n, n + 5);

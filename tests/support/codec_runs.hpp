@@ -30,7 +30,7 @@ inline std::vector<std::uint64_t> codec_sizes(bool large = true)
 {
   constexpr std::uint64_t b = detail::codec::block_keys;
   std::vector<std::uint64_t> sizes{0, 1, 2, 3, b - 1, b, b + 1, 2 * b - 1, 2 * b, 7919, 10007};
-  if (large) sizes.push_back((std::uint64_t{1} << 20) + 7);  // 513 blocks, the last of 7 keys
+  if (large) sizes.push_back((std::uint64_t{1} << 18) + 7);  // 129 blocks, the last of 7 keys
   return sizes;
 }
 
