@@ -17,16 +17,12 @@
 // trip exactly; only sorted ones compress.
 #pragma once
 
+#include "core/keys.hpp"  // GPUSORT_HD
+
 #include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <span>
-
-#if defined(__CUDACC__)
-#define GPUSORT_CODEC_HD __host__ __device__
-#else
-#define GPUSORT_CODEC_HD
-#endif
 
 namespace gpusort::detail::codec {
 
@@ -48,20 +44,20 @@ struct run_block {
 static_assert(sizeof(run_block) == 24);
 
 /// Blocks of a run of n keys.
-GPUSORT_CODEC_HD constexpr std::uint64_t blocks_of(std::uint64_t n)
+GPUSORT_HD constexpr std::uint64_t blocks_of(std::uint64_t n)
 {
   return (n + block_keys - 1) / block_keys;
 }
 
 /// Keys of block b of a run of n keys.
-GPUSORT_CODEC_HD constexpr std::uint32_t keys_in_block(std::uint64_t n, std::uint64_t b)
+GPUSORT_HD constexpr std::uint32_t keys_in_block(std::uint64_t n, std::uint64_t b)
 {
   const std::uint64_t rest = n - b * block_keys;
   return static_cast<std::uint32_t>(rest < block_keys ? rest : block_keys);
 }
 
 /// Bits of the largest delta of a block: 0 for 0, 64 when the top bit is set.
-GPUSORT_CODEC_HD constexpr std::uint32_t width_of(std::uint64_t largest_delta)
+GPUSORT_HD constexpr std::uint32_t width_of(std::uint64_t largest_delta)
 {
   std::uint32_t w = 0;
   while (w < 64 && (largest_delta >> w) != 0) ++w;
@@ -69,7 +65,7 @@ GPUSORT_CODEC_HD constexpr std::uint32_t width_of(std::uint64_t largest_delta)
 }
 
 /// Stream bytes of a block of `keys` keys whose deltas are `width` bits: whole 64-bit words.
-GPUSORT_CODEC_HD constexpr std::uint32_t block_bytes(std::uint32_t width, std::uint32_t keys)
+GPUSORT_HD constexpr std::uint32_t block_bytes(std::uint32_t width, std::uint32_t keys)
 {
   const std::uint32_t bits = keys == 0 ? 0 : (keys - 1) * width;
   return (bits + 63) / 64 * 8;
@@ -97,14 +93,14 @@ struct dealt_block {
 };
 
 /// Blocks of every run of m keys dealt into d.
-GPUSORT_CODEC_HD constexpr std::uint64_t dealt_blocks(std::uint64_t m, std::uint64_t d)
+GPUSORT_HD constexpr std::uint64_t dealt_blocks(std::uint64_t m, std::uint64_t d)
 {
   const std::uint64_t extra = m % d;
   return extra * blocks_of(m / d + 1) + (d - extra) * blocks_of(m / d);
 }
 
 /// The first block of run j: its index entry's place.
-GPUSORT_CODEC_HD constexpr std::uint64_t dealt_first_block(std::uint64_t m, std::uint64_t d,
+GPUSORT_HD constexpr std::uint64_t dealt_first_block(std::uint64_t m, std::uint64_t d,
                                                            std::uint64_t j)
 {
   const std::uint64_t extra = m % d;
@@ -113,7 +109,7 @@ GPUSORT_CODEC_HD constexpr std::uint64_t dealt_first_block(std::uint64_t m, std:
 }
 
 /// Block g (below dealt_blocks(m, d)) of the dealt runs.
-GPUSORT_CODEC_HD constexpr dealt_block dealt_block_at(std::uint64_t m, std::uint64_t d,
+GPUSORT_HD constexpr dealt_block dealt_block_at(std::uint64_t m, std::uint64_t d,
                                                       std::uint64_t g)
 {
   const std::uint64_t extra = m % d, small_keys = m / d;

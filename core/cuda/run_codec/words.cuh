@@ -14,7 +14,7 @@ namespace gpusort::cuda::detail::codec {
 /// so width > 0 and count >= 2): the deltas j whose bits [j w, j w + w) meet bits [64 k,
 /// 64 k + 64), the first of them possibly begun in word k - 1. At most 64 / w + 1 deltas.
 template <typename K>
-GPUSORT_CODEC_HD inline std::uint64_t pack_word(const K* keys, std::uint32_t count,
+GPUSORT_HD inline std::uint64_t pack_word(const K* keys, std::uint32_t count,
                                                 std::uint32_t width, std::uint32_t k)
 {
   const std::uint32_t low = k * 64;
@@ -31,7 +31,7 @@ GPUSORT_CODEC_HD inline std::uint64_t pack_word(const K* keys, std::uint32_t cou
 
 /// Delta j (between keys j and j + 1) of a block whose deltas are `width` bits (1..64).
 template <typename K>
-GPUSORT_CODEC_HD inline K unpack_delta(const std::uint64_t* words, std::uint32_t width,
+GPUSORT_HD inline K unpack_delta(const std::uint64_t* words, std::uint32_t width,
                                        std::uint32_t j)
 {
   const std::uint32_t bit = j * width;
