@@ -47,6 +47,29 @@ inline std::vector<std::uint64_t> parse_counts(std::string_view flag, const std:
   return out;
 }
 
+/// A comma-separated list ("u32,u64") as its items, in order.
+inline std::vector<std::string> split_list(const std::string& text)
+{
+  std::vector<std::string> out;
+  std::stringstream ss{text};
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(item);
+  return out;
+}
+
+/// The value of `flag`: a comma-separated list whose every item `valid` accepts; `expected`
+/// says what would be (", one of u32, u64").
+template <typename Valid>
+std::vector<std::string> parse_list(std::string_view flag, const std::string& text, Valid valid,
+                                    std::string_view expected = "")
+{
+  std::vector<std::string> items = split_list(text);
+  for (const std::string& item : items)
+    if (!valid(item))
+      throw usage_error{std::string{flag} + ": bad item '" + item + "'" + std::string{expected}};
+  return items;
+}
+
 /// The value of `flag`: one count from 1 to `most`.
 inline std::uint64_t parse_one_count(std::string_view flag, const std::string& text,
                                      std::uint64_t most = UINT64_MAX)

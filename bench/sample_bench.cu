@@ -231,15 +231,6 @@ std::string size_name(std::uint64_t n)
   return std::to_string(n);
 }
 
-std::vector<std::string> split_list(const std::string& text)
-{
-  std::vector<std::string> out;
-  std::stringstream ss{text};
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(item);
-  return out;
-}
-
 constexpr const char* usage =
     "usage: sample_bench [--sizes 64Mi,512Mi] [--reps 3] [--types u32,u64,f32,f64,pairs]\n"
     "                    [--dists uniform,gaussian,staggered,sorted,zero,detdupes]\n"
@@ -267,15 +258,16 @@ void set_option(options& o, std::string_view flag, const std::string& v)
   } else if (flag == "--reps") {
     o.reps = static_cast<int>(gpusort::bench::parse_one_count(flag, v, 1000));
   } else if (flag == "--types") {
-    o.types = split_list(v);
-    for (const std::string& t : o.types)
-      if (std::find(std::begin(key_types), std::end(key_types), t) == std::end(key_types))
-        throw usage_error{"--types: bad type '" + t + "' (u32, u64, f32, f64 or pairs)"};
+    o.types = gpusort::bench::parse_list(
+        flag, v,
+        [](const std::string& t) {
+          return std::find(std::begin(key_types), std::end(key_types), t) != std::end(key_types);
+        },
+        " (u32, u64, f32, f64 or pairs)");
   } else if (flag == "--dists") {
-    o.dists = split_list(v);
-    for (const std::string& d : o.dists)
-      if (!gpusort::parse_distribution(d))
-        throw usage_error{"--dists: bad distribution '" + d + "'"};
+    o.dists = gpusort::bench::parse_list(
+        flag, v, [](const std::string& d) { return gpusort::parse_distribution(d).has_value(); },
+        " (a distribution of gpusort gen)");
   }
 }
 

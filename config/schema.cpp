@@ -215,6 +215,16 @@ key_spec incore_engine_key(std::string_view meaning)
   return enum_key("incore_engine", &config::incore, words, meaning);
 }
 
+key_spec compress_runs_key(std::string_view meaning)
+{
+  static constexpr std::array<std::pair<run_compression, std::string_view>, 3> words{{
+      {run_compression::automatic, "auto"},
+      {run_compression::on, "on"},
+      {run_compression::off, "off"},
+  }};
+  return enum_key("compress_runs", &config::compress_runs, words, meaning);
+}
+
 key_spec admission_key(std::string_view meaning)
 {
   static constexpr std::array<std::pair<admission_policy, std::string_view>, 2> words{{
@@ -406,6 +416,10 @@ const std::vector<key_spec>& config_keys()
       incore_engine_key("How a GPU sorts one chunk in its memory: `radix` CUB's radix sort, "
                         "`sample` the GPU sample sort, `auto` the faster of the two for the key "
                         "type (from the benchmark)."),
+      compress_runs_key("Whether round 1 compresses its sorted runs before they cross PCIe "
+                        "(issue 21): `on` always, `auto` where the sampled size pays, `off` "
+                        "never. Not used yet: every job runs uncompressed until the pipeline "
+                        "encodes runs."),
       log_level_key("log_level", &config::level, "Least severe messages that are logged."),
   };
   return keys;

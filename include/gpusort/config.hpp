@@ -23,6 +23,15 @@ enum class incore_engine : std::uint8_t {
   sample,     ///< the GPU sample sort (Leischner, Osipov and Sanders)
 };
 
+/// Whether round 1 compresses its sorted runs before they cross PCIe (issue 21; the codec is
+/// core/run_codec.hpp). Read and validated, but no job uses it yet: until the pipeline encodes
+/// runs, every job runs uncompressed whatever it says, and `off` is the default.
+enum class run_compression : std::uint8_t {
+  off,        ///< runs travel as ordered bits, as today
+  on,         ///< every run is encoded
+  automatic,  ///< per job, from the sampled encoded size: only where it pays
+};
+
 enum class log_level : std::uint8_t { trace, debug, info, warn, error, off };
 
 /// What the daemon does with a job that fits its host memory budget, but not now.
@@ -65,6 +74,7 @@ struct config {
   shutdown_policy on_shutdown{shutdown_policy::drain};
   unsigned shutdown_timeout{30};  ///< seconds SIGTERM waits for jobs before cancelling them
   incore_engine incore{incore_engine::automatic};
+  run_compression compress_runs{run_compression::off};  ///< not used by jobs yet (see above)
   log_level level{log_level::info};
 
   bool operator==(const config&) const = default;

@@ -26,12 +26,12 @@ void PrintTo(const config& c, std::ostream* os) { *os << "\n" << to_yaml(c); }
 
 namespace {
 
-constexpr std::array<std::string_view, 17> all_keys{
+constexpr std::array<std::string_view, 18> all_keys{
     "devices",          "device_memory_budget", "chunk_bytes",     "pinned_pool_bytes",
     "host_threads",     "socket",               "allowed_uids",    "allowed_gids",
     "max_connections",  "max_running_jobs",     "max_queued_jobs", "admission",
     "host_memory_budget", "shutdown",           "shutdown_timeout", "incore_engine",
-    "log_level"};
+    "compress_runs",    "log_level"};
 
 /// The message of the config_error that parsing `yaml` throws.
 std::string error_of(std::string_view yaml, std::string_view source = "test.yaml")
@@ -352,6 +352,30 @@ TEST(IncoreEngine, Invalid)
             "test.yaml:1:16: incore_engine: expected one of auto, radix, sample, got 'merge'");
   EXPECT_EQ(error_of("incore_engine: [radix]"),
             "test.yaml:1:16: incore_engine: expected one of auto, radix, sample, got a list");
+}
+
+// ---------------------------------------------------------------------------------------------
+// compress_runs
+
+TEST(CompressRuns, EveryNameAndOffByDefault)
+{
+  EXPECT_EQ(parse("").compress_runs, run_compression::off);
+  EXPECT_EQ(parse("compress_runs: auto").compress_runs, run_compression::automatic);
+  EXPECT_EQ(parse("compress_runs: on").compress_runs, run_compression::on);
+  EXPECT_EQ(parse("compress_runs: off").compress_runs, run_compression::off);
+  config c;
+  c.compress_runs = run_compression::automatic;
+  EXPECT_EQ(parse(to_yaml(c)).compress_runs, run_compression::automatic);
+  c.compress_runs = run_compression::on;
+  EXPECT_EQ(parse(to_yaml(c)).compress_runs, run_compression::on);
+}
+
+TEST(CompressRuns, Invalid)
+{
+  EXPECT_EQ(error_of("compress_runs: yes"),
+            "test.yaml:1:16: compress_runs: expected one of auto, on, off, got 'yes'");
+  EXPECT_EQ(error_of("compress_runs: [on]"),
+            "test.yaml:1:16: compress_runs: expected one of auto, on, off, got a list");
 }
 
 // ---------------------------------------------------------------------------------------------
