@@ -88,10 +88,10 @@ if [ "$sanitizer" = 1 ] && [ -x "$sanitizer_bin" ]; then
           filter='GpuEngineKeys/0.EveryDistributionAndOrder*:'
           filter+='GpuEngineKeys/2.EveryDistributionAndOrder*:*ResidentSortMerges*' ;;
         # racecheck and synccheck watch shared memory and barriers, which only the sample sort's
-        # kernels and the key transforms use among gpu_tests; racecheck did not finish the whole
-        # suite in 300 s on the H100. The sample sort's every-path test runs all its kernels at
+        # kernels, the key transforms and the run codec use among gpu_tests; racecheck did not
+        # finish the whole suite in 300 s on the H100. The sample sort's every-path test runs all its kernels at
         # the sizes capped below.
-        racecheck:gpu|synccheck:gpu) filter='gpu_sample_sort_bits.small_sizes*:*ordered_keys*' ;;
+        racecheck:gpu|synccheck:gpu) filter='gpu_sample_sort_bits.small_sizes*:*ordered_keys*:*run_codec*' ;;
         # Left out: the four tests that provoke CUDA errors on purpose (absurd allocations,
         # registering twice, a bad device), which the sanitizer would report as the API errors
         # they are. The huge tests (300 M and 2^31 + 1 sample-sorted keys, 2^32 + 37 keys
@@ -133,7 +133,7 @@ elif [ "$sanitizer" = 1 ]; then
 fi
 
 if [ "$bench" = 1 ]; then
-  for b in gpu sample; do
+  for b in gpu sample codec; do
     exe="$bin/bench/${b}_bench"
     [ -x "$exe" ] || { echo "gpu-check: missing $exe" >&2; status=1; continue; }
     echo "== ${b}_bench =="
