@@ -196,7 +196,7 @@ const command_spec& sort_spec()
           {"no-sync", "", "publish the output without waiting for it to reach the disk\n"
                           "(no fsync: for scratch files a crash may lose)"},
           {"profile", "", "say on stderr where the time went: each step from the\n"
-                          "command's start, and with --local the engine's stages\n"
+                          "command's start, and the engine's stages (the daemon's too)\n"
                           "(with --json: also as \"timeline\" and \"stages\")"},
           {"help", "", "show this text"},
       }};
@@ -1109,7 +1109,7 @@ sort_report sort_files_locally(const config& cfg, const file_sort& job, progress
 /// it with the offsets of their data; it writes the sorted data into the temporaries, which are
 /// renamed over the outputs only when complete, as with --local.
 sort_report sort_files_with_daemon(client::connection& conn, const file_sort& job,
-                                   progress_bar& bar)
+                                   progress_bar& bar, bool profile)
 {
   const auto at = [](const output_file& f) {
     return client::array_ref::of_fd(f.file.fd(), f.offset);
@@ -1120,7 +1120,8 @@ sort_report sort_files_with_daemon(client::connection& conn, const file_sort& jo
       .direction = job.direction,
       .keys = client::array_ref::of_fd(job.keys->file.fd(), job.keys->layout.offset()),
       .stable = job.stable,
-      .floats = job.floats};
+      .floats = job.floats,
+      .profile = profile};
   if (job.keys_out != nullptr) request.keys_out = at(*job.keys_out);
   if (job.values != nullptr) {
     request.value_bytes = job.value_bytes;
@@ -1284,9 +1285,10 @@ int run_sort(const std::vector<std::string>& args)
   if (local) {
     report = sort_files_locally(*cfg, job, bar, timeline, closer);
   } else {
-    report = sort_files_with_daemon(*conn, job, bar);
+    report = sort_files_with_daemon(*conn, job, bar, timeline.on());
     timeline.mark(fmt::format("sorted by the daemon (its sort {:.3f} s, queued {:.3f} s)",
                               report.seconds, report.queue_seconds));
+    timeline.set_stages(report.profile);  // the daemon's engine's, as --local shows its own
   }
   return finish_sort(bar, outputs, report, local ? sorted_by::local : sorted_by::daemon, a,
                      timeline, &closer);
