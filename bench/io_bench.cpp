@@ -1081,6 +1081,19 @@ struct staging_ring {
   std::vector<char*> buffers;
 };
 
+/// `body(at, bytes, first)` for each call of o.call bytes of the n: `first`, the buffer its first
+/// piece goes to, turns on from call to call, as a staging's ring does.
+template <typename Body>
+void for_each_call(std::uint64_t n, const staging_options& o, Body&& body)
+{
+  std::uint64_t pieces = 0;
+  for (std::uint64_t at = 0; at < n; at += o.call) {
+    const std::uint64_t bytes = std::min(o.call, n - at);
+    body(at, bytes, static_cast<std::size_t>(pieces % o.pieces));
+    pieces += (bytes + o.piece - 1) / o.piece;
+  }
+}
+
 /// Reads the input through the ring as staging::copy_in does, in calls of o.call bytes:
 /// `mover` false, one host_read per piece (an OpenMP fork/join of 1 MiB preads, the scheme
 /// before piece_mover); true, a piece_mover. `check`: every piece against the pattern.
@@ -1099,28 +1112,23 @@ attempt staged_read(const setup& s, const staging_options& o, bool mover, bool c
     if (check && !bad) bad = find_mismatch(ring.buffers[i], at, len);
     link.issue(i, len);
   };
-  std::uint64_t next = 0;  // pieces so far: the ring turns on across calls
-  for (std::uint64_t call = 0; call < s.n; call += o.call) {
-    const std::uint64_t bytes = std::min(o.call, s.n - call);
-    const std::uint64_t count = (bytes + o.piece - 1) / o.piece;
+  for_each_call(s.n, o, [&](std::uint64_t call, std::uint64_t bytes, std::size_t first) {
     if (mover) {
       movers.read(src + call, bytes,
-                  {.buffers = &ring.buffers, .piece_bytes = o.piece, .first = next % o.pieces},
+                  {.buffers = &ring.buffers, .piece_bytes = o.piece, .first = first},
                   [&](std::size_t i, std::uint64_t off, std::uint64_t len) {
                     hand_on(i, call + off, len);
                   },
                   [&](std::size_t i) { link.wait(i); });
-    } else {
-      for (std::uint64_t p = 0; p < count; ++p) {
-        const std::size_t i = (next + p) % o.pieces;
-        const std::uint64_t off = p * o.piece, len = std::min(o.piece, bytes - off);
-        link.wait(i);
-        gpusort::detail::host_read(ring.buffers[i], src + call + off, len);
-        hand_on(i, call + off, len);
-      }
+      return;
     }
-    next += count;
-  }
+    for (std::uint64_t off = 0, i = first; off < bytes; off += o.piece, i = (i + 1) % o.pieces) {
+      const std::uint64_t len = std::min(o.piece, bytes - off);
+      link.wait(i);
+      gpusort::detail::host_read(ring.buffers[i], src + call + off, len);
+      hand_on(i, call + off, len);
+    }
+  });
   link.wait_all();
   if (bad) return failure("WRONG DATA read from byte " + std::to_string(*bad));
   return {};
@@ -1146,36 +1154,29 @@ attempt staged_write(const setup& s, const staging_options& o, bool mover, bool 
     if (check) fill_pattern(ring.buffers[i], at, len);
     link.issue(i, len);
   };
-  std::uint64_t next = 0;
-  for (std::uint64_t call = 0; call < s.n; call += o.call) {
-    const std::uint64_t bytes = std::min(o.call, s.n - call);
-    const std::uint64_t count = (bytes + o.piece - 1) / o.piece;
+  for_each_call(s.n, o, [&](std::uint64_t call, std::uint64_t bytes, std::size_t first) {
     if (mover) {
       movers.write(dst + call, bytes,
-                   {.buffers = &ring.buffers, .piece_bytes = o.piece, .first = next % o.pieces},
+                   {.buffers = &ring.buffers, .piece_bytes = o.piece, .first = first},
                    [&](std::size_t i, std::uint64_t off, std::uint64_t len) {
                      issue(i, call + off, len);
                    },
                    [&](std::size_t i) { link.wait(i); });
-    } else {
-      // As copy_out: up to a ring of copies queued ahead, each piece written once it landed.
-      const std::uint64_t ahead = std::min<std::uint64_t>(count, o.pieces);
-      const auto piece = [&](std::uint64_t p) {
-        const std::uint64_t off = p * o.piece;
-        return std::pair{(next + p) % o.pieces, std::min(o.piece, bytes - off)};
-      };
-      for (std::uint64_t p = 0; p < ahead; ++p)
-        issue(piece(p).first, call + p * o.piece, piece(p).second);
-      for (std::uint64_t p = 0; p < count; ++p) {
-        const auto [i, len] = piece(p);
-        link.wait(i);
-        gpusort::detail::host_write(dst + call + p * o.piece, ring.buffers[i], len);
-        if (p + ahead < count) issue(piece(p + ahead).first, call + (p + ahead) * o.piece,
-                                     piece(p + ahead).second);
-      }
+      return;
     }
-    next += count;
-  }
+    // As copy_out: up to a ring of copies queued ahead, each piece written once it landed.
+    const std::uint64_t count = (bytes + o.piece - 1) / o.piece;
+    const std::uint64_t ahead = std::min<std::uint64_t>(count, o.pieces);
+    const auto buffer = [&](std::uint64_t p) { return (first + p) % o.pieces; };
+    const auto length = [&](std::uint64_t p) { return std::min(o.piece, bytes - p * o.piece); };
+    for (std::uint64_t p = 0; p < ahead; ++p) issue(buffer(p), call + p * o.piece, length(p));
+    for (std::uint64_t p = 0; p < count; ++p) {
+      link.wait(buffer(p));
+      gpusort::detail::host_write(dst + call + p * o.piece, ring.buffers[buffer(p)], length(p));
+      if (p + ahead < count)
+        issue(buffer(p + ahead), call + (p + ahead) * o.piece, length(p + ahead));
+    }
+  });
   if (fd.close() != 0) return failure(errno_text("close", errno));
   return {};
 }

@@ -30,6 +30,7 @@ class staging {
  public:
   staging(std::uint64_t piece_bytes, unsigned pieces) : piece_bytes_{piece_bytes}
   {
+    GPUSORT_CUDA_TRY(cudaGetDevice(&device_));
     for (unsigned i = 0; i < pieces; ++i) {
       pieces_.emplace_back(piece_bytes, cudaHostAllocPortable);
       piece_data_.push_back(pieces_.back().data<char>());
@@ -100,7 +101,7 @@ class staging {
           in_use_[i] = true;
         },
         // An event never recorded is complete: a piece no copy used yet is free at once.
-        [&](std::size_t i) { done_[i].synchronize(); });
+        [&](std::size_t i) { wait_for(i); });
     next_ += (bytes + piece_bytes_ - 1) / piece_bytes_;
   }
 
@@ -117,8 +118,16 @@ class staging {
           done_[i].record(s);
           in_use_[i] = true;
         },
-        [&](std::size_t i) { done_[i].synchronize(); });
+        [&](std::size_t i) { wait_for(i); });
     next_ += (bytes + piece_bytes_ - 1) / piece_bytes_;
+  }
+
+  /// On a mover's thread: waits for piece i's last copy, on this staging's GPU (a thread of
+  /// its own has no current device, and the runtime would make device 0's current).
+  void wait_for(std::size_t i) const
+  {
+    const cuda::set_device_guard guard{device_};
+    done_[i].synchronize();
   }
 
   /// Started on the first file: staging for memory never needs its threads.
@@ -129,6 +138,7 @@ class staging {
   }
 
   std::uint64_t piece_bytes_;
+  int device_{};  ///< the GPU current when the pieces were pinned: the one whose copies use them
   std::vector<cuda::pinned_buffer> pieces_;
   std::vector<char*> piece_data_;  ///< pieces_' memory, as the mover's ring
   std::vector<cuda::cuda_event> done_;
