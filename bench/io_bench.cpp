@@ -8,6 +8,18 @@
 // for the pinned staging buffers.
 //
 //   io_bench --dir DIR [--bytes 4Gi] [--threads T] [--json FILE] [--drop-caches] [--machine NAME]
+//            [--staging [--piece 32Mi] [--pieces 4] [--call 1Gi] [--link-gbps 50]]
+//
+// --staging times instead the GPU staging's way with a file (pipeline/cuda/staging.hpp) without
+// a GPU: the file read into --pieces rotating buffers of --piece bytes, each handed to a stand-in
+// for the copy engine (a link of --link-gbps that holds a buffer for piece/rate after the
+// previous copy; 0: no link), in calls of --call bytes (a fitting job's copy_in of one sorted
+// piece); and the same backwards into a new output file (mapped, its pages made by a fallocate
+// thread, in tmpfs, as the engine writes outputs). Two schemes each way: "per_piece", the one
+// before piece_mover (one parallel read or write of 1 MiB blocks per piece, forked and joined
+// per piece), and "mover" (pipeline/file_window.hpp: threads that keep every buffer in flight).
+// Each scheme runs once checked (every piece against the file's content, the output read back),
+// then timed unchecked.
 //
 // Case (a), a file in tmpfs or in the page cache: --dir /dev/shm, or a disk directory without
 // --drop-caches (the file has just been written, so it is cached). Case (b), a file on disk and
@@ -15,6 +27,11 @@
 // every read; otherwise posix_fadvise(DONTNEED) on the file). Each read's note gives how much of
 // the file was cached when it started (mincore), so the case a number belongs to is on record.
 #include "bench/results_format.hpp"
+#include "pipeline/file_window.hpp"
+
+#include <gpusort/gpusort.hpp>
+
+#include <omp.h>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -103,6 +120,11 @@ struct options {
   std::string json;
   bool drop_caches{false};
   std::string machine;
+  bool staging{false};
+  std::uint64_t piece{32 * mib};
+  unsigned pieces{4};
+  std::uint64_t call{gib};
+  double link_gbps{50};
 };
 
 [[noreturn]] void usage(const std::string& why)
@@ -110,6 +132,7 @@ struct options {
   std::fprintf(stderr,
                "io_bench: %s\nusage: io_bench --dir DIR [--bytes N] [--threads T] [--json FILE] "
                "[--drop-caches] [--machine NAME]\n"
+               "       [--staging [--piece 32Mi] [--pieces 4] [--call 1Gi] [--link-gbps 50]]\n"
                "  N: bytes, default 4Gi; k/M/G/T are powers of 1000 and Ki/Mi/Gi/Ti powers of "
                "1024,\n  as in gpusort's other tools. T: default the hardware threads.\n",
                why.c_str());
@@ -178,6 +201,22 @@ options parse(int argc, char** argv)
       o.drop_caches = true;
     } else if (a == "--machine") {
       o.machine = std::string{next()};
+    } else if (a == "--staging") {
+      o.staging = true;
+    } else if (a == "--piece" || a == "--call") {
+      const auto b = parse_bytes(next());
+      if (!b || *b == 0) usage("bad " + std::string{a} + " (bytes, more than 0)");
+      (a == "--piece" ? o.piece : o.call) = *b;
+    } else if (a == "--pieces") {
+      const auto k = parse_bytes(next());
+      if (!k || *k == 0 || *k > 64) usage("bad --pieces (1 to 64)");
+      o.pieces = static_cast<unsigned>(*k);
+    } else if (a == "--link-gbps") {
+      const std::string text{next()};
+      char* end = nullptr;
+      o.link_gbps = std::strtod(text.c_str(), &end);
+      if (end == text.c_str() || *end != '\0' || !(o.link_gbps >= 0))
+        usage("bad --link-gbps (GB/s, 0 for no link)");
     } else {
       usage("unknown argument " + std::string{a});
     }
@@ -846,6 +885,44 @@ class runner {
     finish(std::move(r));
   }
 
+  /// A scheme of the GPU staging (--staging): once with `method(true)`, which checks what it
+  /// moves (a write: the file read back), then timed with `method(false)`, best of the
+  /// repetitions. The checked run is not timed: the checks cost more than the moves.
+  void staged(const char* name, const char* direction, const std::function<attempt(bool)>& method)
+  {
+    const bool writing = std::string_view{direction} == "write";
+    result r{name, direction, s_.n};
+    if (writing) remove_output();
+    attempt a = guarded([&] { return method(true); });
+    if (a.ok && writing) {
+      const std::string wrong = check_file(s_.out_path, s_.n, s_.threads);
+      if (!wrong.empty()) a = failure(wrong);
+    }
+    if (!a.ok) {
+      r.note = a.note;
+      finish(std::move(r));
+      return;
+    }
+    r.verified = true;
+    for (int rep = 0; rep < repetitions_; ++rep) {
+      if (writing) remove_output();
+      const auto t0 = clock_type::now();
+      a = guarded([&] { return method(false); });
+      const double seconds = seconds_since(t0);
+      if (!a.ok) {
+        r.seconds = -1;
+        r.note = a.note;
+        break;
+      }
+      if (r.seconds < 0 || seconds < r.seconds) {
+        r.seconds = seconds;
+        r.note = a.note;
+      }
+    }
+    if (writing) remove_output();
+    finish(std::move(r));
+  }
+
   /// A method that is not there on this build or host.
   void absent(const char* name, const char* direction, const char* why)
   {
@@ -947,6 +1024,163 @@ class runner {
   std::vector<result> results_;
 };
 
+// ---- --staging: the GPU staging's schemes with a file, a stand-in for the copy engine ----
+
+struct staging_options {
+  std::uint64_t piece{};
+  unsigned pieces{};
+  std::uint64_t call{};
+  double link_gbps{};
+};
+
+/// A copy engine as the staging sees it: a copy of piece i queued now ends piece/rate after the
+/// copy before it ends (one engine per direction, copies in order), and the buffer is busy
+/// until then. Rate 0: copies end at once.
+class fake_link {
+ public:
+  fake_link(double gbps, std::size_t buffers) : gbps_{gbps}, done_at_(buffers) {}
+  void issue(std::size_t i, std::uint64_t bytes)
+  {
+    if (gbps_ <= 0) return;
+    const std::lock_guard lock{mutex_};
+    const auto now = clock_type::now();
+    busy_until_ = std::max(busy_until_, now) +
+                  std::chrono::duration_cast<clock_type::duration>(
+                      std::chrono::duration<double>(static_cast<double>(bytes) / (gbps_ * 1e9)));
+    done_at_[i] = busy_until_;
+  }
+  void wait(std::size_t i) const
+  {
+    if (gbps_ <= 0) return;
+    clock_type::time_point until;
+    {
+      const std::lock_guard lock{mutex_};
+      until = done_at_[i];
+    }
+    std::this_thread::sleep_until(until);
+  }
+  void wait_all() const
+  {
+    for (std::size_t i = 0; i < done_at_.size(); ++i) wait(i);
+  }
+
+ private:
+  double gbps_;
+  mutable std::mutex mutex_;
+  clock_type::time_point busy_until_{};
+  std::vector<clock_type::time_point> done_at_;
+};
+
+/// The staging's pinned pieces, as anonymous memory touched beforehand.
+struct staging_ring {
+  staging_ring(const staging_options& o, unsigned threads) : memory{o.piece * o.pieces, threads}
+  {
+    for (unsigned i = 0; i < o.pieces; ++i) buffers.push_back(memory.data() + i * o.piece);
+  }
+  anon_buffer memory;
+  std::vector<char*> buffers;
+};
+
+/// `body(at, bytes, first)` for each call of o.call bytes of the n: `first`, the buffer its first
+/// piece goes to, turns on from call to call, as a staging's ring does.
+template <typename Body>
+void for_each_call(std::uint64_t n, const staging_options& o, Body&& body)
+{
+  std::uint64_t pieces = 0;
+  for (std::uint64_t at = 0; at < n; at += o.call) {
+    const std::uint64_t bytes = std::min(o.call, n - at);
+    body(at, bytes, static_cast<std::size_t>(pieces % o.pieces));
+    pieces += (bytes + o.piece - 1) / o.piece;
+  }
+}
+
+/// Reads the input through the ring as staging::copy_in does, in calls of o.call bytes:
+/// `mover` false, one host_read per piece (an OpenMP fork/join of 1 MiB preads, the scheme
+/// before piece_mover); true, a piece_mover. `check`: every piece against the pattern.
+attempt staged_read(const setup& s, const staging_options& o, bool mover, bool check)
+{
+  unique_fd fd{::open(s.in_path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (fd.get() < 0) return failure(errno_text("open", errno));
+  const gpusort::file_array window{fd.get(), 0, s.n, s.in_path};
+  const char* const src = static_cast<const char*>(window.data());
+  staging_ring ring{o, s.threads};
+  if (ring.memory.data() == nullptr) return failure(ring.memory.error());
+  fake_link link{o.link_gbps, o.pieces};
+  gpusort::detail::piece_mover movers{s.threads};
+  std::optional<std::uint64_t> bad;
+  const auto hand_on = [&](std::size_t i, std::uint64_t at, std::uint64_t len) {
+    if (check && !bad) bad = find_mismatch(ring.buffers[i], at, len);
+    link.issue(i, len);
+  };
+  for_each_call(s.n, o, [&](std::uint64_t call, std::uint64_t bytes, std::size_t first) {
+    if (mover) {
+      movers.read(src + call, bytes,
+                  {.buffers = &ring.buffers, .piece_bytes = o.piece, .first = first},
+                  [&](std::size_t i, std::uint64_t off, std::uint64_t len) {
+                    hand_on(i, call + off, len);
+                  },
+                  [&](std::size_t i) { link.wait(i); });
+      return;
+    }
+    for (std::uint64_t off = 0, i = first; off < bytes; off += o.piece, i = (i + 1) % o.pieces) {
+      const std::uint64_t len = std::min(o.piece, bytes - off);
+      link.wait(i);
+      gpusort::detail::host_read(ring.buffers[i], src + call + off, len);
+      hand_on(i, call + off, len);
+    }
+  });
+  link.wait_all();
+  if (bad) return failure("WRONG DATA read from byte " + std::to_string(*bad));
+  return {};
+}
+
+/// Writes a new output file through the ring as staging::copy_out does (same schemes); the
+/// output is made, sized and (in tmpfs) mapped with its fallocate thread as the engine does at
+/// a job's start. `check`: each piece holds the pattern when its copy is issued.
+attempt staged_write(const setup& s, const staging_options& o, bool mover, bool check)
+{
+  unique_fd fd{::open(s.out_path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)};
+  if (fd.get() < 0) return failure(errno_text("open", errno));
+  if (::ftruncate(fd.get(), static_cast<off_t>(s.n)) != 0)
+    return failure(errno_text("ftruncate", errno));
+  const gpusort::file_array window{fd.get(), 0, s.n, s.out_path};
+  char* const dst = static_cast<char*>(window.data());
+  const gpusort::detail::output_mappings mapped{{dst, s.n}};
+  staging_ring ring{o, s.threads};
+  if (ring.memory.data() == nullptr) return failure(ring.memory.error());
+  fake_link link{o.link_gbps, o.pieces};
+  gpusort::detail::piece_mover movers{s.threads};
+  const auto issue = [&](std::size_t i, std::uint64_t at, std::uint64_t len) {
+    if (check) fill_pattern(ring.buffers[i], at, len);
+    link.issue(i, len);
+  };
+  for_each_call(s.n, o, [&](std::uint64_t call, std::uint64_t bytes, std::size_t first) {
+    if (mover) {
+      movers.write(dst + call, bytes,
+                   {.buffers = &ring.buffers, .piece_bytes = o.piece, .first = first},
+                   [&](std::size_t i, std::uint64_t off, std::uint64_t len) {
+                     issue(i, call + off, len);
+                   },
+                   [&](std::size_t i) { link.wait(i); });
+      return;
+    }
+    // As copy_out: up to a ring of copies queued ahead, each piece written once it landed.
+    const std::uint64_t count = (bytes + o.piece - 1) / o.piece;
+    const std::uint64_t ahead = std::min<std::uint64_t>(count, o.pieces);
+    const auto buffer = [&](std::uint64_t p) { return (first + p) % o.pieces; };
+    const auto length = [&](std::uint64_t p) { return std::min(o.piece, bytes - p * o.piece); };
+    for (std::uint64_t p = 0; p < ahead; ++p) issue(buffer(p), call + p * o.piece, length(p));
+    for (std::uint64_t p = 0; p < count; ++p) {
+      link.wait(buffer(p));
+      gpusort::detail::host_write(dst + call + p * o.piece, ring.buffers[buffer(p)], length(p));
+      if (p + ahead < count)
+        issue(buffer(p + ahead), call + (p + ahead) * o.piece, length(p + ahead));
+    }
+  });
+  if (fd.close() != 0) return failure(errno_text("close", errno));
+  return {};
+}
+
 /// Fills the buffer with the file's content, the pattern, on all threads.
 void fill_buffer(const setup& s)
 {
@@ -997,6 +1231,97 @@ std::string json_number(double v, const char* format)
 }
 
 }  // namespace
+
+/// The file methods: memcpy as the bound, then each read and each write.
+void run_methods(runner& run, const setup& s, std::uint64_t n, const std::string& created)
+{
+  const unsigned threads = s.threads;
+
+  {
+    // The host-memory bound, from the pattern just written into the buffer. The second
+    // buffer goes before the files' methods, which may want the memory (tmpfs, page cache).
+    const std::uint64_t copy_bytes = std::min(n, 4 * gib);
+    const anon_buffer copy{copy_bytes, threads};
+    if (copy.data() == nullptr) {
+      run.absent("memcpy_threads", "memory", copy.error().c_str());
+      run.absent("memcpy_1", "memory", copy.error().c_str());
+    } else {
+      run.memory("memcpy_threads", threads, copy.data(), copy_bytes);
+      run.memory("memcpy_1", 1, copy.data(), copy_bytes);
+    }
+  }
+
+  const std::vector<std::pair<const char*, std::function<attempt()>>> reads{
+      {"pread_threads", [&] { return read_pread(s, threads, false); }},
+      {"pread_1", [&] { return read_pread(s, 1, false); }},
+      {"mmap_memcpy", [&] { return read_mmap(s, false); }},
+      {"mmap_populate_memcpy", [&] { return read_mmap(s, true); }},
+      {"odirect_pread", [&] { return read_pread(s, threads, true); }},
+#if GPUSORT_WITH_LIBURING
+      {"io_uring_read", [&] { return uring_io(s, false, false); }},
+      {"io_uring_read_direct", [&] { return uring_io(s, false, true); }},
+#endif
+  };
+  for (const auto& [name, method] : reads) {
+    if (created.empty())
+      run.read(name, method);
+    else
+      run.absent(name, "read", "no input file");
+  }
+#if !GPUSORT_WITH_LIBURING
+  run.absent("io_uring_read", "read", "not built (no static liburing)");
+  run.absent("io_uring_read_direct", "read", "not built (no static liburing)");
+#endif
+
+  // A failed read leaves the buffer part zero: the writes start from the whole pattern again,
+  // so that every written file can be checked.
+  fill_buffer(s);
+  ::unlink(s.in_path.c_str());  // frees the space (and, in tmpfs, the memory) for the writes
+  run.write("pwrite_threads", [&] { return write_pwrite(s, threads, false, false); });
+  run.write("fallocate_pwrite_threads", [&] { return write_pwrite(s, threads, true, false); });
+  run.write("pwrite_1", [&] { return write_pwrite(s, 1, false, false); });
+  run.write("mmap_populate_memcpy_write", [&] { return write_mmap(s, true); });
+  run.write("mmap_memcpy_write", [&] { return write_mmap(s, false); });
+  run.write("odirect_pwrite", [&] { return write_pwrite(s, threads, false, true); });
+  // Extending O_DIRECT writes serialise on the inode lock in ext4 and xfs; into preallocated
+  // blocks they need not: the way a writer of a known size would go.
+  run.write("odirect_fallocate_pwrite", [&] { return write_pwrite(s, threads, true, true); });
+#if GPUSORT_WITH_LIBURING
+  run.write("io_uring_write", [&] { return uring_io(s, true, false); });
+  run.write("io_uring_write_direct", [&] { return uring_io(s, true, true); });
+#else
+  run.absent("io_uring_write", "write", "not built (no static liburing)");
+  run.absent("io_uring_write_direct", "write", "not built (no static liburing)");
+#endif
+}
+
+/// --staging: the GPU staging's two schemes, reading then writing.
+void run_staging(runner& run, const setup& s, const options& opt, const std::string& created,
+                 std::vector<std::string>& notes)
+{
+  const unsigned threads = s.threads;
+  // The old scheme's reads run on OpenMP's threads: as many as the mover's.
+  omp_set_num_threads(static_cast<int>(threads));
+  const staging_options so{.piece = opt.piece, .pieces = opt.pieces, .call = opt.call,
+                           .link_gbps = opt.link_gbps};
+  char text[200];
+  std::snprintf(text, sizeof text,
+                "staging: %u pieces of %llu bytes, calls of %llu bytes, link %.1f GB/s", so.pieces,
+                static_cast<unsigned long long>(so.piece),
+                static_cast<unsigned long long>(so.call), so.link_gbps);
+  notes.emplace_back(text);
+  for (const bool mover : {false, true}) {
+    const char* name = mover ? "staging_mover" : "staging_per_piece";
+    if (created.empty())
+      run.staged(name, "read", [&](bool check) { return staged_read(s, so, mover, check); });
+    else
+      run.absent(name, "read", "no input file");
+  }
+  ::unlink(s.in_path.c_str());  // the space (in tmpfs, the memory) for the output
+  for (const bool mover : {false, true})
+    run.staged(mover ? "staging_mover" : "staging_per_piece", "write",
+               [&](bool check) { return staged_write(s, so, mover, check); });
+}
 
 int main(int argc, char** argv)
 {
@@ -1082,62 +1407,10 @@ int main(int argc, char** argv)
     const std::string created = create_input(s);
     if (!created.empty()) notes.push_back("cannot create the input file: " + created);
 
-    {
-      // The host-memory bound, from the pattern just written into the buffer. The second
-      // buffer goes before the files' methods, which may want the memory (tmpfs, page cache).
-      const std::uint64_t copy_bytes = std::min(n, 4 * gib);
-      const anon_buffer copy{copy_bytes, threads};
-      if (copy.data() == nullptr) {
-        run.absent("memcpy_threads", "memory", copy.error().c_str());
-        run.absent("memcpy_1", "memory", copy.error().c_str());
-      } else {
-        run.memory("memcpy_threads", threads, copy.data(), copy_bytes);
-        run.memory("memcpy_1", 1, copy.data(), copy_bytes);
-      }
-    }
-
-    const std::vector<std::pair<const char*, std::function<attempt()>>> reads{
-        {"pread_threads", [&] { return read_pread(s, threads, false); }},
-        {"pread_1", [&] { return read_pread(s, 1, false); }},
-        {"mmap_memcpy", [&] { return read_mmap(s, false); }},
-        {"mmap_populate_memcpy", [&] { return read_mmap(s, true); }},
-        {"odirect_pread", [&] { return read_pread(s, threads, true); }},
-#if GPUSORT_WITH_LIBURING
-        {"io_uring_read", [&] { return uring_io(s, false, false); }},
-        {"io_uring_read_direct", [&] { return uring_io(s, false, true); }},
-#endif
-    };
-    for (const auto& [name, method] : reads) {
-      if (created.empty())
-        run.read(name, method);
-      else
-        run.absent(name, "read", "no input file");
-    }
-#if !GPUSORT_WITH_LIBURING
-    run.absent("io_uring_read", "read", "not built (no static liburing)");
-    run.absent("io_uring_read_direct", "read", "not built (no static liburing)");
-#endif
-
-    // A failed read leaves the buffer part zero: the writes start from the whole pattern again,
-    // so that every written file can be checked.
-    fill_buffer(s);
-    ::unlink(s.in_path.c_str());  // frees the space (and, in tmpfs, the memory) for the writes
-    run.write("pwrite_threads", [&] { return write_pwrite(s, threads, false, false); });
-    run.write("fallocate_pwrite_threads", [&] { return write_pwrite(s, threads, true, false); });
-    run.write("pwrite_1", [&] { return write_pwrite(s, 1, false, false); });
-    run.write("mmap_populate_memcpy_write", [&] { return write_mmap(s, true); });
-    run.write("mmap_memcpy_write", [&] { return write_mmap(s, false); });
-    run.write("odirect_pwrite", [&] { return write_pwrite(s, threads, false, true); });
-    // Extending O_DIRECT writes serialise on the inode lock in ext4 and xfs; into preallocated
-    // blocks they need not: the way a writer of a known size would go.
-    run.write("odirect_fallocate_pwrite", [&] { return write_pwrite(s, threads, true, true); });
-#if GPUSORT_WITH_LIBURING
-    run.write("io_uring_write", [&] { return uring_io(s, true, false); });
-    run.write("io_uring_write_direct", [&] { return uring_io(s, true, true); });
-#else
-    run.absent("io_uring_write", "write", "not built (no static liburing)");
-    run.absent("io_uring_write_direct", "write", "not built (no static liburing)");
-#endif
+    if (opt.staging)
+      run_staging(run, s, opt, created, notes);
+    else
+      run_methods(run, s, n, created);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "io_bench: %s\n", e.what());
     notes.push_back(std::string{"stopped early: "} + e.what());

@@ -1,5 +1,6 @@
 #include "pipeline/file_window.hpp"
 
+#include "core/checks.hpp"
 #include "core/cpu_sort.hpp"
 #include "core/sys_io.hpp"
 
@@ -12,6 +13,8 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include <omp.h>
+
 #include <csetjmp>
 #include <csignal>
 
@@ -21,6 +24,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <shared_mutex>
@@ -309,6 +313,196 @@ void host_write(void* dst, const void* src, std::uint64_t bytes)
                   bytes);
   } else
     parallel_copy(dst, src, bytes);
+}
+
+/// One read or write of a piece_mover: its blocks, and how far the calling thread and the
+/// mover's threads have come. The counters are under the mover's mutex (a lock per MiB moved
+/// is far below the cost of the bytes).
+struct piece_mover::job {
+  direction dir{};
+  char* file{};  ///< the window (or memory) read from or written to
+  ring r;
+  std::size_t ring_size{};
+  std::uint64_t bytes{};
+  std::uint64_t pieces{};
+  std::uint64_t per_piece{};  ///< blocks of a whole piece
+  std::uint64_t blocks{};     ///< blocks in all
+  const buffer_fn* gate{};    ///< reusable (reading) or filled (writing)
+
+  std::uint64_t next_block{};
+  std::uint64_t handed{};          ///< pieces handed on (reading) or being filled (writing)
+  std::vector<std::uint64_t> done;   ///< per buffer: blocks of its piece moved
+  std::vector<std::uint64_t> gated;  ///< per buffer: 1 + the piece its gate was passed for
+  std::exception_ptr failure;
+  bool stop{};
+
+  [[nodiscard]] std::size_t buffer_of(std::uint64_t p) const
+  {
+    return static_cast<std::size_t>((r.first + p) % ring_size);
+  }
+  [[nodiscard]] std::uint64_t piece_length(std::uint64_t p) const
+  {
+    return std::min(r.piece_bytes, bytes - p * r.piece_bytes);
+  }
+  [[nodiscard]] std::uint64_t blocks_in(std::uint64_t p) const
+  {
+    return p + 1 < pieces ? per_piece : blocks - (pieces - 1) * per_piece;
+  }
+  void fail(std::exception_ptr e)
+  {
+    if (!failure) failure = std::move(e);
+    stop = true;
+  }
+};
+
+piece_mover::piece_mover(unsigned threads)
+    : threads_{threads != 0 ? threads : static_cast<unsigned>(std::max(1, omp_get_max_threads()))}
+{
+}
+
+piece_mover::~piece_mover()
+{
+  {
+    const std::lock_guard lock{mutex_};
+    closing_ = true;
+  }
+  changed_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+void piece_mover::read(const void* src, std::uint64_t bytes, const ring& r,
+                       const piece_fn& hand_on, const buffer_fn& reusable)
+{
+  job j;
+  j.dir = direction::read;
+  j.file = const_cast<char*>(static_cast<const char*>(src));  // only read
+  j.r = r;
+  j.bytes = bytes;
+  j.gate = &reusable;
+  run(j, hand_on);
+}
+
+void piece_mover::write(void* dst, std::uint64_t bytes, const ring& r, const piece_fn& fill,
+                        const buffer_fn& filled)
+{
+  job j;
+  j.dir = direction::write;
+  j.file = static_cast<char*>(dst);
+  j.r = r;
+  j.bytes = bytes;
+  j.gate = &filled;
+  run(j, fill);
+}
+
+void piece_mover::run(job& j, const piece_fn& step)
+{
+  if (j.bytes == 0) return;
+  GPUSORT_EXPECTS(j.r.buffers != nullptr && !j.r.buffers->empty() && j.r.piece_bytes > 0,
+                  "piece_mover needs a ring of buffers");
+  j.ring_size = j.r.buffers->size();
+  j.pieces = (j.bytes + j.r.piece_bytes - 1) / j.r.piece_bytes;
+  j.per_piece = (j.r.piece_bytes + io_block - 1) / io_block;
+  j.blocks = (j.pieces - 1) * j.per_piece +
+             (j.piece_length(j.pieces - 1) + io_block - 1) / io_block;
+  j.done.assign(j.ring_size, 0);
+  j.gated.assign(j.ring_size, 0);
+  const bool reading = j.dir == direction::read;
+  std::unique_lock lock{mutex_};
+  GPUSORT_EXPECTS(job_ == nullptr, "one piece_mover moves one range at a time");
+  while (workers_.size() < threads_) workers_.emplace_back([this] { work(); });
+  job_ = &j;
+  ++generation_;
+  changed_.notify_all();
+  for (std::uint64_t p = 0; p < j.pieces; ++p) {
+    const std::size_t i = j.buffer_of(p);
+    // Reading: piece p is in its buffer. Writing: the piece before it there is out.
+    if (reading)
+      changed_.wait(lock, [&] { return j.stop || j.done[i] == j.blocks_in(p); });
+    else if (p >= j.ring_size)
+      changed_.wait(lock, [&] { return j.stop || j.done[i] == j.blocks_in(p - j.ring_size); });
+    if (j.stop) break;
+    j.done[i] = 0;  // counts the blocks of the buffer's next piece (reading: piece p + ring)
+    lock.unlock();
+    try {
+      step(i, p * j.r.piece_bytes, j.piece_length(p));
+    } catch (...) {
+      lock.lock();
+      j.fail(std::current_exception());
+      break;
+    }
+    lock.lock();
+    j.handed = p + 1;
+    changed_.notify_all();
+  }
+  if (!reading) {  // every byte out before the call returns
+    changed_.wait(lock, [&] {
+      if (j.stop) return true;
+      for (std::uint64_t p = j.pieces > j.ring_size ? j.pieces - j.ring_size : 0; p < j.pieces;
+           ++p)
+        if (j.done[j.buffer_of(p)] != j.blocks_in(p)) return false;
+      return true;
+    });
+  }
+  // No thread may touch the buffers (or `j`) once this returns.
+  j.stop = true;
+  changed_.notify_all();
+  changed_.wait(lock, [&] { return busy_ == 0; });
+  job_ = nullptr;
+  if (j.failure) std::rethrow_exception(j.failure);
+}
+
+void piece_mover::work()
+{
+  std::uint64_t seen = 0;
+  std::unique_lock lock{mutex_};
+  for (;;) {
+    changed_.wait(lock, [&] { return closing_ || (job_ != nullptr && generation_ != seen); });
+    if (closing_) return;
+    seen = generation_;
+    ++busy_;
+    work_on(*job_, lock);
+    --busy_;
+    changed_.notify_all();
+  }
+}
+
+void piece_mover::work_on(job& j, std::unique_lock<std::mutex>& lock)
+{
+  const bool reading = j.dir == direction::read;
+  while (!j.stop && j.next_block < j.blocks) {
+    const std::uint64_t b = j.next_block++;
+    const std::uint64_t p = b / j.per_piece;
+    const std::size_t i = j.buffer_of(p);
+    // Reading: the buffer is free once the piece a ring before was handed on. Writing: the
+    // piece's bytes are coming once the calling thread started filling it.
+    changed_.wait(lock, [&] { return j.stop || (reading ? j.handed + j.ring_size > p
+                                                        : j.handed > p); });
+    if (j.stop) return;
+    const bool gate = j.gated[i] != p + 1;
+    lock.unlock();
+    try {
+      if (gate) {
+        (*j.gate)(i);
+        const std::lock_guard passed{mutex_};
+        j.gated[i] = p + 1;
+      }
+      const std::uint64_t within = (b - p * j.per_piece) * io_block;
+      const std::uint64_t at = p * j.r.piece_bytes + within;
+      const std::uint64_t len = std::min(io_block, j.piece_length(p) - within);
+      char* const buffer = (*j.r.buffers)[i] + within;
+      if (reading)
+        host_read(buffer, j.file + at, len);
+      else
+        host_write(j.file + at, buffer, len);
+    } catch (...) {
+      lock.lock();
+      j.fail(std::current_exception());
+      changed_.notify_all();
+      return;
+    }
+    lock.lock();
+    if (++j.done[i] == j.blocks_in(p)) changed_.notify_all();
+  }
 }
 
 output_mappings::output_mappings(

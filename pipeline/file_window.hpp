@@ -14,12 +14,16 @@
 #pragma once
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -92,6 +96,80 @@ void host_read(void* dst, const void* src, std::uint64_t bytes);
 /// Copies `bytes` from memory at `src` to `dst` (memory or a file window), with several threads.
 /// Throws io_error when a write fails (a full disk: ENOSPC, EFBIG, EIO).
 void host_write(void* dst, const void* src, std::uint64_t bytes);
+
+/// Moves a file window through a ring of buffers, a piece at a time, with threads of its own
+/// that read ahead of (or write behind) the thread that hands the pieces on: what the GPU
+/// staging does with arrays in files (pipeline/cuda/staging.hpp).
+///
+/// Why not one parallel read per piece (what the staging did before, through host_read): each
+/// 32 MiB piece forked 16 threads for two 1 MiB reads each and joined them before its copy was
+/// queued, so every piece waited for its slowest thread (one that shares its core with the
+/// tmpfs output's fallocate thread or the driver's), no thread read the next piece meanwhile,
+/// and a fitting job read its input at 7-10 GB/s where round 1 of the same file reached 18-23
+/// and 16 threads of pread 37 GB/s (H100 host, bench/results/h100-20261126-cc0a8fe-e2e-8Gi.json,
+/// -f90a3d0-mem.json). Here the threads take 1 MiB blocks in order from a shared counter and
+/// wait only for the buffer they fill (reading) or the piece they write out (writing), so up to
+/// the ring's size of pieces are in flight and a slow thread holds back its own block alone.
+/// io_bench --staging measures the two schemes side by side without a GPU.
+///
+/// The blocks go through host_read and host_write: a file that shrinks is the same io_error, a
+/// mapped tmpfs output keeps its SIGBUS guard, and the sys_io fault seams still apply.
+class piece_mover {
+ public:
+  /// `threads`: how many move blocks (0: as many as OpenMP would use); started on first use.
+  explicit piece_mover(unsigned threads = 0);
+  ~piece_mover();
+  piece_mover(const piece_mover&) = delete;
+  piece_mover& operator=(const piece_mover&) = delete;
+  piece_mover(piece_mover&&) = delete;
+  piece_mover& operator=(piece_mover&&) = delete;
+
+  /// The ring: `buffers[i]` holds `piece_bytes`; piece p of a call goes through buffer
+  /// (first + p) % buffers.size().
+  struct ring {
+    const std::vector<char*>* buffers{};
+    std::uint64_t piece_bytes{};
+    std::size_t first{};
+  };
+  /// Called with the buffer's index, the piece's offset from the call's first byte, its length.
+  using piece_fn = std::function<void(std::size_t buffer, std::uint64_t offset,
+                                      std::uint64_t bytes)>;
+  /// Called on a mover thread with a buffer's index (see read and write).
+  using buffer_fn = std::function<void(std::size_t buffer)>;
+
+  /// Reads [src, src + bytes) (a file window or memory) into the ring and calls `hand_on` on
+  /// this thread for each piece, in order, once its bytes are in. Before a thread reads into a
+  /// buffer it calls `reusable(buffer)`, which returns once what hand_on started from it (a
+  /// copy) no longer needs it, or at once where nothing did. Returns once the last piece is
+  /// handed on and no thread touches the buffers; the first error (a read's, hand_on's,
+  /// reusable's) is rethrown then.
+  void read(const void* src, std::uint64_t bytes, const ring& r, const piece_fn& hand_on,
+            const buffer_fn& reusable);
+
+  /// Writes [dst, dst + bytes) (a file window or memory) from the ring: `fill` on this thread
+  /// starts filling each piece's buffer, in order, once the threads wrote the piece that was in
+  /// it before; a thread calls `filled(buffer)`, which returns once the bytes are there, before
+  /// it writes them out. Returns once every byte is in `dst`; errors as for read.
+  void write(void* dst, std::uint64_t bytes, const ring& r, const piece_fn& fill,
+             const buffer_fn& filled);
+
+  [[nodiscard]] unsigned threads() const noexcept { return threads_; }
+
+ private:
+  struct job;
+  void run(job& j, const piece_fn& step);
+  void work();
+  void work_on(job& j, std::unique_lock<std::mutex>& lock);
+
+  unsigned threads_;
+  std::mutex mutex_;
+  std::condition_variable changed_;  // a job came or ended, a piece advanced, a thread left
+  job* job_{};                       // under mutex_
+  std::uint64_t generation_{};       // under mutex_: one per job
+  unsigned busy_{};                  // under mutex_: threads inside the job
+  bool closing_{};                   // under mutex_
+  std::vector<std::thread> workers_;
+};
 
 /// Writes n elements that `produce(out, first, count)` computes (elements [first, first +
 /// count) of the result, into `out`) to `dst`: straight into memory, or a piece at a time

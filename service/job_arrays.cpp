@@ -106,6 +106,7 @@ struct job_data {
   order direction{};
   bool stable{};
   float_order floats{};
+  bool profile{};
   bool argsort{};
   std::uint32_t index_bytes{};
   array keys;
@@ -187,6 +188,7 @@ sort_report run(job_data& d, engine& eng, const sort_options& options)
   with_order.direction = d.direction;
   with_order.stable = d.stable;
   with_order.floats = d.floats;
+  with_order.profile = d.profile;
   sort_report report;
   if (d.argsort) {
     argsort_job job{.keys = {input(d.keys, nullptr), d.count, d.type},
@@ -236,6 +238,7 @@ prepared_job prepare_job(const wire::SubmitRequest& request, std::vector<unique_
   d->stable = request.stable();
   d->floats = request.float_order() == wire::FLOAT_ORDER_NUMPY ? float_order::numpy
                                                                 : float_order::total;
+  d->profile = request.profile();
   d->argsort = request.kind() == wire::JOB_KIND_ARGSORT;
   d->index_bytes = request.index_bytes();
   d->private_copies = devices.empty() || devices.front() == "cpu";

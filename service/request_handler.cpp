@@ -43,6 +43,18 @@ void fill_report(wire::JobReport& out, const sort_report& r, double queue_second
   out.set_rounds(static_cast<std::uint32_t>(r.rounds));
   out.set_compensated_chunks(r.compensated_chunks);
   out.set_queue_seconds(queue_seconds);
+  for (const stage_profile& p : r.profile) {
+    wire::StageProfile& st = *out.add_stages();
+    st.set_device(p.device);
+    st.set_round(static_cast<std::uint32_t>(std::max(p.round, 0)));
+    st.set_stage(p.stage);
+    st.set_chunks(p.chunks);
+    st.set_bytes(p.bytes);
+    st.set_busy_seconds(p.busy_seconds);
+    st.set_first_start(p.first_start);
+    st.set_last_end(p.last_end);
+    st.set_round_start(p.round_start);
+  }
 }
 
 /// Position of a queued job in the daemon-wide queue (1 = next); 0 when not queued.

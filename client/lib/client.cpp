@@ -186,6 +186,17 @@ sort_report report_of(const wire::JobReport& r)
   out.rounds = static_cast<int>(r.rounds());
   out.compensated_chunks = r.compensated_chunks();
   out.queue_seconds = r.queue_seconds();
+  for (const wire::StageProfile& p : r.stages())
+    out.profile.push_back(stage_profile{.device = p.device(),
+                                        .round = static_cast<int>(p.round()),
+                                        .stage = p.stage(),
+                                        .chunks = p.chunks(),
+                                        .bytes = p.bytes(),
+                                        .busy_seconds = p.busy_seconds(),
+                                        .first_start = p.first_start(),
+                                        .last_end = p.last_end(),
+                                        .round_start = p.round_start(),
+                                        .steps = {}});
   return out;
 }
 
@@ -575,6 +586,7 @@ job connection::submit(const sort_request& request, progress_callback on_progres
   const bool argsort = request.indices_out.has_value();
   r.set_in_place(!argsort && !request.keys_out.has_value());
   r.set_stable(request.stable);
+  r.set_profile(request.profile);
   r.set_float_order(request.floats == float_order::numpy ? wire::FLOAT_ORDER_NUMPY
                                                          : wire::FLOAT_ORDER_TOTAL);
   if (argsort) {

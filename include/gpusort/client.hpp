@@ -224,6 +224,8 @@ struct sort_request {
   /// values must be absent.
   std::optional<array_ref> indices_out{};
   std::uint32_t index_bytes{8};
+  /// The report's `profile` says where each device's time went (gpusort::sort_options::profile).
+  bool profile{false};
 };
 
 /// A submitted job. wait() returns its report or throws its error; cancel() asks the daemon to

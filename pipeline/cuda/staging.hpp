@@ -1,7 +1,8 @@
 // Pinned staging for host memory the engine did not pin: the host copies one piece while a
 // copy engine moves another, so pageable arrays still stream at a good fraction of the link.
 // Arrays in files (gpusort::file_array) pass through the same pieces: read from the file
-// straight into a piece, written to the file straight from one.
+// straight into a piece, written to the file straight from one, by a piece_mover's threads that
+// keep every piece busy (pipeline/file_window.hpp).
 #pragma once
 
 #include "core/checks.hpp"
@@ -13,7 +14,9 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace gpusort::detail {
@@ -27,8 +30,10 @@ class staging {
  public:
   staging(std::uint64_t piece_bytes, unsigned pieces) : piece_bytes_{piece_bytes}
   {
+    GPUSORT_CUDA_TRY(cudaGetDevice(&device_));
     for (unsigned i = 0; i < pieces; ++i) {
       pieces_.emplace_back(piece_bytes, cudaHostAllocPortable);
+      piece_data_.push_back(pieces_.back().data<char>());
       done_.emplace_back();
       in_use_.push_back(false);
     }
@@ -37,6 +42,10 @@ class staging {
   /// Host -> device through the pieces; returns once the last piece is queued.
   void copy_in(char* d_dst, const char* src, std::uint64_t bytes, cudaStream_t s)
   {
+    if (find_file_window(src)) {
+      copy_in_file(d_dst, src, bytes, s);
+      return;
+    }
     for (std::uint64_t off = 0; off < bytes; off += piece_bytes_) {
       const std::uint64_t len = std::min(piece_bytes_, bytes - off);
       const auto i = static_cast<std::size_t>(next_++ % pieces_.size());
@@ -52,6 +61,10 @@ class staging {
   /// Device -> host through the pieces; returns once every byte is in `dst`.
   void copy_out(char* dst, const char* d_src, std::uint64_t bytes, cudaStream_t s)
   {
+    if (find_file_window(dst)) {
+      copy_out_file(dst, d_src, bytes, s);
+      return;
+    }
     const std::uint64_t count = (bytes + piece_bytes_ - 1) / piece_bytes_;
     const std::uint64_t ahead = std::min<std::uint64_t>(count, pieces_.size());
     auto issue = [&](std::uint64_t p) {
@@ -73,11 +86,65 @@ class staging {
   }
 
  private:
+  /// A file's pieces: the mover's threads read ahead into every piece whose last copy has left
+  /// it, while this thread queues each piece's copy as soon as its bytes are in
+  /// (pipeline/file_window.hpp says why this beats one parallel read per piece).
+  void copy_in_file(char* d_dst, const char* src, std::uint64_t bytes, cudaStream_t s)
+  {
+    const std::size_t first = static_cast<std::size_t>(next_ % pieces_.size());
+    mover().read(
+        src, bytes, {.buffers = &piece_data_, .piece_bytes = piece_bytes_, .first = first},
+        [&](std::size_t i, std::uint64_t off, std::uint64_t len) {
+          GPUSORT_CUDA_TRY(
+              cudaMemcpyAsync(d_dst + off, piece_data_[i], len, cudaMemcpyHostToDevice, s));
+          done_[i].record(s);
+          in_use_[i] = true;
+        },
+        // An event never recorded is complete: a piece no copy used yet is free at once.
+        [&](std::size_t i) { wait_for(i); });
+    next_ += (bytes + piece_bytes_ - 1) / piece_bytes_;
+  }
+
+  /// A file's pieces the other way: each copy out is queued as soon as the mover's threads
+  /// have written out what its piece held before, and they write each piece once it arrived.
+  void copy_out_file(char* dst, const char* d_src, std::uint64_t bytes, cudaStream_t s)
+  {
+    const std::size_t first = static_cast<std::size_t>(next_ % pieces_.size());
+    mover().write(
+        dst, bytes, {.buffers = &piece_data_, .piece_bytes = piece_bytes_, .first = first},
+        [&](std::size_t i, std::uint64_t off, std::uint64_t len) {
+          GPUSORT_CUDA_TRY(
+              cudaMemcpyAsync(piece_data_[i], d_src + off, len, cudaMemcpyDeviceToHost, s));
+          done_[i].record(s);
+          in_use_[i] = true;
+        },
+        [&](std::size_t i) { wait_for(i); });
+    next_ += (bytes + piece_bytes_ - 1) / piece_bytes_;
+  }
+
+  /// On a mover's thread: waits for piece i's last copy, on this staging's GPU (a thread of
+  /// its own has no current device, and the runtime would make device 0's current).
+  void wait_for(std::size_t i) const
+  {
+    const cuda::set_device_guard guard{device_};
+    done_[i].synchronize();
+  }
+
+  /// Started on the first file: staging for memory never needs its threads.
+  piece_mover& mover()
+  {
+    if (!mover_) mover_ = std::make_unique<piece_mover>();
+    return *mover_;
+  }
+
   std::uint64_t piece_bytes_;
+  int device_{};  ///< the GPU current when the pieces were pinned: the one whose copies use them
   std::vector<cuda::pinned_buffer> pieces_;
+  std::vector<char*> piece_data_;  ///< pieces_' memory, as the mover's ring
   std::vector<cuda::cuda_event> done_;
   std::vector<bool> in_use_;
   std::uint64_t next_{};
+  std::unique_ptr<piece_mover> mover_;  ///< after the pieces: its threads stop before they go
 };
 
 /// Host -> device: queued on `s` when `src` is pinned, else staged through `st` (returns once

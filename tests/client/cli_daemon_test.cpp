@@ -104,6 +104,33 @@ TEST_F(CliDaemon, SortsThroughTheDaemonInPlaceAndIntoOutputs)
   EXPECT_EQ(files, (std::vector<std::string>{"k.bin", "ks.bin", "v.bin", "vs.bin"}));
 }
 
+TEST_F(CliDaemon, ProfileCarriesTheDaemonsStagesBack)
+{
+  // A budget that sends the job out of core: the CPU engine then profiles both of its rounds.
+  daemon_process d{dir_.path(), "device_memory_budget: 512KiB\n"};
+  const fingerprint before = write_input(dtype::u64, 200'000, "k.bin");
+  run_result r = run({"sort", path("k.bin"), "--dtype", "u64", "--out", path("ks.bin"),
+                      "--socket", d.socket(), "--json", "--profile"});
+  ASSERT_EQ(r.code, 0) << r.err << d.log();
+  EXPECT_TRUE(sorted_file(dtype::u64, "ks.bin", order::ascending, before));
+  EXPECT_NE(r.out.find("\"step\":\"sorted by the daemon"), std::string::npos) << r.out;
+  for (const char* round : {"1", "2"})
+    EXPECT_NE(r.out.find(std::string{"\"device\":\"all\",\"round\":"} + round +
+                         ",\"stage\":\"round\""),
+              std::string::npos)
+        << "round " << round << " missing from " << r.out;
+  // For people: the stages' lines after the steps, as --local prints its own.
+  r = run({"sort", path("k.bin"), "--dtype", "u64", "--out", path("ks.bin"), "--socket",
+           d.socket(), "--profile", "--quiet"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("gpusort: profile: round 2 all round: "), std::string::npos) << r.err;
+  // Without --profile the daemon is not asked for one, and --json has no stages.
+  r = run({"sort", path("k.bin"), "--dtype", "u64", "--out", path("ks.bin"), "--socket",
+           d.socket(), "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.find("\"stages\""), std::string::npos) << r.out;
+}
+
 TEST_F(CliDaemon, SocketFromTheEnvironmentOrTheConfiguration)
 {
   daemon_process d{dir_.path()};

@@ -21,12 +21,16 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace gpusort {
@@ -397,6 +401,231 @@ TEST(FileArray, RejectsABadDescriptorAndARangePastAnyFile)
   file_array target{file.fd(), 0, 8};
   target = std::move(moved);
   EXPECT_EQ(target.data(), at);
+}
+
+// ---- piece_mover: the GPU staging's way of moving files (pipeline/file_window.hpp) ----------
+
+constexpr std::uint64_t mib = std::uint64_t{1} << 20;
+
+/// The copies a GPU would make from and into the ring, made only when the mover says the
+/// buffer's turn has come (reusable: the copy that read the buffer completes; filled: the copy
+/// into it lands), so that a mover that touched a buffer too early moves wrong bytes.
+class fake_copies {
+ public:
+  fake_copies(std::uint64_t piece_bytes, std::size_t ring)
+      : memory_(ring, std::vector<char>(piece_bytes))
+  {
+    for (auto& b : memory_) buffers_.push_back(b.data());
+  }
+  [[nodiscard]] const std::vector<char*>& buffers() const noexcept { return buffers_; }
+
+  /// Reading: the copy out of buffer i into `to` at `offset` is queued.
+  void queue(std::size_t i, std::uint64_t offset, std::uint64_t bytes, char* to)
+  {
+    const std::lock_guard lock{mutex_};
+    EXPECT_FALSE(pending_.contains(i)) << "buffer " << i << " handed on twice";
+    pending_[i] = {offset, bytes, to, nullptr};
+    if (offset != expected_offset_) ADD_FAILURE() << "piece at " << offset << " out of order";
+    expected_offset_ = offset + bytes;
+  }
+  /// Writing: the copy of `from` at `offset` into buffer i is queued.
+  void queue_fill(std::size_t i, std::uint64_t offset, std::uint64_t bytes, const char* from)
+  {
+    const std::lock_guard lock{mutex_};
+    EXPECT_FALSE(pending_.contains(i)) << "buffer " << i << " filled twice";
+    pending_[i] = {offset, bytes, nullptr, from};
+  }
+  /// The queued copy of buffer i (if any) completes now.
+  void complete(std::size_t i)
+  {
+    const std::lock_guard lock{mutex_};
+    const auto it = pending_.find(i);
+    if (it == pending_.end()) return;
+    const copy& c = it->second;
+    if (c.to != nullptr) std::memcpy(c.to + c.offset, buffers_[i], c.bytes);
+    if (c.from != nullptr) std::memcpy(buffers_[i], c.from + c.offset, c.bytes);
+    pending_.erase(it);
+  }
+  void complete_all()
+  {
+    for (std::size_t i = 0; i < buffers_.size(); ++i) complete(i);
+  }
+
+ private:
+  struct copy {
+    std::uint64_t offset, bytes;
+    char* to;
+    const char* from;
+  };
+  std::vector<std::vector<char>> memory_;
+  std::vector<char*> buffers_;
+  std::mutex mutex_;
+  std::map<std::size_t, copy> pending_;
+  std::uint64_t expected_offset_{};
+};
+
+std::vector<char> pattern(std::uint64_t bytes, std::uint64_t seed)
+{
+  std::vector<std::uint64_t> words((bytes + 7) / 8);
+  generate(std::span<std::uint64_t>{words}, distribution::uniform, seed);
+  std::vector<char> out(bytes);
+  if (bytes > 0) std::memcpy(out.data(), words.data(), bytes);
+  return out;
+}
+
+struct mover_case {
+  std::uint64_t bytes, piece_bytes;
+  std::size_t ring;
+  unsigned threads;
+};
+
+/// Sizes around the 1 MiB block and the pieces, pieces that are and are not whole blocks, a
+/// ring of one (every piece waits for the last) and of several. Under a sanitizer, the pieces
+/// smaller than a block and of one and a half blocks only.
+std::vector<mover_case> mover_cases()
+{
+  std::vector<std::uint64_t> pieces{64 * std::uint64_t{1024}, 3 * mib / 2};
+  if (!test_support::under_sanitizer()) pieces.insert(pieces.end(), {mib, 4 * mib});
+  std::vector<mover_case> cases;
+  for (const std::uint64_t piece : pieces)
+    for (const std::uint64_t bytes : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{4099},
+                                      mib - 1, mib, mib + 1, 7 * mib + 4093})
+      for (const std::size_t ring : {std::size_t{1}, std::size_t{3}})
+        cases.push_back({bytes, piece, ring, ring == 1 ? 1U : 4U});
+  return cases;
+}
+
+TEST(PieceMover, ReadsEveryPieceInOrderAndNeverIntoABufferStillInUse)
+{
+  for (const std::string& folder : folders()) {
+    for (const mover_case& c : mover_cases()) {
+      SCOPED_TRACE(folder + ": " + std::to_string(c.bytes) + " bytes, pieces of " +
+                   std::to_string(c.piece_bytes) + ", ring " + std::to_string(c.ring));
+      const temp_file file{folder};
+      const std::vector<char> bytes = pattern(c.bytes, c.bytes + c.piece_bytes);
+      file.write_at(lead, bytes.data(), bytes.size());
+      const file_array in{file.fd(), lead, c.bytes, "in.bin"};
+      fake_copies gpu{c.piece_bytes, c.ring};
+      std::vector<char> out(c.bytes, 'x');
+      detail::piece_mover mover{c.threads};
+      mover.read(
+          in.data(), c.bytes, {.buffers = &gpu.buffers(), .piece_bytes = c.piece_bytes},
+          [&](std::size_t i, std::uint64_t off, std::uint64_t len) {
+            gpu.queue(i, off, len, out.data());
+          },
+          [&](std::size_t i) { gpu.complete(i); });
+      gpu.complete_all();
+      EXPECT_TRUE(out == bytes);
+    }
+  }
+}
+
+TEST(PieceMover, WritesEveryPieceOnlyOnceItsBytesAreIn)
+{
+  for (const std::string& folder : folders()) {
+    for (const mover_case& c : mover_cases()) {
+      SCOPED_TRACE(folder + ": " + std::to_string(c.bytes) + " bytes, pieces of " +
+                   std::to_string(c.piece_bytes) + ", ring " + std::to_string(c.ring));
+      const temp_file file{folder};
+      const std::vector<char> bytes = pattern(c.bytes, c.bytes + c.piece_bytes + 1);
+      ASSERT_EQ(::ftruncate(file.fd(), static_cast<off_t>(lead + c.bytes)), 0);
+      const file_array out{file.fd(), lead, c.bytes, "out.bin"};
+      {
+        // In tmpfs the engine writes outputs through a mapping: the mover writes either way.
+        const detail::output_mappings mapped{{out.data(), c.bytes}};
+        fake_copies gpu{c.piece_bytes, c.ring};
+        detail::piece_mover mover{c.threads};
+        mover.write(
+            out.data(), c.bytes, {.buffers = &gpu.buffers(), .piece_bytes = c.piece_bytes,
+                                  .first = 1 % c.ring},
+            [&](std::size_t i, std::uint64_t off, std::uint64_t len) {
+              gpu.queue_fill(i, off, len, bytes.data());
+            },
+            [&](std::size_t i) { gpu.complete(i); });
+      }
+      EXPECT_TRUE(file.read_at<char>(lead, c.bytes) == bytes);
+    }
+  }
+}
+
+TEST(PieceMover, AFileThatEndsEarlyIsAnIoErrorAndTheMoverWorksOn)
+{
+  const temp_file file;
+  const std::vector<char> bytes = pattern(5 * mib, 3);
+  file.write_at(0, bytes.data(), bytes.size());
+  const file_array in{file.fd(), 0, 9 * mib, "short.bin"};  // 4 MiB more than the file has
+  detail::piece_mover mover{3};
+  const auto read = [&](std::uint64_t n, std::vector<char>& out) {
+    fake_copies gpu{mib, 2};
+    try {
+      mover.read(
+          in.data(), n, {.buffers = &gpu.buffers(), .piece_bytes = mib},
+          [&](std::size_t i, std::uint64_t off, std::uint64_t len) {
+            gpu.queue(i, off, len, out.data());
+          },
+          [&](std::size_t i) { gpu.complete(i); });
+    } catch (...) {
+      gpu.complete_all();
+      throw;
+    }
+    gpu.complete_all();
+  };
+  std::vector<char> out(9 * mib);
+  try {
+    read(9 * mib, out);
+    FAIL() << "no error for a file shorter than its window";
+  } catch (const io_error& e) {
+    EXPECT_NE(std::string{e.what()}.find("short.bin"), std::string::npos) << e.what();
+    EXPECT_NE(std::string{e.what()}.find("shrank"), std::string::npos) << e.what();
+  }
+  out.assign(5 * mib, 'x');
+  read(5 * mib, out);
+  EXPECT_TRUE(out == bytes);
+}
+
+TEST(PieceMover, TheFirstErrorOfAnyStepIsRethrownOnceNoThreadMovesBytes)
+{
+  const temp_file file;
+  const std::vector<char> bytes = pattern(6 * mib, 4);
+  file.write_at(0, bytes.data(), bytes.size());
+  const file_array in{file.fd(), 0, bytes.size(), "in.bin"};
+  std::vector<char> ring_memory(3 * mib, 'r');
+  const std::vector<char*> buffers{ring_memory.data(), ring_memory.data() + mib,
+                                   ring_memory.data() + 2 * mib};
+  detail::piece_mover mover{4};
+  // hand_on fails on the third piece (a copy that could not be queued).
+  int handed = 0;
+  EXPECT_THROW(mover.read(
+                   in.data(), bytes.size(), {.buffers = &buffers, .piece_bytes = mib},
+                   [&](std::size_t, std::uint64_t, std::uint64_t) {
+                     if (++handed == 3) throw cuda_error{"the copy failed"};
+                   },
+                   [](std::size_t) {}),
+               cuda_error);
+  EXPECT_EQ(handed, 3);
+  // Once it returned, the ring is the caller's: nothing writes it any more.
+  const std::vector<char> after = ring_memory;
+  std::this_thread::sleep_for(std::chrono::milliseconds{20});
+  EXPECT_TRUE(ring_memory == after);
+  // A gate that fails (an asynchronous copy error): the same.
+  EXPECT_THROW(mover.read(
+                   in.data(), bytes.size(), {.buffers = &buffers, .piece_bytes = mib},
+                   [](std::size_t, std::uint64_t, std::uint64_t) {},
+                   [](std::size_t) { throw cuda_error{"the copy failed later"}; }),
+               cuda_error);
+  const int full = ::open("/dev/full", O_WRONLY | O_CLOEXEC);
+  if (full < 0) return;
+  {
+    const file_array out{full, 0, 4 * mib, "full.bin"};
+    try {
+      mover.write(out.data(), 4 * mib, {.buffers = &buffers, .piece_bytes = mib},
+                  [](std::size_t, std::uint64_t, std::uint64_t) {}, [](std::size_t) {});
+      ADD_FAILURE() << "no error for a write to a full device";
+    } catch (const io_error& e) {
+      EXPECT_NE(std::string{e.what()}.find("full.bin"), std::string::npos) << e.what();
+    }
+  }
+  ::close(full);
 }
 
 }  // namespace
