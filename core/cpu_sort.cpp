@@ -5,6 +5,9 @@
 #include <gpusort/error.hpp>
 
 #include <omp.h>
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <array>
@@ -12,6 +15,7 @@
 #include <cstdint>
 #include <utility>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <type_traits>
 #include <vector>
@@ -35,10 +39,13 @@ unsigned thread_count(unsigned threads) noexcept
 //   The pass's digit is the range's top 16 varying bits mapped through a monotone table drawn
 //   from a sample of 16Ki keys, so that the buckets hold about as many keys each where the top
 //   bits are spread unevenly (prefix_digit). The counting pass finds the range's varying bits
-//   as it counts (one read of the data, not two); the scatter notes every bucket's varying bits
-//   (an OR and an AND per bucket), so that no later pass reads a bucket just to find them.
-// - Smaller ranges, on one thread: scatter passes on narrow_bits-wide digits while the range
-//   is larger than lsd_max, then, in cache, least-significant-digit passes (11-bit digits, all
+//   as it counts (one read of the data, not two); each bucket's are those of the range below
+//   the highest bit in which the bucket's prefixes differ, or fewer: its own counting pass (or,
+//   in cache, a read) finds the real ones (cpu_sort_tuning::lazy_vary; the scatter used to note
+//   them with an OR and an AND per key).
+// - Smaller ranges, on one thread: scatter passes while the range is larger than lsd_max, on
+//   digits only as wide as it takes to leave ranges of about lsd_max (at most narrow_bits:
+//   cpu_sort_tuning::fitted_digits), then, in cache, least-significant-digit passes (11-bit digits, all
 //   histograms in one read) where the varying bits take at most lsd_max_passes digits, else
 //   (64-bit keys) LSD passes on the top 22 varying bits and a scan that finishes the runs of
 //   keys equal in those (sort_top_bits); insertion sort for the last few, written straight into
@@ -163,6 +170,14 @@ unsigned top_shift(K vary, unsigned bits) noexcept
   return high + 1 >= bits ? high + 1 - bits : 0;
 }
 
+/// The out-of-cache digit's width for a range of n > lsd_max elements: the fewest bits, at most
+/// narrow_bits, that leave buckets of lsd_max elements or fewer where keys spread evenly.
+unsigned fitted_bits(std::uint64_t n) noexcept
+{
+  const auto needed = static_cast<unsigned>(std::bit_width((n - 1) / lsd_max));
+  return std::clamp(needed, 1U, narrow_bits);
+}
+
 /// Insertion sort of n elements from `from` into `to` (the same range or another): the copy
 /// that a range's parity may need rides along with the sort instead of costing a memcpy call.
 template <typename K, typename V>
@@ -219,7 +234,7 @@ bool lsd_sort(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, K vary)
 
 template <typename K, typename V>
 void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x, K vary,
-                const key_map<K>* back = nullptr);
+                const key_map<K>* back, const cpu_sort_tuning& tune, bool exact = true);
 
 /// keys[i] = map(keys[i]) on this thread: the map back to raw keys, applied to a range just
 /// sorted while it is still in cache instead of in a pass of its own over the whole array.
@@ -263,7 +278,8 @@ bool in_order(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x)
 constexpr unsigned top_bits = 2 * wide_bits;
 
 template <typename K, typename V>
-void sort_top_bits(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x, K vary)
+void sort_top_bits(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x, K vary,
+                   const cpu_sort_tuning& tune)
 {
   const unsigned shift = highest_bit(vary) + 1 - top_bits;
   const auto top_vary = static_cast<K>(vary & ~((K{1} << shift) - 1));
@@ -283,8 +299,8 @@ void sort_top_bits(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
     } else if (len <= insertion_max) {
       insertion_sort(from.at(i), stay ? from.at(i) : to.at(i), len);
     } else {
-      sort_range(from.at(i), to.at(i), len, stay,
-                 varying_bits(from.keys + i, len, from.keys[i]));
+      sort_range<K, V>(from.at(i), to.at(i), len, stay,
+                       varying_bits(from.keys + i, len, from.keys[i]), nullptr, tune);
     }
     i = j;
   }
@@ -293,13 +309,19 @@ void sort_top_bits(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
 /// Sorts n elements held in x with y as scratch, on this thread; the result ends in x when
 /// `to_x`, else in y. With `back`, the result's keys leave through that map (ordered bits back
 /// to raw keys): each range of lsd_max keys or fewer maps its result as soon as it is sorted, in
-/// cache.
+/// cache. `vary`: the bits in which the keys differ, or where not `exact` bits that include them.
 template <typename K, typename V>
 void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x, K vary,
-                const key_map<K>* back)
+                const key_map<K>* back, const cpu_sort_tuning& tune, bool exact)
 {
+  // In cache, the real varying bits set how many passes the sort takes: one read finds them.
+  // Out of cache the counting pass finds them as it counts.
+  if (!exact && n <= lsd_max) {
+    vary = n > 0 ? varying_bits(x.keys, n, x.keys[0]) : K{0};
+    exact = true;
+  }
   if (back != nullptr && (n <= lsd_max || vary == 0)) {
-    sort_range<K, V>(x, y, n, to_x, vary, nullptr);
+    sort_range<K, V>(x, y, n, to_x, vary, nullptr, tune);
     map_keys((to_x ? x : y).keys, n, *back);
     return;
   }
@@ -320,20 +342,56 @@ void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x
     return;
   }
   if (n <= lsd_max) {
-    sort_top_bits(x, y, n, to_x, vary);
+    sort_top_bits(x, y, n, to_x, vary, tune);
     return;
   }
-  // Out of cache (more than lsd_max keys): narrow_bits-wide digits, few enough output streams
-  // for the TLB and the store buffers.
-  const unsigned bits = narrow_bits;
+  // Out of cache (more than lsd_max keys): digits of narrow_bits at most, few enough output
+  // streams for the TLB and the store buffers, and no wider than it takes to leave ranges of
+  // about lsd_max: a wider digit leaves ranges so short that the in-cache sort's fixed costs
+  // (two 2048-entry histograms to clear and sum) outweigh their keys.
+  const unsigned bits = tune.fitted_digits ? fitted_bits(n) : narrow_bits;
   const std::uint32_t radix = std::uint32_t{1} << bits;
-  const unsigned shift = top_shift(vary, bits);
+  unsigned shift = top_shift(vary, bits);
   std::array<std::uint64_t, (std::size_t{1} << wide_bits) + 1> start;
   std::fill_n(start.begin(), radix + 1, 0);
-  for (std::uint64_t i = 0; i < n; ++i) ++start[((x.keys[i] >> shift) & (radix - 1)) + 1];
+  if (exact) {
+    for (std::uint64_t i = 0; i < n; ++i) ++start[((x.keys[i] >> shift) & (radix - 1)) + 1];
+  } else {
+    // Counted on the digit of the bits given, which holds the real top varying bit unless the
+    // range's keys share more bits than those say (then counted again: never on even keys).
+    const K ref = x.keys[0];
+    K found = 0;
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const K k = x.keys[i];
+      ++start[((k >> shift) & (radix - 1)) + 1];
+      found |= static_cast<K>(k ^ ref);
+    }
+    if (found == 0) {
+      sort_range<K, V>(x, y, n, to_x, K{0}, back, tune);
+      return;
+    }
+    vary = found;
+    if (top_shift(vary, bits) != shift) {
+      shift = top_shift(vary, bits);
+      std::fill_n(start.begin(), radix + 1, 0);
+      for (std::uint64_t i = 0; i < n; ++i) ++start[((x.keys[i] >> shift) & (radix - 1)) + 1];
+    }
+  }
   for (std::uint32_t b = 0; b < radix; ++b) start[b + 1] += start[b];
   std::array<std::uint64_t, std::size_t{1} << wide_bits> next;
   std::copy_n(start.begin(), radix, next.begin());
+  if (tune.lazy_vary) {
+    for (std::uint64_t i = 0; i < n; ++i)
+      move_one(x, i, y, next[(x.keys[i] >> shift) & (radix - 1)]++);
+    // A bucket's keys share every bit from the digit up: they vary in the bits below it at most.
+    const auto below = static_cast<K>(vary & ((K{1} << shift) - 1));
+    for (std::uint32_t b = 0; b < radix; ++b) {
+      const std::uint64_t len = start[b + 1] - start[b];
+      if (len > 0)
+        sort_range<K, V>(y.at(start[b]), x.at(start[b]), len, !to_x, below, back, tune, false);
+    }
+    return;
+  }
   std::array<K, std::size_t{1} << wide_bits> ors, ands;
   std::fill_n(ors.begin(), radix, K{0});
   std::fill_n(ands.begin(), radix, static_cast<K>(~K{0}));
@@ -349,14 +407,8 @@ void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x
     const std::uint64_t len = start[b + 1] - start[b];
     if (len > 0)
       sort_range(y.at(start[b]), x.at(start[b]), len, !to_x, static_cast<K>(ors[b] ^ ands[b]),
-                 back);
+                 back, tune);
   }
-}
-
-template <typename K, typename V>
-void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x)
-{
-  sort_range(x, y, n, to_x, n > 0 ? varying_bits(x.keys, n, x.keys[0]) : K{0});
 }
 
 /// The parallel pass's digit: the top prefix_bits of a range's varying bits, mapped through a
@@ -473,6 +525,71 @@ void copy_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
   if (back != nullptr) map_bits(dst, dst, n, *back);
 }
 
+/// One thread's writes of one array (keys or values) in the parallel scatter, with
+/// cpu_sort_tuning::stream_min_bytes: each bucket's next elements gather in a cache line of
+/// buffer that goes out whole through non-temporal stores, so that the destination's lines are
+/// not read from memory before they are overwritten (a plain store's read for ownership: a third
+/// of the scatter's traffic) and do not evict the cache. The lines at either end of the thread's
+/// share of a bucket, which other threads write too, go out element by element.
+template <typename T>
+class line_writer {
+ public:
+  static constexpr std::size_t line_bytes = 64;
+  static constexpr std::uint64_t per_line = line_bytes / sizeof(T);
+
+  explicit line_writer(T* dst) noexcept : dst_{dst} {}
+
+  /// dst[at] = v, `at` being the next position of bucket d, whose share starts at `first`.
+  void put(std::uint32_t d, std::uint64_t at, std::uint64_t first, T v) noexcept
+  {
+    const std::uint64_t slot = slot_of(at);
+    lines_[d][slot] = v;
+    if (slot == per_line - 1) flush(d, at, first);
+  }
+
+  /// Writes what bucket d holds yet: its share is [first, end).
+  void finish(std::uint32_t d, std::uint64_t first, std::uint64_t end) noexcept
+  {
+    const std::uint64_t held = std::min(end - first, slot_of(end));
+    for (std::uint64_t i = end - held; i < end; ++i) dst_[i] = lines_[d][slot_of(i)];
+  }
+
+  /// Orders the non-temporal stores before the barrier after which other threads read them.
+  static void fence() noexcept
+  {
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
+  }
+
+ private:
+  [[nodiscard]] std::uint64_t slot_of(std::uint64_t i) const noexcept
+  {
+    return (reinterpret_cast<std::uintptr_t>(dst_ + i) % line_bytes) / sizeof(T);
+  }
+
+  /// The line that ends at `last`, full in the buffer: whole where it is the thread's alone.
+  void flush(std::uint32_t d, std::uint64_t last, std::uint64_t first) noexcept
+  {
+    if (last + 1 < first + per_line) {
+      for (std::uint64_t i = first; i <= last; ++i) dst_[i] = lines_[d][slot_of(i)];
+      return;
+    }
+    T* const line = dst_ + (last + 1 - per_line);
+#if defined(__SSE2__)
+    auto* out = reinterpret_cast<__m128i*>(line);
+    const auto* in = reinterpret_cast<const __m128i*>(lines_[d].data());
+    for (std::size_t q = 0; q < line_bytes / sizeof(__m128i); ++q)
+      _mm_stream_si128(out + q, _mm_load_si128(in + q));
+#else
+    std::memcpy(line, lines_[d].data(), line_bytes);
+#endif
+  }
+
+  T* dst_;
+  alignas(line_bytes) std::array<std::array<T, per_line>, parallel_buckets> lines_;
+};
+
 /// sort_range with `threads` threads, for large ranges; `vary` as for sort_range, or nullopt
 /// where unknown. `fwd`: the keys in x are raw and the counting and scatter passes map them to
 /// ordered bits as they read them; `back`: as for sort_range. The maps ride along with passes
@@ -481,12 +598,12 @@ void copy_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
 template <typename K, typename V>
 void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x,
                    unsigned threads, std::optional<K> known_vary, const key_map<K>* fwd,
-                   const key_map<K>* back)
+                   const key_map<K>* back, const cpu_sort_tuning& tune)
 {
   if (n < parallel_min || threads <= 1) {
     if (fwd != nullptr) map_bits(x.keys, x.keys, n, *fwd);
     const K vary = known_vary ? *known_vary : n > 0 ? varying_bits(x.keys, n, x.keys[0]) : K{0};
-    sort_range(x, y, n, to_x, vary, back);
+    sort_range(x, y, n, to_x, vary, back, tune);
     return;
   }
   constexpr std::uint32_t radix = parallel_buckets;
@@ -576,6 +693,8 @@ void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
   }
   // The scatter notes each bucket's varying bits (bits some key has and some lacks), which
   // spares the next pass over each bucket a read of it. It writes the keys as ordered bits.
+  const bool stream =
+      tune.stream_min_bytes != 0 && n * sizeof(K) >= tune.stream_min_bytes;
   with_map(fwd, [&](const auto& map) {
 #pragma omp parallel num_threads(threads)
     {
@@ -586,26 +705,73 @@ void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
       s.ands.fill(static_cast<K>(~K{0}));
       const auto m = map;  // as in the counting pass
       const span_pair<K, V> from = x, to = y;
-      for (std::uint64_t i = b0; i < b1; ++i) {
-        const K k = m(from.keys[i]);
-        const std::uint32_t d = digit(k);
-        const std::uint64_t at = s.count[d]++;
-        to.keys[at] = k;
-        if constexpr (has_values<V>) to.values[at] = from.values[i];
-        s.ors[d] |= k;
-        s.ands[d] &= k;
+      // One loop for both ways of writing: `put` stores element i at `at` in bucket d.
+      const auto scatter_noting = [&](auto&& put, auto note) {
+        for (std::uint64_t i = b0; i < b1; ++i) {
+          const K k = m(from.keys[i]);
+          const std::uint32_t d = digit(k);
+          put(d, s.count[d]++, k, i);
+          if constexpr (decltype(note)::value) {
+            s.ors[d] |= k;
+            s.ands[d] &= k;
+          }
+        }
+      };
+      const auto scatter = [&](auto&& put) {
+        if (tune.lazy_vary) scatter_noting(put, std::false_type{});
+        else scatter_noting(put, std::true_type{});
+      };
+      if (!stream) {
+        scatter([&](std::uint32_t, std::uint64_t at, K k, std::uint64_t i) {
+          to.keys[at] = k;
+          if constexpr (has_values<V>) to.values[at] = from.values[i];
+        });
+      } else {
+        const std::array<std::uint64_t, radix> first = s.count;
+        // 16 KiB a writer: too much for the stack of every OpenMP thread to take for granted.
+        const auto keys_out = std::make_unique<line_writer<K>>(to.keys);
+        std::unique_ptr<line_writer<V>> values_out;
+        if constexpr (has_values<V>) values_out = std::make_unique<line_writer<V>>(to.values);
+        scatter([&](std::uint32_t d, std::uint64_t at, K k, std::uint64_t i) {
+          keys_out->put(d, at, first[d], k);
+          if constexpr (has_values<V>) values_out->put(d, at, first[d], from.values[i]);
+        });
+        for (std::uint32_t d = 0; d < radix; ++d) {
+          keys_out->finish(d, first[d], s.count[d]);
+          if constexpr (has_values<V>) values_out->finish(d, first[d], s.count[d]);
+        }
+        line_writer<K>::fence();
       }
     }
   });
   std::array<K, radix> bucket_vary{};
-  for (std::uint32_t d = 0; d < radix; ++d) {
-    K o = 0;
-    auto a = static_cast<K>(~K{0});
-    for (const thread_state& s : state) {
-      o |= s.ors[d];
-      a &= s.ands[d];
+  if (tune.lazy_vary) {
+    // A bucket's keys share the bits above the digit and the digit's bits above the highest
+    // one in which the bucket's prefixes differ (the table is monotone: they are a range).
+    constexpr std::size_t none = ~std::size_t{0};
+    std::array<std::size_t, radix> lo, hi;
+    lo.fill(none);
+    hi.fill(none);
+    for (std::size_t p = 0; p < digit.table.size(); ++p) {
+      const std::uint8_t b = digit.table[p];
+      if (lo[b] == none) lo[b] = p;
+      hi[b] = p;
     }
-    bucket_vary[d] = static_cast<K>(o ^ a);
+    for (std::uint32_t d = 0; d < radix; ++d) {
+      if (lo[d] == none) continue;
+      const unsigned top = digit.shift + static_cast<unsigned>(std::bit_width(lo[d] ^ hi[d]));
+      bucket_vary[d] = top >= 8 * sizeof(K) ? vary : static_cast<K>(vary & ((K{1} << top) - 1));
+    }
+  } else {
+    for (std::uint32_t d = 0; d < radix; ++d) {
+      K o = 0;
+      auto a = static_cast<K>(~K{0});
+      for (const thread_state& s : state) {
+        o |= s.ors[d];
+        a &= s.ands[d];
+      }
+      bucket_vary[d] = static_cast<K>(o ^ a);
+    }
   }
   // Buckets too large to balance among the others sort with every thread themselves; the rest
   // go largest first, so that no thread starts a large bucket when the others are nearly done.
@@ -614,8 +780,11 @@ void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
   for (std::uint32_t d = 0; d < radix; ++d) {
     const std::uint64_t len = start[d + 1] - start[d];
     if (len > large)
+      // Bits that only include the varying ones would mislead its digit (a bucket as large as
+      // the range): unknown, the bucket's own counting pass finds them.
       sort_parallel<K, V>(y.at(start[d]), x.at(start[d]), len, !to_x, threads,
-                          std::optional<K>{bucket_vary[d]}, nullptr, back);
+                          tune.lazy_vary ? std::optional<K>{} : std::optional<K>{bucket_vary[d]},
+                          nullptr, back, tune);
     else if (len > 0)
       small.push_back(d);
   }
@@ -627,7 +796,7 @@ void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
   for (std::int64_t i = 0; i < count; ++i) {
     const std::uint32_t d = small[static_cast<std::size_t>(i)];
     sort_range(y.at(start[d]), x.at(start[d]), start[d + 1] - start[d], !to_x, bucket_vary[d],
-               back);
+               back, tune, !tune.lazy_vary);
   }
 }
 
@@ -652,20 +821,21 @@ span_pair<K, V> scratch_pair(void* scratch, std::uint64_t n) noexcept
 }  // namespace
 
 template <typename K, typename V>
-void cpu_sort(K* keys, V* values, std::uint64_t n, void* scratch, unsigned threads)
+void cpu_sort(K* keys, V* values, std::uint64_t n, void* scratch, unsigned threads,
+              const cpu_sort_tuning& tuning)
 {
   if (n <= 1) return;
   GPUSORT_EXPECTS(scratch != nullptr, "cpu_sort needs cpu_sort_scratch_bytes of scratch");
   sort_parallel<K, V>(span_pair<K, V>{keys, values}, scratch_pair<K, V>(scratch, n), n, true,
-                      thread_count(threads), std::optional<K>{}, nullptr, nullptr);
+                      thread_count(threads), std::optional<K>{}, nullptr, nullptr, tuning);
 }
 
 template <typename K, typename V>
 void cpu_sort(K* keys, V* values, std::uint64_t n, void* scratch, unsigned threads,
-              const key_order& k, bool keys_ordered)
+              const key_order& k, bool keys_ordered, const cpu_sort_tuning& tuning)
 {
   if (ordered_is_identity(k)) {
-    cpu_sort<K, V>(keys, values, n, scratch, threads);
+    cpu_sort<K, V>(keys, values, n, scratch, threads, tuning);
     return;
   }
   const key_map<K> fwd = ordered_map<K>(k, true);
@@ -678,7 +848,7 @@ void cpu_sort(K* keys, V* values, std::uint64_t n, void* scratch, unsigned threa
   GPUSORT_EXPECTS(scratch != nullptr, "cpu_sort needs cpu_sort_scratch_bytes of scratch");
   sort_parallel<K, V>(span_pair<K, V>{keys, values}, scratch_pair<K, V>(scratch, n), n, true,
                       thread_count(threads), std::optional<K>{}, keys_ordered ? nullptr : &fwd,
-                      &back);
+                      &back, tuning);
 }
 
 template <typename K>
@@ -745,8 +915,9 @@ void parallel_copy(void* dst, const void* src, std::size_t bytes)
 }
 
 #define GPUSORT_INSTANTIATE_CPU_SORT(K, V)                                                     \
-  template void cpu_sort<K, V>(K*, V*, std::uint64_t, void*, unsigned);                         \
-  template void cpu_sort<K, V>(K*, V*, std::uint64_t, void*, unsigned, const key_order&, bool);
+  template void cpu_sort<K, V>(K*, V*, std::uint64_t, void*, unsigned, const cpu_sort_tuning&);  \
+  template void cpu_sort<K, V>(K*, V*, std::uint64_t, void*, unsigned, const key_order&, bool,  \
+                               const cpu_sort_tuning&);
 GPUSORT_FOR_EACH_LAYOUT(GPUSORT_INSTANTIATE_CPU_SORT)
 #undef GPUSORT_INSTANTIATE_CPU_SORT
 
