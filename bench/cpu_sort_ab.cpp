@@ -90,7 +90,7 @@ void* map_scratch(std::size_t bytes, bool huge)
 {
   std::fprintf(stderr,
                "cpu_sort_ab: %s\nusage: cpu_sort_ab [--count N] [--type u64|u32|f64|pairs] "
-               "[--trials T] [--threads T] [--variants old,fitted,stream] "
+               "[--trials T] [--threads T] [--variants old,default,fitted+lazy+stream...] "
                "[--scratch kept|fresh|all]\n",
                why);
   std::exit(64);
@@ -146,7 +146,7 @@ options parse(int argc, char** argv)
       for (std::size_t at = 0; at <= v.size();) {
         const std::size_t end = std::min(v.find(',', at), v.size());
         o.variants.emplace_back(v.substr(at, end - at));
-        if (!tuning_of(o.variants.back())) usage("--variants takes old, fitted, stream");
+        if (!tuning_of(o.variants.back())) usage("a variant is default, old or fitted, lazy, stream joined by +");
         at = end + 1;
       }
     } else if (a == "--scratch" && (v == "kept" || v == "fresh" || v == "all")) {
