@@ -108,6 +108,16 @@ unsigned thread_count(unsigned threads) noexcept
 // (MADV_POPULATE_WRITE in 2 MiB pieces) did not pay (4 KiB pages 25.5-30.5, huge pages
 // 22.4-37.8). So the scratch stays fresh per sort: where huge pages are given, faults cost
 // about what the noise does; where they are not, what pays is enabling them.
+// Fitted digits and buckets that find their own varying bits (cpu_sort_tuning's fitted_digits
+// and lazy_vary, against 8-bit digits and scatters that note them: bench/cpu_sort_ab, variants
+// alternating in one process, CPU time, medians of 3-7, load 3-9 on the 2-core machine): one
+// thread, 2^25 elements: u64 0.75x the time, u32 0.64x, f64 0.87x, u64/u64 pairs 0.86x; two
+// threads: u64 2^28 0.80x, 2^27 0.84x, 2^26 within the noise (1.05x and 0.96x in two runs),
+// pairs 2^26 0.945x. Where ranges leave the parallel pass at 2^22 elements (2^30 on 16 cores)
+// the digits were 8 bits already, and what remains is the scatters' OR and AND per key. The
+// line-buffered scatter with non-temporal stores on the parallel pass (stream_min_bytes) was
+// 1.07x-1.10x slower here (2 threads, u64 2^27, pairs 2^26): two cores do not wait on memory;
+// it stays off until the 16-core host, whose cores do, measures it.
 constexpr unsigned wide_bits = 11;
 constexpr unsigned narrow_bits = 8;
 constexpr unsigned parallel_bits = 8;
@@ -600,6 +610,46 @@ class line_writer {
   alignas(line_bytes) std::array<std::array<T, per_line>, parallel_buckets> lines_;
 };
 
+/// One thread's block [first, last) of the parallel scatter: each key through `map` to ordered
+/// bits, into its bucket's next position (next[d], advanced), written by put(d, at, key, i);
+/// with `note`, each bucket's OR and AND of its keys beside. A struct, not a lambda in the
+/// parallel region: clang refuses a lambda there the enclosing function's locals.
+template <typename K, typename V, typename Map>
+struct scatter_block {
+  span_pair<K, V> from;
+  std::uint64_t first, last;
+  Map map;
+  const prefix_digit<K>& digit;
+  std::uint64_t* next;
+  K* ors;
+  K* ands;
+  bool note;
+
+  template <typename Put>
+  void operator()(Put put) const
+  {
+    if (note) loop<true>(put);
+    else loop<false>(put);
+  }
+
+  template <bool Note, typename Put>
+  void loop(Put& put) const
+  {
+    // Copies the loop's stores cannot alias, so that they stay in registers.
+    const Map m = map;
+    const K* const keys = from.keys;
+    for (std::uint64_t i = first; i < last; ++i) {
+      const K k = m(keys[i]);
+      const std::uint32_t d = digit(k);
+      put(d, next[d]++, k, i);
+      if constexpr (Note) {
+        ors[d] |= k;
+        ands[d] &= k;
+      }
+    }
+  }
+};
+
 /// sort_range with `threads` threads, for large ranges; `vary` as for sort_range, or nullopt
 /// where unknown. `fwd`: the keys in x are raw and the counting and scatter passes map them to
 /// ordered bits as they read them; `back`: as for sort_range. The maps ride along with passes
@@ -713,24 +763,17 @@ void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
       thread_state& s = state[t];
       s.ors.fill(0);
       s.ands.fill(static_cast<K>(~K{0}));
-      const auto m = map;  // as in the counting pass
       const span_pair<K, V> from = x, to = y;
-      // One loop for both ways of writing: `put` stores element i at `at` in bucket d.
-      const auto scatter_noting = [&](auto&& put, auto note) {
-        for (std::uint64_t i = b0; i < b1; ++i) {
-          const K k = m(from.keys[i]);
-          const std::uint32_t d = digit(k);
-          put(d, s.count[d]++, k, i);
-          if constexpr (decltype(note)::value) {
-            s.ors[d] |= k;
-            s.ands[d] &= k;
-          }
-        }
-      };
-      const auto scatter = [&](auto&& put) {
-        if (tune.lazy_vary) scatter_noting(put, std::false_type{});
-        else scatter_noting(put, std::true_type{});
-      };
+      const scatter_block<K, V, std::decay_t<decltype(map)>> scatter{
+          .from = from,
+          .first = b0,
+          .last = b1,
+          .map = map,  // a copy, as in the counting pass
+          .digit = digit,
+          .next = s.count.data(),
+          .ors = s.ors.data(),
+          .ands = s.ands.data(),
+          .note = !tune.lazy_vary};
       if (!stream) {
         scatter([&](std::uint32_t, std::uint64_t at, K k, std::uint64_t i) {
           to.keys[at] = k;
