@@ -146,7 +146,8 @@ options parse(int argc, char** argv)
       for (std::size_t at = 0; at <= v.size();) {
         const std::size_t end = std::min(v.find(',', at), v.size());
         o.variants.emplace_back(v.substr(at, end - at));
-        if (!tuning_of(o.variants.back())) usage("a variant is default, old or fitted, lazy, stream joined by +");
+        if (!tuning_of(o.variants.back()))
+          usage("a variant is default, old, or fitted, lazy, stream joined by +");
         at = end + 1;
       }
     } else if (a == "--scratch" && (v == "kept" || v == "fresh" || v == "all")) {

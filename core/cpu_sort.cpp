@@ -44,13 +44,13 @@ unsigned thread_count(unsigned threads) noexcept
 //   in cache, a read) finds the real ones (cpu_sort_tuning::lazy_vary; the scatter used to note
 //   them with an OR and an AND per key).
 // - Smaller ranges, on one thread: scatter passes while the range is larger than lsd_max, on
-//   digits only as wide as it takes to leave ranges of about lsd_max (at most narrow_bits:
-//   cpu_sort_tuning::fitted_digits), then, in cache, least-significant-digit passes (11-bit digits, all
-//   histograms in one read) where the varying bits take at most lsd_max_passes digits, else
-//   (64-bit keys) LSD passes on the top 22 varying bits and a scan that finishes the runs of
-//   keys equal in those (sort_top_bits); insertion sort for the last few, written straight into
-//   the range's destination. A range already ascending or strictly descending is copied or
-//   reversed instead (in_order).
+//   digits only as wide as it takes to leave ranges of about fitted_bytes (at most narrow_bits:
+//   cpu_sort_tuning::fitted_digits), then, in cache, least-significant-digit passes (11-bit
+//   digits, all histograms in one read) where the varying bits take at most lsd_max_passes
+//   digits, else (64-bit keys) LSD passes on the top 22 varying bits and a scan that finishes
+//   the runs of keys equal in those (sort_top_bits); insertion sort for the last few, written
+//   straight into the range's destination. A range already ascending or strictly descending
+//   is copied or reversed instead (in_order).
 // Measured for the first three changes on one and two threads of the 2-core development machine
 // (its CPU time, while the other engineers' builds kept the load at 7-10; a harness calling
 // cpu_sort, 2^25 or 2^26 keys): the insertion sort that writes into the destination instead of

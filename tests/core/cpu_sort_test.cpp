@@ -115,8 +115,9 @@ std::vector<std::pair<std::string, cpu_sort_tuning>> every_tuning()
 
 // Every tuning on every pattern, at sizes around the fitted digit's widths (the narrowest just
 // past the in-cache limit of 2^14, a bit wider past each doubling, 8 bits past 2^21 for every
-// type) and the parallel limit (2^17), on one thread and on several (the parallel pass's buckets and their line buffers, whose
-// shares start and end inside cache lines: 3 and 16 threads).
+// type) and the parallel limit (2^17), on one thread and on several (the parallel pass's
+// buckets and their line buffers, whose shares start and end inside cache lines: 3 and 16
+// threads).
 TYPED_TEST(CpuSortKeys, EveryTuningMatchesStdSort)
 {
   using K = TypeParam;
