@@ -107,13 +107,18 @@ unsigned thread_count(unsigned threads) noexcept
 // 27.1-36.9 (65.7K faults); touching fresh scratch beforehand from every core
 // (MADV_POPULATE_WRITE in 2 MiB pieces) did not pay (4 KiB pages 25.5-30.5, huge pages
 // 22.4-37.8). So the scratch stays fresh per sort: where huge pages are given, faults cost
-// about what the noise does; where they are not, what pays is enabling them.
+// about what the noise does; where they are not, what pays is enabling them. A day later (the
+// machine up 16 hours of builds, load 8; bench/cpu_sort_ab --scratch all, 2^26 u64, 2 threads,
+// medians of 3): kept 18.75 ns a key, fresh with huge pages 44.65, fresh in 4 KiB pages 26.64:
+// with memory fragmented, each huge page's fault compacts (defrag "madvise"), and first touch
+// costs more than the sort. The H100 host (051b7d1, 2^29 u64, 16 threads): kept 57.9-60.1,
+// huge 62.3-68.1, 4 KiB 58.9-65.0.
 // Fitted digits and buckets that find their own varying bits (cpu_sort_tuning's fitted_digits
 // and lazy_vary, against 8-bit digits and scatters that note them: bench/cpu_sort_ab, variants
 // alternating in one process, CPU time, medians of 3-7, load 3-9 on the 2-core machine): one
 // thread, 2^25 elements: u64 0.75x the time, u32 0.64x, f64 0.87x, u64/u64 pairs 0.86x; two
-// threads: u64 2^28 0.80x, 2^27 0.84x, 2^26 within the noise (1.05x and 0.96x in two runs),
-// pairs 2^26 0.945x. Where ranges leave the parallel pass at 2^22 elements (2^30 on 16 cores)
+// threads: u64 2^28 0.80x, 2^27 0.84x and 0.74x, 2^26 within the noise (1.05x and 0.96x in
+// two runs), pairs 2^27 0.90x, 2^26 0.945x. Where ranges leave the parallel pass at 2^22 elements (2^30 on 16 cores)
 // the digits were 8 bits already, and what remains is the scatters' OR and AND per key. The
 // line-buffered scatter with non-temporal stores on the parallel pass (stream_min_bytes) was
 // 1.07x-1.10x slower here (2 threads, u64 2^27, pairs 2^26): two cores do not wait on memory;
