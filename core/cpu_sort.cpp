@@ -5,6 +5,9 @@
 #include <gpusort/error.hpp>
 
 #include <omp.h>
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <array>
@@ -12,6 +15,7 @@
 #include <cstdint>
 #include <utility>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <type_traits>
 #include <vector>
@@ -35,15 +39,18 @@ unsigned thread_count(unsigned threads) noexcept
 //   The pass's digit is the range's top 16 varying bits mapped through a monotone table drawn
 //   from a sample of 16Ki keys, so that the buckets hold about as many keys each where the top
 //   bits are spread unevenly (prefix_digit). The counting pass finds the range's varying bits
-//   as it counts (one read of the data, not two); the scatter notes every bucket's varying bits
-//   (an OR and an AND per bucket), so that no later pass reads a bucket just to find them.
-// - Smaller ranges, on one thread: scatter passes on narrow_bits-wide digits while the range
-//   is larger than lsd_max, then, in cache, least-significant-digit passes (11-bit digits, all
-//   histograms in one read) where the varying bits take at most lsd_max_passes digits, else
-//   (64-bit keys) LSD passes on the top 22 varying bits and a scan that finishes the runs of
-//   keys equal in those (sort_top_bits); insertion sort for the last few, written straight into
-//   the range's destination. A range already ascending or strictly descending is copied or
-//   reversed instead (in_order).
+//   as it counts (one read of the data, not two); each bucket's are those of the range below
+//   the highest bit in which the bucket's prefixes differ, or fewer: its own counting pass (or,
+//   in cache, a read) finds the real ones (cpu_sort_tuning::lazy_vary; the scatter used to note
+//   them with an OR and an AND per key).
+// - Smaller ranges, on one thread: scatter passes while the range is larger than lsd_max, on
+//   digits only as wide as it takes to leave ranges of about fitted_bytes (at most narrow_bits:
+//   cpu_sort_tuning::fitted_digits), then, in cache, least-significant-digit passes (11-bit
+//   digits, all histograms in one read) where the varying bits take at most lsd_max_passes
+//   digits, else (64-bit keys) LSD passes on the top 22 varying bits and a scan that finishes
+//   the runs of keys equal in those (sort_top_bits); insertion sort for the last few, written
+//   straight into the range's destination. A range already ascending or strictly descending
+//   is copied or reversed instead (in_order).
 // Measured for the first three changes on one and two threads of the 2-core development machine
 // (its CPU time, while the other engineers' builds kept the load at 7-10; a harness calling
 // cpu_sort, 2^25 or 2^26 keys): the insertion sort that writes into the destination instead of
@@ -100,7 +107,22 @@ unsigned thread_count(unsigned threads) noexcept
 // 27.1-36.9 (65.7K faults); touching fresh scratch beforehand from every core
 // (MADV_POPULATE_WRITE in 2 MiB pieces) did not pay (4 KiB pages 25.5-30.5, huge pages
 // 22.4-37.8). So the scratch stays fresh per sort: where huge pages are given, faults cost
-// about what the noise does; where they are not, what pays is enabling them.
+// about what the noise does; where they are not, what pays is enabling them. A day later (the
+// machine up 16 hours of builds, load 8; bench/cpu_sort_ab --scratch all, 2^26 u64, 2 threads,
+// medians of 3): kept 18.75 ns a key, fresh with huge pages 44.65, fresh in 4 KiB pages 26.64:
+// with memory fragmented, each huge page's fault compacts (defrag "madvise"), and first touch
+// costs more than the sort. The H100 host (051b7d1, 2^29 u64, 16 threads): kept 57.9-60.1,
+// huge 62.3-68.1, 4 KiB 58.9-65.0.
+// Fitted digits and buckets that find their own varying bits (cpu_sort_tuning's fitted_digits
+// and lazy_vary, against 8-bit digits and scatters that note them: bench/cpu_sort_ab, variants
+// alternating in one process, CPU time, medians of 3-7, load 3-9 on the 2-core machine): one
+// thread, 2^25 elements: u64 0.75x the time, u32 0.64x, f64 0.87x, u64/u64 pairs 0.86x; two
+// threads: u64 2^28 0.80x, 2^27 0.84x and 0.74x, 2^26 within the noise (1.05x and 0.96x in
+// two runs), pairs 2^27 0.90x, 2^26 0.945x. Where ranges leave the parallel pass at 2^22 elements (2^30 on 16 cores)
+// the digits were 8 bits already, and what remains is the scatters' OR and AND per key. The
+// line-buffered scatter with non-temporal stores on the parallel pass (stream_min_bytes) was
+// 1.07x-1.10x slower here (2 threads, u64 2^27, pairs 2^26): two cores do not wait on memory;
+// it stays off until the 16-core host, whose cores do, measures it.
 constexpr unsigned wide_bits = 11;
 constexpr unsigned narrow_bits = 8;
 constexpr unsigned parallel_bits = 8;
@@ -111,6 +133,8 @@ constexpr std::uint64_t parallel_min = std::uint64_t{1} << 17;
 
 template <typename V>
 constexpr bool has_values = !std::is_same_v<V, no_value>;
+constexpr std::uint64_t fitted_bytes = std::uint64_t{32} << 10;
+
 
 /// A range of keys and, for pairs, the values beside them.
 template <typename K, typename V>
@@ -161,6 +185,22 @@ unsigned top_shift(K vary, unsigned bits) noexcept
 {
   const unsigned high = highest_bit(vary);
   return high + 1 >= bits ? high + 1 - bits : 0;
+}
+
+/// The out-of-cache digit's width for a range of n > lsd_max elements: the fewest bits, at most
+/// narrow_bits, that leave buckets of fitted_bytes or less where keys spread evenly (a range
+/// and its scratch in L1 or close to it; 4Ki u64 keys, 2Ki u64/u64 pairs). 2 threads, 2-core
+/// machine, CPU time against 8-bit digits (medians of 3, load 7-9): u64/u64 pairs at 2^26 with
+/// ranges of 32 KiB 0.945x, 64 KiB 1.015x, 128 KiB 1.049x, 256 KiB (16Ki pairs) 1.18x; u64 at
+/// 2^27, 32 KiB 0.839x, 128 KiB 0.890x; one thread, 2^25, u64 0.751x and 0.740x, u32 0.640x and
+/// 0.622x (the same within the noise).
+template <typename K, typename V>
+unsigned fitted_bits(std::uint64_t n) noexcept
+{
+  constexpr std::uint64_t element_bytes = sizeof(K) + (has_values<V> ? sizeof(V) : 0);
+  constexpr std::uint64_t target = std::min(lsd_max, fitted_bytes / element_bytes);
+  const auto needed = static_cast<unsigned>(std::bit_width((n - 1) / target));
+  return std::clamp(needed, 1U, narrow_bits);
 }
 
 /// Insertion sort of n elements from `from` into `to` (the same range or another): the copy
@@ -219,7 +259,7 @@ bool lsd_sort(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, K vary)
 
 template <typename K, typename V>
 void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x, K vary,
-                const key_map<K>* back = nullptr);
+                const key_map<K>* back, const cpu_sort_tuning& tune, bool exact = true);
 
 /// keys[i] = map(keys[i]) on this thread: the map back to raw keys, applied to a range just
 /// sorted while it is still in cache instead of in a pass of its own over the whole array.
@@ -263,7 +303,8 @@ bool in_order(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x)
 constexpr unsigned top_bits = 2 * wide_bits;
 
 template <typename K, typename V>
-void sort_top_bits(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x, K vary)
+void sort_top_bits(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x, K vary,
+                   const cpu_sort_tuning& tune)
 {
   const unsigned shift = highest_bit(vary) + 1 - top_bits;
   const auto top_vary = static_cast<K>(vary & ~((K{1} << shift) - 1));
@@ -283,8 +324,8 @@ void sort_top_bits(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
     } else if (len <= insertion_max) {
       insertion_sort(from.at(i), stay ? from.at(i) : to.at(i), len);
     } else {
-      sort_range(from.at(i), to.at(i), len, stay,
-                 varying_bits(from.keys + i, len, from.keys[i]));
+      sort_range<K, V>(from.at(i), to.at(i), len, stay,
+                       varying_bits(from.keys + i, len, from.keys[i]), nullptr, tune);
     }
     i = j;
   }
@@ -293,13 +334,19 @@ void sort_top_bits(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
 /// Sorts n elements held in x with y as scratch, on this thread; the result ends in x when
 /// `to_x`, else in y. With `back`, the result's keys leave through that map (ordered bits back
 /// to raw keys): each range of lsd_max keys or fewer maps its result as soon as it is sorted, in
-/// cache.
+/// cache. `vary`: the bits in which the keys differ, or where not `exact` bits that include them.
 template <typename K, typename V>
 void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x, K vary,
-                const key_map<K>* back)
+                const key_map<K>* back, const cpu_sort_tuning& tune, bool exact)
 {
+  // In cache, the real varying bits set how many passes the sort takes: one read finds them.
+  // Out of cache the counting pass finds them as it counts.
+  if (!exact && n <= lsd_max) {
+    vary = n > 0 ? varying_bits(x.keys, n, x.keys[0]) : K{0};
+    exact = true;
+  }
   if (back != nullptr && (n <= lsd_max || vary == 0)) {
-    sort_range<K, V>(x, y, n, to_x, vary, nullptr);
+    sort_range<K, V>(x, y, n, to_x, vary, nullptr, tune);
     map_keys((to_x ? x : y).keys, n, *back);
     return;
   }
@@ -320,20 +367,56 @@ void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x
     return;
   }
   if (n <= lsd_max) {
-    sort_top_bits(x, y, n, to_x, vary);
+    sort_top_bits(x, y, n, to_x, vary, tune);
     return;
   }
-  // Out of cache (more than lsd_max keys): narrow_bits-wide digits, few enough output streams
-  // for the TLB and the store buffers.
-  const unsigned bits = narrow_bits;
+  // Out of cache (more than lsd_max keys): digits of narrow_bits at most, few enough output
+  // streams for the TLB and the store buffers, and no wider than it takes to leave ranges of
+  // about lsd_max: a wider digit leaves ranges so short that the in-cache sort's fixed costs
+  // (two 2048-entry histograms to clear and sum) outweigh their keys.
+  const unsigned bits = tune.fitted_digits ? fitted_bits<K, V>(n) : narrow_bits;
   const std::uint32_t radix = std::uint32_t{1} << bits;
-  const unsigned shift = top_shift(vary, bits);
+  unsigned shift = top_shift(vary, bits);
   std::array<std::uint64_t, (std::size_t{1} << wide_bits) + 1> start;
   std::fill_n(start.begin(), radix + 1, 0);
-  for (std::uint64_t i = 0; i < n; ++i) ++start[((x.keys[i] >> shift) & (radix - 1)) + 1];
+  if (exact) {
+    for (std::uint64_t i = 0; i < n; ++i) ++start[((x.keys[i] >> shift) & (radix - 1)) + 1];
+  } else {
+    // Counted on the digit of the bits given, which holds the real top varying bit unless the
+    // range's keys share more bits than those say (then counted again: never on even keys).
+    const K ref = x.keys[0];
+    K found = 0;
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const K k = x.keys[i];
+      ++start[((k >> shift) & (radix - 1)) + 1];
+      found |= static_cast<K>(k ^ ref);
+    }
+    if (found == 0) {
+      sort_range<K, V>(x, y, n, to_x, K{0}, back, tune);
+      return;
+    }
+    vary = found;
+    if (top_shift(vary, bits) != shift) {
+      shift = top_shift(vary, bits);
+      std::fill_n(start.begin(), radix + 1, 0);
+      for (std::uint64_t i = 0; i < n; ++i) ++start[((x.keys[i] >> shift) & (radix - 1)) + 1];
+    }
+  }
   for (std::uint32_t b = 0; b < radix; ++b) start[b + 1] += start[b];
   std::array<std::uint64_t, std::size_t{1} << wide_bits> next;
   std::copy_n(start.begin(), radix, next.begin());
+  if (tune.lazy_vary) {
+    for (std::uint64_t i = 0; i < n; ++i)
+      move_one(x, i, y, next[(x.keys[i] >> shift) & (radix - 1)]++);
+    // A bucket's keys share every bit from the digit up: they vary in the bits below it at most.
+    const auto below = static_cast<K>(vary & ((K{1} << shift) - 1));
+    for (std::uint32_t b = 0; b < radix; ++b) {
+      const std::uint64_t len = start[b + 1] - start[b];
+      if (len > 0)
+        sort_range<K, V>(y.at(start[b]), x.at(start[b]), len, !to_x, below, back, tune, false);
+    }
+    return;
+  }
   std::array<K, std::size_t{1} << wide_bits> ors, ands;
   std::fill_n(ors.begin(), radix, K{0});
   std::fill_n(ands.begin(), radix, static_cast<K>(~K{0}));
@@ -349,14 +432,8 @@ void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x
     const std::uint64_t len = start[b + 1] - start[b];
     if (len > 0)
       sort_range(y.at(start[b]), x.at(start[b]), len, !to_x, static_cast<K>(ors[b] ^ ands[b]),
-                 back);
+                 back, tune);
   }
-}
-
-template <typename K, typename V>
-void sort_range(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x)
-{
-  sort_range(x, y, n, to_x, n > 0 ? varying_bits(x.keys, n, x.keys[0]) : K{0});
 }
 
 /// The parallel pass's digit: the top prefix_bits of a range's varying bits, mapped through a
@@ -473,6 +550,111 @@ void copy_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
   if (back != nullptr) map_bits(dst, dst, n, *back);
 }
 
+/// One thread's writes of one array (keys or values) in the parallel scatter, with
+/// cpu_sort_tuning::stream_min_bytes: each bucket's next elements gather in a cache line of
+/// buffer that goes out whole through non-temporal stores, so that the destination's lines are
+/// not read from memory before they are overwritten (a plain store's read for ownership: a third
+/// of the scatter's traffic) and do not evict the cache. The lines at either end of the thread's
+/// share of a bucket, which other threads write too, go out element by element.
+template <typename T>
+class line_writer {
+ public:
+  static constexpr std::size_t line_bytes = 64;
+  static constexpr std::uint64_t per_line = line_bytes / sizeof(T);
+
+  explicit line_writer(T* dst) noexcept : dst_{dst} {}
+
+  /// dst[at] = v, `at` being the next position of bucket d, whose share starts at `first`.
+  void put(std::uint32_t d, std::uint64_t at, std::uint64_t first, T v) noexcept
+  {
+    const std::uint64_t slot = slot_of(at);
+    lines_[d][slot] = v;
+    if (slot == per_line - 1) flush(d, at, first);
+  }
+
+  /// Writes what bucket d holds yet: its share is [first, end).
+  void finish(std::uint32_t d, std::uint64_t first, std::uint64_t end) noexcept
+  {
+    const std::uint64_t held = std::min(end - first, slot_of(end));
+    for (std::uint64_t i = end - held; i < end; ++i) dst_[i] = lines_[d][slot_of(i)];
+  }
+
+  /// Orders the non-temporal stores before the barrier after which other threads read them.
+  static void fence() noexcept
+  {
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
+  }
+
+ private:
+  [[nodiscard]] std::uint64_t slot_of(std::uint64_t i) const noexcept
+  {
+    return (reinterpret_cast<std::uintptr_t>(dst_ + i) % line_bytes) / sizeof(T);
+  }
+
+  /// The line that ends at `last`, full in the buffer: whole where it is the thread's alone.
+  void flush(std::uint32_t d, std::uint64_t last, std::uint64_t first) noexcept
+  {
+    if (last + 1 < first + per_line) {
+      for (std::uint64_t i = first; i <= last; ++i) dst_[i] = lines_[d][slot_of(i)];
+      return;
+    }
+    T* const line = dst_ + (last + 1 - per_line);
+#if defined(__SSE2__)
+    auto* out = reinterpret_cast<__m128i*>(line);
+    const auto* in = reinterpret_cast<const __m128i*>(lines_[d].data());
+    for (std::size_t q = 0; q < line_bytes / sizeof(__m128i); ++q)
+      _mm_stream_si128(out + q, _mm_load_si128(in + q));
+#else
+    std::memcpy(line, lines_[d].data(), line_bytes);
+#endif
+  }
+
+  T* dst_;
+  alignas(line_bytes) std::array<std::array<T, per_line>, parallel_buckets> lines_;
+};
+
+/// One thread's block [first, last) of the parallel scatter: each key through `map` to ordered
+/// bits, into its bucket's next position (next[d], advanced), written by put(d, at, key, i);
+/// with `note`, each bucket's OR and AND of its keys beside. A struct, not a lambda in the
+/// parallel region: clang refuses a lambda there the enclosing function's locals.
+template <typename K, typename V, typename Map>
+struct scatter_block {
+  span_pair<K, V> from;
+  std::uint64_t first, last;
+  Map map;
+  const prefix_digit<K>& digit;
+  std::uint64_t* next;
+  K* ors;
+  K* ands;
+  bool note;
+
+  template <typename Put>
+  void operator()(Put put) const
+  {
+    if (note) loop<true>(put);
+    else loop<false>(put);
+  }
+
+  template <bool Note, typename Put>
+  void loop(Put& put) const
+  {
+    // Copies the loop's stores cannot alias, so that they stay in registers.
+    const Map m = map;
+    const K* const keys = from.keys;
+    for (std::uint64_t i = first; i < last; ++i) {
+      const K k = m(keys[i]);
+      const std::uint32_t d = digit(k);
+      put(d, next[d]++, k, i);
+      if constexpr (Note) {
+        ors[d] |= k;
+        ands[d] &= k;
+      }
+    }
+  }
+};
+
 /// sort_range with `threads` threads, for large ranges; `vary` as for sort_range, or nullopt
 /// where unknown. `fwd`: the keys in x are raw and the counting and scatter passes map them to
 /// ordered bits as they read them; `back`: as for sort_range. The maps ride along with passes
@@ -481,12 +663,12 @@ void copy_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
 template <typename K, typename V>
 void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool to_x,
                    unsigned threads, std::optional<K> known_vary, const key_map<K>* fwd,
-                   const key_map<K>* back)
+                   const key_map<K>* back, const cpu_sort_tuning& tune)
 {
   if (n < parallel_min || threads <= 1) {
     if (fwd != nullptr) map_bits(x.keys, x.keys, n, *fwd);
     const K vary = known_vary ? *known_vary : n > 0 ? varying_bits(x.keys, n, x.keys[0]) : K{0};
-    sort_range(x, y, n, to_x, vary, back);
+    sort_range(x, y, n, to_x, vary, back, tune);
     return;
   }
   constexpr std::uint32_t radix = parallel_buckets;
@@ -576,6 +758,8 @@ void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
   }
   // The scatter notes each bucket's varying bits (bits some key has and some lacks), which
   // spares the next pass over each bucket a read of it. It writes the keys as ordered bits.
+  const bool stream =
+      tune.stream_min_bytes != 0 && n * sizeof(K) >= tune.stream_min_bytes;
   with_map(fwd, [&](const auto& map) {
 #pragma omp parallel num_threads(threads)
     {
@@ -584,28 +768,68 @@ void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
       thread_state& s = state[t];
       s.ors.fill(0);
       s.ands.fill(static_cast<K>(~K{0}));
-      const auto m = map;  // as in the counting pass
       const span_pair<K, V> from = x, to = y;
-      for (std::uint64_t i = b0; i < b1; ++i) {
-        const K k = m(from.keys[i]);
-        const std::uint32_t d = digit(k);
-        const std::uint64_t at = s.count[d]++;
-        to.keys[at] = k;
-        if constexpr (has_values<V>) to.values[at] = from.values[i];
-        s.ors[d] |= k;
-        s.ands[d] &= k;
+      const scatter_block<K, V, std::decay_t<decltype(map)>> scatter{
+          .from = from,
+          .first = b0,
+          .last = b1,
+          .map = map,  // a copy, as in the counting pass
+          .digit = digit,
+          .next = s.count.data(),
+          .ors = s.ors.data(),
+          .ands = s.ands.data(),
+          .note = !tune.lazy_vary};
+      if (!stream) {
+        scatter([&](std::uint32_t, std::uint64_t at, K k, std::uint64_t i) {
+          to.keys[at] = k;
+          if constexpr (has_values<V>) to.values[at] = from.values[i];
+        });
+      } else {
+        const std::array<std::uint64_t, radix> first = s.count;
+        // 16 KiB a writer: too much for the stack of every OpenMP thread to take for granted.
+        const auto keys_out = std::make_unique<line_writer<K>>(to.keys);
+        std::unique_ptr<line_writer<V>> values_out;
+        if constexpr (has_values<V>) values_out = std::make_unique<line_writer<V>>(to.values);
+        scatter([&](std::uint32_t d, std::uint64_t at, K k, std::uint64_t i) {
+          keys_out->put(d, at, first[d], k);
+          if constexpr (has_values<V>) values_out->put(d, at, first[d], from.values[i]);
+        });
+        for (std::uint32_t d = 0; d < radix; ++d) {
+          keys_out->finish(d, first[d], s.count[d]);
+          if constexpr (has_values<V>) values_out->finish(d, first[d], s.count[d]);
+        }
+        line_writer<K>::fence();
       }
     }
   });
   std::array<K, radix> bucket_vary{};
-  for (std::uint32_t d = 0; d < radix; ++d) {
-    K o = 0;
-    auto a = static_cast<K>(~K{0});
-    for (const thread_state& s : state) {
-      o |= s.ors[d];
-      a &= s.ands[d];
+  if (tune.lazy_vary) {
+    // A bucket's keys share the bits above the digit and the digit's bits above the highest
+    // one in which the bucket's prefixes differ (the table is monotone: they are a range).
+    constexpr std::size_t none = ~std::size_t{0};
+    std::array<std::size_t, radix> lo, hi;
+    lo.fill(none);
+    hi.fill(none);
+    for (std::size_t p = 0; p < digit.table.size(); ++p) {
+      const std::uint8_t b = digit.table[p];
+      if (lo[b] == none) lo[b] = p;
+      hi[b] = p;
     }
-    bucket_vary[d] = static_cast<K>(o ^ a);
+    for (std::uint32_t d = 0; d < radix; ++d) {
+      if (lo[d] == none) continue;
+      const unsigned top = digit.shift + static_cast<unsigned>(std::bit_width(lo[d] ^ hi[d]));
+      bucket_vary[d] = top >= 8 * sizeof(K) ? vary : static_cast<K>(vary & ((K{1} << top) - 1));
+    }
+  } else {
+    for (std::uint32_t d = 0; d < radix; ++d) {
+      K o = 0;
+      auto a = static_cast<K>(~K{0});
+      for (const thread_state& s : state) {
+        o |= s.ors[d];
+        a &= s.ands[d];
+      }
+      bucket_vary[d] = static_cast<K>(o ^ a);
+    }
   }
   // Buckets too large to balance among the others sort with every thread themselves; the rest
   // go largest first, so that no thread starts a large bucket when the others are nearly done.
@@ -614,8 +838,11 @@ void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
   for (std::uint32_t d = 0; d < radix; ++d) {
     const std::uint64_t len = start[d + 1] - start[d];
     if (len > large)
+      // Bits that only include the varying ones would mislead its digit (a bucket as large as
+      // the range): unknown, the bucket's own counting pass finds them.
       sort_parallel<K, V>(y.at(start[d]), x.at(start[d]), len, !to_x, threads,
-                          std::optional<K>{bucket_vary[d]}, nullptr, back);
+                          tune.lazy_vary ? std::optional<K>{} : std::optional<K>{bucket_vary[d]},
+                          nullptr, back, tune);
     else if (len > 0)
       small.push_back(d);
   }
@@ -627,7 +854,7 @@ void sort_parallel(span_pair<K, V> x, span_pair<K, V> y, std::uint64_t n, bool t
   for (std::int64_t i = 0; i < count; ++i) {
     const std::uint32_t d = small[static_cast<std::size_t>(i)];
     sort_range(y.at(start[d]), x.at(start[d]), start[d + 1] - start[d], !to_x, bucket_vary[d],
-               back);
+               back, tune, !tune.lazy_vary);
   }
 }
 
@@ -652,20 +879,21 @@ span_pair<K, V> scratch_pair(void* scratch, std::uint64_t n) noexcept
 }  // namespace
 
 template <typename K, typename V>
-void cpu_sort(K* keys, V* values, std::uint64_t n, void* scratch, unsigned threads)
+void cpu_sort(K* keys, V* values, std::uint64_t n, void* scratch, unsigned threads,
+              const cpu_sort_tuning& tuning)
 {
   if (n <= 1) return;
   GPUSORT_EXPECTS(scratch != nullptr, "cpu_sort needs cpu_sort_scratch_bytes of scratch");
   sort_parallel<K, V>(span_pair<K, V>{keys, values}, scratch_pair<K, V>(scratch, n), n, true,
-                      thread_count(threads), std::optional<K>{}, nullptr, nullptr);
+                      thread_count(threads), std::optional<K>{}, nullptr, nullptr, tuning);
 }
 
 template <typename K, typename V>
 void cpu_sort(K* keys, V* values, std::uint64_t n, void* scratch, unsigned threads,
-              const key_order& k, bool keys_ordered)
+              const key_order& k, bool keys_ordered, const cpu_sort_tuning& tuning)
 {
   if (ordered_is_identity(k)) {
-    cpu_sort<K, V>(keys, values, n, scratch, threads);
+    cpu_sort<K, V>(keys, values, n, scratch, threads, tuning);
     return;
   }
   const key_map<K> fwd = ordered_map<K>(k, true);
@@ -678,7 +906,7 @@ void cpu_sort(K* keys, V* values, std::uint64_t n, void* scratch, unsigned threa
   GPUSORT_EXPECTS(scratch != nullptr, "cpu_sort needs cpu_sort_scratch_bytes of scratch");
   sort_parallel<K, V>(span_pair<K, V>{keys, values}, scratch_pair<K, V>(scratch, n), n, true,
                       thread_count(threads), std::optional<K>{}, keys_ordered ? nullptr : &fwd,
-                      &back);
+                      &back, tuning);
 }
 
 template <typename K>
@@ -745,8 +973,9 @@ void parallel_copy(void* dst, const void* src, std::size_t bytes)
 }
 
 #define GPUSORT_INSTANTIATE_CPU_SORT(K, V)                                                     \
-  template void cpu_sort<K, V>(K*, V*, std::uint64_t, void*, unsigned);                         \
-  template void cpu_sort<K, V>(K*, V*, std::uint64_t, void*, unsigned, const key_order&, bool);
+  template void cpu_sort<K, V>(K*, V*, std::uint64_t, void*, unsigned, const cpu_sort_tuning&);  \
+  template void cpu_sort<K, V>(K*, V*, std::uint64_t, void*, unsigned, const key_order&, bool,  \
+                               const cpu_sort_tuning&);
 GPUSORT_FOR_EACH_LAYOUT(GPUSORT_INSTANTIATE_CPU_SORT)
 #undef GPUSORT_INSTANTIATE_CPU_SORT
 

@@ -21,11 +21,29 @@ constexpr std::size_t cpu_sort_scratch_bytes(std::uint64_t n) noexcept
   }
 }
 
+/// Choices of the sorter that a measurement on the machine at hand settles; the defaults are
+/// the measured best (core/cpu_sort.cpp's comment has the numbers), and bench/cpu_sort_ab runs
+/// the alternatives against them in one process.
+struct cpu_sort_tuning {
+  /// The parallel pass writes each bucket through a cache line of buffer per bucket and
+  /// non-temporal stores (no read of the destination's lines before they are written) when it
+  /// moves at least this many bytes of keys; 0: never.
+  std::uint64_t stream_min_bytes{0};
+  /// Out of cache, a range's digit is only as wide as it takes to leave ranges of about the
+  /// in-cache size (at most 8 bits), instead of 8 bits always.
+  bool fitted_digits{true};
+  /// Out of cache, a range's scatter leaves its buckets' varying bits to be found by the next
+  /// pass over each (in cache: a read; out of cache: while counting) instead of noting them
+  /// per key (an OR and an AND into the bucket's entry).
+  bool lazy_vary{true};
+};
+
 /// Sorts n ordered-bits keys ascending, stably, moving values along (values may be null when V
 /// is no_value). `scratch`, at least 8-byte aligned, holds cpu_sort_scratch_bytes<K, V>(n)
 /// bytes. threads 0: all cores.
 template <typename K, typename V>
-void cpu_sort(K* keys, V* values, std::uint64_t n, void* scratch, unsigned threads);
+void cpu_sort(K* keys, V* values, std::uint64_t n, void* scratch, unsigned threads,
+              const cpu_sort_tuning& tuning = {});
 
 /// cpu_sort for keys of `k` that the caller holds raw and wants back raw (a canonical order's
 /// -0.0 and NaNs come back as its codes do: +0.0 and one NaN), or that are ordered bits already
@@ -35,7 +53,7 @@ void cpu_sort(K* keys, V* values, std::uint64_t n, void* scratch, unsigned threa
 /// from_ordered_bits: each reads and writes every key).
 template <typename K, typename V>
 void cpu_sort(K* keys, V* values, std::uint64_t n, void* scratch, unsigned threads,
-              const key_order& k, bool keys_ordered);
+              const key_order& k, bool keys_ordered, const cpu_sort_tuning& tuning = {});
 
 /// Keys alone, from small_radix_min to small_radix_max elements, sort faster by an LSD radix sort
 /// on one thread than by the parallel merge sort, whose thread start-up dominates there: the

@@ -97,6 +97,50 @@ TYPED_TEST(CpuSortKeys, MatchesStdSortAcrossEveryThresholdAndPattern)
       }
 }
 
+/// Every combination of cpu_sort_tuning's choices, the line-buffered scatter on every parallel
+/// pass (1 byte and up), so that the paths only benchmarks choose stay correct too.
+std::vector<std::pair<std::string, cpu_sort_tuning>> every_tuning()
+{
+  std::vector<std::pair<std::string, cpu_sort_tuning>> all;
+  for (const bool fitted : {false, true})
+    for (const bool lazy : {false, true})
+      for (const std::uint64_t stream : {std::uint64_t{0}, std::uint64_t{1}})
+        all.emplace_back(std::string{fitted ? "fitted" : "8-bit"} + (lazy ? " lazy" : " noted") +
+                             (stream ? " stream" : ""),
+                         cpu_sort_tuning{.stream_min_bytes = stream,
+                                         .fitted_digits = fitted,
+                                         .lazy_vary = lazy});
+  return all;
+}
+
+// Every tuning on every pattern, at sizes around the fitted digit's widths (the narrowest just
+// past the in-cache limit of 2^14, a bit wider past each doubling, 8 bits past 2^21 for every
+// type) and the parallel limit (2^17), on one thread and on several (the parallel pass's
+// buckets and their line buffers, whose shares start and end inside cache lines: 3 and 16
+// threads).
+TYPED_TEST(CpuSortKeys, EveryTuningMatchesStdSort)
+{
+  using K = TypeParam;
+  std::vector<std::uint64_t> sizes{16'385, 32'768, 32'769, 131'073, 300'007, 2'200'001};
+  if (test_support::under_sanitizer()) sizes = {16'385, 32'769, 131'073};
+  for (const std::uint64_t n : sizes)
+    for (int pattern = 0; pattern <= max_pattern; ++pattern) {
+      // The largest size on full-width keys and on one bucket holding nine keys in ten only.
+      if (n > 1'000'000 && pattern != 0 && pattern != 6) continue;
+      const auto input = keys_of<K>(pattern, n, n * 5 + static_cast<std::uint64_t>(pattern));
+      auto expect = input;
+      std::sort(expect.begin(), expect.end());
+      std::vector<K> scratch(n);
+      for (const auto& [name, tuning] : every_tuning())
+        for (const unsigned threads : {1U, 3U, 16U}) {
+          auto keys = input;
+          cpu_sort<K, no_value>(keys.data(), nullptr, n, scratch.data(), threads, tuning);
+          ASSERT_EQ(keys, expect) << name << " n " << n << " pattern " << pattern << " threads "
+                                  << threads;
+        }
+    }
+}
+
 // Every key type of the width, both orders and every distribution the generators make, as the
 // engine hands them over (ordered bits): floats' exponents spread their top bits unevenly, the
 // case the parallel pass's sampled digit is for.
@@ -242,6 +286,36 @@ TYPED_TEST(CpuSortPairs, ValuesTravelWithTheirKeysInInputOrder)
       for (std::uint64_t i = 0; i < n; ++i)
         ASSERT_EQ((std::pair<K, V>{keys[i], values[i]}), expect[i])
             << "n " << n << " pattern " << pattern << " at " << i;
+    }
+}
+
+// Every tuning with values beside the keys (their own line buffers, of another width than the
+// keys' where the types differ), equal keys in input order.
+TYPED_TEST(CpuSortPairs, EveryTuningKeepsValuesWithTheirKeysInInputOrder)
+{
+  using K = typename TypeParam::first_type;
+  using V = typename TypeParam::second_type;
+  std::vector<std::uint64_t> sizes{32'769, 300'007};
+  if (test_support::under_sanitizer()) sizes = {32'769, 131'073};
+  for (const std::uint64_t n : sizes)
+    for (const int pattern : {0, 1, 6, 9}) {
+      const auto input = keys_of<K>(pattern, n, n + 13);
+      std::vector<std::pair<K, V>> expect(n);
+      for (std::uint64_t i = 0; i < n; ++i) expect[i] = {input[i], static_cast<V>(i)};
+      std::stable_sort(expect.begin(), expect.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+      std::vector<std::uint64_t> scratch((cpu_sort_scratch_bytes<K, V>(n) + 7) / 8);
+      for (const auto& [name, tuning] : every_tuning())
+        for (const unsigned threads : {1U, 3U}) {
+          auto keys = input;
+          std::vector<V> values(n);
+          for (std::uint64_t i = 0; i < n; ++i) values[i] = static_cast<V>(i);
+          cpu_sort<K, V>(keys.data(), values.data(), n, scratch.data(), threads, tuning);
+          for (std::uint64_t i = 0; i < n; ++i)
+            ASSERT_EQ((std::pair<K, V>{keys[i], values[i]}), expect[i])
+                << name << " n " << n << " pattern " << pattern << " threads " << threads
+                << " at " << i;
+        }
     }
 }
 
