@@ -70,6 +70,19 @@ std::vector<std::string> parse_list(std::string_view flag, const std::string& te
   return items;
 }
 
+/// The value of `flag`: a comma-separated list of `names` (a benchmark's key types).
+template <std::size_t N>
+std::vector<std::string> parse_names(std::string_view flag, const std::string& text,
+                                     const std::string_view (&names)[N])
+{
+  std::string expected = " (one of";
+  for (std::size_t i = 0; i < N; ++i) expected += (i == 0 ? " " : ", ") + std::string{names[i]};
+  return parse_list(
+      flag, text,
+      [&](const std::string& t) { return std::find(names, names + N, t) != names + N; },
+      expected + ")");
+}
+
 /// The value of `flag`: one count from 1 to `most`.
 inline std::uint64_t parse_one_count(std::string_view flag, const std::string& text,
                                      std::uint64_t most = UINT64_MAX)

@@ -258,12 +258,7 @@ void set_option(options& o, std::string_view flag, const std::string& v)
   } else if (flag == "--reps") {
     o.reps = static_cast<int>(gpusort::bench::parse_one_count(flag, v, 1000));
   } else if (flag == "--types") {
-    o.types = gpusort::bench::parse_list(
-        flag, v,
-        [](const std::string& t) {
-          return std::find(std::begin(key_types), std::end(key_types), t) != std::end(key_types);
-        },
-        " (u32, u64, f32, f64 or pairs)");
+    o.types = gpusort::bench::parse_names(flag, v, key_types);
   } else if (flag == "--dists") {
     o.dists = gpusort::bench::parse_list(
         flag, v, [](const std::string& d) { return gpusort::parse_distribution(d).has_value(); },
