@@ -23,11 +23,13 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <map>
 #include <mutex>
 #include <shared_mutex>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -207,6 +209,19 @@ bool copy_guarded(void* dst, const void* src, std::size_t bytes)
 
 }  // namespace
 
+/// GPUSORT_TMPFS_WRITE=all: writes into a mapped tmpfs output wait until every page of it
+/// exists, instead of only their own (an A/B of copying beside the fallocate thread).
+namespace {
+bool wait_for_all_pages()
+{
+  static const bool all = [] {
+    const char* v = std::getenv("GPUSORT_TMPFS_WRITE");
+    return v != nullptr && std::string_view{v} == "all";
+  }();
+  return all;
+}
+}  // namespace
+
 /// One output window mapped for the length of a job, and the thread that makes its pages.
 struct mapped_output {
   char* map{};
@@ -272,7 +287,7 @@ struct mapped_output {
   /// Copies into the window at `into`, once its pages exist, with every core.
   void write(std::uint64_t into, const char* src, std::uint64_t n)
   {
-    wait_for(into + n);
+    wait_for(wait_for_all_pages() ? bytes : into + n);
     constexpr std::uint64_t piece = io_block;
     const auto pieces = static_cast<std::int64_t>((n + piece - 1) / piece);
     std::atomic<bool> shrank{false};
