@@ -331,7 +331,7 @@ host_registration engine::register_host(void* data, std::size_t bytes)
   // The driver would fault the pages in on one thread; from every core first it is several
   // times faster (a daemon's 8 GiB shared buffer, its pages made by fallocate but not mapped:
   // see bench/results for the first Python sort that allocates one).
-  detail::populate_pages(data, bytes);
+  detail::populate_pages(data, bytes, detail::page_contents::data);
   // Portable: page-locked for every GPU's context, not only the current one; mapped: the round-2
   // gather kernels read slices straight from it.
   const cuda::set_device_guard guard{impl_->gpu_ids.front()};

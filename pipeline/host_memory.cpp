@@ -6,6 +6,7 @@
 #include <gpusort/units.hpp>
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -35,24 +36,40 @@ host_buffer::host_buffer(std::size_t bytes) : bytes_{bytes}
   if (bytes >= huge_page) (void)::madvise(p, bytes, MADV_HUGEPAGE);
 }
 
-void host_buffer::populate() { populate_pages(data_, bytes_); }
+void host_buffer::populate() { populate_pages(data_, bytes_, page_contents::fresh); }
 
-void populate_pages(void* data, std::size_t bytes)
+void populate_pages(void* data, std::size_t bytes, page_contents contents)
 {
 #ifndef MADV_POPULATE_WRITE
   constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14; older kernels say EINVAL
 #endif
+  if (bytes == 0) return;
+  // madvise takes whole pages: a caller's array (a std::vector, a NumPy array) seldom starts
+  // on one, and the advice then failed with EINVAL for every piece, so the fallback below
+  // wrote a zero into each page of the caller's data (gpu_test.RegisteredHostMemory... found
+  // it). The pages around the array's ends are the same mapping's: faulting them in changes
+  // nothing.
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto first = reinterpret_cast<std::uintptr_t>(data) / page * page;
+  const auto end = (reinterpret_cast<std::uintptr_t>(data) + bytes + page - 1) / page * page;
   // 2 MiB pieces, one huge page each: 4096 of them for 8 GiB spread evenly over the cores.
-  constexpr std::size_t piece = std::size_t{2} << 20;
-  const auto pieces = static_cast<std::int64_t>((bytes + piece - 1) / piece);
-  char* const base = static_cast<char*>(data);
+  constexpr std::uintptr_t piece = std::uintptr_t{2} << 20;
+  const auto pieces = static_cast<std::int64_t>((end - first + piece - 1) / piece);
 #pragma omp parallel for schedule(static) if (pieces > 1)
   for (std::int64_t i = 0; i < pieces; ++i) {
-    const std::size_t off = static_cast<std::size_t>(i) * piece;
-    const std::size_t len = std::min(piece, bytes - off);
-    // The advice faults without writing; where the kernel lacks it, a write per page does it.
-    if (::madvise(base + off, len, MADV_POPULATE_WRITE) == 0) continue;
-    for (std::size_t at = 0; at < len; at += 4096) base[off + at] = 0;
+    const std::uintptr_t at = first + static_cast<std::uintptr_t>(i) * piece;
+    const std::uintptr_t len = std::min(piece, end - at);
+    // The advice faults without writing. Where the kernel lacks it, a write per page does it,
+    // but only in fresh memory: the caller's data stays as it is, and the driver faults its
+    // pages in when it pins them.
+    if (::madvise(reinterpret_cast<void*>(at), len, MADV_POPULATE_WRITE) == 0 ||
+        contents != page_contents::fresh)
+      continue;
+    char* const base = static_cast<char*>(data);
+    const std::uintptr_t lo = std::max(at, reinterpret_cast<std::uintptr_t>(data));
+    const std::uintptr_t hi = std::min(at + len, reinterpret_cast<std::uintptr_t>(data) + bytes);
+    for (std::uintptr_t b = lo; b < hi; b += page)
+      base[b - reinterpret_cast<std::uintptr_t>(data)] = 0;
   }
 }
 

@@ -42,8 +42,13 @@ class host_buffer {
   std::function<void(void*, std::size_t)> release_;
 };
 
+/// What the pages to fault in hold: `fresh` memory (zeros, nobody's data yet) may be faulted in
+/// by writing where the kernel cannot fault without writing; `data` is never written.
+enum class page_contents { fresh, data };
+
 /// Faults every page of [data, data + bytes) in (made or, for a file's pages that exist, mapped)
-/// from every core: what host_buffer::populate does, for memory the caller mapped.
-void populate_pages(void* data, std::size_t bytes);
+/// from every core: what host_buffer::populate does, for memory the caller mapped. Any address
+/// and length: the pages that hold them are faulted in.
+void populate_pages(void* data, std::size_t bytes, page_contents contents);
 
 }  // namespace gpusort::detail
