@@ -8,6 +8,7 @@
 // median of --reps after a warm-up. Every decoded run is compared with the dealt keys.
 // Writes bench/results-style JSON with "compress." targets. Usage: codec_bench --help.
 #include "bench/bench_cli.hpp"
+#include "bench/gpu_timing.hpp"
 #include "bench/results_format.hpp"
 #include "core/checks.hpp"
 #include "core/cuda/chunk_ops.cuh"
@@ -38,10 +39,8 @@ namespace {
 namespace codec = gpusort::detail::codec;
 using gpusort::bench::target;
 using gpusort::bench::usage_error;
-using gpusort::cuda::cuda_event;
 using gpusort::cuda::cuda_stream;
 using gpusort::cuda::device_buffer;
-using gpusort::cuda::event_timing;
 using gpusort::cuda::pinned_buffer;
 
 /// Pinned host-to-device rate on the H100 with both directions busy (docs: shared/design.md
@@ -50,22 +49,6 @@ using gpusort::cuda::pinned_buffer;
 /// run at several times this rate.
 constexpr double pcie_gbs = 46.0;
 constexpr double codec_rate_goal = 4.0;  ///< times pcie_gbs: at most a quarter of the copy time
-
-/// Median of `reps` timed runs of `work` in seconds, after one untimed warm-up.
-double time_median(cudaStream_t s, int reps, const std::function<void()>& work)
-{
-  cuda_event start{event_timing::enabled}, stop{event_timing::enabled};
-  std::vector<double> times;
-  for (int r = 0; r <= reps; ++r) {
-    start.record(s);
-    work();
-    stop.record(s);
-    stop.synchronize();
-    if (r > 0) times.push_back(gpusort::cuda::elapsed_ms(start, stop) / 1e3);
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
 
 struct result {
   double stream_bytes_per_key{}, bytes_per_key{};  // stream alone; stream + index
@@ -112,11 +95,11 @@ result run_case(gpusort::dtype t, gpusort::distribution d, std::uint64_t chunk_k
   result r;
   const double gb = static_cast<double>(bytes) / 1e9;
   // the size query alone (auto mode's question), then the whole encoding
-  r.size_gbs = gb / time_median(s, reps, [&] {
+  r.size_gbs = gb / gpusort::bench::gpu_time_median(s, reps, {}, [&] {
     gpusort::cuda::encoded_size(dealt.data(), n, deal, sizeof(K), total, scratch.data(),
                                 scratch_bytes, s);
   });
-  r.encode_gbs = gb / time_median(s, reps, [&] {
+  r.encode_gbs = gb / gpusort::bench::gpu_time_median(s, reps, {}, [&] {
     gpusort::cuda::encode_runs(dealt.data(), n, deal, sizeof(K), index_base, stream.data(), room,
                                total, scratch.data(), scratch_bytes, s);
   });
@@ -146,7 +129,7 @@ result run_case(gpusort::dtype t, gpusort::distribution d, std::uint64_t chunk_k
                               cudaMemcpyHostToDevice));
   device_buffer decoded{bytes};
   GPUSORT_CUDA_TRY(cudaMemsetAsync(decoded.data(), 0, bytes, s));
-  r.decode_gbs = gb / time_median(s, reps, [&] {
+  r.decode_gbs = gb / gpusort::bench::gpu_time_median(s, reps, {}, [&] {
     gpusort::cuda::decode_slices(d_table.data<codec::encoded_slice>(),
                                  static_cast<std::uint32_t>(deal), most_blocks, decoded.data(),
                                  sizeof(K), s);

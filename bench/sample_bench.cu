@@ -7,6 +7,7 @@
 // sample_bench --help; any failure (no GPU, out of memory) ends it with one line and exit code
 // 1, a wrong result with exit code 1 after the table.
 #include "bench/bench_cli.hpp"
+#include "bench/gpu_timing.hpp"
 #include "bench/results_format.hpp"
 #include "core/checks.hpp"
 #include "core/cuda/sample_sort.cuh"
@@ -41,10 +42,8 @@
 
 namespace {
 
-using gpusort::cuda::cuda_event;
 using gpusort::cuda::cuda_stream;
 using gpusort::cuda::device_buffer;
-using gpusort::cuda::event_timing;
 
 using gpusort::bench::target;
 using gpusort::bench::usage_error;
@@ -57,32 +56,13 @@ struct less_op {
   }
 };
 
-/// Median of `reps` timed runs of `sort` (seconds); `restore` puts the input back before each
-/// run, untimed. One untimed warm-up run first.
-double time_sort(cudaStream_t s, int reps, const std::function<void()>& restore,
-                 const std::function<void()>& sort)
-{
-  cuda_event start{event_timing::enabled}, stop{event_timing::enabled};
-  std::vector<double> times;
-  for (int r = 0; r <= reps; ++r) {
-    restore();
-    start.record(s);
-    sort();
-    stop.record(s);
-    stop.synchronize();
-    if (r > 0) times.push_back(gpusort::cuda::elapsed_ms(start, stop) / 1e3);
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
 /// Device-to-device copy bandwidth (GB/s, bytes read plus written).
 double copy_bandwidth(cudaStream_t s)
 {
   const std::uint64_t bytes = std::uint64_t{2} << 30;
   device_buffer a{bytes}, b{bytes};
   GPUSORT_CUDA_TRY(cudaMemsetAsync(a.data(), 1, bytes, s));
-  const double t = time_sort(s, 5, [] {}, [&] {
+  const double t = gpusort::bench::gpu_time_median(s, 5, [] {}, [&] {
     GPUSORT_CUDA_TRY(cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, s));
   });
   return 2.0 * static_cast<double>(bytes) / t / 1e9;
@@ -133,7 +113,7 @@ result run_case(gpusort::dtype t, gpusort::distribution d, std::uint64_t n, int 
         gpusort::cuda::sample_sort_scratch_bytes(n, sizeof(Key), value_bytes);
     device_buffer scratch{bytes};
     bool in_alt = false;
-    const double sec = time_sort(s, reps, restore, [&] {
+    const double sec = gpusort::bench::gpu_time_median(s, reps, restore, [&] {
       in_alt = gpusort::cuda::sample_sort(t, gpusort::order::ascending, keys.data(), alt.data(),
                                           vals.data(), valt.data(), n, value_bytes,
                                           scratch.data(), bytes, s);
@@ -179,7 +159,7 @@ result run_case(gpusort::dtype t, gpusort::distribution d, std::uint64_t n, int 
                                                       static_cast<std::int64_t>(n), 0,
                                                       int{sizeof(Key) * 8}, s));
     device_buffer scratch{bytes};
-    const double sec = time_sort(s, reps, restore, [&] {
+    const double sec = gpusort::bench::gpu_time_median(s, reps, restore, [&] {
       kbuf.selector = 0;
       vbuf.selector = 0;
       if constexpr (pairs)
@@ -204,7 +184,7 @@ result run_case(gpusort::dtype t, gpusort::distribution d, std::uint64_t n, int 
       GPUSORT_CUDA_TRY(cub::DeviceMergeSort::SortKeys(nullptr, bytes, keys.data<Key>(),
                                                       static_cast<std::int64_t>(n), less_op{}, s));
     device_buffer scratch{bytes};
-    const double sec = time_sort(s, reps, restore, [&] {
+    const double sec = gpusort::bench::gpu_time_median(s, reps, restore, [&] {
       if constexpr (pairs)
         GPUSORT_CUDA_TRY(cub::DeviceMergeSort::SortPairs(scratch.data(), bytes, keys.data<Key>(),
                                                          vals.data<value_t>(),
