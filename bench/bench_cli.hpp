@@ -7,6 +7,7 @@
 #pragma once
 
 #include "bench/results_format.hpp"
+#include "core/generate.hpp"
 
 #include <gpusort/units.hpp>
 
@@ -81,6 +82,14 @@ std::vector<std::string> parse_names(std::string_view flag, const std::string& t
       flag, text,
       [&](const std::string& t) { return std::find(names, names + N, t) != names + N; },
       expected + ")");
+}
+
+/// The value of `flag`: a comma-separated list of distributions of gpusort gen.
+inline std::vector<std::string> parse_distributions(std::string_view flag, const std::string& text)
+{
+  return parse_list(
+      flag, text, [](const std::string& d) { return gpusort::parse_distribution(d).has_value(); },
+      " (a distribution of gpusort gen)");
 }
 
 /// The value of `flag`: one count from 1 to `most`.

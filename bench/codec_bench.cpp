@@ -177,9 +177,7 @@ void set_option(options& o, std::string_view flag, const std::string& v)
   } else if (flag == "--types") {
     o.types = gpusort::bench::parse_names(flag, v, key_types);
   } else if (flag == "--dists") {
-    o.dists = gpusort::bench::parse_list(
-        flag, v, [](const std::string& d) { return gpusort::parse_distribution(d).has_value(); },
-        " (a distribution of gpusort gen)");
+    o.dists = gpusort::bench::parse_distributions(flag, v);
   }
 }
 
