@@ -6,6 +6,7 @@
 #include "core/keys.hpp"
 #include "core/plan/chunk_plan.hpp"
 #include "core/plan/dealing.hpp"
+#include "core/run_codec.hpp"
 
 #include <gpusort/gpusort.hpp>
 
@@ -39,6 +40,24 @@ struct element_layout {
   }
 };
 
+/// Round 1 of a job whose runs are compressed (issue 21; core/run_codec.hpp's format): the
+/// device encodes the task's dealt runs (ordered bits, `deal_bins` runs, their blocks numbered
+/// one after another) and writes the chunk's index entries to `index` and its stream to
+/// `dst_keys`, in place of the keys. The stream never takes more than count * key_bytes bytes
+/// (a delta has at most a key's bits and each block's first key lives in the index), so the room
+/// dst_keys has for the raw keys always holds it. A stream of more than `raw_above` bytes does
+/// not pay for its decoding: the device then writes the dealt keys raw to dst_keys, as without
+/// compression, and says so in `result`. Values are never encoded.
+struct encode_target {
+  codec::run_block* index{};  ///< host: codec::dealt_blocks(count, deal_bins) entries
+  std::uint64_t raw_above{};  ///< stream bytes above which the keys are stored raw
+  struct outcome {
+    std::uint64_t stream_bytes{};  ///< bytes of stream written (0 when raw, or all keys equal)
+    bool raw{};                    ///< the keys went raw to dst_keys; `index` is not written
+  };
+  outcome* result{};  ///< written by the device before its store of the task completes
+};
+
 /// One unit of device work: gather `slices` of the source, sort them, and either deal the sorted
 /// elements into `deal_bins` runs (round 1) or write them in order (round 2, in-core sorts). A
 /// compensated final chunk also carries the elements equal to its splitter, which go, unsorted,
@@ -56,6 +75,14 @@ struct chunk_task {
   std::vector<run> equal_slices;
   std::uint64_t equal_count{};
   std::uint64_t splitter_bits{};  ///< ordered bits of the splitter the equal elements carry
+  /// Round 1 of a compressed job: encode the dealt runs (see encode_target); null: write keys.
+  const encode_target* encode{};
+  /// Round 2 of a compressed job: the keys of slices[i] are encoded[i] (host addresses in the
+  /// round-1 buffer; its dst_offset counts from the task's first element, as the gathered
+  /// slices lie one after another). An entry whose index is null belongs to a chunk stored raw:
+  /// its keys are read from src_keys at slices[i], as without compression. Values are always
+  /// read at slices[i]. Empty: the job is not compressed.
+  std::vector<codec::encoded_slice> encoded;
   [[nodiscard]] std::uint64_t total() const noexcept { return count + equal_count; }
 };
 
