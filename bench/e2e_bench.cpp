@@ -20,6 +20,12 @@
 //
 //   e2e_bench --bin DIR [--dir /dev/shm] [--bytes 8Gi] [--cpu-bytes 1Gi] [--json FILE]
 //             [--disk-dir DIR [--disk-bytes 4Gi]] [--machine NAME] [--commit C] [--skip-daemon]
+//             [--repeat R]
+//
+// --repeat runs each CLI and daemon path R times (the median is its target). Before each path,
+// one fallocate of a new file of --bytes in --dir shows what the output's pages cost then: a
+// new tmpfs file's pages are made one at a time under its lock, the floor of every path that
+// writes a new file there.
 #include "bench/results_format.hpp"
 #include "core/cpu_sort.hpp"
 #include "core/generate.hpp"
@@ -39,6 +45,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -254,6 +262,22 @@ std::string config_file(const std::string& dir, const std::string& name, std::ui
   return path;
 }
 
+/// Seconds one fallocate takes to make the pages of a new file of `bytes` at `path` (removed
+/// after): how fast this host makes a new output's pages now.
+double new_file_pages_seconds(const std::string& path, std::uint64_t bytes)
+{
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) die("cannot create " + path + ": " + std::strerror(errno));
+  const auto t0 = clock_type::now();
+  const int rc = ::fallocate(fd, 0, 0, static_cast<off_t>(bytes));
+  const double s = seconds_since(t0);
+  const int err = errno;
+  ::close(fd);
+  ::unlink(path.c_str());
+  if (rc != 0) die("fallocate " + path + ": " + std::strerror(err));
+  return s;
+}
+
 }  // namespace
 
 int main(int argc, char** argv)
@@ -262,6 +286,7 @@ int main(int argc, char** argv)
   std::uint64_t bytes = std::uint64_t{8} << 30, cpu_bytes = std::uint64_t{1} << 30;
   std::uint64_t disk_bytes = std::uint64_t{4} << 30;
   bool skip_daemon = false;
+  int repeat = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--skip-daemon") {
@@ -270,7 +295,7 @@ int main(int argc, char** argv)
     }
     if (i + 1 >= argc) die("usage: e2e_bench --bin DIR [--dir D] [--bytes N] [--cpu-bytes N] "
                            "[--disk-dir D [--disk-bytes N]] [--json FILE] [--machine M] "
-                           "[--commit C] [--skip-daemon]");
+                           "[--commit C] [--skip-daemon] [--repeat R]");
     const std::string v = argv[++i];
     if (a == "--bin") bin = v;
     else if (a == "--dir") dir = v;
@@ -281,9 +306,11 @@ int main(int argc, char** argv)
     else if (a == "--json") json = v;
     else if (a == "--machine") machine = v;
     else if (a == "--commit") commit = v;
+    else if (a == "--repeat") repeat = static_cast<int>(gpusort::parse_count(v).value_or(0));
     else die("unknown argument " + a);
   }
   if (bin.empty() || bytes < 8) die("--bin DIR (with gpusort and gpusortd) and --bytes are needed");
+  if (repeat < 1 || repeat > 9) die("--repeat takes 1 to 9");
   const std::uint64_t n = bytes / 8;
   bytes = n * 8;
   const std::uint64_t budget = bytes / 8;
@@ -372,12 +399,28 @@ int main(int argc, char** argv)
     const std::string cfg =
         config_file(dir, std::string{"e2e_bench."} + mode + ".yaml", ooc ? budget : 0, socket);
     const double ref = reference[ooc ? 0 : 1];
-    const auto add_path = [&](const std::string& path, const child_run& r) {
-      check_file(out, n, before);
-      ::unlink(out.c_str());
-      record(path + " " + mode, r.seconds, r.max_rss_gib);
-      if (!r.report.empty()) raw << ",{\"path\": \"" << path << " " << mode << "\", \"report\": "
-                                 << r.report << "}";
+    // Each path runs --repeat times; its target takes the median, and every run's report is
+    // kept in "raw" (runs of the same command on this host differ by up to 0.5 s).
+    const auto add_path = [&](const std::string& path, const auto& run_once) {
+      std::vector<child_run> runs;
+      for (int rep = 0; rep < repeat; ++rep) {
+        // What a new output file's pages cost now, just before: the floor of every path that
+        // writes one (made one at a time under the file's lock; file_window.hpp).
+        if (rep == 0) record("new file pages (fallocate) before " + path + " " + mode,
+                             new_file_pages_seconds(out, bytes), 0);
+        runs.push_back(run_once());
+        check_file(out, n, before);
+        ::unlink(out.c_str());
+        record(path + " " + mode + (repeat > 1 ? " #" + std::to_string(rep + 1) : ""),
+               runs.back().seconds, runs.back().max_rss_gib);
+        if (!runs.back().report.empty())
+          raw << ",{\"path\": \"" << path << " " << mode << "\", \"run\": " << rep + 1
+              << ", \"report\": " << runs.back().report << "}";
+      }
+      std::sort(runs.begin(), runs.end(),
+                [](const child_run& a, const child_run& b) { return a.seconds < b.seconds; });
+      const child_run& r = runs[runs.size() / 2];
+      if (repeat > 1) record(path + " " + mode + " (median)", r.seconds, r.max_rss_gib);
       targets.push_back(target{.name = "e2e." + path + "." + mode,
                                .unit = "s",
                                .baseline = "reference engine seconds",
@@ -396,10 +439,11 @@ int main(int argc, char** argv)
     const std::vector<std::string> local{gpusort_cli, "sort",   in,       "--dtype", "u64",
                                          "--out",     out,      "--local", "--config", cfg,
                                          "--json",    "--profile"};
-    add_path("cli", run_child(local, "/tmp"));
+    add_path("cli", [&] { return run_child(local, "/tmp"); });
     // The same with a pageable round-1 buffer: what pinning it costs a one-shot command.
     if (ooc)
-      add_path("cli_round1_pageable", run_child(local, "/tmp", {"GPUSORT_ROUND1_PINNED=0"}));
+      add_path("cli_round1_pageable",
+               [&] { return run_child(local, "/tmp", {"GPUSORT_ROUND1_PINNED=0"}); });
     if (skip_daemon) continue;
     // The daemon: started, given time to bind, then a client sorts through it.
     pid_t pid = 0;
@@ -418,7 +462,7 @@ int main(int argc, char** argv)
                                            "--profile"};
     run_child(through, "/tmp");
     ::unlink(out.c_str());
-    add_path("daemon_fd", run_child(through, "/tmp"));
+    add_path("daemon_fd", [&] { return run_child(through, "/tmp"); });
     {
       // A shared buffer: the daemon pinned it once at ALLOCATE; the job copies straight from it.
       gpusort::client::connection conn = gpusort::client::connection::connect(socket, "e2e_bench");

@@ -5,12 +5,14 @@
 // pinning (cudaHostAlloc, cudaHostRegister of touched and untouched memory), of a memcpy on one
 // thread and on all (the host's bandwidth, bench/report.py's physics) and of creating the
 // pages of a tmpfs file (fallocate, populate, faulting memcpy, pwrite), each against the
-// rewrite of pages that already exist, to decide how the CLI should allocate its big buffers.
+// rewrite of pages that already exist, to decide how the CLI should allocate its big buffers;
+// and the chase rows: how copies into a new tmpfs output best follow the thread that makes its
+// pages (fill behind it, after it, or behind a second thread that maps them; `--only chase`).
 // Rows are printed as they complete (a time limit may kill the run); a failed call gives its row
 // a FAILED note and the run goes on. Without a GPU, the CUDA rows are skipped.
 //
 //   mem_bench [--bytes 4Gi] [--threads T] [--dir /dev/shm] [--json FILE] [--machine NAME]
-//             [--commit C]
+//             [--commit C] [--only chase]
 //
 // Exit status: 0 when every row ran, 1 when some row failed or the CUDA or file rows were
 // skipped, 64 on a bad argument. "_T" in a row name means --threads threads.
@@ -36,6 +38,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -91,11 +94,12 @@ struct options {
   u64 bytes{4096 * mib};
   unsigned threads{std::max(1u, std::thread::hardware_concurrency())};
   std::string dir{"/dev/shm"}, json, machine, commit;
+  bool chase_only{false};  ///< --only chase: the cuda_init row and the chase rows alone
 };
 
 const char* const usage_text =
     "usage: mem_bench [--bytes N] [--threads T] [--dir DIR] [--json FILE] [--machine NAME]\n"
-    "                 [--commit C]\n"
+    "                 [--commit C] [--only chase]\n"
     "  N: bytes, default 4Gi; Ki/Mi/Gi/Ti are powers of 1024, K/M/G/T of 1000; rounded down\n"
     "     to whole 2 MiB huge pages. T: default the hardware threads. DIR: for the file rows,\n"
     "     default /dev/shm. Exit 0 when every row ran, 1 when some failed or were skipped.\n";
@@ -157,6 +161,9 @@ options parse(int argc, char** argv)
       o.machine = v;
     } else if (a == "--commit") {
       o.commit = v;
+    } else if (a == "--only") {
+      if (v != "chase") usage("bad --only " + v + " (chase)");
+      o.chase_only = true;
     } else {
       usage("unknown argument " + std::string{a});
     }
@@ -351,6 +358,8 @@ class unique_map {
   ~unique_map() { check_cleanup(unmap() == 0, "munmap"); }
   char* get() const { return static_cast<char*>(p_); }
   int unmap() { return p_ == MAP_FAILED ? 0 : ::munmap(std::exchange(p_, MAP_FAILED), len_); }
+  /// Forgets the mapping: its caller unmapped it.
+  void release() noexcept { p_ = MAP_FAILED; }
 
  private:
   void* p_;
@@ -503,19 +512,21 @@ void cuda_rows(results& out, u64 n, char* touched)
 }
 
 /// A new file in --dir (O_EXCL, a name of this process), removed by remove() with its unlink
-/// timed, or else by the destructor or a signal.
+/// timed, or else by the destructor or a signal (which can remove only the newest: the make rows'
+/// several files at once are removed by their destructors).
 class test_file {
  public:
   explicit test_file(const options& o)
   {
     static int counter = 0;
+    path_ = o.dir + "/mem_bench." + std::to_string(::getpid()) + "." + std::to_string(++counter);
     file_path_set = 0;
-    std::snprintf(file_path, sizeof file_path, "%s/mem_bench.%d.%d", o.dir.c_str(),
-                  static_cast<int>(::getpid()), ++counter);
+    std::snprintf(file_path, sizeof file_path, "%s", path_.c_str());
     file_path_set = 1;
-    fd = ::open(file_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
-      error = errno_text("open(O_CREAT|O_EXCL)", errno) + " " + file_path;
+      error = errno_text("open(O_CREAT|O_EXCL)", errno) + " " + path_;
+      path_.clear();
       file_path_set = 0;
     }
   }
@@ -524,8 +535,7 @@ class test_file {
   ~test_file()
   {
     if (fd >= 0) check_cleanup(::close(fd) == 0, "close");
-    if (file_path_set != 0)
-      check_cleanup(::unlink(file_path) == 0, std::string{"unlink "} + file_path);
+    if (!path_.empty()) check_cleanup(::unlink(path_.c_str()) == 0, "unlink " + path_);
     file_path_set = 0;
   }
   /// Closes, then times the unlink: with no descriptor or mapping left, it frees the pages.
@@ -533,7 +543,7 @@ class test_file {
   {
     if (::close(std::exchange(fd, -1)) != 0) out.fail(name, errno_text("close", errno));
     const auto t0 = clock_type::now();
-    const int r = ::unlink(file_path);
+    const int r = ::unlink(std::exchange(path_, std::string{}).c_str());
     const double s = seconds_since(t0);
     file_path_set = 0;
     if (r != 0)
@@ -543,6 +553,9 @@ class test_file {
   }
   int fd{-1};
   std::string error;
+
+ private:
+  std::string path_;
 };
 
 /// Writes (or reads, to EOF as an error) all len bytes at off, through EINTR and short counts.
@@ -727,6 +740,175 @@ void file_rows(results& out, const options& o, char* src)
   f.remove(out, "file_pwrite_T_unlink", n);
 }
 
+
+/// How a chase row makes and fills a new file's pages.
+enum class chase_scheme : std::uint8_t {
+  fill_behind,      ///< copiers write each 1 MiB block once the fallocate thread made it
+  fill_after,       ///< copiers start once every page is made
+  map_behind,       ///< a second thread maps each made step (MADV_POPULATE_WRITE), copiers
+                    ///< write behind it: the copies then take no faults
+  populate_behind,  ///< no fallocate: the stepping thread maps (and so makes) each step
+};
+
+/// Rows (6): the scheme a tmpfs output takes while the GPU's copy-out fills it (issue 18). One
+/// thread makes the pages of a new file in steps of 256 MiB; `copiers` threads take 1 MiB blocks
+/// in order from a shared counter and copy each once the scheme lets them. The row's time runs
+/// from the ftruncate to the last byte copied; its note has when the pages were all made, and
+/// the munmap of the mapping, whole and cut in 8 parts unmapped by 8 threads.
+void chase_row(results& out, const options& o, const std::string& name, const char* src,
+               chase_scheme scheme, unsigned copiers)
+{
+  const u64 n = o.bytes;
+  constexpr u64 step = 256 * mib;
+  test_file f{o};
+  if (!f.error.empty()) return out.fail(name, f.error);
+  const auto t0 = clock_type::now();
+  if (::ftruncate(f.fd, static_cast<off_t>(n)) != 0)
+    return out.fail(name, errno_text("ftruncate", errno));
+  unique_map m{::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, f.fd, 0), n};
+  if (m.get() == MAP_FAILED) return out.fail(name, errno_text("mmap(MAP_SHARED)", errno));
+  std::atomic<u64> made{0}, mapped{0}, next{0};
+  std::atomic<bool> failed{false};
+  first_error err;
+  double made_at = 0;
+  std::thread maker{[&] {
+    for (u64 at = 0; at < n && !failed; at += step) {
+      const u64 len = std::min(step, n - at);
+      const bool ok = scheme == chase_scheme::populate_behind
+                          ? ::madvise(m.get() + at, len, MADV_POPULATE_WRITE) == 0
+                          : ::fallocate(f.fd, 0, static_cast<off_t>(at), static_cast<off_t>(len)) == 0;
+      if (!ok) {
+        err.set(errno_text(scheme == chase_scheme::populate_behind ? "madvise" : "fallocate", errno));
+        failed = true;
+      }
+      made.store(at + len, std::memory_order_release);
+    }
+    made_at = seconds_since(t0);
+  }};
+  std::thread mapper;
+  if (scheme == chase_scheme::map_behind)
+    mapper = std::thread{[&] {
+      for (u64 at = 0; at < n && !failed; at += step) {
+        const u64 len = std::min(step, n - at);
+        while (made.load(std::memory_order_acquire) < at + len && !failed) std::this_thread::yield();
+        if (::madvise(m.get() + at, len, MADV_POPULATE_WRITE) != 0) {
+          err.set(errno_text("madvise(MADV_POPULATE_WRITE)", errno));
+          failed = true;
+        }
+        mapped.store(at + len, std::memory_order_release);
+      }
+    }};
+  const std::atomic<u64>& gate = scheme == chase_scheme::map_behind ? mapped : made;
+  timed_threads(copiers, [&](unsigned) {
+    for (u64 b = next.fetch_add(io_block); b < n && !failed; b = next.fetch_add(io_block)) {
+      const u64 len = std::min(io_block, n - b);
+      const u64 need = scheme == chase_scheme::fill_after ? n : b + len;
+      while (gate.load(std::memory_order_acquire) < need && !failed) std::this_thread::yield();
+      if (!failed) std::memcpy(m.get() + b, src + b, len);
+    }
+  });
+  const double s = seconds_since(t0);
+  maker.join();
+  if (mapper.joinable()) mapper.join();
+  if (!err.text().empty()) return out.fail(name, err.text());
+  std::string note = "pages made at " + json_number(made_at) + " s, " +
+                     std::to_string(copiers) + " copiers, " + verify(m.get(), src, n, o.threads);
+  // Unmapping: 8 threads on 8 parts (the kernel zaps a large munmap under the read lock).
+  const auto u0 = clock_type::now();
+  void* const base = m.get();
+  const u64 part = (n / 8 + huge_page - 1) / huge_page * huge_page;
+  std::vector<std::thread> unmappers;
+  for (u64 at = 0; at < n; at += part)
+    unmappers.emplace_back([&, at] {
+      if (::munmap(static_cast<char*>(base) + at, std::min(part, n - at)) != 0)
+        err.set(errno_text("munmap", errno));
+    });
+  for (std::thread& t : unmappers) t.join();
+  const double unmap_s = seconds_since(u0);
+  m.release();
+  note += ", munmap by 8 threads " + json_number(unmap_s) + " s";
+  if (!err.text().empty()) note += " (" + err.text() + ")";
+  out.add(name, s, n, note);
+  f.remove(out, name + "_unlink", n);
+}
+
+/// Rows (7): who can make the pages of a new tmpfs file fastest. The chase rows above found the
+/// one thread that calls fallocate to be what a tmpfs output waits for; these try several
+/// threads: each fallocating its own contiguous part of the one file (fallocate takes the
+/// file's lock), each mapping its own part (MADV_POPULATE_WRITE: page faults, no file lock),
+/// and, as the bound without the file's shared state, each making a file of its own.
+void make_rows(results& out, const options& o)
+{
+  const u64 n = o.bytes;
+  enum class how : std::uint8_t { fallocate, populate, own_files };
+  const auto row = [&](const std::string& name, how h, unsigned threads) {
+    std::vector<std::unique_ptr<test_file>> files;
+    const unsigned nfiles = h == how::own_files ? threads : 1;
+    for (unsigned i = 0; i < nfiles; ++i) {
+      files.push_back(std::make_unique<test_file>(o));
+      if (!files.back()->error.empty()) return out.fail(name, files.back()->error);
+    }
+    char* map = nullptr;
+    if (h == how::populate) {
+      if (::ftruncate(files[0]->fd, static_cast<off_t>(n)) != 0)
+        return out.fail(name, errno_text("ftruncate", errno));
+      void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, files[0]->fd, 0);
+      if (p == MAP_FAILED) return out.fail(name, errno_text("mmap", errno));
+      map = static_cast<char*>(p);
+    }
+    first_error err;
+    const double s = timed_threads(threads, [&](unsigned t) {
+      const auto [first, last] = share(n, t, threads);
+      if (last <= first) return;
+      int rc = 0;
+      if (h == how::fallocate)
+        rc = ::fallocate(files[0]->fd, 0, static_cast<off_t>(first), static_cast<off_t>(last - first));
+      else if (h == how::populate)
+        rc = ::madvise(map + first, last - first, MADV_POPULATE_WRITE);
+      else
+        rc = ::fallocate(files[t]->fd, 0, 0, static_cast<off_t>(last - first));
+      if (rc != 0) err.set(errno_text(h == how::populate ? "madvise" : "fallocate", errno));
+    });
+    if (map != nullptr) check_cleanup(::munmap(map, n) == 0, "munmap");
+    if (!err.text().empty()) return out.fail(name, err.text());
+    out.add(name, s, n, std::to_string(threads) + " threads, " + std::to_string(nfiles) + " files");
+    for (auto& f : files) {
+      check_cleanup(::close(std::exchange(f->fd, -1)) == 0, "close");
+    }
+  };
+  row("make_fallocate_1", how::fallocate, 1);
+  row("make_fallocate_parts_4", how::fallocate, 4);
+  row("make_populate_parts_2", how::populate, 2);
+  row("make_populate_parts_4", how::populate, 4);
+  row("make_populate_parts_8", how::populate, 8);
+  row("make_populate_parts_16", how::populate, 16);
+  row("make_own_files_4", how::own_files, 4);
+  row("make_own_files_16", how::own_files, 16);
+  row("make_fallocate_1_again", how::fallocate, 1);
+}
+
+void chase_rows(results& out, const options& o, const char* src)
+{
+  struct statvfs v {};
+  if (::statvfs(o.dir.c_str(), &v) != 0) return out.fail("chase", errno_text("statvfs", errno));
+  if (static_cast<double>(v.f_bavail) * static_cast<double>(v.f_frsize) <
+      1.1 * static_cast<double>(o.bytes)) {
+    out.failed = true;
+    return out.note("chase rows skipped: too little room in " + o.dir);
+  }
+  make_rows(out, o);
+  const unsigned t = o.threads;
+  const unsigned half = std::max(1u, t / 2), quarter = std::max(1u, t / 4);
+  chase_row(out, o, "chase_fill_after_T", src, chase_scheme::fill_after, t);
+  chase_row(out, o, "chase_fill_behind_T", src, chase_scheme::fill_behind, t);
+  chase_row(out, o, "chase_fill_behind_T/2", src, chase_scheme::fill_behind, half);
+  chase_row(out, o, "chase_fill_behind_T/4", src, chase_scheme::fill_behind, quarter);
+  chase_row(out, o, "chase_map_behind_T", src, chase_scheme::map_behind, t);
+  chase_row(out, o, "chase_map_behind_T/2", src, chase_scheme::map_behind, half);
+  chase_row(out, o, "chase_map_behind_T/4", src, chase_scheme::map_behind, quarter);
+  chase_row(out, o, "chase_populate_behind_T/2", src, chase_scheme::populate_behind, half);
+}
+
 }  // namespace
 
 int main(int argc, char** argv)
@@ -776,7 +958,7 @@ int main(int argc, char** argv)
 
   out.note("THP enabled: " + first_line("/sys/kernel/mm/transparent_hugepage/enabled") +
            "; defrag: " + first_line("/sys/kernel/mm/transparent_hugepage/defrag"));
-  section("anon", [&] {  // (2) first touch of new anonymous memory
+  if (!o.chase_only) section("anon", [&] {  // (2) first touch of new anonymous memory
     anon_first_touch(out, "anon_small_1", n, 1, false, false);
     anon_first_touch(out, "anon_small_T", n, tt, false, false);
     anon_first_touch(out, "anon_huge_1", n, 1, true, false);
@@ -800,7 +982,7 @@ int main(int argc, char** argv)
     out.add("anon_retouch_T", s, n, anon_huge(before_src) + ", pages touched before");
   });
   // Host memory bandwidth, one thread and all: the bound of every staged or pageable copy.
-  section("memcpy", [&] {
+  if (!o.chase_only) section("memcpy", [&] {
     anon_map dst{n, true};
     if (!dst.error.empty()) return out.fail("memcpy_1", dst.error);
     parallel_memset(dst.data, n, tt, 0);
@@ -813,11 +995,13 @@ int main(int argc, char** argv)
     }
   });
 
-  if (cuda)
+  if (o.chase_only) {
+  } else if (cuda) {
     section("cuda", [&] { cuda_rows(out, n, src.data); });  // (4)
-  else
+  } else {
     out.note("CUDA rows skipped: no CUDA context (see cuda_init)");
-
-  section("file", [&] { file_rows(out, o, src.data); });  // (5)
+  }
+  if (!o.chase_only) section("file", [&] { file_rows(out, o, src.data); });  // (5)
+  section("chase", [&] { chase_rows(out, o, src.data); });                  // (6)
   return out.failed ? 1 : 0;
 }

@@ -1085,7 +1085,11 @@ sort_report sort_files_locally(const config& cfg, const file_sort& job, progress
   };
   const auto out = [&](const output_file* f) -> void* {
     if (f == nullptr) return nullptr;
-    return files.emplace_back(f->file.fd(), f->offset, f->data_bytes, f->file.shown()).data();
+    file_array& a = files.emplace_back(f->file.fd(), f->offset, f->data_bytes, f->file.shown());
+    // The pages of a new tmpfs output take longer to make than the sort: start them before the
+    // engine (CUDA) starts.
+    a.prepare_output();
+    return a.data();
   };
   const key_array keys{in(*job.keys), job.count, job.type};
   if (job.indices_out != nullptr) {

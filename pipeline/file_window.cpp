@@ -520,38 +520,45 @@ void piece_mover::work_on(job& j, std::unique_lock<std::mutex>& lock)
   }
 }
 
+/// Maps the window at `address` (its first `bytes`) and starts making its pages, where it is
+/// a tmpfs file open for reading and writing not mapped already; false where it is left to
+/// pwrite (not a window, not tmpfs, read-only, mapped already, no address space).
+bool start_output_mapping(const void* address, std::uint64_t bytes)
+{
+  if (address == nullptr || bytes == 0) return false;
+  // A window mapped already (the same output given twice, or prepared) keeps its one mapping.
+  const std::optional<file_place> place = find_file_window(address);
+  if (!place || place->into != 0 || place->mapped || bytes > place->remaining) return false;
+  struct statfs fs {};
+  if (::fstatfs(place->fd, &fs) != 0 || fs.f_type != TMPFS_MAGIC) return false;
+  // A shared mapping writes the file itself; it needs a descriptor open for reading and
+  // writing, and starts at a page boundary.
+  const int flags = ::fcntl(place->fd, F_GETFL);
+  if (flags < 0 || (flags & O_ACCMODE) != O_RDWR) return false;
+  const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  const std::uint64_t lead = place->offset % page;
+  auto m = std::make_shared<mapped_output>();
+  m->map_bytes = lead + bytes;
+  void* p = sys::mmap(nullptr, m->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, place->fd,
+                      static_cast<off_t>(place->offset - lead));
+  if (p == MAP_FAILED) return false;  // pwrite still works
+  m->map = static_cast<char*>(p);
+  m->data = m->map + lead;
+  m->bytes = bytes;
+  m->name = place->name;
+  install_bus_handler();
+  m->maker = std::thread{[raw = m.get(), fd = place->fd, offset = place->offset] {
+    raw->make_pages(fd, offset);
+  }};
+  registry().set_mapping(reinterpret_cast<std::uintptr_t>(address), std::move(m));
+  return true;
+}
+
 output_mappings::output_mappings(
     std::initializer_list<std::pair<const void*, std::uint64_t>> outputs)
 {
-  for (const auto& [address, bytes] : outputs) {
-    if (address == nullptr || bytes == 0) continue;
-    // A window mapped already (the same output given twice) keeps its one mapping.
-    const std::optional<file_place> place = find_file_window(address);
-    if (!place || place->into != 0 || place->mapped || bytes > place->remaining) continue;
-    struct statfs fs {};
-    if (::fstatfs(place->fd, &fs) != 0 || fs.f_type != TMPFS_MAGIC) continue;
-    // A shared mapping writes the file itself; it needs a descriptor open for reading and
-    // writing, and starts at a page boundary.
-    const int flags = ::fcntl(place->fd, F_GETFL);
-    if (flags < 0 || (flags & O_ACCMODE) != O_RDWR) continue;
-    const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-    const std::uint64_t lead = place->offset % page;
-    auto m = std::make_shared<mapped_output>();
-    m->map_bytes = lead + bytes;
-    void* p = sys::mmap(nullptr, m->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, place->fd,
-                     static_cast<off_t>(place->offset - lead));
-    if (p == MAP_FAILED) continue;  // pwrite still works
-    m->map = static_cast<char*>(p);
-    m->data = m->map + lead;
-    m->bytes = bytes;
-    m->name = place->name;
-    install_bus_handler();
-    m->maker = std::thread{[raw = m.get(), fd = place->fd, offset = place->offset] {
-      raw->make_pages(fd, offset);
-    }};
-    registry().set_mapping(reinterpret_cast<std::uintptr_t>(address), std::move(m));
-    bases_.push_back(address);
-  }
+  for (const auto& [address, bytes] : outputs)
+    if (start_output_mapping(address, bytes)) bases_.push_back(address);
 }
 
 output_mappings::~output_mappings()
@@ -584,6 +591,11 @@ file_array::file_array(int fd, std::uint64_t offset, std::uint64_t bytes, std::s
   detail::registry().add(reinterpret_cast<std::uintptr_t>(p),
                          detail::window{.bytes = bytes, .fd = fd, .offset = offset,
                                         .name = std::move(name)});
+}
+
+bool file_array::prepare_output()
+{
+  return detail::start_output_mapping(base_, bytes_);
 }
 
 void file_array::release() noexcept

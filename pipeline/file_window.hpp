@@ -86,6 +86,12 @@ class output_mappings {
   std::vector<const void*> bases_;
 };
 
+/// Maps the output window at `address` (its first `bytes`) and starts its page-making thread,
+/// where it is a tmpfs file open for reading and writing and not mapped already: what
+/// output_mappings does for a job, and file_array::prepare_output before one. False where the
+/// window is left to pwrite.
+bool start_output_mapping(const void* address, std::uint64_t bytes);
+
 /// The file behind `p`, or nullopt when `p` is ordinary memory.
 std::optional<file_place> find_file_window(const void* p);
 

@@ -18,9 +18,11 @@
 
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -327,6 +329,61 @@ TEST(FileArray, OnlyReadWriteOutputsInTmpfsAreMapped)
     const file_array out{disk.fd(), 0, 64, "disk"};
     const detail::output_mappings mapped{{out.data(), 64}};
     EXPECT_EQ(mapped.size(), 0U);
+  }
+}
+
+TEST(FileArray, APreparedOutputIsMadeAheadAndTheJobWritesThroughItsMapping)
+{
+  if (!is_tmpfs("/dev/shm")) GTEST_SKIP() << "no tmpfs at /dev/shm";
+  const std::uint64_t n = 300'007;  // not a whole number of pages or fallocate steps
+  const temp_file shm{"/dev/shm"};
+  ASSERT_EQ(::ftruncate(shm.fd(), static_cast<off_t>(lead + n * 8)), 0);
+  file_array out{shm.fd(), lead, n * 8, "prepared.bin"};
+  ASSERT_TRUE(out.prepare_output());
+  // Prepared once: a second call, or a job's own mapping, finds the window mapped.
+  EXPECT_FALSE(out.prepare_output());
+  {
+    const detail::output_mappings mapped{{out.data(), n * 8}};
+    EXPECT_EQ(mapped.size(), 0U);
+  }
+  std::vector<std::uint64_t> keys(n);
+  generate(std::span<std::uint64_t>{keys}, distribution::uniform, 11);
+  std::vector<std::uint64_t> expect = keys;
+  std::sort(expect.begin(), expect.end());
+  for (const bool tiny : {false, true}) {  // one round, then two through a tiny budget
+    engine{tiny ? test::config_for(n, 8) : config{}}.sort(
+        sort_job{.keys = {keys.data(), n, dtype::u64}, .keys_out = out.data()});
+    EXPECT_EQ(shm.read_at<std::uint64_t>(lead, n), expect) << (tiny ? "tiny budget" : "default");
+  }
+  // The pages were made (allocated blocks cover the window), and the prepared mapping still
+  // serves a write after the jobs ended.
+  struct stat st {};
+  ASSERT_EQ(::fstat(shm.fd(), &st), 0);
+  EXPECT_GE(static_cast<std::uint64_t>(st.st_blocks) * 512, n * 8);
+  const std::vector<std::uint64_t> ones(n, 1);
+  detail::host_write(out.data(), ones.data(), n * 8);
+  EXPECT_EQ(shm.read_at<std::uint64_t>(lead, n), ones);
+
+  // Not tmpfs, or not open for reading and writing: nothing to prepare, and the job writes.
+  const std::string path = "/dev/shm/gpusort-file-array-prep-" + std::to_string(::getpid());
+  const int wronly = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  ASSERT_GE(wronly, 0);
+  ::unlink(path.c_str());
+  {
+    file_array w{wronly, 0, 64, "wronly"};
+    EXPECT_FALSE(w.prepare_output());
+  }
+  ::close(wronly);
+  if (!is_tmpfs("/tmp")) {
+    const temp_file disk;
+    file_array d{disk.fd(), 0, 64, "disk"};
+    EXPECT_FALSE(d.prepare_output());
+  }
+  // A prepared output given up before any job: its page maker stops and nothing is left.
+  const temp_file unused{"/dev/shm"};
+  {
+    file_array u{unused.fd(), 0, std::uint64_t{64} << 20, "unused"};
+    EXPECT_TRUE(u.prepare_output());
   }
 }
 
