@@ -1087,8 +1087,12 @@ sort_report sort_files_locally(const config& cfg, const file_sort& job, progress
     if (f == nullptr) return nullptr;
     file_array& a = files.emplace_back(f->file.fd(), f->offset, f->data_bytes, f->file.shown());
     // The pages of a new tmpfs output take longer to make than the sort: start them before the
-    // engine (CUDA) starts.
-    a.prepare_output();
+    // engine (CUDA) starts. GPUSORT_PREPARE_OUTPUT=0 leaves them to the job (e2e_bench's A/B).
+    static const bool early = [] {
+      const char* v = std::getenv("GPUSORT_PREPARE_OUTPUT");
+      return v == nullptr || std::string_view{v} != "0";
+    }();
+    if (early) a.prepare_output();
     return a.data();
   };
   const key_array keys{in(*job.keys), job.count, job.type};
