@@ -774,11 +774,12 @@ void chase_row(results& out, const options& o, const std::string& name, const ch
   std::thread maker{[&] {
     for (u64 at = 0; at < n && !failed; at += step) {
       const u64 len = std::min(step, n - at);
-      const bool ok = scheme == chase_scheme::populate_behind
-                          ? ::madvise(m.get() + at, len, MADV_POPULATE_WRITE) == 0
-                          : ::fallocate(f.fd, 0, static_cast<off_t>(at), static_cast<off_t>(len)) == 0;
+      const bool populate = scheme == chase_scheme::populate_behind;
+      const bool ok =
+          populate ? ::madvise(m.get() + at, len, MADV_POPULATE_WRITE) == 0
+                   : ::fallocate(f.fd, 0, static_cast<off_t>(at), static_cast<off_t>(len)) == 0;
       if (!ok) {
-        err.set(errno_text(scheme == chase_scheme::populate_behind ? "madvise" : "fallocate", errno));
+        err.set(errno_text(populate ? "madvise" : "fallocate", errno));
         failed = true;
       }
       made.store(at + len, std::memory_order_release);
@@ -790,7 +791,8 @@ void chase_row(results& out, const options& o, const std::string& name, const ch
     mapper = std::thread{[&] {
       for (u64 at = 0; at < n && !failed; at += step) {
         const u64 len = std::min(step, n - at);
-        while (made.load(std::memory_order_acquire) < at + len && !failed) std::this_thread::yield();
+        while (made.load(std::memory_order_acquire) < at + len && !failed)
+          std::this_thread::yield();
         if (::madvise(m.get() + at, len, MADV_POPULATE_WRITE) != 0) {
           err.set(errno_text("madvise(MADV_POPULATE_WRITE)", errno));
           failed = true;
@@ -862,7 +864,8 @@ void make_rows(results& out, const options& o)
       if (last <= first) return;
       int rc = 0;
       if (h == how::fallocate)
-        rc = ::fallocate(files[0]->fd, 0, static_cast<off_t>(first), static_cast<off_t>(last - first));
+        rc = ::fallocate(files[0]->fd, 0, static_cast<off_t>(first),
+                         static_cast<off_t>(last - first));
       else if (h == how::populate)
         rc = ::madvise(map + first, last - first, MADV_POPULATE_WRITE);
       else

@@ -63,9 +63,24 @@ struct file_place {
 /// twice as fast for 4 MiB reads (38.7 against 17.6 GB/s), made the engine's 1 MiB reads slower
 /// in the same run: round 1's copy-in 0.344 -> 0.465 s, fitting 0.99 -> 1.16 s; not kept.
 ///
+/// One file's pages are made one at a time under its locks: 16 threads making their own files
+/// made 8 GiB in 0.22 s where one fallocate of one file took 0.94-1.80 s and 16 threads
+/// faulting their parts of one file 1.80 s (mem_bench's make rows, H100 host,
+/// bench/results/h100-20261126-40452f9-mem-chase.json). That is the floor of any job that
+/// writes a new tmpfs file, so the thread starts as early as it can: file_array::prepare_output
+/// lets the CLI start it before the engine (CUDA) does.
+///
 /// While a job runs, host_write into such a window waits until the fallocate thread has made
-/// the pages it writes (a full tmpfs is then a clear io_error, not a SIGBUS) and copies with
-/// every core. A file another process truncates meanwhile raises SIGBUS in the copy; a handler
+/// every page of it, then copies with every core (a full tmpfs is a clear io_error, not a
+/// SIGBUS). Copies that fault pages in while fallocate still runs slow both: in one run of
+/// e2e_bench (8 GiB, 3 runs each, medians, H100 host at 15f0ad2) waiting for every page took
+/// the CLI's fitting job from 2.26 to 1.67 s and its out-of-core job from 2.41 to 2.10 s, the
+/// daemon's fitting job from 2.40 to 1.48-2.21 s (two runs), its out-of-core job from 1.81 to
+/// 1.93-2.38 s (bench/results/h100-20261126-15f0ad2-e2e-8Gi{,-write-all}.json). mem_bench's
+/// chase rows agree on the direction (fill_after against fill_behind). GPUSORT_TMPFS_WRITE=
+/// behind makes each write wait only for its own pages, as before, for the A/B.
+///
+/// A file another process truncates meanwhile raises SIGBUS in the copy; a handler
 /// turns it into an io_error for that copy only and passes every other SIGBUS on. Reads of the
 /// window stay positioned reads.
 class output_mappings {
