@@ -3,8 +3,7 @@
 //   reference     engine.sort on host memory registered with the engine (the engine's speed)
 //   pageable      engine.sort on plain memory (a std::vector-like anonymous buffer)
 //   cli           `gpusort sort FILE --out FILE --local`, a file in --dir, process start to exit
-//                 (cli_late_pages: its output pages started by the job, not before the engine;
-//                 cli_join_exit: the command waits for its engine to close before it exits)
+//                 (cli_late_pages: its output pages started by the job, not before the engine)
 //   daemon-fd     `gpusort sort FILE --out FILE` through a gpusortd started here (descriptors)
 //   daemon-shm    the C++ client sorting a shared buffer of that gpusortd in place (filled by
 //                 the client beforehand: the time is the job's, submit to its end)
@@ -445,8 +444,6 @@ int main(int argc, char** argv)
     // The same with the output's pages started by the job, not before the engine starts.
     add_path("cli_late_pages",
              [&] { return run_child(local, "/tmp", {"GPUSORT_PREPARE_OUTPUT=0"}); });
-    // The same waiting for its engine to close before it exits, as it did before 2026-11-26.
-    add_path("cli_join_exit", [&] { return run_child(local, "/tmp", {"GPUSORT_CLI_EXIT=join"}); });
     // The same with a pageable round-1 buffer: what pinning it costs a one-shot command.
     if (ooc)
       add_path("cli_round1_pageable",

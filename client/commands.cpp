@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -649,53 +648,37 @@ class sort_timeline {
 /// synced and published while its buffers are unpinned and unmapped: that took 0.54 s after
 /// "sorted" out of core (the 8 GiB round-1 buffer) and 0.16-0.43 s fitting, before the outputs'
 /// sync began (H100 host, 8 GiB, bench/results/h100-20261126-cc0a8fe-e2e-8Gi.json). On a disk the
-/// fsync now runs beside it.
-///
-/// Once the outputs are published and the report printed, the command does not wait for it
-/// either: leave_to_exit() lets the process end with the engine still closing (main() then
-/// ends it with _Exit, so that no static destructor, the CUDA runtime's included, races the
-/// closing thread), and the kernel frees its memory and the driver its context as for any
-/// process that exits. The wait had been 0.20-0.25 s of every CLI sort on the H100 host, after
-/// the outputs were already in place (bench/results/h100-20261126-15f0ad2-e2e-8Gi*.json).
-/// GPUSORT_CLI_EXIT=join waits as before (the A/B).
+/// fsync now runs beside it. The command still waits for it before its report and its exit: an
+/// exit with the engine open would pay the same unmapping, with the CUDA runtime's teardown racing
+/// the engine's. Leaving the closing thread to a std::_Exit (no static destructors) was tried: the
+/// kernel's teardown of the same memory and context then ran inside the exit, so the command's
+/// own clock said 1.70 s where its parent waited 1.97-2.07 s, against 1.86-2.02 s waiting here
+/// (8 GiB fitting, H100 host, bench/results/h100-20261126-8375375-e2e-8Gi.json); not kept.
 class engine_closer {
  public:
   void close(engine&& e)
   {
     try {
-      // The thread may outlive this object (leave_to_exit): it touches only what it owns.
-      thread_ = std::jthread{[closed_at = closed_at_, eng = std::move(e)]() mutable {
+      thread_ = std::jthread{[this, eng = std::move(e)]() mutable {
         { const engine gone = std::move(eng); }
-        closed_at->store(seconds_since_start());
+        closed_at_ = seconds_since_start();
       }};
     } catch (const std::system_error&) {  // no thread: the engine went with the lambda, here
-      closed_at_->store(seconds_since_start());
+      closed_at_ = seconds_since_start();
     }
   }
   /// Once the engine is closed: when that was, on `timeline`.
   void wait(sort_timeline& timeline)
   {
     if (thread_.joinable()) thread_.join();
-    if (const double at = closed_at_->exchange(0); at > 0)
-      timeline.mark_at("engine closed (its buffers freed, beside the outputs' sync)", at);
-  }
-  /// After the outputs are published: the closing thread is left to the process's exit (see
-  /// above) and `timeline` says so; with GPUSORT_CLI_EXIT=join, or no thread, wait() instead.
-  void leave_to_exit(sort_timeline& timeline)
-  {
-    static const bool join = [] {
-      const char* v = std::getenv("GPUSORT_CLI_EXIT");
-      return v != nullptr && std::string_view{v} == "join";
-    }();
-    if (join || !thread_.joinable() || closed_at_->load() > 0) return wait(timeline);
-    timeline.mark("engine left closing to the exit (its buffers freed by the kernel)");
-    end_without_destructors();
-    thread_.detach();
+    if (closed_at_ > 0)
+      timeline.mark_at("engine closed (its buffers freed, beside the outputs' sync)", closed_at_);
+    closed_at_ = 0;
   }
 
  private:
-  std::shared_ptr<std::atomic<double>> closed_at_{std::make_shared<std::atomic<double>>(0.0)};
   std::jthread thread_;  // joins on the way out of a failed command too
+  double closed_at_{};
 };
 
 /// Runs `work` (a sort or an argsort on the engine it is given), mapping the engine's
@@ -854,7 +837,7 @@ int finish_sort(progress_bar& bar, const std::vector<atomic_output*>& outputs,
   timeline.mark(durable ? "outputs synced" : "outputs not synced (--no-sync)");
   publish_all(outputs);
   timeline.mark("outputs published");
-  if (closer != nullptr) closer->leave_to_exit(timeline);
+  if (closer != nullptr) closer->wait(timeline);
   print_sort_report(stdout, r, by, a, timeline);
   return exit_ok;
 }
@@ -940,14 +923,6 @@ int sort_stream(const parsed_args& a, const std::optional<dtype>& type_option,
 }
 
 }  // namespace
-
-namespace {
-std::atomic<bool> quick_end{false};
-}  // namespace
-
-void end_without_destructors() noexcept { quick_end.store(true); }
-
-bool ends_without_destructors() noexcept { return quick_end.load(); }
 
 std::string one_line(std::string text)
 {

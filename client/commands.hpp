@@ -17,12 +17,6 @@ int run_status(const std::vector<std::string>& args);
 /// The command's table (for `gpusort help <command>`); nullptr for an unknown name.
 const command_spec* find_command(std::string_view name);
 
-/// A sort left its engine closing on a thread (the CLI's engine_closer): the process must end
-/// with std::_Exit once its output is flushed, so that no static destructor (the CUDA
-/// runtime's) races that thread. main() asks ends_without_destructors().
-void end_without_destructors() noexcept;
-[[nodiscard]] bool ends_without_destructors() noexcept;
-
 /// `text` as one line: line breaks become spaces, so that every error is one line on stderr.
 std::string one_line(std::string text);
 

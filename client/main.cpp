@@ -9,7 +9,6 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <exception>
 #include <new>
 #include <string>
@@ -114,12 +113,6 @@ int main(int argc, char** argv)
   if (!error.empty() || code != exit_ok) {
     std::fflush(stdout);
     if (!error.empty()) std::fprintf(stderr, "gpusort: %s\n", one_line(error).c_str());
-  }
-  if (ends_without_destructors()) {
-    // The engine is still closing on its own thread: end here, leaving its memory and the GPU
-    // context to the kernel and the driver, before any static destructor could race it.
-    std::fflush(nullptr);
-    std::_Exit(code);
   }
   return code;
 }
