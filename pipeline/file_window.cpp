@@ -285,6 +285,34 @@ struct mapped_output {
     }
   }
 
+  /// The thread for a window whose pages all exist (an in-place sort's file): maps them into
+  /// the page tables ahead of the writes, front to back from 4 threads, so that the copies
+  /// take no page fault per 4 KiB. The daemon's in-place sort of an 8 GiB tmpfs file took 0.79
+  /// s fitting and 1.01 s out of core with the copies faulting (H100 host,
+  /// bench/results/h100-20261126-82d5f7f-e2e-8Gi.json). Writes never wait for it; a failure
+  /// here (the file cut meanwhile) is left to the writes' own guard.
+  void map_pages()
+  {
+#ifndef MADV_POPULATE_WRITE
+    constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14; older kernels say EINVAL
+#endif
+    constexpr std::uint64_t piece = std::uint64_t{2} << 20;
+    std::atomic<std::uint64_t> next{0};
+    const auto work = [&] {
+      for (std::uint64_t at = next.fetch_add(piece); at < map_bytes && !stop;
+           at = next.fetch_add(piece))
+        if (::madvise(map + at, std::min(piece, map_bytes - at), MADV_POPULATE_WRITE) != 0)
+          return;
+    };
+    std::vector<std::thread> helpers;
+    try {
+      for (int i = 0; i < 3; ++i) helpers.emplace_back(work);
+    } catch (const std::system_error&) {  // fewer threads: the writes fault what is left
+    }
+    work();
+    for (std::thread& t : helpers) t.join();
+  }
+
   /// Copies into the window at `into`, once its pages exist, with every core.
   void write(std::uint64_t into, const char* src, std::uint64_t n)
   {
@@ -557,6 +585,7 @@ bool start_output_mapping(const void* address, std::uint64_t bytes)
           page_round(static_cast<std::uint64_t>(st.st_size)) &&
       place->offset + bytes <= static_cast<std::uint64_t>(st.st_size)) {
     m->ready = bytes;
+    m->maker = std::thread{[raw = m.get()] { raw->map_pages(); }};
   } else {
     m->maker = std::thread{[raw = m.get(), fd = place->fd, offset = place->offset] {
       raw->make_pages(fd, offset);
