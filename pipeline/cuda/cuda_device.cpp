@@ -6,6 +6,7 @@
 #include "core/cuda/merge_ops.cuh"
 #include "core/cuda/ordered_keys.cuh"
 #include "core/cuda/run_codec.cuh"
+#include "core/log.hpp"
 #include "core/run_codec.hpp"
 #include "pipeline/cuda/resources.hpp"
 #include "pipeline/cuda/stage_queue.hpp"
@@ -155,10 +156,10 @@ slice_reads reads_of(const codec::encoded_slice& e)
 }
 
 /// The scratch of a ring for chunks of c elements: the in-core sort's or the run codec's,
-/// whichever is larger (one buffer: round 1 encodes on the compute stream after the sort, so
-/// that a job loses no capacity where the sort's is the larger, as it is for CUB's radix sort:
-/// the codec takes about 13 bytes per 2048 keys). Sized for as many runs as codec blocks (a run
-/// adds at most one partial block); a task dealt into more grows it (round_state::encode).
+/// whichever is larger. One buffer serves both, as round 1 encodes on the compute stream after
+/// the sort: a job loses no capacity to the codec where the sort's scratch is the larger (the
+/// codec's is 13 bytes per 2048 keys and CUB's scan storage). Sized for as many runs as codec
+/// blocks (a run adds at most one partial block); a task dealt into more grows it (encode).
 std::uint64_t ring_scratch_bytes(const chunk_sorter& with, const element_layout& l,
                                  std::uint64_t c)
 {
@@ -203,8 +204,10 @@ struct round_state {
   std::vector<const void*> batch_src;
   std::vector<std::size_t> batch_size;
   bool batch_supported{true};
-  /// load_decoded_on_host's keys, in words so that they serve either key width.
+  /// load_decoded_on_host's keys, in words so that they serve either key width, and where
+  /// each slice's go.
   std::vector<std::uint64_t> decoded;
+  std::vector<std::uint64_t> slice_at;
 
   // Per round:
   element_layout layout{};
@@ -474,30 +477,43 @@ struct round_state {
   }
 
   /// Round 2 of a compressed job whose round-1 buffer is not mapped (GPUSORT_ROUND1_PINNED=0,
-  /// a measuring aid): the keys decoded on the host by the reference codec, then copied in
-  /// through the staging like any pageable array. Returns the bytes copied in.
+  /// a measuring aid, or an index kept outside it): the keys decoded on the host by the
+  /// reference codec, slices on every core, then copied in through the staging like any
+  /// pageable array. Returns the bytes copied in.
   std::uint64_t load_decoded_on_host(slot& s, const chunk_task& t)
   {
+    log(log_level::debug,
+        "round 2 decodes {} slices ({} keys) on the host: the round-1 buffer or its index is "
+        "not mapped pinned memory",
+        t.slices.size(), t.count);
     const std::uint64_t kb = layout.key_bytes;
+    // Checked here: the decoding below runs in parallel, where nothing may throw.
+    slice_at.resize(t.slices.size());
+    std::uint64_t at = 0;
+    for (std::size_t i = 0; i < t.slices.size(); ++i) {
+      const codec::encoded_slice& e = t.encoded[i];
+      const std::uint64_t length = t.slices[i].length;
+      GPUSORT_EXPECTS(at + length <= t.count, "a task's slices hold `count` elements");
+      GPUSORT_EXPECTS(e.index == nullptr || length == 0 ||
+                          (e.dst_offset == at && e.last - e.first == length),
+                      "an encoded slice matches its slice");
+      slice_at[i] = at;
+      at += length;
+    }
     decoded.resize((t.count * kb + 7) / 8);
     auto decode_all = [&]<typename K>() {
       const std::span<K> out{reinterpret_cast<K*>(decoded.data()), t.count};
-      std::uint64_t at = 0;
-      for (std::size_t i = 0; i < t.slices.size(); ++i) {
-        const codec::encoded_slice& e = t.encoded[i];
-        const std::uint64_t length = t.slices[i].length;
-        GPUSORT_EXPECTS(at + length <= t.count, "a task's slices hold `count` elements");
-        if (e.index == nullptr) {
-          if (length > 0)
-            std::memcpy(out.data() + at,
-                        static_cast<const char*>(t.src_keys) + t.slices[i].offset * kb,
-                        length * kb);
-        } else {
-          GPUSORT_EXPECTS(e.dst_offset == at && e.last - e.first == length,
-                          "an encoded slice matches its slice");
+      const auto slices = static_cast<std::int64_t>(t.slices.size());
+#pragma omp parallel for schedule(dynamic, 16)
+      for (std::int64_t i = 0; i < slices; ++i) {
+        const codec::encoded_slice& e = t.encoded[static_cast<std::size_t>(i)];
+        const run& sl = t.slices[static_cast<std::size_t>(i)];
+        if (sl.length == 0) continue;
+        if (e.index == nullptr)
+          std::memcpy(out.data() + slice_at[static_cast<std::size_t>(i)],
+                      static_cast<const char*>(t.src_keys) + sl.offset * kb, sl.length * kb);
+        else
           codec::decode<K>(e, out);
-        }
-        at += length;
       }
     };
     if (kb == 4) decode_all.template operator()<std::uint32_t>();
