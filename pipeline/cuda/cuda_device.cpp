@@ -417,15 +417,14 @@ struct round_state {
       const auto stream_at = reinterpret_cast<std::uintptr_t>(e.stream);
       index_low = std::min(index_low, index_at);
       index_high = std::max(index_high, index_at + r.blocks * sizeof(codec::run_block) - 1);
+      // A stream of no bytes (equal keys) is never read, wherever it points.
+      if (r.stream_bytes == 0) continue;
       stream_low = std::min(stream_low, stream_at);
-      stream_high = std::max(stream_high, stream_at + std::max<std::uint64_t>(r.stream_bytes, 1) -
-                                              1);
+      stream_high = std::max(stream_high, stream_at + r.stream_bytes - 1);
     }
     std::optional<std::uintptr_t> index_shift{0}, stream_shift{0};
-    if (encoded_count > 0) {
-      index_shift = common_mapping(index_low, index_high);
-      stream_shift = common_mapping(stream_low, stream_high);
-    }
+    if (encoded_count > 0) index_shift = common_mapping(index_low, index_high);
+    if (stream_high > 0) stream_shift = common_mapping(stream_low, stream_high);
     const char* d_src = raw_count > 0 ? mapped_address(t.src_keys) : nullptr;
     if (!index_shift || !stream_shift || (raw_count > 0 && d_src == nullptr)) return std::nullopt;
 
