@@ -359,8 +359,8 @@ void run_compress(const options& o, double sum_both, std::vector<target>& target
       gpusort::config cfg;
       cfg.devices = gpusort::device_selection::listed;
       cfg.gpu_ids = {0};
-      cfg.device_memory_budget =
-          bytes / 8 * gpusort::detail::cuda_device::buffers_per_element + (std::uint64_t{256} << 20);
+      cfg.device_memory_budget = bytes / 8 * gpusort::detail::cuda_device::buffers_per_element +
+                                 (std::uint64_t{256} << 20);
       for (const std::string& dist : o.compress_dists) {
         const std::string what = type_name + "_" + dist;
         auto regenerate = [&] {

@@ -530,7 +530,12 @@ struct round_state {
     const cudaStream_t st = h2d.value();
     begin(s, gpu_stage::copy_in, st);
     std::uint64_t in_bytes = t.count * vb;
-    if (t.encoded.empty()) {
+    // Every chunk stored raw (auto found nothing worth encoding): copied as without compression,
+    // by the copy engines where the slices are long, rather than gathered by a kernel.
+    const bool decode =
+        std::any_of(t.encoded.begin(), t.encoded.end(),
+                    [](const codec::encoded_slice& e) { return e.index != nullptr; });
+    if (!decode) {
       load_array(t, t.src_keys, kb, s.keys.data<char>(), s.key_table_host, s.key_table);
       in_bytes += t.count * kb;
     } else {
