@@ -667,23 +667,24 @@ TYPED_TEST(GpuEngineKeys, CompressedRunsSortEveryDistributionAndOrder)
   using K = TypeParam;
   for (const run_compression mode :
        {run_compression::on, run_compression::automatic, run_compression::off}) {
-    for (const distribution dist : all_distributions) {
-      if (!applies_to(dist, dtype_of_v<K>)) continue;
-      for (const order dir : {order::ascending, order::descending}) {
-        // 16 chunks of 8192 keys (4 codec blocks) and one key either side; a prime.
-        for (const std::uint64_t n : {std::uint64_t{131'071}, std::uint64_t{131'072},
-                                      std::uint64_t{131'073}, std::uint64_t{999'983}}) {
-          if (small_only() && n > 10'000) continue;
+    // 16 chunks of 8192 keys (4 codec blocks) and one key either side; a prime.
+    for (const std::uint64_t n : {std::uint64_t{131'071}, std::uint64_t{131'072},
+                                  std::uint64_t{131'073}, std::uint64_t{999'983}}) {
+      if (small_only() && n > 10'000) continue;
+      config cfg = forced_out_of_core(n, sizeof(K));
+      cfg.compress_runs = mode;
+      engine eng{cfg};  // one per budget: its pinned staging and round-1 buffer serve every job
+      for (const distribution dist : all_distributions) {
+        if (!applies_to(dist, dtype_of_v<K>)) continue;
+        for (const order dir : {order::ascending, order::descending}) {
           SCOPED_TRACE(std::string{name_of(dist)} + (dir == order::ascending ? " asc" : " desc") +
                        " n=" + std::to_string(n) + " compress_runs=" + name_of(mode));
           std::vector<K> keys(n);
           generate(std::span<K>{keys}, dist, n + 11);
           const key_array view{keys.data(), n, dtype_of_v<K>};
           const fingerprint before = fingerprint_of(view);
-          config cfg = forced_out_of_core(n, sizeof(K));
-          cfg.compress_runs = mode;
           const sort_report r =
-              engine{cfg}.sort(sort_job{.keys = view}, {.direction = dir, .profile = true});
+              eng.sort(sort_job{.keys = view}, {.direction = dir, .profile = true});
           const verify_result v = verify(view, std::nullopt, dir, before);
           ASSERT_TRUE(v.ok) << v.message << " (d=" << r.chunks << ")";
           EXPECT_EQ(r.rounds, 2);
