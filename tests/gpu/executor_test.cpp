@@ -574,6 +574,24 @@ TEST_F(gpu_test, PastTwoToTheThirtyTwoElements)
   EXPECT_TRUE(verify(view, std::nullopt, order::ascending, before).ok);
 }
 
+/// The stable contract (stable sort, argsort, NumPy's float order) of `eng` on n keys with 3
+/// and with 5000 distinct values, in both orders and both float orders; `what` names the setup.
+template <typename K>
+void check_stable_ties(engine& eng, std::uint64_t n, const std::string& what)
+{
+  for (const std::uint64_t distinct : {std::uint64_t{3}, std::uint64_t{5000}}) {
+    const std::vector<K> keys = test::tied_keys<K>(n, distinct, n + distinct);
+    for (const order dir : {order::ascending, order::descending}) {
+      for (const float_order floats : {float_order::total, float_order::numpy}) {
+        SCOPED_TRACE(what + " n=" + std::to_string(n) + " distinct=" + std::to_string(distinct) +
+                     (dir == order::ascending ? " asc" : " desc") +
+                     (floats == float_order::numpy ? " numpy" : " total"));
+        test::check_stable_contract(eng, keys, dir, floats);
+      }
+    }
+  }
+}
+
 // Stable sorts, argsort and NumPy's float order on the GPU engine, with both in-core sorters,
 // in core and out of core (ties across chunks, splitters and compensated final chunks), against
 // std::stable_sort references.
@@ -589,19 +607,9 @@ TYPED_TEST(GpuEngineKeys, StableArgsortAndNumpyOrderMeetTheReference)
         cfg.gpu_ids = {0};
         cfg.incore = sorter;
         engine eng{cfg};
-        for (const std::uint64_t distinct : {std::uint64_t{3}, std::uint64_t{5000}}) {
-          const std::vector<K> keys = test::tied_keys<K>(n, distinct, n + distinct);
-          for (const order dir : {order::ascending, order::descending}) {
-            for (const float_order floats : {float_order::total, float_order::numpy}) {
-              SCOPED_TRACE(std::string{sorter == incore_engine::sample ? "sample" : "radix"} +
-                           (out_of_core ? " out of core" : " in core") + " n=" +
-                           std::to_string(n) + " distinct=" + std::to_string(distinct) +
-                           (dir == order::ascending ? " asc" : " desc") +
-                           (floats == float_order::numpy ? " numpy" : " total"));
-              test::check_stable_contract(eng, keys, dir, floats);
-            }
-          }
-        }
+        check_stable_ties<K>(eng, n,
+                             std::string{sorter == incore_engine::sample ? "sample" : "radix"} +
+                                 (out_of_core ? " out of core" : " in core"));
       }
     }
   }
@@ -725,17 +733,7 @@ TYPED_TEST(GpuEngineKeys, CompressedRunsCarryPairsAndStayStable)
     config cfg = forced_out_of_core(n, sizeof(K), 8);
     cfg.compress_runs = mode;
     engine eng{cfg};
-    for (const std::uint64_t distinct : {std::uint64_t{3}, std::uint64_t{5000}}) {
-      const std::vector<K> keys = test::tied_keys<K>(n, distinct, n + distinct);
-      for (const order dir : {order::ascending, order::descending}) {
-        for (const float_order floats : {float_order::total, float_order::numpy}) {
-          SCOPED_TRACE("stable n=" + std::to_string(n) + " distinct=" +
-                       std::to_string(distinct) + (dir == order::ascending ? " asc" : " desc") +
-                       (floats == float_order::numpy ? " numpy" : " total"));
-          test::check_stable_contract(eng, keys, dir, floats);
-        }
-      }
-    }
+    check_stable_ties<K>(eng, n, "stable, out of core");
   }
 }
 
