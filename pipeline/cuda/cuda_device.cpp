@@ -524,8 +524,13 @@ struct round_state {
   /// Copy-in stage of one task.
   void load(slot& s, const chunk_task& t)
   {
+    // The slot's last chunk may have been encoded (the ring serves both rounds): only this
+    // chunk's compute stage may say so of this one.
     s.ran = {};
     s.stage_bytes = {};
+    s.outcome = {};
+    s.encoded = false;
+    s.index_bytes = 0;
     const std::uint64_t kb = layout.key_bytes, vb = layout.value_bytes;
     const cudaStream_t st = h2d.value();
     begin(s, gpu_stage::copy_in, st);
@@ -584,15 +589,16 @@ struct round_state {
                        st);
     GPUSORT_CUDA_TRY(cudaStreamSynchronize(st));
     const std::uint64_t stream_bytes = *measured;
-    const std::uint64_t index_bytes = codec::dealt_blocks(t.count, runs) * sizeof(codec::run_block);
+    const std::uint64_t index_bytes =
+        codec::dealt_blocks(t.count, runs) * sizeof(codec::run_block);
     // A stream that does not fit beside its index is one of keys that barely compress (its
     // index is 0.3% of u32 keys): not worth decoding whatever the target says.
     const bool fits = index_bytes <= sizes.keys && stream_bytes <= sizes.keys - index_bytes;
     if (stream_bytes <= target.raw_above && fits) {
       char* base = alt_keys.data<char>();
-      cuda::encode_runs(s.keys.data(), t.count, runs, kb, reinterpret_cast<codec::run_block*>(base),
-                        base + index_bytes, sizes.keys - index_bytes, nullptr, scratch.data(),
-                        sizes.scratch, st);
+      cuda::encode_runs(s.keys.data(), t.count, runs, kb,
+                        reinterpret_cast<codec::run_block*>(base), base + index_bytes,
+                        sizes.keys - index_bytes, nullptr, scratch.data(), sizes.scratch, st);
       std::swap(s.keys, alt_keys);
       s.outcome = {.stream_bytes = stream_bytes, .raw = false};
       s.encoded = true;
