@@ -388,7 +388,7 @@ struct round_state {
   /// the link once, read by the decoding SMs; copying them into device memory first would need
   /// a device buffer as large as the compressed chunk, which the capacity does not hold.
   /// Returns the bytes read from host memory, or nullopt when the round-1 buffer is not mapped
-  /// (load_decoded_on_host then serves the task).
+  /// or a stream not 8-byte aligned (load_decoded_on_host then serves the task).
   std::optional<std::uint64_t> load_encoded_keys(slot& s, const chunk_task& t)
   {
     const std::uint64_t kb = layout.key_bytes;
@@ -398,6 +398,9 @@ struct round_state {
                    stream_high = 0;
     std::uint64_t most_blocks = 0, read_bytes = 0, longest_raw = 0;
     std::size_t encoded_count = 0, raw_count = 0;
+    // The kernel reads the index and the stream as 8-byte words (the format's alignment, which
+    // both codecs' encoders demand of a stream): anything else is decoded on the host.
+    bool aligned = true;
     for (std::size_t i = 0; i < t.slices.size(); ++i) {
       const codec::encoded_slice& e = t.encoded[i];
       if (e.index == nullptr) {
@@ -417,8 +420,10 @@ struct round_state {
       const auto stream_at = reinterpret_cast<std::uintptr_t>(e.stream);
       index_low = std::min(index_low, index_at);
       index_high = std::max(index_high, index_at + r.blocks * sizeof(codec::run_block) - 1);
+      aligned = aligned && index_at % 8 == 0;
       // A stream of no bytes (equal keys) is never read, wherever it points.
       if (r.stream_bytes == 0) continue;
+      aligned = aligned && stream_at % 8 == 0;
       stream_low = std::min(stream_low, stream_at);
       stream_high = std::max(stream_high, stream_at + r.stream_bytes - 1);
     }
@@ -426,7 +431,8 @@ struct round_state {
     if (encoded_count > 0) index_shift = common_mapping(index_low, index_high);
     if (stream_high > 0) stream_shift = common_mapping(stream_low, stream_high);
     const char* d_src = raw_count > 0 ? mapped_address(t.src_keys) : nullptr;
-    if (!index_shift || !stream_shift || (raw_count > 0 && d_src == nullptr)) return std::nullopt;
+    if (!aligned || !index_shift || !stream_shift || (raw_count > 0 && d_src == nullptr))
+      return std::nullopt;
 
     auto* decode_host = s.key_table_host.data<codec::encoded_slice>();
     auto* gather_host = reinterpret_cast<cuda::gather_slice*>(s.key_table_host.data<char>() +
@@ -483,7 +489,7 @@ struct round_state {
   {
     log(log_level::debug,
         "round 2 decodes {} slices ({} keys) on the host: the round-1 buffer or its index is "
-        "not mapped pinned memory",
+        "not mapped pinned memory, or a stream is not 8-byte aligned",
         t.slices.size(), t.count);
     const std::uint64_t kb = layout.key_bytes;
     // Checked here: the decoding below runs in parallel, where nothing may throw.

@@ -75,7 +75,7 @@ std::vector<bits_of<K>> raw_bits(std::span<const K> keys)
 template <typename B>
 struct round1_chunk {
   std::uint64_t start{}, count{};
-  std::vector<codec::run_block> index;
+  codec::run_block* index{};  ///< its entries, in the round-1 index (pinned where the keys are)
   encode_target::outcome outcome{};
   encode_target target{};
   std::vector<std::vector<B>> expected_runs;  ///< the sorted chunk's ordered bits, dealt
@@ -105,28 +105,33 @@ void round_trip(detail::cuda_device& dev, std::uint64_t n, std::optional<distrib
   std::vector<std::uint64_t> values(pairs ? n : 0);
   for (std::uint64_t i = 0; i < values.size(); ++i) values[i] = i;
 
-  // The round-1 buffer: pinned and mapped as the engine makes it, or pageable.
-  detail::host_buffer pinned_keys, pinned_values;
-  std::vector<std::uint64_t> plain_keys, plain_values;
-  char* r1_keys = nullptr;
-  char* r1_values = nullptr;
-  if (pinned_round1) {
-    pinned_keys = detail::pinned_host_buffer(std::max<std::uint64_t>(n * kb, 8));
-    pinned_values = detail::pinned_host_buffer(std::max<std::uint64_t>(n * 8, 8));
-    r1_keys = static_cast<char*>(pinned_keys.data());
-    r1_values = static_cast<char*>(pinned_values.data());
-  } else {
-    plain_keys.resize(n + 1);
-    plain_values.resize(n + 1);
-    r1_keys = reinterpret_cast<char*>(plain_keys.data());
-    r1_values = reinterpret_cast<char*>(plain_values.data());
-  }
-
-  // A third and two thirds: each chunk holds at least d keys, as round 1's chunks always do.
+  // A third and two thirds: each chunk holds at least d keys, as round 1's chunks always do,
+  // and the second's stream starts 8-byte aligned, as the codec's format has it.
   std::vector<round1_chunk<B>> chunks(2);
-  chunks[0].count = (n + 2) / 3;
+  chunks[0].count = ((n + 2) / 3 + 1) / 2 * 2;
   chunks[1].start = chunks[0].count;
   chunks[1].count = n - chunks[0].count;
+  const std::uint64_t entries =
+      codec::dealt_blocks(chunks[0].count, d) + codec::dealt_blocks(chunks[1].count, d);
+
+  // The round-1 buffer, keys, values and index: pinned and mapped as the engine makes it (one
+  // registration), or pageable.
+  const std::uint64_t r1_bytes = n * kb + n * 8 + entries * sizeof(codec::run_block);
+  detail::host_buffer pinned;
+  std::vector<std::uint64_t> plain;
+  char* r1 = nullptr;
+  if (pinned_round1) {
+    pinned = detail::pinned_host_buffer(r1_bytes);
+    r1 = static_cast<char*>(pinned.data());
+  } else {
+    plain.resize(r1_bytes / 8 + 1);
+    r1 = reinterpret_cast<char*>(plain.data());
+  }
+  auto* r1_index = reinterpret_cast<codec::run_block*>(r1);
+  char* r1_values = r1 + entries * sizeof(codec::run_block);  // 8-byte aligned
+  char* r1_keys = r1_values + n * 8;
+  chunks[0].index = r1_index;
+  chunks[1].index = r1_index + codec::dealt_blocks(chunks[0].count, d);
   std::vector<chunk_task> tasks;
   for (std::size_t c = 0; c < chunks.size(); ++c) {
     round1_chunk<B>& ch = chunks[c];
@@ -140,9 +145,8 @@ void round_trip(detail::cuda_device& dev, std::uint64_t n, std::optional<distrib
       for (std::uint64_t x = 0; x < r.size(); ++x) r[x] = ordered[x * d + j];
       raw_stream += codec::encoded_bytes<B>(r);
     }
-    ch.index.resize(std::max<std::uint64_t>(codec::dealt_blocks(ch.count, d), 1));
     const target_mode mode = c == 0 ? first_mode : second_mode;
-    ch.target = {.index = ch.index.data(),
+    ch.target = {.index = ch.index,
                  .raw_above = mode == target_mode::on          ? ~std::uint64_t{0}
                               : mode == target_mode::automatic ? ch.count * kb * 9 / 10
                                                                : 0,
@@ -185,7 +189,7 @@ void round_trip(detail::cuda_device& dev, std::uint64_t n, std::optional<distrib
         std::memcpy(got.data(), stream + detail::bin_offset(ch.count, d, j) * kb,
                     want.size() * kb);
       } else if (!want.empty()) {
-        const codec::run_block* first = ch.index.data() + codec::dealt_first_block(ch.count, d, j);
+        const codec::run_block* first = ch.index + codec::dealt_first_block(ch.count, d, j);
         codec::decode<B>({first, reinterpret_cast<const std::byte*>(stream) + first->byte_offset,
                           0, want.size(), 0},
                          std::span<B>{got});
@@ -215,13 +219,13 @@ void round_trip(detail::cuda_device& dev, std::uint64_t n, std::optional<distrib
         t.slices.push_back(run{run_offset + from, to - from});
         codec::encoded_slice e{nullptr, nullptr, from, to, t.count};
         if (!ch.outcome.raw && to > from) {
-          const codec::run_block* first = ch.index.data() +
+          const codec::run_block* first = ch.index +
                                           codec::dealt_first_block(ch.count, d, j) +
                                           from / codec::block_keys;
           e.index = first;
           e.stream = reinterpret_cast<const std::byte*>(stream) + first->byte_offset;
         } else if (!ch.outcome.raw) {
-          e.index = ch.index.data();  // an empty encoded slice decodes nothing
+          e.index = ch.index;  // an empty encoded slice decodes nothing
           e.stream = reinterpret_cast<const std::byte*>(stream);
         }
         t.encoded.push_back(e);
@@ -251,9 +255,19 @@ void round_trip(detail::cuda_device& dev, std::uint64_t n, std::optional<distrib
     std::vector<chunk_task> nonempty;
     for (chunk_task& t : round2)
       if (t.count > 0) nonempty.push_back(std::move(t));
-    detail::job_context ctx{options, layout.bytes()};
+    const sort_options profiled{.profile = true};
+    detail::job_context ctx{profiled, layout.bytes()};
     detail::task_queue queue{std::move(nonempty)};
     dev.process(layout, queue, ctx);
+    // Equal keys encode to index entries alone: decoded on the GPU from the mapped buffer, round
+    // 2 reads those (24 bytes a run here), where the host's decoding would copy in every key.
+    if (pinned_round1 && dist == distribution::zero) {
+      std::uint64_t decode_bytes = 0;
+      for (const stage_profile& p : ctx.take_profile())
+        if (p.stage == "decode") decode_bytes += p.bytes;
+      EXPECT_GT(decode_bytes, 0U);
+      EXPECT_LT(decode_bytes, n * kb) << "decoded on the host, not from the mapped buffer";
+    }
   }
   // Each task's output is its keys in order, checked against std::sort in the job's order on
   // the raw keys, bit for bit; each value is its key's input position, once.
