@@ -8,6 +8,9 @@
 // daemon keeps them): a target met here is not met by a lucky run.
 // Writes bench/results-style JSON with "executor." targets. Usage: gpu_bench --help; any failure
 // (no GPU, a wrong result, out of memory) ends it with one line and exit code 1.
+// --compress yes (issue 21) measures instead compressed runs between the rounds: u32 and u64
+// keys of several distributions out of core (budget 1/8) with compress_runs off, on and auto,
+// against the same PCIe floor, with "compress." targets.
 #include "bench/bench_cli.hpp"
 #include "bench/results_format.hpp"
 #include "core/checks.hpp"
@@ -26,6 +29,7 @@
 #include <parallel/algorithm>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -244,12 +248,17 @@ constexpr const char* usage =
     "usage: gpu_bench [--sizes 1Gi,4Gi] [--cpu-count 1Gi] [--repeat 5] [--json FILE]\n"
     "                 [--machine NAME] [--commit C] [--sweep-chunks 8,16,32]\n"
     "                 [--compare-gather yes|no]\n"
+    "       gpu_bench --compress yes [--compress-bytes 8Gi,32Gi] [--repeat 5]\n"
+    "                 [--dists uniform,gaussian,sorted,fewunique,bits] [--json FILE] ...\n"
     "\n"
     "The GPU executor on u64 uniform keys (--sizes: counts of keys) against the PCIe floor, the\n"
     "copy-in / CUB radix sort / copy-out baseline and the parallel CPU sort (--cpu-count keys):\n"
     "out of core with the budget at 1/8 of the data, and not forced; the median of --repeat\n"
     "runs after a warm-up. --sweep-chunks adds out-of-core runs with at least that many chunks,\n"
     "--compare-gather yes one with round 2's gather done by a kernel.\n"
+    "--compress yes: only the compressed-runs benchmark (issue 21): u32 and u64 keys of\n"
+    "--compress-bytes each (default 8Gi) and each of --dists (gen's distributions, or bits:\n"
+    "every bit pattern alike), out of core at budget 1/8, with compress_runs off, on and auto.\n"
     "exit codes: 0 done, 1 a failure (one line says which), 64 a bad command line\n";
 
 struct options {
@@ -257,6 +266,9 @@ struct options {
   std::uint64_t cpu_count = std::uint64_t{1} << 30;
   std::vector<std::uint64_t> sweep;
   bool compare_gather = false;
+  bool compress = false;
+  std::vector<std::uint64_t> compress_bytes{std::uint64_t{8} << 30};
+  std::vector<std::string> compress_dists{"uniform", "gaussian", "sorted", "fewunique", "bits"};
   int repeat = 5;
   gpusort::bench::results_options results;
 };
@@ -276,6 +288,149 @@ void set_option(options& o, std::string_view flag, const std::string& v)
   } else if (flag == "--compare-gather") {
     if (v != "yes" && v != "no") throw usage_error{"--compare-gather takes yes or no"};
     o.compare_gather = v == "yes";
+  } else if (flag == "--compress") {
+    if (v != "yes" && v != "no") throw usage_error{"--compress takes yes or no"};
+    o.compress = v == "yes";
+  } else if (flag == "--compress-bytes") {
+    o.compress_bytes = parse_counts(flag, v);
+  } else if (flag == "--dists") {
+    o.compress_dists = gpusort::bench::parse_list(
+        flag, v,
+        [](const std::string& d) {
+          return d == "bits" || gpusort::parse_distribution(d).has_value();
+        },
+        " (a distribution of gpusort gen, or bits)");
+  }
+}
+
+/// Every bit pattern alike: splitmix64 of each word's place, whatever the key width (for
+/// floats it holds NaNs of every payload; sorted runs of it still compress, by the bits that
+/// the run's length makes common to neighbours: the least compressible input there is).
+void fill_bits(void* data, std::uint64_t bytes)
+{
+  auto* words = static_cast<std::uint64_t*>(data);
+  const auto count = static_cast<std::int64_t>(bytes / 8);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < count; ++i) {
+    std::uint64_t z = static_cast<std::uint64_t>(i) * 0x9e3779b97f4a7c15ULL + 0x1234567ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    words[i] = z ^ (z >> 31);
+  }
+}
+
+/// Bytes one round's stage moved on every GPU, from a profiled run.
+std::uint64_t stage_bytes(const gpusort::sort_report& r, int round, const char* stage)
+{
+  std::uint64_t bytes = 0;
+  for (const gpusort::stage_profile& p : r.profile)
+    if (p.round == round && p.stage == stage && p.device != "all") bytes += p.bytes;
+  return bytes;
+}
+
+/// One compress_runs setting on one input: the median of `repeats` runs after a warm-up, and
+/// what a last, profiled, run copied out in round 1 (keys: index and stream where encoded).
+struct compress_run {
+  double seconds{};
+  std::uint64_t round1_out_bytes{};
+  bool encoded{};
+};
+
+/// Issue 21's benchmark (--compress yes): u32 and u64 keys of each distribution, out of core on
+/// GPU 0 at a budget of 1/8 of the data, with compress_runs off, on and auto; targets against
+/// the 4N PCIe floor (`sum_both`: H2D + D2H at once, GB/s) and against compression off.
+void run_compress(const options& o, double sum_both, std::vector<target>& targets,
+                  std::ostringstream& raw)
+{
+  using gpusort::run_compression;
+  static constexpr std::pair<run_compression, const char*> modes[] = {
+      {run_compression::off, "off"}, {run_compression::on, "on"},
+      {run_compression::automatic, "auto"}};
+  for (const std::uint64_t bytes : o.compress_bytes) {
+    const std::string tag = gpusort::format_bytes(bytes);
+    const double gb = static_cast<double>(bytes) / 1e9;
+    const double floor_s = 4 * gb / sum_both;
+    host_buffer pinned = gpusort::detail::pinned_host_buffer(bytes);
+    for (const auto& [type, key_bytes] : {std::pair{gpusort::dtype::u32, 4U},
+                                          std::pair{gpusort::dtype::u64, 8U}}) {
+      const std::uint64_t n = bytes / key_bytes;
+      const std::string type_name = type == gpusort::dtype::u32 ? "u32" : "u64";
+      const gpusort::key_array view{pinned.data(), n, type};
+      gpusort::config cfg;
+      cfg.devices = gpusort::device_selection::listed;
+      cfg.gpu_ids = {0};
+      cfg.device_memory_budget = bytes / 8 * gpusort::detail::cuda_device::buffers_per_element +
+                                 (std::uint64_t{256} << 20);
+      for (const std::string& dist : o.compress_dists) {
+        const std::string what = type_name + "_" + dist;
+        auto regenerate = [&] {
+          if (dist == "bits") fill_bits(pinned.data(), n * key_bytes);
+          else gpusort::generate(view, *gpusort::parse_distribution(dist), 2);
+        };
+        regenerate();
+        const gpusort::fingerprint before = gpusort::fingerprint_of(view);
+        auto check = [&] {
+          const auto v = gpusort::verify(view, std::nullopt, gpusort::order::ascending, before);
+          if (!v.ok) throw std::runtime_error{what + " " + tag + " wrong: " + v.message};
+        };
+        std::vector<compress_run> runs;
+        for (const auto& [mode, mode_name] : modes) {
+          cfg.compress_runs = mode;
+          gpusort::engine e{cfg};
+          std::vector<double> times;
+          gpusort::sort_report r;
+          for (int rep = 0; rep <= o.repeat; ++rep) {
+            regenerate();
+            r = e.sort(gpusort::sort_job{.keys = view});
+            check();
+            if (rep > 0) times.push_back(r.seconds);
+          }
+          regenerate();
+          const gpusort::sort_report profiled =
+              e.sort(gpusort::sort_job{.keys = view}, {.profile = true});
+          check();
+          const compress_run c{
+              .seconds = median(times),
+              .round1_out_bytes = stage_bytes(profiled, 1, "copy out"),
+              .encoded = std::any_of(profiled.profile.begin(), profiled.profile.end(),
+                                     [](const auto& p) { return p.stage == "encode"; })};
+          runs.push_back(c);
+          std::printf("%s %s compress_runs=%s: median %.3f s (%.2f of the floor) of %d "
+                      "[%.3f, %.3f], d=%llu, round 1 out %.3f bytes a key%s\n",
+                      tag.c_str(), what.c_str(), mode_name, c.seconds, c.seconds / floor_s,
+                      o.repeat, *std::min_element(times.begin(), times.end()),
+                      *std::max_element(times.begin(), times.end()),
+                      static_cast<unsigned long long>(r.chunks),
+                      static_cast<double>(c.round1_out_bytes) / static_cast<double>(n),
+                      c.encoded ? "" : " (nothing encoded)");
+          print_profile(profiled);
+          raw << "{\"size\": \"" << tag << "\", \"bytes\": " << bytes << ", \"keys\": "
+              << gpusort::bench::json_string(what) << ", \"compress_runs\": \"" << mode_name
+              << "\", \"seconds\": " << c.seconds << ", \"floor_s\": " << floor_s
+              << ", \"chunks\": " << r.chunks << ", \"round1_out_bytes\": " << c.round1_out_bytes
+              << ", \"encoded\": " << (c.encoded ? "true" : "false")
+              << ", \"profile\": " << profile_json(profiled) << "},";
+        }
+        const compress_run& off = runs[0];
+        const compress_run& on = runs[1];
+        const compress_run& automatic = runs[2];
+        targets.push_back({"compress.round1_bytes_per_key." + what + "." + tag, "bytes per key",
+                           "the raw keys (compress_runs on; index included)",
+                           static_cast<double>(on.round1_out_bytes) / static_cast<double>(n),
+                           static_cast<double>(on.round1_out_bytes) /
+                               static_cast<double>(n * key_bytes),
+                           1.0, false});
+        if (dist == "uniform")
+          targets.push_back({"compress.time_vs_floor." + what + "." + tag, "time ratio",
+                             "4N / (simultaneous H2D+D2H, both directions summed); auto",
+                             automatic.seconds, automatic.seconds / floor_s,
+                             key_bytes == 4 ? 0.75 : 0.95, false});
+        if (dist == "bits" && key_bytes == 8)
+          targets.push_back({"compress.incompressible_vs_off." + tag, "time ratio",
+                             "the same job with compress_runs off; auto, u64 bits",
+                             automatic.seconds, automatic.seconds / off.seconds, 1.03, false});
+      }
+    }
   }
 }
 
@@ -307,6 +462,11 @@ int run(const options& o)
   }
   std::printf("PCIe floor from %.1f GB/s both directions summed (best of %d runs)\n", sum_both,
               bandwidth_repeats);
+  if (o.compress) {
+    run_compress(o, sum_both, targets, raw);
+    gpusort::bench::report_results(o.results, targets, raw.str());
+    return 0;
+  }
   if (gpus > 1) {
     const double all = measure_aggregate(gpus, std::uint64_t{1} << 30);
     std::printf("all %d GPUs at once, H2D and D2H each: %.1f GB/s summed over every direction\n",
@@ -482,6 +642,8 @@ int main(int argc, char** argv)
 {
   return gpusort::bench::run_main<options>(
       "gpu_bench", usage, argc, argv,
-      {"--sizes", "--cpu-count", "--repeat", "--sweep-chunks", "--compare-gather"}, set_option,
+      {"--sizes", "--cpu-count", "--repeat", "--sweep-chunks", "--compare-gather", "--compress",
+       "--compress-bytes", "--dists"},
+      set_option,
       run);
 }

@@ -2,12 +2,14 @@
 # The one-command GPU check, run on a GPU host: the GPU tests, the engine tests with a tiny
 # budget, compute-sanitizer memcheck, racecheck, synccheck and initcheck on a reduced set (their
 # summary lines in OUTDIR/sanitizer_summary.txt), the GPU executor benchmark
-# (issue 3), the sample sort benchmark (issue 4) and the CPU benchmark. Everything they print goes
+# (issue 3), its compressed-runs mode (issue 21: gpu_bench --compress yes), the sample sort
+# benchmark (issue 4), the codec benchmark and the CPU benchmark. Everything they print goes
 # to OUTDIR, with each benchmark's JSON and Markdown table. Exit status 0 only when every test
 # passed and every benchmark ran (a missed speed target is reported, not a failure).
 # Uses dist/ from scripts/bundle.sh when present, else build/release; GPUSORT_BIN overrides.
 #
 #   scripts/gpu-check.sh OUTDIR [--sizes 1Gi,4Gi] [--cpu-count 1Gi] [--machine NAME]
+#                               [--compress-bytes 8Gi,32Gi]
 #                               [--skip-tests] [--skip-sanitizer] [--skip-bench]
 #                               [--tools memcheck,racecheck,synccheck,initcheck]
 #                               [--sanitize gpu_executor,gpu]
@@ -18,11 +20,13 @@ bin="${GPUSORT_BIN:-$( [ -d dist ] && echo dist || echo build/release )}"
 out="${1:?usage: scripts/gpu-check.sh OUTDIR [options]}"
 shift
 sizes=1Gi,4Gi cpu_count=1Gi machine="$(hostname)" tests=1 sanitizer=1 bench=1
+compress_bytes=8Gi
 tools=memcheck,racecheck,synccheck,initcheck suites=
 while [ $# -gt 0 ]; do
   case "$1" in
     --sizes) sizes="$2"; shift 2 ;;
     --cpu-count) cpu_count="$2"; shift 2 ;;
+    --compress-bytes) compress_bytes="$2"; shift 2 ;;
     --machine) machine="$2"; shift 2 ;;
     --skip-tests) tests=0; shift ;;
     --skip-sanitizer) sanitizer=0; shift ;;
@@ -66,6 +70,8 @@ fi
 # sort kernels see only ordered bits (u32 or u64 words whatever the key type), so the executor
 # runs its every-distribution test for u32 and u64 (typed suites /0 and /2) and the resident sort
 # with its merges, and gpu_tests' key-transform tests cover the conversions of every key type.
+# Compressed runs (issue 21): the device's encode in round 1 and decode in round 2, u32 and u64
+# words (GpuCompressedRuns /0 and /2), at the sizes GPUSORT_TEST_MAX_N leaves (1, 4095, 4097).
 # On an H100 (commit 0b0bc35) memcheck took 43 s for gpu_tests and about 11 s per executor test;
 # racecheck 51 s for its gpu_tests set and about 30 s per executor test.
 sanitizer_bin=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -83,10 +89,12 @@ if [ "$sanitizer" = 1 ] && [ -x "$sanitizer_bin" ]; then
         # pieces and split merges (and the exchange where there are two GPUs). racecheck, the
         # slowest, takes the u64 words only; gpu_tests' sample sort set has both word sizes.
         racecheck:gpu_executor)
-          filter='GpuEngineKeys/2.EveryDistributionAndOrder*:*ResidentSortMerges*' ;;
+          filter='GpuEngineKeys/2.EveryDistributionAndOrder*:*ResidentSortMerges*:'
+          filter+='GpuCompressedRuns/2.RoundOneEncodes*' ;;
         *:gpu_executor)
           filter='GpuEngineKeys/0.EveryDistributionAndOrder*:'
-          filter+='GpuEngineKeys/2.EveryDistributionAndOrder*:*ResidentSortMerges*' ;;
+          filter+='GpuEngineKeys/2.EveryDistributionAndOrder*:*ResidentSortMerges*:'
+          filter+='GpuCompressedRuns/0.*:GpuCompressedRuns/2.*' ;;
         # racecheck and synccheck watch shared memory and barriers, which only the sample sort's
         # kernels, the key transforms and the run codec use among gpu_tests; racecheck did not
         # finish the whole suite in 300 s on the H100. The sample sort's every-path test runs all its kernels at
@@ -133,12 +141,14 @@ elif [ "$sanitizer" = 1 ]; then
 fi
 
 if [ "$bench" = 1 ]; then
-  for b in gpu sample codec; do
+  for b in gpu compress sample codec; do
     exe="$bin/bench/${b}_bench"
+    [ "$b" = compress ] && exe="$bin/bench/gpu_bench"
     [ -x "$exe" ] || { echo "gpu-check: missing $exe" >&2; status=1; continue; }
     echo "== ${b}_bench =="
     args=(--json "$out/${b}_bench.json" --machine "$machine" --commit "$commit")
     [ "$b" = gpu ] && args+=(--sizes "$sizes" --cpu-count "$cpu_count")
+    [ "$b" = compress ] && args+=(--compress yes --compress-bytes "$compress_bytes")
     "$exe" "${args[@]}" 2>&1 | grep -v '\[info\]' > "$out/${b}_bench.txt"
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     # The Markdown table is the end of the output, from its header on.

@@ -5,6 +5,9 @@
 #include "core/cuda/chunk_ops.cuh"
 #include "core/cuda/merge_ops.cuh"
 #include "core/cuda/ordered_keys.cuh"
+#include "core/cuda/run_codec.cuh"
+#include "core/log.hpp"
+#include "core/run_codec.hpp"
 #include "pipeline/cuda/resources.hpp"
 #include "pipeline/cuda/stage_queue.hpp"
 #include "pipeline/cuda/stage_totals.hpp"
@@ -17,11 +20,14 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
 #include <exception>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -44,21 +50,39 @@ std::optional<cudaPointerAttributes> pinned_attributes(const void* p) noexcept
   return a;
 }
 
+/// N events that can time (stage marks).
+template <std::size_t... I>
+std::array<cuda::cuda_event, sizeof...(I)> timing_events(std::index_sequence<I...>)
+{
+  return {((void)I, cuda::cuda_event{cuda::event_timing::enabled})...};
+}
+
 /// One chunk's place in the ring: its device buffers, its gather tables and its events.
 struct slot {
   cuda::device_buffer keys;
   cuda::device_buffer values;
+  /// The key tables hold, for round 2 of a compressed job, a decode table (encoded_slice, one
+  /// per slice) and behind it a gather table for the slices of chunks stored raw.
   cuda::pinned_buffer key_table_host;
   cuda::pinned_buffer value_table_host;
   cuda::device_buffer key_table;
   cuda::device_buffer value_table;
   cuda::cuda_event loaded;
   cuda::cuda_event computed;
-  /// Stage boundaries for sort_options::profile, read back once the chunk has left the GPU.
-  std::array<cuda::cuda_event, 6> marks{
-      cuda::cuda_event{cuda::event_timing::enabled}, cuda::cuda_event{cuda::event_timing::enabled},
-      cuda::cuda_event{cuda::event_timing::enabled}, cuda::cuda_event{cuda::event_timing::enabled},
-      cuda::cuda_event{cuda::event_timing::enabled}, cuda::cuda_event{cuda::event_timing::enabled}};
+  /// Stage boundaries for sort_options::profile (begin and end of each gpu_stage), read back
+  /// once the chunk has left the GPU; `ran` says which stages this chunk went through and
+  /// `stage_bytes` what each moved or worked on.
+  std::array<cuda::cuda_event, 2 * gpu_stage_count> marks{
+      timing_events(std::make_index_sequence<2 * gpu_stage_count>{})};
+  std::array<bool, gpu_stage_count> ran{};
+  std::array<std::uint64_t, gpu_stage_count> stage_bytes{};
+  /// Round 1 of a compressed job: encoded_size's answer, read by the compute thread.
+  cuda::pinned_buffer measured{sizeof(std::uint64_t)};
+  /// What the compute stage made of an encode_target, for the store: when `encoded`, the keys
+  /// buffer holds the chunk's index (index_bytes) and behind it its stream.
+  encode_target::outcome outcome{};
+  bool encoded{};
+  std::uint64_t index_bytes{};
   const chunk_task* task{};
 };
 
@@ -71,12 +95,14 @@ class round_profile {
     start_.record(s);
     origin_ = ctx.elapsed();
   }
-  /// Adds a finished chunk: its marks hold (begin, end) of each stage.
-  void add(const slot& sl, std::uint64_t bytes)
+  /// Adds a finished chunk: its marks hold (begin, end) of each stage it ran.
+  void add(const slot& sl)
   {
-    for (unsigned st = 0; st < gpu_stage_count; ++st)
+    for (unsigned st = 0; st < gpu_stage_count; ++st) {
+      if (!sl.ran[st]) continue;
       totals_.add(static_cast<gpu_stage>(st), cuda::elapsed_ms(start_, sl.marks[2 * st]) / 1e3,
-                  cuda::elapsed_ms(start_, sl.marks[2 * st + 1]) / 1e3, bytes);
+                  cuda::elapsed_ms(start_, sl.marks[2 * st + 1]) / 1e3, sl.stage_bytes[st]);
+    }
   }
   void report(job_context& ctx, const std::string& device, int round) const
   {
@@ -94,6 +120,52 @@ const char* mapped_address(const void* host) noexcept
 {
   const std::optional<cudaPointerAttributes> a = pinned_attributes(host);
   return a ? static_cast<const char*>(a->devicePointer) : nullptr;
+}
+
+/// The offset from host to device addresses that holds for both ends of a range a kernel reads
+/// (`low` and `high`, in mapped pinned memory), or nullopt where either is not mapped or they
+/// map apart: round 2 translates the addresses of its encoded slices, up to d^2 per task, with
+/// one lookup for each end instead of one each (they all lie in the round-1 buffer).
+std::optional<std::uintptr_t> common_mapping(std::uintptr_t low, std::uintptr_t high) noexcept
+{
+  const char* d_low = mapped_address(reinterpret_cast<const void*>(low));
+  const char* d_high = mapped_address(reinterpret_cast<const void*>(high));
+  if (d_low == nullptr || d_high == nullptr) return std::nullopt;
+  const std::uintptr_t shift = reinterpret_cast<std::uintptr_t>(d_low) - low;
+  if (reinterpret_cast<std::uintptr_t>(d_high) - high != shift) return std::nullopt;
+  return shift;
+}
+
+/// What the decode kernel reads of one encoded slice (core/cuda/run_codec/kernels.cuh): its
+/// blocks' index entries and, of its stream, every block's words up to the slice's last key.
+struct slice_reads {
+  std::uint64_t blocks{};
+  std::uint64_t stream_bytes{};
+};
+
+slice_reads reads_of(const codec::encoded_slice& e)
+{
+  if (e.last <= e.first) return {};
+  const std::uint64_t first_block = e.first / codec::block_keys;
+  const std::uint64_t blocks = (e.last - 1) / codec::block_keys - first_block + 1;
+  const codec::run_block& last = e.index[blocks - 1];
+  const auto keys_to = static_cast<std::uint32_t>(
+      e.last - (first_block + blocks - 1) * codec::block_keys);  // in the last block
+  return {blocks, last.byte_offset - e.index[0].byte_offset + codec::block_bytes(last.width,
+                                                                                  keys_to)};
+}
+
+/// The scratch of a ring for chunks of c elements: the in-core sort's or the run codec's,
+/// whichever is larger. One buffer serves both, as round 1 encodes on the compute stream after
+/// the sort: a job loses no capacity to the codec where the sort's scratch is the larger (the
+/// codec's is 13 bytes per 2048 keys and CUB's scan storage). Sized for as many runs as codec
+/// blocks (a run adds at most one partial block); a task dealt into more grows it (encode).
+std::uint64_t ring_scratch_bytes(const chunk_sorter& with, const element_layout& l,
+                                 std::uint64_t c)
+{
+  return std::max<std::uint64_t>(
+      with.scratch_bytes(c, l.key_bytes, l.value_bytes),
+      cuda::run_codec_scratch_bytes(c, std::max<std::uint64_t>(codec::blocks_of(c), 1)));
 }
 
 /// How round 2 gathers its slices from the pinned round-1 output. Copy engines move large
@@ -132,6 +204,10 @@ struct round_state {
   std::vector<const void*> batch_src;
   std::vector<std::size_t> batch_size;
   bool batch_supported{true};
+  /// load_decoded_on_host's keys, in words so that they serve either key width, and where
+  /// each slice's go.
+  std::vector<std::uint64_t> decoded;
+  std::vector<std::uint64_t> slice_at;
 
   // Per round:
   element_layout layout{};
@@ -145,7 +221,7 @@ struct round_state {
   {
     return {.keys = elements * l.key_bytes,
             .values = elements * l.value_bytes,
-            .scratch = with.scratch_bytes(elements, l.key_bytes, l.value_bytes)};
+            .scratch = ring_scratch_bytes(with, l, elements)};
   }
 
   round_state(const buffer_sizes& s, std::size_t tables, const cuda_device_options& o,
@@ -169,15 +245,21 @@ struct round_state {
     scratch = cuda::device_buffer{sizes.scratch};
   }
 
+  /// Bytes of a slot's key table: a decode table and a gather table of table_entries each.
+  [[nodiscard]] std::size_t decode_table_bytes() const noexcept
+  {
+    return table_entries * sizeof(codec::encoded_slice);
+  }
+
   /// Gather tables for `entries` slices per task (the ring's streams are idle between rounds).
   void grow_tables(std::size_t entries)
   {
     table_entries = std::max<std::size_t>(entries, 1);
     const std::size_t table_bytes = table_entries * sizeof(cuda::gather_slice);
     for (slot& sl : slots) {
-      sl.key_table_host = cuda::pinned_buffer{table_bytes};
+      sl.key_table_host = cuda::pinned_buffer{decode_table_bytes() + table_bytes};
       sl.value_table_host = cuda::pinned_buffer{table_bytes};
-      sl.key_table = cuda::device_buffer{table_bytes};
+      sl.key_table = cuda::device_buffer{decode_table_bytes() + table_bytes};
       sl.value_table = cuda::device_buffer{table_bytes};
     }
   }
@@ -192,9 +274,31 @@ struct round_state {
   round_state(const round_state&) = delete;
   round_state& operator=(const round_state&) = delete;
 
-  void mark(slot& s, unsigned index, cudaStream_t stream) const
+  /// Marks where stage `st` of the chunk in `s` begins on `stream` (when profiling).
+  void begin(slot& s, gpu_stage st, cudaStream_t stream) const
   {
-    if (profiling) s.marks[index].record(stream);
+    if (profiling) s.marks[2 * static_cast<unsigned>(st)].record(stream);
+  }
+  /// Marks where it ends, having moved or worked on `bytes`.
+  void end(slot& s, gpu_stage st, cudaStream_t stream, std::uint64_t bytes) const
+  {
+    const auto i = static_cast<unsigned>(st);
+    if (profiling) s.marks[2 * i + 1].record(stream);
+    s.ran[i] = true;
+    s.stage_bytes[i] = bytes;
+  }
+
+  /// Gathers `count` slices of mapped memory tabled at d_entries (device memory) into d_out,
+  /// one kernel launch per 65535 slices.
+  void gather_table(const cuda::gather_slice* d_entries, std::size_t count,
+                    std::uint64_t longest, std::uint64_t element_bytes, char* d_out)
+  {
+    for (std::size_t first = 0; first < count; first += max_slices_per_launch) {
+      const auto group =
+          static_cast<std::uint32_t>(std::min<std::size_t>(max_slices_per_launch, count - first));
+      cuda::gather(d_entries + first, group, longest, d_out,
+                   static_cast<unsigned>(element_bytes), h2d.value());
+    }
   }
 
   /// Gathers slices of mapped host memory at `base` (device address `d_base`) with one kernel
@@ -213,13 +317,7 @@ struct round_state {
     GPUSORT_CUDA_TRY(cudaMemcpyAsync(table.data(), entries,
                                      slices.size() * sizeof(cuda::gather_slice),
                                      cudaMemcpyHostToDevice, h2d.value()));
-    for (std::size_t first = 0; first < slices.size(); first += max_slices_per_launch) {
-      const auto count =
-          static_cast<std::uint32_t>(std::min<std::size_t>(max_slices_per_launch,
-                                                           slices.size() - first));
-      cuda::gather(table.data<cuda::gather_slice>() + first, count, longest, d_out,
-                   static_cast<unsigned>(element_bytes), h2d.value());
-    }
+    gather_table(table.data<cuda::gather_slice>(), slices.size(), longest, element_bytes, d_out);
   }
 
   /// One array of a task onto the device: slice by slice through the copy engine (staged when
@@ -284,24 +382,244 @@ struct round_state {
     return true;
   }
 
+  /// Round 2 of a compressed job: the keys of the task's slices decoded straight from the
+  /// mapped round-1 buffer into the slot, the slices of chunks stored raw gathered beside them,
+  /// in one decode launch and one gather launch (per 65535 slices). The compressed bytes cross
+  /// the link once, read by the decoding SMs; copying them into device memory first would need
+  /// a device buffer as large as the compressed chunk, which the capacity does not hold.
+  /// Returns the bytes read from host memory, or nullopt when the round-1 buffer is not mapped
+  /// or a stream not 8-byte aligned (load_decoded_on_host then serves the task).
+  std::optional<std::uint64_t> load_encoded_keys(slot& s, const chunk_task& t)
+  {
+    const std::uint64_t kb = layout.key_bytes;
+    // The lowest and highest addresses the kernels read, of each kind, to translate them all
+    // with one lookup per end.
+    std::uintptr_t index_low = UINTPTR_MAX, index_high = 0, stream_low = UINTPTR_MAX,
+                   stream_high = 0;
+    std::uint64_t most_blocks = 0, read_bytes = 0, longest_raw = 0;
+    std::size_t encoded_count = 0, raw_count = 0;
+    // The kernel reads the index and the stream as 8-byte words (the format's alignment, which
+    // both codecs' encoders demand of a stream): anything else is decoded on the host.
+    bool aligned = true;
+    for (std::size_t i = 0; i < t.slices.size(); ++i) {
+      const codec::encoded_slice& e = t.encoded[i];
+      if (e.index == nullptr) {
+        ++raw_count;
+        longest_raw = std::max(longest_raw, t.slices[i].length);
+        read_bytes += t.slices[i].length * kb;
+        continue;
+      }
+      GPUSORT_EXPECTS(e.last - e.first == t.slices[i].length,
+                      "an encoded slice covers as many keys as its slice");
+      const slice_reads r = reads_of(e);
+      if (r.blocks == 0) continue;
+      ++encoded_count;
+      most_blocks = std::max(most_blocks, r.blocks);
+      read_bytes += r.blocks * sizeof(codec::run_block) + r.stream_bytes;
+      const auto index_at = reinterpret_cast<std::uintptr_t>(e.index);
+      const auto stream_at = reinterpret_cast<std::uintptr_t>(e.stream);
+      index_low = std::min(index_low, index_at);
+      index_high = std::max(index_high, index_at + r.blocks * sizeof(codec::run_block) - 1);
+      aligned = aligned && index_at % 8 == 0;
+      // A stream of no bytes (equal keys) is never read, wherever it points.
+      if (r.stream_bytes == 0) continue;
+      aligned = aligned && stream_at % 8 == 0;
+      stream_low = std::min(stream_low, stream_at);
+      stream_high = std::max(stream_high, stream_at + r.stream_bytes - 1);
+    }
+    std::optional<std::uintptr_t> index_shift{0}, stream_shift{0};
+    if (encoded_count > 0) index_shift = common_mapping(index_low, index_high);
+    if (stream_high > 0) stream_shift = common_mapping(stream_low, stream_high);
+    const char* d_src = raw_count > 0 ? mapped_address(t.src_keys) : nullptr;
+    if (!aligned || !index_shift || !stream_shift || (raw_count > 0 && d_src == nullptr))
+      return std::nullopt;
+
+    auto* decode_host = s.key_table_host.data<codec::encoded_slice>();
+    auto* gather_host = reinterpret_cast<cuda::gather_slice*>(s.key_table_host.data<char>() +
+                                                              decode_table_bytes());
+    std::size_t next_encoded = 0, next_raw = 0;
+    std::uint64_t at = 0;
+    for (std::size_t i = 0; i < t.slices.size(); ++i) {
+      const codec::encoded_slice& e = t.encoded[i];
+      const std::uint64_t length = t.slices[i].length;
+      if (e.index == nullptr) {
+        gather_host[next_raw++] = {d_src + t.slices[i].offset * kb, length, at};
+      } else if (length > 0) {
+        GPUSORT_EXPECTS(e.dst_offset == at,
+                        "an encoded slice's dst_offset is where its keys lie in the task");
+        decode_host[next_encoded++] = {
+            reinterpret_cast<const codec::run_block*>(reinterpret_cast<std::uintptr_t>(e.index) +
+                                                      *index_shift),
+            reinterpret_cast<const std::byte*>(reinterpret_cast<std::uintptr_t>(e.stream) +
+                                               *stream_shift),
+            e.first, e.last, at};
+      }
+      at += length;
+    }
+    char* d_out = s.keys.data<char>();
+    const cudaStream_t st = h2d.value();
+    if (encoded_count > 0) {
+      GPUSORT_CUDA_TRY(cudaMemcpyAsync(s.key_table.data(), decode_host,
+                                       encoded_count * sizeof(codec::encoded_slice),
+                                       cudaMemcpyHostToDevice, st));
+      const auto* d_decode = s.key_table.data<codec::encoded_slice>();
+      for (std::size_t first = 0; first < encoded_count; first += max_slices_per_launch) {
+        const auto group = static_cast<std::uint32_t>(
+            std::min<std::size_t>(max_slices_per_launch, encoded_count - first));
+        cuda::decode_slices(d_decode + first, group, most_blocks, d_out,
+                            static_cast<unsigned>(kb), st);
+      }
+    }
+    if (raw_count > 0) {
+      auto* d_gather = reinterpret_cast<cuda::gather_slice*>(s.key_table.data<char>() +
+                                                             decode_table_bytes());
+      GPUSORT_CUDA_TRY(cudaMemcpyAsync(d_gather, gather_host,
+                                       raw_count * sizeof(cuda::gather_slice),
+                                       cudaMemcpyHostToDevice, st));
+      gather_table(d_gather, raw_count, longest_raw, kb, d_out);
+    }
+    return read_bytes;
+  }
+
+  /// Round 2 of a compressed job whose round-1 buffer is not mapped (GPUSORT_ROUND1_PINNED=0,
+  /// a measuring aid, or an index kept outside it): the keys decoded on the host by the
+  /// reference codec, slices on every core, then copied in through the staging like any
+  /// pageable array. Returns the bytes copied in.
+  std::uint64_t load_decoded_on_host(slot& s, const chunk_task& t)
+  {
+    log(log_level::debug,
+        "round 2 decodes {} slices ({} keys) on the host: the round-1 buffer or its index is "
+        "not mapped pinned memory, or a stream is not 8-byte aligned",
+        t.slices.size(), t.count);
+    const std::uint64_t kb = layout.key_bytes;
+    // Checked here: the decoding below runs in parallel, where nothing may throw.
+    slice_at.resize(t.slices.size());
+    std::uint64_t at = 0;
+    for (std::size_t i = 0; i < t.slices.size(); ++i) {
+      const codec::encoded_slice& e = t.encoded[i];
+      const std::uint64_t length = t.slices[i].length;
+      GPUSORT_EXPECTS(at + length <= t.count, "a task's slices hold `count` elements");
+      GPUSORT_EXPECTS(e.index == nullptr || length == 0 ||
+                          (e.dst_offset == at && e.last - e.first == length),
+                      "an encoded slice matches its slice");
+      slice_at[i] = at;
+      at += length;
+    }
+    decoded.resize((t.count * kb + 7) / 8);
+    auto decode_all = [&]<typename K>() {
+      const std::span<K> out{reinterpret_cast<K*>(decoded.data()), t.count};
+      const auto slices = static_cast<std::int64_t>(t.slices.size());
+#pragma omp parallel for schedule(dynamic, 16)
+      for (std::int64_t i = 0; i < slices; ++i) {
+        const codec::encoded_slice& e = t.encoded[static_cast<std::size_t>(i)];
+        const run& sl = t.slices[static_cast<std::size_t>(i)];
+        if (sl.length == 0) continue;
+        if (e.index == nullptr)
+          std::memcpy(out.data() + slice_at[static_cast<std::size_t>(i)],
+                      static_cast<const char*>(t.src_keys) + sl.offset * kb, sl.length * kb);
+        else
+          codec::decode<K>(e, out);
+      }
+    };
+    if (kb == 4) decode_all.template operator()<std::uint32_t>();
+    else decode_all.template operator()<std::uint64_t>();
+    copy_to_device(s.keys.data<char>(), decoded.data(), t.count * kb, h2d.value(), in_staging);
+    return t.count * kb;
+  }
+
   /// Copy-in stage of one task.
   void load(slot& s, const chunk_task& t)
   {
+    // The slot's last chunk may have been encoded (the ring serves both rounds): only this
+    // chunk's compute stage may say so of this one.
+    s.ran = {};
+    s.stage_bytes = {};
+    s.outcome = {};
+    s.encoded = false;
+    s.index_bytes = 0;
     const std::uint64_t kb = layout.key_bytes, vb = layout.value_bytes;
-    mark(s, 0, h2d.value());
-    load_array(t, t.src_keys, kb, s.keys.data<char>(), s.key_table_host, s.key_table);
+    const cudaStream_t st = h2d.value();
+    begin(s, gpu_stage::copy_in, st);
+    std::uint64_t in_bytes = t.count * vb;
+    // Every chunk stored raw (auto found nothing worth encoding): copied as without compression,
+    // by the copy engines where the slices are long, rather than gathered by a kernel.
+    const bool decode =
+        std::any_of(t.encoded.begin(), t.encoded.end(),
+                    [](const codec::encoded_slice& e) { return e.index != nullptr; });
+    if (!decode) {
+      load_array(t, t.src_keys, kb, s.keys.data<char>(), s.key_table_host, s.key_table);
+      in_bytes += t.count * kb;
+    } else {
+      GPUSORT_EXPECTS(t.encoded.size() == t.slices.size(), "one encoded entry per slice");
+      begin(s, gpu_stage::decode, st);
+      std::optional<std::uint64_t> read = load_encoded_keys(s, t);
+      if (!read) read = load_decoded_on_host(s, t);
+      end(s, gpu_stage::decode, st, *read);
+      in_bytes += *read;
+    }
     if (vb > 0)
       load_array(t, t.src_values, vb, s.values.data<char>(), s.value_table_host, s.value_table);
-    mark(s, 1, h2d.value());
-    s.loaded.record(h2d.value());
+    end(s, gpu_stage::copy_in, st, in_bytes);
+    s.loaded.record(st);
   }
 
-  /// Compute stage: ordered bits, sort, deal or tail, raw bits again.
+  /// Round 1 of a compressed job, on the compute stream after the deal: measures the stream
+  /// (one read of the keys, and a wait for its 8 bytes), then, where it pays and fits, encodes
+  /// into the sort's alternate buffer, the index ahead of the stream, which becomes the slot's.
+  /// The wait costs the compute stream a round trip per chunk; in exchange the index needs no
+  /// device memory of its own (a chunk's index is 0.3% of its u32 keys: 3 slots of it would take
+  /// capacity from every job), and the store knows every size before it copies.
+  void encode(slot& s, const chunk_task& t)
+  {
+    const encode_target& target = *t.encode;
+    GPUSORT_EXPECTS(target.index != nullptr && target.result != nullptr,
+                    "an encode target has an index and a result");
+    s.outcome = {.stream_bytes = 0, .raw = t.count > 0};
+    s.encoded = false;
+    s.index_bytes = 0;
+    if (t.count == 0) return;  // no blocks: an empty stream and index
+    const cudaStream_t st = compute.value();
+    const unsigned kb = layout.key_bytes;
+    const std::uint64_t runs = std::max<std::uint64_t>(t.deal_bins, 1);
+    const std::size_t need = cuda::run_codec_scratch_bytes(t.count, runs);
+    if (need > sizes.scratch) {
+      // More runs than ring_scratch_bytes planned for: rare, and only between chunks.
+      GPUSORT_CUDA_TRY(cudaStreamSynchronize(st));
+      scratch = cuda::device_buffer{};
+      scratch = cuda::device_buffer{need};
+      sizes.scratch = need;
+    }
+    begin(s, gpu_stage::encode, st);
+    auto* measured = s.measured.data<std::uint64_t>();
+    cuda::encoded_size(s.keys.data(), t.count, runs, kb, measured, scratch.data(), sizes.scratch,
+                       st);
+    GPUSORT_CUDA_TRY(cudaStreamSynchronize(st));
+    const std::uint64_t stream_bytes = *measured;
+    const std::uint64_t index_bytes =
+        codec::dealt_blocks(t.count, runs) * sizeof(codec::run_block);
+    // A stream that does not fit beside its index is one of keys that barely compress (its
+    // index is 0.3% of u32 keys): not worth decoding whatever the target says.
+    const bool fits = index_bytes <= sizes.keys && stream_bytes <= sizes.keys - index_bytes;
+    if (stream_bytes <= target.raw_above && fits) {
+      char* base = alt_keys.data<char>();
+      cuda::encode_runs(s.keys.data(), t.count, runs, kb,
+                        reinterpret_cast<codec::run_block*>(base), base + index_bytes,
+                        sizes.keys - index_bytes, nullptr, scratch.data(), sizes.scratch, st);
+      std::swap(s.keys, alt_keys);
+      s.outcome = {.stream_bytes = stream_bytes, .raw = false};
+      s.encoded = true;
+      s.index_bytes = index_bytes;
+    }
+    end(s, gpu_stage::encode, st, t.count * kb);
+  }
+
+  /// Compute stage: ordered bits, sort, deal or tail, raw bits again (or, for round 1 of a
+  /// compressed job, the encoding).
   void sort(slot& s, const chunk_task& t)
   {
     const cudaStream_t st = compute.value();
     s.loaded.make_wait(st);
-    mark(s, 2, st);
+    begin(s, gpu_stage::sort, st);
     const unsigned kb = layout.key_bytes, vb = layout.value_bytes;
     if (!t.src_ordered) cuda::to_ordered(s.keys.data(), t.count, layout.keys(), st);
     if (sorter.sort(s.keys.data(), alt_keys.data(), s.values.data(), alt_values.data(), t.count,
@@ -315,24 +633,40 @@ struct round_state {
       std::swap(s.keys, alt_keys);
       std::swap(s.values, alt_values);
     }
-    if (!t.dst_ordered)
+    if (t.encode == nullptr && !t.dst_ordered)
       cuda::from_ordered(s.keys.data(), t.count, layout.keys(), st);
-    mark(s, 3, st);
+    end(s, gpu_stage::sort, st, t.count * layout.bytes());
+    if (t.encode != nullptr) {
+      encode(s, t);
+      if (!s.encoded && !t.dst_ordered)
+        cuda::from_ordered(s.keys.data(), t.count, layout.keys(), st);
+    }
     s.computed.record(st);
   }
 
-  /// Copy-out stage; returns once the chunk is in host memory.
+  /// Copy-out stage; returns once the chunk is in host memory (and, for round 1 of a compressed
+  /// job, its encode_target's result is written).
   void store(slot& s, const chunk_task& t)
   {
     const cudaStream_t st = d2h.value();
     s.computed.make_wait(st);
-    mark(s, 4, st);
+    begin(s, gpu_stage::copy_out, st);
     const std::uint64_t kb = layout.key_bytes, vb = layout.value_bytes;
-    copy_to_host(t.dst_keys, s.keys.data<char>(), t.count * kb, st, out_staging);
+    std::uint64_t out_bytes = t.count * vb;
+    if (s.encoded) {
+      copy_to_host(t.encode->index, s.keys.data<char>(), s.index_bytes, st, out_staging);
+      copy_to_host(t.dst_keys, s.keys.data<char>() + s.index_bytes, s.outcome.stream_bytes, st,
+                   out_staging);
+      out_bytes += s.index_bytes + s.outcome.stream_bytes;
+    } else {
+      copy_to_host(t.dst_keys, s.keys.data<char>(), t.count * kb, st, out_staging);
+      out_bytes += t.count * kb;
+    }
     if (vb > 0) copy_to_host(t.dst_values, s.values.data<char>(), t.count * vb, st, out_staging);
-    mark(s, 5, st);
+    end(s, gpu_stage::copy_out, st, out_bytes);
     write_equal_tail(t, layout);  // overlaps the copies above
     GPUSORT_CUDA_TRY(cudaStreamSynchronize(st));
+    if (t.encode != nullptr) *t.encode->result = s.outcome;
   }
 };
 
@@ -560,7 +894,7 @@ device_capacity cuda_device::capacity(const element_layout& layout) const
   const cuda::set_device_guard guard{options_.id};
   const chunk_sorter with = sorter(layout);
   auto scratch = [with, layout](std::uint64_t c) -> std::uint64_t {
-    return with.scratch_bytes(c, layout.key_bytes, layout.value_bytes);
+    return ring_scratch_bytes(with, layout, c);
   };
   // A small job always sorts, whatever the budget: a few thousand elements take far less than
   // any GPU has, where a budget under the margin would leave no capacity at all (a 2-element
@@ -725,10 +1059,7 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
           while (const auto s = computed.pop()) {
             const chunk_task& t = *(*s)->task;
             state.store(**s, t);
-            if (state.profiling) {
-              const std::uint64_t bytes = t.count * layout.bytes();
-              profile.add(**s, bytes);
-            }
+            if (state.profiling) profile.add(**s);
             ctx.add_done(t.total());
             free_slots.push(*s);
           }

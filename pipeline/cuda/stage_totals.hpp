@@ -15,8 +15,11 @@
 
 namespace gpusort::detail {
 
-enum class gpu_stage : unsigned { copy_in, sort, copy_out };
-inline constexpr unsigned gpu_stage_count = 3;
+/// encode and decode: round 1's encoding of a compressed job's runs (after the sort, on the
+/// compute stream) and round 2's decoding of them (on the copy-in stream, in place of the copy
+/// of the keys), apart from the stages they sit in, so that a profile shows what the codec costs.
+enum class gpu_stage : unsigned { copy_in, sort, copy_out, encode, decode };
+inline constexpr unsigned gpu_stage_count = 5;
 
 class stage_totals {
  public:
@@ -35,8 +38,8 @@ class stage_totals {
   /// start to the origin of the times given to add().
   void report(job_context& ctx, const std::string& device, int round, double round_start) const
   {
-    static constexpr std::array<const char*, gpu_stage_count> names{"copy in", "sort",
-                                                                    "copy out"};
+    static constexpr std::array<const char*, gpu_stage_count> names{
+        "copy in", "sort", "copy out", "encode", "decode"};
     for (unsigned st = 0; st < gpu_stage_count; ++st) {
       if (stages_[st].chunks == 0) continue;
       stage_profile p = stages_[st];

@@ -574,6 +574,24 @@ TEST_F(gpu_test, PastTwoToTheThirtyTwoElements)
   EXPECT_TRUE(verify(view, std::nullopt, order::ascending, before).ok);
 }
 
+/// The stable contract (stable sort, argsort, NumPy's float order) of `eng` on n keys with 3
+/// and with 5000 distinct values, in both orders and both float orders; `what` names the setup.
+template <typename K>
+void check_stable_ties(engine& eng, std::uint64_t n, const std::string& what)
+{
+  for (const std::uint64_t distinct : {std::uint64_t{3}, std::uint64_t{5000}}) {
+    const std::vector<K> keys = test::tied_keys<K>(n, distinct, n + distinct);
+    for (const order dir : {order::ascending, order::descending}) {
+      for (const float_order floats : {float_order::total, float_order::numpy}) {
+        SCOPED_TRACE(what + " n=" + std::to_string(n) + " distinct=" + std::to_string(distinct) +
+                     (dir == order::ascending ? " asc" : " desc") +
+                     (floats == float_order::numpy ? " numpy" : " total"));
+        test::check_stable_contract(eng, keys, dir, floats);
+      }
+    }
+  }
+}
+
 // Stable sorts, argsort and NumPy's float order on the GPU engine, with both in-core sorters,
 // in core and out of core (ties across chunks, splitters and compensated final chunks), against
 // std::stable_sort references.
@@ -589,19 +607,9 @@ TYPED_TEST(GpuEngineKeys, StableArgsortAndNumpyOrderMeetTheReference)
         cfg.gpu_ids = {0};
         cfg.incore = sorter;
         engine eng{cfg};
-        for (const std::uint64_t distinct : {std::uint64_t{3}, std::uint64_t{5000}}) {
-          const std::vector<K> keys = test::tied_keys<K>(n, distinct, n + distinct);
-          for (const order dir : {order::ascending, order::descending}) {
-            for (const float_order floats : {float_order::total, float_order::numpy}) {
-              SCOPED_TRACE(std::string{sorter == incore_engine::sample ? "sample" : "radix"} +
-                           (out_of_core ? " out of core" : " in core") + " n=" +
-                           std::to_string(n) + " distinct=" + std::to_string(distinct) +
-                           (dir == order::ascending ? " asc" : " desc") +
-                           (floats == float_order::numpy ? " numpy" : " total"));
-              test::check_stable_contract(eng, keys, dir, floats);
-            }
-          }
-        }
+        check_stable_ties<K>(eng, n,
+                             std::string{sorter == incore_engine::sample ? "sample" : "radix"} +
+                                 (out_of_core ? " out of core" : " in core"));
       }
     }
   }
@@ -633,6 +641,99 @@ TEST_F(gpu_test, ArgsortThatFitsRunsResidentAndStable)
     std::vector<double> ref_keys(n);
     for (std::uint64_t i = 0; i < n; ++i) ref_keys[i] = keys[ref[i]];
     EXPECT_TRUE(test::equal_bytes(sorted, ref_keys));
+  }
+}
+
+// Compressed runs (issue 21) through the engine: compress_runs on, auto and off at a budget
+// that forces two rounds, checked like every other job. Until the executor reads the key these
+// jobs run uncompressed and pass all the same; a job that did compress shows "encode" in round 1
+// and "decode" in round 2 of its profile, and one with compress_runs off never does.
+// tests/gpu/compressed_runs_test.cpp checks the device's side below the executor.
+const char* name_of(run_compression c)
+{
+  return c == run_compression::on ? "on" : c == run_compression::off ? "off" : "auto";
+}
+
+bool has_stage(const sort_report& r, int round, const char* stage)
+{
+  return std::any_of(r.profile.begin(), r.profile.end(), [&](const stage_profile& p) {
+    return p.round == round && p.stage == stage && p.device != "all";
+  });
+}
+
+/// Device bytes of `stage` in `round` (every GPU).
+std::uint64_t stage_bytes(const sort_report& r, int round, const char* stage)
+{
+  std::uint64_t bytes = 0;
+  for (const stage_profile& p : r.profile)
+    if (p.round == round && p.stage == stage && p.device != "all") bytes += p.bytes;
+  return bytes;
+}
+
+TYPED_TEST(GpuEngineKeys, CompressedRunsSortEveryDistributionAndOrder)
+{
+  using K = TypeParam;
+  for (const run_compression mode :
+       {run_compression::on, run_compression::automatic, run_compression::off}) {
+    // 16 chunks of 8192 keys (4 codec blocks) and one key either side; a prime.
+    for (const std::uint64_t n : {std::uint64_t{131'071}, std::uint64_t{131'072},
+                                  std::uint64_t{131'073}, std::uint64_t{999'983}}) {
+      if (small_only() && n > 10'000) continue;
+      config cfg = forced_out_of_core(n, sizeof(K));
+      cfg.compress_runs = mode;
+      engine eng{cfg};  // one per budget: its pinned staging and round-1 buffer serve every job
+      for (const distribution dist : all_distributions) {
+        if (!applies_to(dist, dtype_of_v<K>)) continue;
+        for (const order dir : {order::ascending, order::descending}) {
+          SCOPED_TRACE(std::string{name_of(dist)} + (dir == order::ascending ? " asc" : " desc") +
+                       " n=" + std::to_string(n) + " compress_runs=" + name_of(mode));
+          std::vector<K> keys(n);
+          generate(std::span<K>{keys}, dist, n + 11);
+          const key_array view{keys.data(), n, dtype_of_v<K>};
+          const fingerprint before = fingerprint_of(view);
+          const sort_report r =
+              eng.sort(sort_job{.keys = view}, {.direction = dir, .profile = true});
+          const verify_result v = verify(view, std::nullopt, dir, before);
+          ASSERT_TRUE(v.ok) << v.message << " (d=" << r.chunks << ")";
+          EXPECT_EQ(r.rounds, 2);
+          const bool encoded = has_stage(r, 1, "encode");
+          if (mode == run_compression::off) {
+            EXPECT_FALSE(encoded);
+            EXPECT_FALSE(has_stage(r, 2, "decode"));
+          }
+          // Sorted keys dealt into d runs compress (deltas of d keys' spacing, not a key's
+          // width): round 1 copies out less than the raw keys, index included.
+          if (encoded && dist == distribution::sorted) {
+            EXPECT_LT(stage_bytes(r, 1, "copy out"), n * sizeof(K));
+          }
+          if (encoded && mode == run_compression::on) {
+            EXPECT_TRUE(has_stage(r, 2, "decode"));
+          }
+        }
+      }
+    }
+  }
+}
+
+TYPED_TEST(GpuEngineKeys, CompressedRunsCarryPairsAndStayStable)
+{
+  using K = TypeParam;
+  for (const run_compression mode : {run_compression::on, run_compression::automatic}) {
+    SCOPED_TRACE(std::string{"compress_runs="} + name_of(mode));
+    for (const distribution dist : {distribution::uniform, distribution::zero,
+                                    distribution::detdupes, distribution::sorted}) {
+      const std::uint64_t n = small_only() ? 10'007 : 1'000'003;
+      config with_u32 = forced_out_of_core(n, sizeof(K), 4);
+      config with_u64 = forced_out_of_core(n, sizeof(K), 8);
+      with_u32.compress_runs = with_u64.compress_runs = mode;
+      check_pairs<K, std::uint32_t>(with_u32, n, dist, order::ascending, false);
+      check_pairs<K, std::uint64_t>(with_u64, n, dist, order::descending, true);
+    }
+    const std::uint64_t n = small_only() ? 1009 : 300'007;
+    config cfg = forced_out_of_core(n, sizeof(K), 8);
+    cfg.compress_runs = mode;
+    engine eng{cfg};
+    check_stable_ties<K>(eng, n, "stable, out of core");
   }
 }
 
