@@ -1090,7 +1090,12 @@ sort_report sort_files_locally(const config& cfg, const file_sort& job, progress
     if (f == nullptr) return nullptr;
     file_array& a = files.emplace_back(f->file.fd(), f->offset, f->data_bytes, f->file.shown());
     // The pages of a new tmpfs output take longer to make than the sort: start them before the
-    // engine (CUDA) starts. GPUSORT_PREPARE_OUTPUT=0 leaves them to the job (e2e_bench's A/B).
+    // engine (CUDA, 0.12 s) starts. GPUSORT_PREPARE_OUTPUT=0 leaves them to the job, the A/B of
+    // e2e_bench's cli_late_pages path (8 GiB, H100 host, medians of 3): started here, 2.10 s
+    // against 2.41 out of core and 1.67 against 2.32 fitting in one run (15f0ad2); in two later
+    // runs the order flipped within the spread of single runs (2.15 / 2.27 and 2.67 / 2.25 out
+    // of core, 2.10 / 1.87 and 2.87 / 2.65 fitting; 82d5f7f, 5df71ab), as the page maker's own
+    // time moved from 0.9 to 1.8 s. Kept: it cannot start the floor later.
     static const bool early = [] {
       const char* v = std::getenv("GPUSORT_PREPARE_OUTPUT");
       return v == nullptr || std::string_view{v} != "0";
