@@ -83,11 +83,11 @@ planned plan_and_slice(const keys_t& input, std::uint64_t capacity)
   p.t = simulate_round1(input, p.plan);
   p.runs = make_run_table(p.plan);
   const auto new_chunks = transpose(p.runs, p.plan.d);
-  p.splitters = choose_splitters<std::uint64_t>(
-      p.t.data(), std::span<const run>{new_chunks.data() + p.plan.sampled_chunk * p.plan.d,
+  p.splitters = choose_splitters(
+      raw_runs<std::uint64_t>{p.t.data()}, std::span<const run>{new_chunks.data() + p.plan.sampled_chunk * p.plan.d,
                                        p.plan.d},
       p.plan.s, p.plan.d);
-  p.finals = slice_runs<std::uint64_t>(p.t.data(), p.runs, p.splitters);
+  p.finals = slice_runs(raw_runs<std::uint64_t>{p.t.data()}, p.runs, p.splitters);
   return p;
 }
 
@@ -251,7 +251,7 @@ TEST(Splitters, RegularRanksAndEstCounts)
   for (int r = 0; r < 2; ++r)
     for (std::uint64_t v = 0; v < 10; ++v) keys.push_back(v);
   const std::vector<run> runs{{0, 10}, {10, 10}};
-  const auto sp = choose_splitters<std::uint64_t>(keys.data(), runs, 5, 2);
+  const auto sp = choose_splitters(raw_runs<std::uint64_t>{keys.data()}, runs, 5, 2);
   ASSERT_EQ(sp.values.size(), 1U);
   EXPECT_EQ(sp.values[0], 5U);  // sorted candidates 1,1,3,3,5,5,...: 5th is 5
   EXPECT_EQ(sp.est[0], 2U);
@@ -313,7 +313,7 @@ TEST_P(PlannerInvariants, EveryElementLandsOnceInOrderedBoundedFinalChunks)
         EXPECT_EQ(needs_compensation(fc, cap), fc.size > cap);
         if (needs_compensation(fc, cap)) {
           ++compensated_total;
-          const auto split = split_equal<std::uint64_t>(p.t.data(), fc, p.splitters, cap);
+          const auto split = split_equal(raw_runs<std::uint64_t>{p.t.data()}, fc, p.splitters, cap);
           EXPECT_EQ(split.rest_count, strict);
           EXPECT_LE(split.rest_count, cap);
           EXPECT_EQ(split.rest_count + split.equal_count, fc.size);
