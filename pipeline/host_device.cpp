@@ -76,7 +76,9 @@ void gather(const chunk_task& task, const element_layout& layout, K* keys, V* va
   }
   if (task.encoded.empty()) return;
   const auto slices = static_cast<std::int64_t>(task.slices.size());
-#pragma omp parallel for schedule(dynamic)
+  // Round 2 gathers d slices per run set: small tasks decode on one thread rather than wake
+  // a team per task for a few thousand keys.
+#pragma omp parallel for schedule(dynamic) if (task.count >= (std::uint64_t{1} << 16))
   for (std::int64_t i = 0; i < slices; ++i) {
     const auto at_i = static_cast<std::size_t>(i);
     if (encoded_slice_at(task, at_i))
@@ -97,13 +99,14 @@ std::uint64_t encode_dealt(const K* dealt, std::uint64_t m, std::uint64_t d, std
     return std::span<const K>{dealt + bin_offset(m, d, j), bin_size(m, d, j)};
   };
   std::vector<std::uint64_t> at(d + 1, 0);
-#pragma omp parallel for schedule(dynamic)
+  const bool parallel = m >= (std::uint64_t{1} << 16);
+#pragma omp parallel for schedule(dynamic) if (parallel)
   for (std::int64_t j = 0; j < bins; ++j) {
     const auto bin = static_cast<std::uint64_t>(j);
     at[bin + 1] = codec::encoded_bytes(run_keys(bin));
   }
   std::partial_sum(at.begin(), at.end(), at.begin());
-#pragma omp parallel for schedule(dynamic)
+#pragma omp parallel for schedule(dynamic) if (parallel)
   for (std::int64_t j = 0; j < bins; ++j) {
     const auto bin = static_cast<std::uint64_t>(j);
     const std::span<codec::run_block> entries =

@@ -66,26 +66,28 @@ codec::encoded_slice encoded_runs<K>::slice_at(const place& p, std::uint64_t fir
 }
 
 template <typename K>
-std::uint64_t encoded_runs<K>::lower_bound(const run& r, std::uint64_t from, K key) const
+std::uint64_t encoded_runs<K>::bound(const run& r, std::uint64_t from, K key, bool upper) const
 {
   if (from >= r.length) return r.length;
   const place p = locate(r.offset);
-  if (p.chunk.index == nullptr) return raw_.lower_bound(r, from, key);
+  if (p.chunk.index == nullptr)
+    return upper ? raw_.upper_bound(r, from, key) : raw_.lower_bound(r, from, key);
+  // Only the blocks that hold [from, r.length) of the piece are searched (slicing starts each
+  // search where the last one ended); the stream offsets of their entries count from the
+  // chunk's stream, so a part of the run's index is an index as good as the whole.
+  const std::uint64_t lo = p.in_run + from;
+  const std::uint64_t hi = p.in_run + r.length;
+  const std::uint64_t first_block = lo / codec::block_keys;
+  const std::uint64_t end_block = (hi - 1) / codec::block_keys + 1;
+  const std::uint64_t base = first_block * codec::block_keys;
+  const std::span<const codec::run_block> index =
+      run_index(p).subspan(first_block, end_block - first_block);
+  const std::uint64_t keys = std::min(p.run_length, end_block * codec::block_keys) - base;
   const std::uint64_t in_run =
-      codec::lower_bound<K>(run_index(p), p.chunk.stream, p.run_length, key);
+      base + (upper ? codec::upper_bound<K>(index, p.chunk.stream, keys, key)
+                    : codec::lower_bound<K>(index, p.chunk.stream, keys, key));
   // The piece is sorted and lies inside the run: its answer is the run's, clamped to it.
-  return std::clamp(in_run, p.in_run + from, p.in_run + r.length) - p.in_run;
-}
-
-template <typename K>
-std::uint64_t encoded_runs<K>::upper_bound(const run& r, std::uint64_t from, K key) const
-{
-  if (from >= r.length) return r.length;
-  const place p = locate(r.offset);
-  if (p.chunk.index == nullptr) return raw_.upper_bound(r, from, key);
-  const std::uint64_t in_run =
-      codec::upper_bound<K>(run_index(p), p.chunk.stream, p.run_length, key);
-  return std::clamp(in_run, p.in_run + from, p.in_run + r.length) - p.in_run;
+  return std::clamp(in_run, lo, hi) - p.in_run;
 }
 
 template <typename K>

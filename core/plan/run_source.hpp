@@ -88,8 +88,14 @@ class encoded_runs {
       for (; t <= last; ++t) out[t] = block[p.in_run + pos(t) - block_start];
     }
   }
-  [[nodiscard]] std::uint64_t lower_bound(const run& r, std::uint64_t from, K key) const;
-  [[nodiscard]] std::uint64_t upper_bound(const run& r, std::uint64_t from, K key) const;
+  [[nodiscard]] std::uint64_t lower_bound(const run& r, std::uint64_t from, K key) const
+  {
+    return bound(r, from, key, false);
+  }
+  [[nodiscard]] std::uint64_t upper_bound(const run& r, std::uint64_t from, K key) const
+  {
+    return bound(r, from, key, true);
+  }
 
   /// Where the keys of the sorted piece `r` are, for a device's round-2 gather (its index null
   /// when r's chunk is stored raw), with `dst_offset` for their place in the gathered keys.
@@ -109,6 +115,8 @@ class encoded_runs {
     std::uint64_t in_run;       ///< `offset` counted from the run's start
   };
   [[nodiscard]] place locate(std::uint64_t offset) const;
+  /// lower_bound, or upper_bound when `upper`.
+  [[nodiscard]] std::uint64_t bound(const run& r, std::uint64_t from, K key, bool upper) const;
   /// The run's blocks (index from its first block, stream from the chunk's start).
   [[nodiscard]] std::span<const codec::run_block> run_index(const place& p) const;
   /// Keys [first, last) of p's run (counted from its start) as an encoded_slice.
