@@ -105,7 +105,7 @@ class round1_encoding {
  public:
   round1_encoding(const chunk_plan& plan, const element_layout& layout, run_compression mode,
                   codec::run_block* index)
-      : targets_(plan.d), outcomes_(plan.d)
+      : targets_(plan.d), outcomes_(plan.d, encode_target::outcome{.stream_bytes = unanswered})
   {
     for (std::uint64_t i = 0; i < plan.d; ++i)
       targets_[i] = encode_target{.index = index + round1_index_entry(plan, i),
@@ -115,6 +115,13 @@ class round1_encoding {
   [[nodiscard]] const encode_target* target(std::uint64_t i) const noexcept
   {
     return &targets_[i];
+  }
+  /// Throws gpusort::logic_error unless every device answered its target: one that ignored
+  /// it left keys where round 2 would decode a stream.
+  void check_answered() const
+  {
+    for (const encode_target::outcome& o : outcomes_)
+      GPUSORT_EXPECTS(o.stream_bytes != unanswered, "a device did not answer its encode target");
   }
   [[nodiscard]] bool any_encoded() const noexcept
   {
@@ -150,6 +157,8 @@ class round1_encoding {
   }
 
  private:
+  /// An outcome no device writes (a stream is never that long): not answered yet.
+  static constexpr std::uint64_t unanswered = ~std::uint64_t{0};
   std::vector<encode_target> targets_;
   std::vector<encode_target::outcome> outcomes_;
 };
@@ -319,6 +328,7 @@ execution_stats sort_out_of_core(const job_arrays& a, const element_layout& layo
 
   // A job whose every chunk went raw (keys that do not compress) runs round 2 as without
   // compression: no device decodes, no search decodes.
+  if (encoding) encoding->check_answered();
   if (encoding && encoding->any_encoded()) {
     encoding->add_to(stats, plan, layout);
     const encoded_runs<K> source{plan, r1.keys(), encoding->stored(plan, r1.keys(), layout)};

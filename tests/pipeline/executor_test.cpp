@@ -187,6 +187,47 @@ TEST(Executor, CompressedRunsSortWhateverEachChunkStores)
   }
 }
 
+/// A host device that does not know compressed runs: it drops every task's encode_target.
+class unaware_device final : public device {
+ public:
+  [[nodiscard]] std::string name() const override { return inner_.name(); }
+  [[nodiscard]] device_capacity capacity(const element_layout& l) const override
+  {
+    return inner_.capacity(l);
+  }
+  void process(const element_layout& layout, task_queue& queue, job_context& ctx) override
+  {
+    while (const chunk_task* t = queue.pop()) {
+      std::vector<chunk_task> one{*t};
+      one.front().encode = nullptr;
+      task_queue single{std::move(one)};
+      inner_.process(layout, single, ctx);
+    }
+  }
+
+ private:
+  host_device inner_{std::uint64_t{1} << 20, 1};
+};
+
+TEST(Executor, ADeviceThatIgnoresItsEncodeTargetFailsTheJobBeforeRoundTwo)
+{
+  const std::uint64_t n = 300'007;
+  std::vector<std::uint64_t> keys(n);
+  generate(std::span<std::uint64_t>{keys}, distribution::uniform, 25);
+  const std::vector<std::uint64_t> original = keys;
+  unaware_device dev;
+  const std::vector<device*> devs{&dev};
+  const element_layout layout{.type = dtype::u64, .key_bytes = 8};
+  const chunk_plan plan = make_plan(n, common_capacity(devs, layout));
+  ASSERT_FALSE(plan.in_core());
+  sort_options opt;
+  job_context ctx{opt, 8};
+  EXPECT_THROW(execute(job_arrays{keys.data(), nullptr, keys.data(), nullptr, n}, layout, plan,
+                       devs, ctx, nullptr, run_compression::on),
+               logic_error);
+  EXPECT_EQ(keys, original) << "round 1 never writes the input";
+}
+
 TEST(Executor, ACompressedJobFailingInRoundTwoRestoresItsInPlaceInput)
 {
   const std::uint64_t n = 1'000'000;
