@@ -191,7 +191,8 @@ const command_spec& sort_spec()
                        "seconds (the sort's), wall_seconds (this command's, from its\n"
                        "start to the published output), peak_rss_bytes (this command's\n"
                        "peak memory), rate (bytes/s), engine, devices, chunks, rounds,\n"
-                       "compensated_chunks"},
+                       "compensated_chunks; a job that compressed its round-1 runs\n"
+                       "(--local) adds round1_key_bytes and round1_stored_bytes"},
           {"quiet", "", "no progress bar, no summary, only warnings and errors (also -q)"},
           {"no-sync", "", "publish the output without waiting for it to reach the disk\n"
                           "(no fsync: for scratch files a crash may lose)"},
@@ -808,6 +809,12 @@ void print_sort_report(std::FILE* to, const sort_report& r, sorted_by by,
                        {"rounds", r.rounds},
                        {"compensated_chunks", r.compensated_chunks}};
     if (daemon) out["queue_seconds"] = r.queue_seconds;
+    // What compress_runs saved of the round-1 buffer's keys (embedded jobs: the daemon's
+    // report does not carry it).
+    if (r.round1_key_bytes > 0) {
+      out["round1_key_bytes"] = r.round1_key_bytes;
+      out["round1_stored_bytes"] = r.round1_stored_bytes;
+    }
     timeline.add_json_fields(out);
     print_json(to, out);
   } else if (!a.has("quiet")) {

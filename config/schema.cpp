@@ -416,10 +416,11 @@ const std::vector<key_spec>& config_keys()
       incore_engine_key("How a GPU sorts one chunk in its memory: `radix` CUB's radix sort, "
                         "`sample` the GPU sample sort, `auto` the faster of the two for the key "
                         "type (from the benchmark)."),
-      compress_runs_key("Whether round 1 compresses its sorted runs before they cross PCIe "
-                        "(issue 21): `on` always, `auto` where the sampled size pays, `off` "
-                        "never. Not used yet: every job runs uncompressed until the pipeline "
-                        "encodes runs."),
+      compress_runs_key("Whether round 1 of an out-of-core job compresses its sorted keys "
+                        "(issue 21): `on` encodes every chunk's runs, `auto` encodes them but "
+                        "keeps a chunk raw where its stream would take more than 97% of the "
+                        "keys' bytes, `off` never. Values travel raw; jobs that fit one device "
+                        "are unchanged."),
       log_level_key("log_level", &config::level, "Least severe messages that are logged."),
   };
   return keys;

@@ -64,19 +64,9 @@ void check_index(std::span<const run_block> index, std::uint64_t n)
                            " entries for " + std::to_string(blocks_of(n)) + " blocks"};
 }
 
-/// The block's keys, decoded whole.
-template <typename K>
-std::vector<K> block_keys_of(std::span<const run_block> index, const std::byte* stream,
-                             std::uint64_t n, std::uint64_t b)
-{
-  std::vector<K> keys(keys_in_block(n, b));
-  decode_block(index[b], stream + index[b].byte_offset, 0, static_cast<std::uint32_t>(keys.size()),
-               keys.data());
-  return keys;
-}
-
 /// The first position whose key is not `before` the probe: the blocks are searched by their
-/// first keys, then the one block where the answer can lie is decoded.
+/// first keys, then the one block where the answer can lie is decoded up to the answer (sorted
+/// keys: the first key not before it ends the search), without a buffer.
 template <typename K, typename Before>
 std::uint64_t partition_point(std::span<const run_block> index, const std::byte* stream,
                               std::uint64_t n, Before before)
@@ -89,9 +79,16 @@ std::uint64_t partition_point(std::span<const run_block> index, const std::byte*
       [&](const run_block& e) { return before(static_cast<K>(e.first_key)); });
   const auto b = static_cast<std::uint64_t>(after - index.begin());
   if (b == 0) return 0;
-  const std::vector<K> keys = block_keys_of<K>(index, stream, n, b - 1);
-  const auto in_block = std::partition_point(keys.begin(), keys.end(), before) - keys.begin();
-  return (b - 1) * block_keys + static_cast<std::uint64_t>(in_block);
+  const run_block& entry = index[b - 1];
+  const std::byte* words = stream + entry.byte_offset;
+  const std::uint32_t count = keys_in_block(n, b - 1);
+  auto key = static_cast<K>(entry.first_key);
+  std::uint32_t i = 1;
+  for (; i < count; ++i) {
+    key = static_cast<K>(key + static_cast<K>(delta_at(words, entry.width, i - 1)));
+    if (!before(key)) break;
+  }
+  return (b - 1) * block_keys + i;
 }
 
 }  // namespace

@@ -247,7 +247,6 @@ detail::execution_stats engine::impl::sort_on_gpus(const detail::job_arrays& arr
 {
   const std::lock_guard lock{gpu_mutex};
 #if GPUSORT_WITH_CUDA
-  const std::size_t round1_bytes = detail::round1_bytes(arrays.n, layout);
   // Out-of-memory on a GPU shrinks the chunks and retries: nothing a failed attempt wrote is
   // visible (round 1 writes only the round-1 output; a failed round 2 restores the input).
   constexpr int attempts = 8;
@@ -267,6 +266,8 @@ detail::execution_stats engine::impl::sort_on_gpus(const detail::job_arrays& arr
       const std::uint64_t limit = max_chunk ? std::min(*max_chunk, pipelined) : pipelined;
       const detail::chunk_plan plan =
           detail::make_plan(arrays.n, detail::common_capacity(devs, layout), limit);
+      const bool compressed = detail::compresses(cfg.compress_runs, plan);
+      const std::uint64_t round1_bytes = detail::round1_bytes(plan, layout, compressed);
       if (!plan.in_core() && round1_cache.size() < round1_bytes) {
         const auto allocation_start = std::chrono::steady_clock::now();
         round1_cache = detail::host_buffer{};
@@ -292,7 +293,7 @@ detail::execution_stats engine::impl::sort_on_gpus(const detail::job_arrays& arr
                                         .last_end = took});
         }
       }
-      return detail::execute(arrays, layout, plan, devs, ctx, &round1_cache);
+      return detail::execute(arrays, layout, plan, devs, ctx, &round1_cache, cfg.compress_runs);
     } catch (const out_of_memory& e) {
       if (attempt == attempts) throw;
       detail::log(log_level::warn, "GPU memory ran out ({}); retrying with smaller chunks",
@@ -458,7 +459,7 @@ sort_report engine::impl::run(const sort_job& job, const sort_options& options, 
       if (direct) return detail::sort_direct(in_memory, layout, cfg.host_threads, ctx);
       const detail::chunk_plan plan =
           detail::make_plan(in_memory.n, detail::common_capacity(devs, layout), max_chunk);
-      return detail::execute(in_memory, layout, plan, devs, ctx);
+      return detail::execute(in_memory, layout, plan, devs, ctx, nullptr, cfg.compress_runs);
     };
     stats = in_files(arrays) ? sort_files_in_memory(arrays, layout, sort_on_cpu)
                              : sort_on_cpu(arrays);
@@ -482,6 +483,8 @@ sort_report engine::impl::report_of(std::string engine_name, std::uint64_t eleme
   report.chunks = stats.chunks;
   report.rounds = stats.rounds;
   report.compensated_chunks = stats.compensated_chunks;
+  report.round1_key_bytes = stats.round1_key_bytes;
+  report.round1_stored_bytes = stats.round1_stored_bytes;
   report.profile = ctx.take_profile();
   return report;
 }

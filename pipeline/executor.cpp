@@ -6,6 +6,7 @@
 #include "core/log.hpp"
 #include "core/plan/compensation.hpp"
 #include "core/plan/dealing.hpp"
+#include "core/plan/run_source.hpp"
 #include "core/plan/slicing.hpp"
 #include "core/plan/splitters.hpp"
 #include "pipeline/file_window.hpp"
@@ -14,9 +15,10 @@
 #include <gpusort/error.hpp>
 
 #include <algorithm>
-#include <exception>
 #include <chrono>
+#include <exception>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -67,34 +69,104 @@ void run_round(int round, int rounds, std::vector<chunk_task> tasks,
   profile_round();
 }
 
-/// The round-1 output (ordered bits, dealt runs): keys, then values, in the caller's scratch
-/// or in host memory allocated for this job.
+/// The round-1 output (ordered bits, dealt runs): keys, then values, then a compressed job's
+/// index, in the caller's scratch or in host memory allocated for this job.
 template <typename K, typename V>
 class round1_output {
  public:
-  static constexpr std::size_t value_size = std::is_same_v<V, no_value> ? 0 : sizeof(V);
-  round1_output(std::uint64_t n, const element_layout& layout, const host_buffer* scratch)
+  round1_output(const chunk_plan& plan, const element_layout& layout, bool compressed,
+                const host_buffer* scratch)
   {
-    const std::size_t bytes = round1_bytes(n, layout);
+    const std::size_t bytes = round1_bytes(plan, layout, compressed);
     if (scratch == nullptr || scratch->size() < bytes) {
       owned_ = host_buffer{bytes};
       scratch = &owned_;
     }
     keys_ = scratch->as<char>();
-    values_ = keys_ + round1_values_offset(n, layout);
+    values_ = keys_ + round1_values_offset(plan.n, layout);
+    if (compressed)
+      index_ = reinterpret_cast<codec::run_block*>(keys_ + round1_index_offset(plan.n, layout));
   }
   [[nodiscard]] K* keys() const noexcept { return reinterpret_cast<K*>(keys_); }
   [[nodiscard]] void* values() const noexcept { return values_; }
+  /// The index region; null when the job is not compressed.
+  [[nodiscard]] codec::run_block* index() const noexcept { return index_; }
 
  private:
   host_buffer owned_;
   char* keys_{};
   char* values_{};
+  codec::run_block* index_{};
+};
+
+/// What a compressed job's round 1 asks of the devices and what they answer: one encode_target
+/// and one outcome per chunk, for the whole job (the tasks point at them).
+class round1_encoding {
+ public:
+  round1_encoding(const chunk_plan& plan, const element_layout& layout, run_compression mode,
+                  codec::run_block* index)
+      : targets_(plan.d), outcomes_(plan.d, encode_target::outcome{.stream_bytes = unanswered})
+  {
+    for (std::uint64_t i = 0; i < plan.d; ++i)
+      targets_[i] = encode_target{.index = index + round1_index_entry(plan, i),
+                                  .raw_above = raw_above_for(mode, plan.chunk_size(i), layout),
+                                  .result = &outcomes_[i]};
+  }
+  [[nodiscard]] const encode_target* target(std::uint64_t i) const noexcept
+  {
+    return &targets_[i];
+  }
+  /// Throws gpusort::logic_error unless every device answered its target: one that ignored
+  /// it left keys where round 2 would decode a stream.
+  void check_answered() const
+  {
+    for (const encode_target::outcome& o : outcomes_)
+      GPUSORT_EXPECTS(o.stream_bytes != unanswered, "a device did not answer its encode target");
+  }
+  [[nodiscard]] bool any_encoded() const noexcept
+  {
+    return std::any_of(outcomes_.begin(), outcomes_.end(),
+                       [](const encode_target::outcome& o) { return !o.raw; });
+  }
+  /// Every chunk as round 1 stored it: its stream at its raw place in `keys`, or raw there.
+  [[nodiscard]] std::vector<stored_chunk> stored(const chunk_plan& plan, const void* keys,
+                                                 const element_layout& layout) const
+  {
+    std::vector<stored_chunk> chunks(plan.d);
+    for (std::uint64_t i = 0; i < plan.d; ++i) {
+      chunks[i].stream =
+          static_cast<const std::byte*>(keys) + plan.chunk_begin(i) * layout.key_bytes;
+      if (!outcomes_[i].raw) chunks[i].index = targets_[i].index;
+    }
+    return chunks;
+  }
+  /// What round 1 stored against the raw keys (execution_stats).
+  void add_to(execution_stats& stats, const chunk_plan& plan, const element_layout& layout) const
+  {
+    stats.round1_key_bytes = plan.n * layout.key_bytes;
+    for (std::uint64_t i = 0; i < plan.d; ++i) {
+      const std::uint64_t m = plan.chunk_size(i);
+      if (outcomes_[i].raw) {
+        stats.round1_stored_bytes += m * layout.key_bytes;
+        continue;
+      }
+      stats.round1_stored_bytes +=
+          outcomes_[i].stream_bytes + codec::dealt_blocks(m, plan.d) * sizeof(codec::run_block);
+      ++stats.encoded_chunks;
+    }
+  }
+
+ private:
+  /// An outcome no device writes (a stream is never that long): not answered yet.
+  static constexpr std::uint64_t unanswered = ~std::uint64_t{0};
+  std::vector<encode_target> targets_;
+  std::vector<encode_target::outcome> outcomes_;
 };
 
 template <typename K, typename V>
 std::vector<chunk_task> round1_tasks(const job_arrays& a, const chunk_plan& plan,
-                                     const round1_output<K, V>& out)
+                                     const round1_output<K, V>& out,
+                                     const round1_encoding* encoding)
 {
   constexpr std::size_t value_size = std::is_same_v<V, no_value> ? 0 : sizeof(V);
   std::vector<chunk_task> tasks(plan.d);
@@ -110,31 +182,35 @@ std::vector<chunk_task> round1_tasks(const job_arrays& a, const chunk_plan& plan
     t.dst_values = static_cast<char*>(out.values()) + begin * value_size;
     t.dst_ordered = true;
     t.deal_bins = plan.d;
+    if (encoding != nullptr) t.encode = encoding->target(i);
   }
   return tasks;
 }
 
-template <typename K, typename V>
+/// The round-1 output's runs and a source to read them (core/plan/run_source.hpp): raw, or as
+/// a compressed job's round 1 stored them.
+template <typename K, typename V, typename Source>
 std::vector<chunk_task> round2_tasks(const job_arrays& a, const chunk_plan& plan,
-                                     const round1_output<K, V>& in,
+                                     const round1_output<K, V>& in, const Source& source,
                                      const std::vector<final_chunk>& finals,
                                      const splitter_set<K>& splitters, execution_stats& stats)
 {
   constexpr std::size_t value_size = std::is_same_v<V, no_value> ? 0 : sizeof(V);
-  const K* keys = in.keys();
   std::vector<chunk_task> tasks;
   tasks.reserve(finals.size());
   for (const std::uint64_t k : largest_first(finals)) {
     const final_chunk& fc = finals[k];
     if (fc.size == 0) continue;
     chunk_task t;
-    t.src_keys = keys;
+    t.src_keys = in.keys();
     t.src_values = in.values();
     t.src_ordered = true;
     t.dst_keys = static_cast<char*>(a.dst_keys) + fc.out_offset * sizeof(K);
     t.dst_values = static_cast<char*>(a.dst_values) + fc.out_offset * value_size;
     if (needs_compensation(fc, plan.capacity)) {
-      compensation_split split = split_equal<K>(keys, fc, splitters, plan.capacity);
+      // The equal elements need no decoding: write_equal_tail writes the splitter's key and
+      // reads only their values, which round 1 never encodes.
+      compensation_split split = split_equal(source, fc, splitters, plan.capacity);
       t.slices = std::move(split.rest);
       t.count = split.rest_count;
       t.equal_slices = std::move(split.equal);
@@ -145,23 +221,37 @@ std::vector<chunk_task> round2_tasks(const job_arrays& a, const chunk_plan& plan
       t.slices = fc.slices;
       t.count = fc.size;
     }
+    if constexpr (std::is_same_v<Source, encoded_runs<K>>) {
+      t.encoded.reserve(t.slices.size());
+      std::uint64_t at = 0;
+      for (const run& sl : t.slices) {
+        t.encoded.push_back(source.slice_of(sl, at));
+        at += sl.length;
+      }
+    }
     tasks.push_back(std::move(t));
   }
   return tasks;
 }
 
 /// An in-place job whose round 2 failed has overwritten part of its input; the round-1 output
-/// is a permutation of the input, so copying it back restores the original elements.
+/// is a permutation of the input, so copying it back restores the original elements (a
+/// compressed job's keys decoded on the way, chunk pieces in parallel).
 /// An input in a file is written back through a bounded buffer; when that fails too (the disk
 /// that failed round 2), the error says so and the original failure is the one reported.
-template <typename K, typename V>
+template <typename K, typename V, typename Source>
 void restore_input(const job_arrays& a, const element_layout& layout,
-                   const round1_output<K, V>& r1) noexcept
+                   const round1_output<K, V>& r1, const Source& source) noexcept
 {
   try {
     produce_into(static_cast<K*>(a.src_keys), a.n,
                  [&](K* out, std::uint64_t first, std::uint64_t count) {
-                   from_ordered_bits<K>(r1.keys() + first, out, count, layout.keys());
+                   const K* ordered = r1.keys() + first;
+                   if constexpr (std::is_same_v<Source, encoded_runs<K>>) {
+                     source.decode_range(first, count, out);
+                     ordered = out;
+                   }
+                   from_ordered_bits<K>(ordered, out, count, layout.keys());
                  });
     if constexpr (!std::is_same_v<V, no_value>)
       host_write(a.src_values, r1.values(), a.n * sizeof(V));
@@ -181,31 +271,24 @@ std::uint64_t ring_reserve(const chunk_plan& plan) noexcept
   return std::min(plan.capacity, std::max(plan.chunk_size(0), plan.final_bound()));
 }
 
-/// DSPS in two rounds (design.md section 2).
-template <typename K, typename V>
-execution_stats sort_out_of_core(const job_arrays& a, const element_layout& layout,
-                                 const chunk_plan& plan, const std::vector<device*>& devices,
-                                 job_context& ctx, const host_buffer* scratch)
+/// Between the rounds and round 2 (design.md section 2), reading the runs through `source`:
+/// splitters from the runs of one new chunk (the transposed run table's row), every run cut by
+/// binary search, each final chunk sorted into its place, compensating the chunks that
+/// splitter-equal keys made too large.
+template <typename K, typename V, typename Source>
+void sort_round2(const job_arrays& a, const element_layout& layout, const chunk_plan& plan,
+                 const std::vector<device*>& devices, job_context& ctx,
+                 const round1_output<K, V>& r1, const Source& source, execution_stats& stats)
 {
-  execution_stats stats{.chunks = plan.d, .rounds = 2};
-  const round1_output<K, V> r1{a.n, layout, scratch};
-  const K* keys = r1.keys();
-
-  // Round 1: sort every chunk and deal it into d sorted runs.
-  run_round(1, 2, round1_tasks<K, V>(a, plan, r1), layout, devices, ctx, ring_reserve(plan));
-
-  // Splitters from the runs of one new chunk (the transposed run table's row).
   const auto between = std::chrono::steady_clock::now();
   const std::vector<run> runs = make_run_table(plan);
   const std::vector<run> new_chunks = transpose(runs, plan.d);
   const std::span<const run> sampled{new_chunks.data() + plan.sampled_chunk * plan.d, plan.d};
-  const splitter_set<K> splitters = choose_splitters<K>(keys, sampled, plan.s, plan.d);
+  const splitter_set<K> splitters = choose_splitters(source, sampled, plan.s, plan.d);
   ctx.check();
 
-  // Round 2: cut every run by binary search, sort each final chunk into its place,
-  // compensating the chunks that splitter-equal keys made too large.
-  const std::vector<final_chunk> finals = slice_runs<K>(keys, runs, splitters);
-  std::vector<chunk_task> tasks = round2_tasks<K, V>(a, plan, r1, finals, splitters, stats);
+  const std::vector<final_chunk> finals = slice_runs(source, runs, splitters);
+  std::vector<chunk_task> tasks = round2_tasks(a, plan, r1, source, finals, splitters, stats);
   if (ctx.profiling()) {
     const double spent =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - between).count();
@@ -221,8 +304,38 @@ execution_stats sort_out_of_core(const job_arrays& a, const element_layout& layo
   try {
     run_round(2, 2, std::move(tasks), layout, devices, ctx, ring_reserve(plan));
   } catch (...) {
-    if (a.in_place()) restore_input<K, V>(a, layout, r1);
+    if (a.in_place()) restore_input(a, layout, r1, source);
     throw;
+  }
+}
+
+/// DSPS in two rounds (design.md section 2), round 1's runs compressed when `mode` says so.
+template <typename K, typename V>
+execution_stats sort_out_of_core(const job_arrays& a, const element_layout& layout,
+                                 const chunk_plan& plan, const std::vector<device*>& devices,
+                                 job_context& ctx, const host_buffer* scratch,
+                                 run_compression mode)
+{
+  execution_stats stats{.chunks = plan.d, .rounds = 2};
+  const bool compressed = compresses(mode, plan);
+  const round1_output<K, V> r1{plan, layout, compressed, scratch};
+  std::optional<round1_encoding> encoding;
+  if (compressed) encoding.emplace(plan, layout, mode, r1.index());
+
+  // Round 1: sort every chunk and deal it into d sorted runs (encoded, for a compressed job).
+  run_round(1, 2, round1_tasks<K, V>(a, plan, r1, encoding ? &*encoding : nullptr), layout,
+            devices, ctx, ring_reserve(plan));
+
+  // A job whose every chunk went raw (keys that do not compress) runs round 2 as without
+  // compression: no device decodes, no search decodes.
+  if (encoding) encoding->check_answered();
+  if (encoding && encoding->any_encoded()) {
+    encoding->add_to(stats, plan, layout);
+    const encoded_runs<K> source{plan, r1.keys(), encoding->stored(plan, r1.keys(), layout)};
+    sort_round2(a, layout, plan, devices, ctx, r1, source, stats);
+  } else {
+    if (encoding) encoding->add_to(stats, plan, layout);
+    sort_round2(a, layout, plan, devices, ctx, r1, raw_runs<K>{r1.keys()}, stats);
   }
   return stats;
 }
@@ -258,15 +371,32 @@ device_capacity common_capacity(const std::vector<device*>& devices,
   return cap;
 }
 
+std::uint64_t round1_index_entry(const chunk_plan& plan, std::uint64_t i) noexcept
+{
+  // Chunks take two sizes, the larger ones first (chunk_plan::chunk_size).
+  const std::uint64_t larger = std::min(i, plan.n % plan.d);
+  return larger * codec::dealt_blocks(plan.n / plan.d + 1, plan.d) +
+         (i - larger) * codec::dealt_blocks(plan.n / plan.d, plan.d);
+}
+
+std::uint64_t round1_bytes(const chunk_plan& plan, const element_layout& layout, bool compressed)
+{
+  if (!compressed) return round1_values_offset(plan.n, layout) + plan.n * layout.value_bytes;
+  return round1_index_offset(plan.n, layout) +
+         round1_index_entry(plan, plan.d) * sizeof(codec::run_block);
+}
+
 execution_stats execute(const job_arrays& arrays, const element_layout& layout,
                         const chunk_plan& plan, const std::vector<device*>& devices,
-                        job_context& ctx, const host_buffer* round1_scratch)
+                        job_context& ctx, const host_buffer* round1_scratch,
+                        run_compression compress_runs)
 {
   ctx.check();
   if (arrays.n == 0) return execution_stats{.chunks = 0, .rounds = 0};
   if (plan.in_core()) return sort_in_core(arrays, layout, devices, ctx);
   return visit_layout(layout.key_bytes, layout.value_bytes, [&]<typename K, typename V>() {
-    return sort_out_of_core<K, V>(arrays, layout, plan, devices, ctx, round1_scratch);
+    return sort_out_of_core<K, V>(arrays, layout, plan, devices, ctx, round1_scratch,
+                                  compress_runs);
   });
 }
 

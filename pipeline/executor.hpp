@@ -27,28 +27,59 @@ struct execution_stats {
   std::uint64_t chunks{1};
   int rounds{};
   std::uint64_t compensated_chunks{};
+  /// A compressed job's round-1 keys (issue 21; 0 for others): their bytes raw (n * key_bytes),
+  /// what round 1 stored for them (streams and index entries of the chunks it encoded, the keys
+  /// of those it left raw), and how many chunks it encoded.
+  std::uint64_t round1_key_bytes{};
+  std::uint64_t round1_stored_bytes{};
+  std::uint64_t encoded_chunks{};
 };
 
 /// The capacity every device offers for `layout`: the smallest of them.
 device_capacity common_capacity(const std::vector<device*>& devices,
                                 const element_layout& layout);
 
-/// Bytes of the round-1 output for n elements: keys, then values from a 256-byte boundary so
-/// that devices read them with aligned loads.
+/// Whether a job of `plan` compresses its runs under `mode`: only one of two rounds has runs to
+/// compress; `automatic` encodes and lets each chunk fall back to raw (raw_above_for).
+constexpr bool compresses(run_compression mode, const chunk_plan& plan) noexcept
+{
+  return mode != run_compression::off && !plan.in_core();
+}
+
+/// encode_target::raw_above for a chunk of `count` keys: `on` never stores raw (a stream never
+/// exceeds the raw keys); `automatic` stores raw a chunk that would keep more than 97% of its
+/// bytes, so that incompressible keys lose at most the encoding pass, not the decoding too.
+constexpr std::uint64_t raw_above_for(run_compression mode, std::uint64_t count,
+                                      const element_layout& layout) noexcept
+{
+  const std::uint64_t raw = count * layout.key_bytes;
+  return mode == run_compression::on ? raw : raw / 100 * 97 + raw % 100 * 97 / 100;
+}
+
+/// The round-1 output of n elements: keys, then values from a 256-byte boundary so that devices
+/// read them with aligned loads, then (a compressed job's) the index entries of every chunk's
+/// encoded blocks, from a 256-byte boundary: chunk i's at round1_index_entry(plan, i), where
+/// round 2 and a GPU (through the pinned buffer) read them.
 constexpr std::uint64_t round1_values_offset(std::uint64_t n, const element_layout& layout)
 {
   return (n * layout.key_bytes + 255) / 256 * 256;
 }
-constexpr std::uint64_t round1_bytes(std::uint64_t n, const element_layout& layout)
+constexpr std::uint64_t round1_index_offset(std::uint64_t n, const element_layout& layout)
 {
-  return round1_values_offset(n, layout) + n * layout.value_bytes;
+  return (round1_values_offset(n, layout) + n * layout.value_bytes + 255) / 256 * 256;
 }
+/// Index entries before chunk i's (i = plan.d: all of them): the blocks of the chunks before it.
+std::uint64_t round1_index_entry(const chunk_plan& plan, std::uint64_t i) noexcept;
+/// Bytes of the round-1 output of a job of `plan`, compressed or not.
+std::uint64_t round1_bytes(const chunk_plan& plan, const element_layout& layout, bool compressed);
 
-/// Sorts `arrays` on `devices` by `plan` (in core when plan.d == 1). The round-1 output goes to
-/// `round1_scratch` when given (at least n * layout.bytes() bytes: GPU engines keep it pinned
-/// and reuse it across jobs), else to memory allocated for this job.
+/// Sorts `arrays` on `devices` by `plan` (in core when plan.d == 1), compressing round 1's runs
+/// as `compress_runs` says (compresses()). The round-1 output goes to `round1_scratch` when it
+/// holds round1_bytes (GPU engines keep it pinned and reuse it across jobs), else to memory
+/// allocated for this job.
 execution_stats execute(const job_arrays& arrays, const element_layout& layout,
                         const chunk_plan& plan, const std::vector<device*>& devices,
-                        job_context& ctx, const host_buffer* round1_scratch = nullptr);
+                        job_context& ctx, const host_buffer* round1_scratch = nullptr,
+                        run_compression compress_runs = run_compression::off);
 
 }  // namespace gpusort::detail

@@ -11,6 +11,9 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <numeric>
+#include <span>
+#include <vector>
 
 namespace gpusort::detail {
 
@@ -44,25 +47,85 @@ struct chunk_buffers {
   [[nodiscard]] void* scratch() const noexcept { return b.data(); }
 };
 
-/// Copies the task's slices into A, turning raw keys into ordered bits on the way.
+/// Whether slice i of a round-2 task arrives encoded (chunk_task::encoded).
+bool encoded_slice_at(const chunk_task& task, std::size_t i) noexcept
+{
+  return !task.encoded.empty() && task.encoded[i].index != nullptr;
+}
+
+/// Copies the task's slices into A, turning raw keys into ordered bits on the way, and decodes
+/// those that arrive encoded, in parallel (codec::decode checks each one's place in A).
 template <typename K, typename V>
 void gather(const chunk_task& task, const element_layout& layout, K* keys, V* values)
 {
   std::uint64_t at = 0;
-  for (const run& sl : task.slices) {
+  for (std::size_t i = 0; i < task.slices.size(); ++i) {
+    const run& sl = task.slices[i];
     const K* src = static_cast<const K*>(task.src_keys) + sl.offset;
-    if (task.src_ordered)
+    if (encoded_slice_at(task, i)) {
+      // decoded below
+    } else if (task.src_ordered) {
       parallel_copy(keys + at, src, sl.length * sizeof(K));
-    else
+    } else {
       to_ordered_bits<K>(src, keys + at, sl.length, layout.keys());
+    }
     if constexpr (!std::is_same_v<V, no_value>)
       parallel_copy(values + at, static_cast<const V*>(task.src_values) + sl.offset,
                     sl.length * sizeof(V));
     at += sl.length;
   }
+  if (task.encoded.empty()) return;
+  const auto slices = static_cast<std::int64_t>(task.slices.size());
+  // Round 2 gathers d slices per run set: small tasks decode on one thread rather than wake
+  // a team per task for a few thousand keys.
+#pragma omp parallel for schedule(dynamic) if (task.count >= (std::uint64_t{1} << 16))
+  for (std::int64_t i = 0; i < slices; ++i) {
+    const auto at_i = static_cast<std::size_t>(i);
+    if (encoded_slice_at(task, at_i))
+      codec::decode<K>(task.encoded[at_i], std::span<K>{keys, task.count});
+  }
 }
 
-/// Writes n sorted elements to the task's destination at `at`, raw or ordered.
+/// Round 1 of a compressed job: encodes the m dealt keys (d runs) into `stream` (8-byte aligned,
+/// room for the m keys) and `index` (codec::dealt_blocks(m, d) entries), the runs' streams back
+/// to back: a first parallel pass sizes every run, a second encodes each at its offset.
+/// Returns the stream bytes.
+template <typename K>
+std::uint64_t encode_dealt(const K* dealt, std::uint64_t m, std::uint64_t d, std::byte* stream,
+                           std::span<codec::run_block> index)
+{
+  const auto bins = static_cast<std::int64_t>(d);
+  const auto run_keys = [&](std::uint64_t j) {
+    return std::span<const K>{dealt + bin_offset(m, d, j), bin_size(m, d, j)};
+  };
+  std::vector<std::uint64_t> at(d + 1, 0);
+  const bool parallel = m >= (std::uint64_t{1} << 16);
+#pragma omp parallel for schedule(dynamic) if (parallel)
+  for (std::int64_t j = 0; j < bins; ++j) {
+    const auto bin = static_cast<std::uint64_t>(j);
+    at[bin + 1] = codec::encoded_bytes(run_keys(bin));
+  }
+  std::partial_sum(at.begin(), at.end(), at.begin());
+#pragma omp parallel for schedule(dynamic) if (parallel)
+  for (std::int64_t j = 0; j < bins; ++j) {
+    const auto bin = static_cast<std::uint64_t>(j);
+    const std::span<codec::run_block> entries =
+        index.subspan(codec::dealt_first_block(m, d, bin), codec::blocks_of(bin_size(m, d, bin)));
+    codec::encode(run_keys(bin), entries, std::span{stream + at[bin], at[bin + 1] - at[bin]});
+    // encode counts from the run's stream; the index counts from the chunk's.
+    for (codec::run_block& e : entries) e.byte_offset += at[bin];
+  }
+  return at[d];
+}
+
+template <typename V>
+void write_values(const chunk_task& task, const V* values, std::uint64_t n)
+{
+  if constexpr (!std::is_same_v<V, no_value>)
+    parallel_copy(task.dst_values, values, n * sizeof(V));
+}
+
+/// Writes n sorted elements to the task's destination, raw or ordered.
 template <typename K, typename V>
 void write_out(const chunk_task& task, const element_layout& layout, const K* keys,
                const V* values, std::uint64_t n)
@@ -72,8 +135,32 @@ void write_out(const chunk_task& task, const element_layout& layout, const K* ke
     parallel_copy(dst, keys, n * sizeof(K));
   else
     from_ordered_bits<K>(keys, dst, n, layout.keys());
-  if constexpr (!std::is_same_v<V, no_value>)
-    parallel_copy(task.dst_values, values, n * sizeof(V));
+  write_values(task, values, n);
+}
+
+/// Writes the dealt elements of a compressed job's round-1 task (encode_target's contract):
+/// the stream to dst_keys and the index to the target, or the keys raw when the stream is
+/// above raw_above; the values raw either way. `free_keys`: room for the task's keys (buffer A,
+/// whose sorted keys the deal has copied), where the stream is made before it is known to pay.
+template <typename K, typename V>
+void write_encoded(const chunk_task& task, const element_layout& layout, const K* dealt,
+                   const V* values, K* free_keys)
+{
+  const encode_target& target = *task.encode;
+  std::vector<codec::run_block> index(codec::dealt_blocks(task.count, task.deal_bins));
+  auto* stream = reinterpret_cast<std::byte*>(free_keys);
+  const std::uint64_t bytes = encode_dealt(dealt, task.count, task.deal_bins, stream, index);
+  encode_target::outcome result{};
+  if (bytes > target.raw_above) {
+    write_out<K, V>(task, layout, dealt, values, task.count);
+    result.raw = true;
+  } else {
+    parallel_copy(task.dst_keys, stream, bytes);
+    parallel_copy(target.index, index.data(), index.size() * sizeof(codec::run_block));
+    write_values(task, values, task.count);
+    result.stream_bytes = bytes;
+  }
+  *target.result = result;
 }
 
 template <typename K, typename V>
@@ -92,7 +179,10 @@ void run_task(const chunk_task& task, const element_layout& layout, chunk_buffer
     K* b_keys = buf.b_keys();
     V* b_values = buf.b_values();
     deal<K, V>(a_keys, a_values, task.count, task.deal_bins, b_keys, b_values);
-    write_out<K, V>(task, layout, b_keys, b_values, task.count);
+    if (task.encode != nullptr)
+      write_encoded<K, V>(task, layout, b_keys, b_values, a_keys);
+    else
+      write_out<K, V>(task, layout, b_keys, b_values, task.count);
   } else {
     write_out<K, V>(task, layout, a_keys, a_values, task.count);
   }

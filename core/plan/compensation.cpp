@@ -8,18 +8,17 @@
 
 namespace gpusort::detail {
 
-template <typename K>
-compensation_split split_equal(const K* keys, const final_chunk& fc,
-                               const splitter_set<K>& splitters, std::uint64_t capacity)
+template <typename Source>
+compensation_split split_equal(const Source& source, const final_chunk& fc,
+                               const splitter_set<typename Source::key_type>& splitters,
+                               std::uint64_t capacity)
 {
   GPUSORT_EXPECTS(fc.index < splitters.values.size(),
                   "only a final chunk with an upper splitter can be compensated");
-  const K splitter = splitters.values[fc.index];
+  const auto splitter = splitters.values[fc.index];
   compensation_split out;
   for (const slice& sl : fc.slices) {
-    const K* first = keys + sl.offset;
-    const K* last = first + sl.length;
-    const auto below = static_cast<std::uint64_t>(std::lower_bound(first, last, splitter) - first);
+    const std::uint64_t below = source.lower_bound(sl, 0, splitter);
     if (below > 0) out.rest.push_back(slice{sl.offset, below});
     if (below < sl.length) out.equal.push_back(slice{sl.offset + below, sl.length - below});
     out.rest_count += below;
@@ -30,9 +29,11 @@ compensation_split split_equal(const K* keys, const final_chunk& fc,
   return out;
 }
 
-template compensation_split split_equal(const std::uint32_t*, const final_chunk&,
-                                        const splitter_set<std::uint32_t>&, std::uint64_t);
-template compensation_split split_equal(const std::uint64_t*, const final_chunk&,
-                                        const splitter_set<std::uint64_t>&, std::uint64_t);
+#define GPUSORT_INSTANTIATE_COMPENSATION(Source)                                    \
+  template compensation_split split_equal(const Source&, const final_chunk&,       \
+                                          const splitter_set<Source::key_type>&, \
+                                          std::uint64_t);
+GPUSORT_FOR_EACH_RUN_SOURCE(GPUSORT_INSTANTIATE_COMPENSATION)
+#undef GPUSORT_INSTANTIATE_COMPENSATION
 
 }  // namespace gpusort::detail

@@ -25,10 +25,11 @@ constexpr bool needs_compensation(const final_chunk& fc, std::uint64_t capacity)
   return fc.size > capacity;
 }
 
-/// Splits `fc` by its upper splitter. The plan's bound guarantees rest_count <= capacity;
+/// Splits `fc`, whose slices `source` reads (run_source.hpp), by its upper splitter. The plan's bound guarantees rest_count <= capacity;
 /// a violation is a logic_error, never a silent overflow of the device buffer.
-template <typename K>
-compensation_split split_equal(const K* keys, const final_chunk& fc,
-                               const splitter_set<K>& splitters, std::uint64_t capacity);
+template <typename Source>
+compensation_split split_equal(const Source& source, const final_chunk& fc,
+                               const splitter_set<typename Source::key_type>& splitters,
+                               std::uint64_t capacity);
 
 }  // namespace gpusort::detail

@@ -7,9 +7,9 @@
 
 namespace gpusort::detail {
 
-template <typename K>
-std::vector<final_chunk> slice_runs(const K* keys, std::span<const run> runs,
-                                    const splitter_set<K>& splitters)
+template <typename Source>
+std::vector<final_chunk> slice_runs(const Source& source, std::span<const run> runs,
+                                    const splitter_set<typename Source::key_type>& splitters)
 {
   const std::uint64_t d = splitters.values.size() + 1;
   const std::uint64_t nruns = runs.size();
@@ -19,15 +19,13 @@ std::vector<final_chunk> slice_runs(const K* keys, std::span<const run> runs,
 #pragma omp parallel for schedule(dynamic, 16)
   for (std::int64_t rr = 0; rr < nruns_signed; ++rr) {
     const auto r = static_cast<std::uint64_t>(rr);
-    const K* first = keys + runs[r].offset;
-    const K* last = first + runs[r].length;
     std::uint64_t* c = &cut[r * (d + 1)];
     c[0] = 0;
-    const K* from = first;
+    std::uint64_t from = 0;
     for (std::uint64_t k = 0; k + 1 < d; ++k) {
       // Splitters are non-decreasing, so each search starts where the last one ended.
-      from = std::upper_bound(from, last, splitters.values[k]);
-      c[k + 1] = static_cast<std::uint64_t>(from - first);
+      from = source.upper_bound(runs[r], from, splitters.values[k]);
+      c[k + 1] = from;
     }
     c[d] = runs[r].length;
   }
@@ -59,9 +57,10 @@ std::vector<std::uint64_t> largest_first(const std::vector<final_chunk>& chunks)
   return order;
 }
 
-template std::vector<final_chunk> slice_runs(const std::uint32_t*, std::span<const run>,
-                                             const splitter_set<std::uint32_t>&);
-template std::vector<final_chunk> slice_runs(const std::uint64_t*, std::span<const run>,
-                                             const splitter_set<std::uint64_t>&);
+#define GPUSORT_INSTANTIATE_SLICING(Source)                                          \
+  template std::vector<final_chunk> slice_runs(const Source&, std::span<const run>, \
+                                               const splitter_set<Source::key_type>&);
+GPUSORT_FOR_EACH_RUN_SOURCE(GPUSORT_INSTANTIATE_SLICING)
+#undef GPUSORT_INSTANTIATE_SLICING
 
 }  // namespace gpusort::detail

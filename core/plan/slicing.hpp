@@ -22,10 +22,10 @@ struct final_chunk {
   std::vector<slice> slices;   ///< non-empty slices, at most one per run
 };
 
-/// Final chunks 0..d-1 of the runs of `keys` cut by `splitters` (d - 1 of them).
-template <typename K>
-std::vector<final_chunk> slice_runs(const K* keys, std::span<const run> runs,
-                                    const splitter_set<K>& splitters);
+/// Final chunks 0..d-1 of the runs of `source` (run_source.hpp) cut by `splitters` (d - 1).
+template <typename Source>
+std::vector<final_chunk> slice_runs(const Source& source, std::span<const run> runs,
+                                    const splitter_set<typename Source::key_type>& splitters);
 
 /// Indices of `chunks` largest first, the order in which devices should take them.
 std::vector<std::uint64_t> largest_first(const std::vector<final_chunk>& chunks);

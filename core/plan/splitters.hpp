@@ -4,6 +4,7 @@
 #pragma once
 
 #include "core/plan/dealing.hpp"
+#include "core/plan/run_source.hpp"
 
 #include <cstdint>
 #include <span>
@@ -24,9 +25,11 @@ constexpr std::uint64_t candidate_position(std::uint64_t x, std::uint64_t s,
   return static_cast<std::uint64_t>((static_cast<uint128>(x + 1) * len) / s) - 1;
 }
 
-/// Candidates from `sampled_runs` (sorted runs of `keys`) and the d-1 splitters they give.
-template <typename K>
-splitter_set<K> choose_splitters(const K* keys, std::span<const run> sampled_runs,
-                                 std::uint64_t s, std::uint64_t d);
+/// Candidates from `sampled_runs` (sorted runs read through `source`: raw_runs or encoded_runs,
+/// run_source.hpp) and the d-1 splitters they give.
+template <typename Source>
+splitter_set<typename Source::key_type> choose_splitters(const Source& source,
+                                                         std::span<const run> sampled_runs,
+                                                         std::uint64_t s, std::uint64_t d);
 
 }  // namespace gpusort::detail

@@ -23,13 +23,13 @@ enum class incore_engine : std::uint8_t {
   sample,     ///< the GPU sample sort (Leischner, Osipov and Sanders)
 };
 
-/// Whether round 1 compresses its sorted runs before they cross PCIe (issue 21; the codec is
-/// core/run_codec.hpp). Read and validated, but no job uses it yet: until the pipeline encodes
-/// runs, every job runs uncompressed whatever it says, and `off` is the default.
+/// Whether round 1 of an out-of-core job compresses its sorted keys before they cross PCIe and
+/// while they wait in host memory (issue 21; the codec is core/run_codec.hpp, design.md section
+/// 3 says how the rounds use it). Jobs that fit one device never compress.
 enum class run_compression : std::uint8_t {
-  off,        ///< runs travel as ordered bits, as today
-  on,         ///< every run is encoded
-  automatic,  ///< per job, from the sampled encoded size: only where it pays
+  off,        ///< runs travel as ordered bits
+  on,         ///< every chunk's runs are encoded
+  automatic,  ///< encoded, but a chunk whose stream keeps over 97% of its bytes stays raw
 };
 
 enum class log_level : std::uint8_t { trace, debug, info, warn, error, off };
@@ -74,7 +74,7 @@ struct config {
   shutdown_policy on_shutdown{shutdown_policy::drain};
   unsigned shutdown_timeout{30};  ///< seconds SIGTERM waits for jobs before cancelling them
   incore_engine incore{incore_engine::automatic};
-  run_compression compress_runs{run_compression::off};  ///< not used by jobs yet (see above)
+  run_compression compress_runs{run_compression::off};
   log_level level{log_level::info};
 
   bool operator==(const config&) const = default;

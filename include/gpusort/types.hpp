@@ -123,6 +123,12 @@ struct sort_report {
   std::uint64_t chunks{};  ///< d of the DSPS plan; 1 for an in-core sort
   int rounds{};            ///< 0 none, 1 in core, 2 out of core
   std::uint64_t compensated_chunks{};
+  /// A job that compressed its round-1 runs (config compress_runs): its keys' bytes raw, and
+  /// the bytes round 1 kept for them in host memory (streams and index of the chunks it
+  /// encoded, the keys of those it left raw); both 0 for a job that did not compress. Embedded
+  /// only: the daemon's protocol does not carry them.
+  std::uint64_t round1_key_bytes{};
+  std::uint64_t round1_stored_bytes{};
   double queue_seconds{};              ///< waiting in the daemon's queue; 0 embedded
   std::vector<stage_profile> profile;  ///< when sort_options::profile was set (embedded)
   [[nodiscard]] double rate_bytes_per_second() const noexcept

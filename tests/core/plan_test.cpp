@@ -3,6 +3,7 @@
 #include "core/plan/chunk_plan.hpp"
 #include "core/plan/compensation.hpp"
 #include "core/plan/dealing.hpp"
+#include "core/plan/run_source.hpp"
 #include "core/plan/slicing.hpp"
 #include "core/plan/splitters.hpp"
 #include "core/plan/tuning.hpp"
@@ -67,6 +68,46 @@ keys_t simulate_round1(const keys_t& input, const chunk_plan& plan)
   return out;
 }
 
+/// A compressed job's round-1 output, made by the test from `t` (simulate_round1's) with the
+/// host codec, run by run: every chunk encoded except those in `raw` (left raw, as a chunk whose
+/// stream did not pay), each run's stream behind the one before it in the chunk's stream.
+struct encoded_output {
+  std::vector<std::vector<codec::run_block>> index;
+  std::vector<std::vector<std::uint64_t>> streams;  // 64-bit words: 8-byte aligned
+  std::vector<stored_chunk> chunks;
+};
+
+encoded_output encode_round1(const keys_t& t, const chunk_plan& plan,
+                             const std::vector<std::uint64_t>& raw)
+{
+  encoded_output out;
+  out.index.resize(plan.d);
+  out.streams.resize(plan.d);
+  out.chunks.resize(plan.d);
+  for (std::uint64_t i = 0; i < plan.d; ++i) {
+    const std::uint64_t m = plan.chunk_size(i);
+    out.streams[i].resize(m + 1);
+    out.chunks[i].stream = reinterpret_cast<const std::byte*>(out.streams[i].data());
+    if (std::find(raw.begin(), raw.end(), i) != raw.end()) continue;
+    out.index[i].resize(codec::dealt_blocks(m, plan.d));
+    auto* stream = reinterpret_cast<std::byte*>(out.streams[i].data());
+    std::uint64_t at = 0;
+    for (std::uint64_t j = 0; j < plan.d; ++j) {
+      const std::uint64_t len = bin_size(m, plan.d, j);
+      const std::span<codec::run_block> entries{
+          out.index[i].data() + codec::dealt_first_block(m, plan.d, j), codec::blocks_of(len)};
+      const std::uint64_t bytes = codec::encode(
+          std::span<const std::uint64_t>{t.data() + plan.chunk_begin(i) + bin_offset(m, plan.d, j),
+                                         len},
+          entries, std::span<std::byte>{stream + at, (m + 1) * 8 - at});
+      for (codec::run_block& e : entries) e.byte_offset += at;
+      at += bytes;
+    }
+    out.chunks[i].index = out.index[i].data();
+  }
+  return out;
+}
+
 struct planned {
   chunk_plan plan;
   keys_t t;
@@ -83,11 +124,11 @@ planned plan_and_slice(const keys_t& input, std::uint64_t capacity)
   p.t = simulate_round1(input, p.plan);
   p.runs = make_run_table(p.plan);
   const auto new_chunks = transpose(p.runs, p.plan.d);
-  p.splitters = choose_splitters<std::uint64_t>(
-      p.t.data(), std::span<const run>{new_chunks.data() + p.plan.sampled_chunk * p.plan.d,
+  p.splitters = choose_splitters(
+      raw_runs<std::uint64_t>{p.t.data()}, std::span<const run>{new_chunks.data() + p.plan.sampled_chunk * p.plan.d,
                                        p.plan.d},
       p.plan.s, p.plan.d);
-  p.finals = slice_runs<std::uint64_t>(p.t.data(), p.runs, p.splitters);
+  p.finals = slice_runs(raw_runs<std::uint64_t>{p.t.data()}, p.runs, p.splitters);
   return p;
 }
 
@@ -251,7 +292,7 @@ TEST(Splitters, RegularRanksAndEstCounts)
   for (int r = 0; r < 2; ++r)
     for (std::uint64_t v = 0; v < 10; ++v) keys.push_back(v);
   const std::vector<run> runs{{0, 10}, {10, 10}};
-  const auto sp = choose_splitters<std::uint64_t>(keys.data(), runs, 5, 2);
+  const auto sp = choose_splitters(raw_runs<std::uint64_t>{keys.data()}, runs, 5, 2);
   ASSERT_EQ(sp.values.size(), 1U);
   EXPECT_EQ(sp.values[0], 5U);  // sorted candidates 1,1,3,3,5,5,...: 5th is 5
   EXPECT_EQ(sp.est[0], 2U);
@@ -298,6 +339,31 @@ TEST_P(PlannerInvariants, EveryElementLandsOnceInOrderedBoundedFinalChunks)
             if (fc.index + 1 < p.plan.d) { ASSERT_LE(p.t[x], p.splitters.values[fc.index]); }
           }
 
+      // The same planning on the runs compressed (chunk 0 left raw) gives the same answers.
+      const encoded_output enc = encode_round1(p.t, p.plan, {0});
+      const encoded_runs<std::uint64_t> source{p.plan, p.t.data(), enc.chunks};
+      const auto new_chunks = transpose(p.runs, p.plan.d);
+      const splitter_set<std::uint64_t> splitters = choose_splitters(
+          source,
+          std::span<const run>{new_chunks.data() + p.plan.sampled_chunk * p.plan.d, p.plan.d},
+          p.plan.s, p.plan.d);
+      EXPECT_EQ(splitters.values, p.splitters.values);
+      EXPECT_EQ(splitters.est, p.splitters.est);
+      const std::vector<final_chunk> finals = slice_runs(source, p.runs, p.splitters);
+      ASSERT_EQ(finals.size(), p.finals.size());
+      for (std::uint64_t k = 0; k < finals.size(); ++k) {
+        EXPECT_EQ(finals[k].size, p.finals[k].size);
+        EXPECT_EQ(finals[k].out_offset, p.finals[k].out_offset);
+        EXPECT_EQ(finals[k].slices, p.finals[k].slices);
+        if (needs_compensation(p.finals[k], cap)) {
+          const auto on_raw =
+              split_equal(raw_runs<std::uint64_t>{p.t.data()}, p.finals[k], p.splitters, cap);
+          const auto on_encoded = split_equal(source, p.finals[k], p.splitters, cap);
+          EXPECT_EQ(on_encoded.rest, on_raw.rest);
+          EXPECT_EQ(on_encoded.equal, on_raw.equal);
+        }
+      }
+
       for (const final_chunk& fc : p.finals) {
         // The bound holds on keys strictly between splitters, whatever the duplicates.
         std::uint64_t strict = 0;
@@ -313,7 +379,7 @@ TEST_P(PlannerInvariants, EveryElementLandsOnceInOrderedBoundedFinalChunks)
         EXPECT_EQ(needs_compensation(fc, cap), fc.size > cap);
         if (needs_compensation(fc, cap)) {
           ++compensated_total;
-          const auto split = split_equal<std::uint64_t>(p.t.data(), fc, p.splitters, cap);
+          const auto split = split_equal(raw_runs<std::uint64_t>{p.t.data()}, fc, p.splitters, cap);
           EXPECT_EQ(split.rest_count, strict);
           EXPECT_LE(split.rest_count, cap);
           EXPECT_EQ(split.rest_count + split.equal_count, fc.size);
@@ -336,6 +402,56 @@ INSTANTIATE_TEST_SUITE_P(Shapes, PlannerInvariants,
                          ::testing::Values(shape::distinct, shape::sorted_distinct, shape::random,
                                            shape::all_equal, shape::few_unique,
                                            shape::one_heavy));
+
+// The encoded run source against the plain array it was made from: keys by position, both
+// bounds from any start in any piece of a run, round 2's slices and restore's ranges decoded.
+TEST(EncodedRuns, ReadSearchAndDecodeLikeThePlainArray)
+{
+  for (const shape sh : {shape::random, shape::few_unique, shape::sorted_distinct}) {
+    // Runs of 1, 2047, 2048, 2049 and many blocks: d = 2 and 3 over 4 * 2048 * d^2 + 3 keys.
+    for (const std::uint64_t d : {2ULL, 3ULL}) {
+      const std::uint64_t n = 4 * codec::block_keys * d * d + 3;
+      SCOPED_TRACE("d=" + std::to_string(d) + " shape " + std::to_string(static_cast<int>(sh)));
+      const chunk_plan plan{.n = n, .capacity = n, .d = d};
+      const keys_t t = simulate_round1(make_keys(n, sh, n + d), plan);
+      const encoded_output enc = encode_round1(t, plan, {d - 1});
+      const encoded_runs<std::uint64_t> source{plan, t.data(), enc.chunks};
+      const raw_runs<std::uint64_t> raw{t.data()};
+      std::mt19937_64 rng{d};
+      for (const run& r : make_run_table(plan)) {
+        std::vector<std::uint64_t> got(r.length);
+        source.read(r, r.length, [](std::uint64_t x) { return x; }, got.data());
+        ASSERT_TRUE(std::equal(got.begin(), got.end(), t.begin() + static_cast<long>(r.offset)));
+        // Pieces of the run: the whole, one key, across a block boundary, at its end.
+        const std::uint64_t cut = std::min<std::uint64_t>(r.length - 1, codec::block_keys - 5);
+        for (const run piece : {r, run{r.offset + cut, 1}, run{r.offset + cut, r.length - cut}}) {
+          for (int probe = 0; probe < 40; ++probe) {
+            const std::uint64_t pick = t[piece.offset + rng() % piece.length];
+            const std::uint64_t key = pick + (rng() % 3) - 1;
+            const std::uint64_t from = rng() % (piece.length + 1);
+            EXPECT_EQ(source.lower_bound(piece, from, key), raw.lower_bound(piece, from, key));
+            EXPECT_EQ(source.upper_bound(piece, from, key), raw.upper_bound(piece, from, key));
+          }
+          std::vector<std::uint64_t> decoded(piece.length + 3, 0);
+          const codec::encoded_slice sl = source.slice_of(piece, 3);
+          if (sl.index == nullptr) continue;  // the raw chunk: its keys are read in place
+          codec::decode<std::uint64_t>(sl, std::span<std::uint64_t>{decoded});
+          EXPECT_TRUE(std::equal(decoded.begin() + 3, decoded.end(),
+                                 t.begin() + static_cast<long>(piece.offset)));
+        }
+      }
+      for (int range = 0; range < 20; ++range) {
+        const std::uint64_t first = rng() % n;
+        const std::uint64_t count = range == 0 ? n - first : rng() % (n - first + 1);
+        std::vector<std::uint64_t> got(count);
+        source.decode_range(range == 0 ? 0 : first, range == 0 ? n : count,
+                            range == 0 ? (got.resize(n), got.data()) : got.data());
+        const std::uint64_t from = range == 0 ? 0 : first;
+        EXPECT_TRUE(std::equal(got.begin(), got.end(), t.begin() + static_cast<long>(from)));
+      }
+    }
+  }
+}
 
 TEST(Slicing, LargestFirstOrdersBySize)
 {

@@ -12,7 +12,10 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <numeric>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace gpusort::detail {
@@ -127,6 +130,127 @@ TEST(Executor, AFailingDeviceFailsTheJobAndRestoresAnInPlaceInput)
     else
       EXPECT_EQ(fingerprint_of(view), before) << "round 2 failures restore the elements";
   }
+}
+
+/// Sorted runs of these keys do not pay for compression: half near 0, half near 2^64, so every
+/// run of one block has a delta of 64 bits and keeps (c - 1)/c of its bytes encoded.
+std::vector<std::uint64_t> extreme_keys(std::uint64_t n)
+{
+  std::vector<std::uint64_t> keys(n);
+  generate(std::span<std::uint64_t>{keys}, distribution::uniform, 21);
+  for (std::uint64_t& k : keys) k = (k & 1) != 0 ? k % 1000 : ~std::uint64_t{0} - k % 1000;
+  return keys;
+}
+
+TEST(Executor, CompressedRunsSortWhateverEachChunkStores)
+{
+  const std::uint64_t n = 200'003;
+  for (const run_compression mode : {run_compression::on, run_compression::automatic}) {
+    for (const bool extremes : {false, true}) {
+      SCOPED_TRACE(std::string{mode == run_compression::on ? "on" : "auto"} +
+                   (extremes ? " extreme keys" : " uniform keys"));
+      std::vector<std::uint64_t> keys = extremes ? extreme_keys(n) : std::vector<std::uint64_t>(n);
+      if (!extremes) generate(std::span<std::uint64_t>{keys}, distribution::uniform, 22);
+      std::vector<std::uint32_t> values(n);
+      std::iota(values.begin(), values.end(), 0U);
+      std::vector<std::pair<std::uint64_t, std::uint32_t>> expected(n);
+      for (std::uint64_t i = 0; i < n; ++i) expected[i] = {keys[i], values[i]};
+      std::sort(expected.begin(), expected.end());
+      const std::vector<std::uint64_t> original = keys;
+
+      host_device a{std::uint64_t{480} << 10, 1, 0};
+      host_device b{std::uint64_t{480} << 10, 1, 1};
+      const std::vector<device*> devs{&a, &b};
+      const element_layout layout{.type = dtype::u64, .key_bytes = 8, .value_bytes = 4};
+      const chunk_plan plan = make_plan(n, common_capacity(devs, layout));
+      ASSERT_LE(n / plan.d / plan.d, codec::block_keys) << "extreme runs need one block each";
+      sort_options opt;
+      job_context ctx{opt, layout.bytes()};
+      const execution_stats stats =
+          execute(job_arrays{keys.data(), values.data(), keys.data(), values.data(), n}, layout,
+                  plan, devs, ctx, nullptr, mode);
+      EXPECT_EQ(stats.rounds, 2);
+      for (std::uint64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(keys[i], expected[i].first) << i;
+        // Equal keys may hold their values in any order: check the key each value came with.
+        ASSERT_EQ(original[values[i]], keys[i]) << i;
+      }
+      EXPECT_EQ(stats.round1_key_bytes, n * 8);
+      if (mode == run_compression::automatic && extremes) {
+        EXPECT_EQ(stats.encoded_chunks, 0U) << "auto stores raw what does not pay";
+        EXPECT_EQ(stats.round1_stored_bytes, n * 8);
+      } else {
+        EXPECT_EQ(stats.encoded_chunks, plan.d);
+        if (!extremes) { EXPECT_LT(stats.round1_stored_bytes, n * 8 * 9 / 10); }
+      }
+    }
+  }
+}
+
+/// A host device that does not know compressed runs: it drops every task's encode_target.
+class unaware_device final : public device {
+ public:
+  [[nodiscard]] std::string name() const override { return inner_.name(); }
+  [[nodiscard]] device_capacity capacity(const element_layout& l) const override
+  {
+    return inner_.capacity(l);
+  }
+  void process(const element_layout& layout, task_queue& queue, job_context& ctx) override
+  {
+    while (const chunk_task* t = queue.pop()) {
+      std::vector<chunk_task> one{*t};
+      one.front().encode = nullptr;
+      task_queue single{std::move(one)};
+      inner_.process(layout, single, ctx);
+    }
+  }
+
+ private:
+  host_device inner_{std::uint64_t{1} << 20, 1};
+};
+
+TEST(Executor, ADeviceThatIgnoresItsEncodeTargetFailsTheJobBeforeRoundTwo)
+{
+  const std::uint64_t n = 300'007;
+  std::vector<std::uint64_t> keys(n);
+  generate(std::span<std::uint64_t>{keys}, distribution::uniform, 25);
+  const std::vector<std::uint64_t> original = keys;
+  unaware_device dev;
+  const std::vector<device*> devs{&dev};
+  const element_layout layout{.type = dtype::u64, .key_bytes = 8};
+  const chunk_plan plan = make_plan(n, common_capacity(devs, layout));
+  ASSERT_FALSE(plan.in_core());
+  sort_options opt;
+  job_context ctx{opt, 8};
+  EXPECT_THROW(execute(job_arrays{keys.data(), nullptr, keys.data(), nullptr, n}, layout, plan,
+                       devs, ctx, nullptr, run_compression::on),
+               logic_error);
+  EXPECT_EQ(keys, original) << "round 1 never writes the input";
+}
+
+TEST(Executor, ACompressedJobFailingInRoundTwoRestoresItsInPlaceInput)
+{
+  const std::uint64_t n = 1'000'000;
+  std::vector<std::int32_t> keys(n);
+  std::vector<std::uint64_t> values(n);
+  generate(std::span<std::int32_t>{keys}, distribution::fewunique, 23);
+  generate_values(value_array{values.data(), n, 8}, 24);
+  const key_array kv{keys.data(), n, dtype::i32};
+  const value_array vv{values.data(), n, 8};
+  const fingerprint before = fingerprint_of(kv, vv);
+  std::atomic<bool> failed{false};
+  probe_device good{std::uint64_t{6} << 20, 0, 0, -1, nullptr, 2, &failed};
+  probe_device bad{std::uint64_t{6} << 20, 1, 2, 1, &failed};
+  std::vector<device*> devs{&good, &bad};
+  const element_layout layout{.type = dtype::i32, .key_bytes = 4, .value_bytes = 8};
+  const chunk_plan plan = make_plan(n, common_capacity(devs, layout));
+  ASSERT_FALSE(plan.in_core());
+  sort_options opt;
+  job_context ctx{opt, layout.bytes()};
+  EXPECT_THROW(execute(job_arrays{keys.data(), values.data(), keys.data(), values.data(), n},
+                       layout, plan, devs, ctx, nullptr, run_compression::on),
+               cuda_error);
+  EXPECT_EQ(fingerprint_of(kv, vv), before) << "the decoded round-1 output restores the pairs";
 }
 
 }  // namespace

@@ -21,18 +21,21 @@ using detail::fault::plan;
 using detail::fault::scope;
 using detail::fault::site;
 
-/// The host device with a budget of about 2048 pairs: 20,000 pairs take ~10 chunks out of core.
-config cpu_config(bool out_of_core)
-{
-  config cfg{.devices = device_selection::cpu, .host_threads = 2};
-  if (out_of_core) cfg.device_memory_budget = std::uint64_t{2048} * 2 * 16;
-  return cfg;
-}
-
 struct sweep_case {
   sweep_shape shape;
   bool out_of_core;
+  /// Round 1 compresses its runs (compress_runs: on): a failed round 2 restores by decoding.
+  bool compressed{};
 };
+
+/// The host device with a budget of about 2048 pairs: 20,000 pairs take ~10 chunks out of core.
+config cpu_config(const sweep_case& c)
+{
+  config cfg{.devices = device_selection::cpu, .host_threads = 2};
+  if (c.out_of_core) cfg.device_memory_budget = std::uint64_t{2048} * 2 * 16;
+  if (c.compressed) cfg.compress_runs = run_compression::on;
+  return cfg;
+}
 
 void PrintTo(const sweep_case& c, std::ostream* os) { *os << c.shape.name; }
 
@@ -48,7 +51,7 @@ class EngineFaultSweep : public ::testing::TestWithParam<sweep_case> {};
 TEST_P(EngineFaultSweep, EveryCallFailingOnceIsACleanErrorOrASuccess)
 {
   const sweep_case& c = GetParam();
-  engine eng{cpu_config(c.out_of_core)};
+  engine eng{cpu_config(c)};
   sweep_job job{c.shape};
   const std::vector<std::uint64_t> per_site = count_calls(eng, job);
   RecordProperty("calls_per_class", detail::fault::summary());
@@ -68,7 +71,7 @@ TEST_P(EngineFaultSweep, EveryCallFailingOnceIsACleanErrorOrASuccess)
 TEST_P(EngineFaultSweep, EachClassFailingForGoodIsACleanError)
 {
   const sweep_case& c = GetParam();
-  engine eng{cpu_config(c.out_of_core)};
+  engine eng{cpu_config(c)};
   sweep_job job{c.shape};
   const std::vector<std::uint64_t> per_site = count_calls(eng, job);
   sweep_tally tally;
@@ -92,7 +95,7 @@ TEST_P(EngineFaultSweep, AnInterruptedReadOrWriteIsRetried)
 {
   const sweep_case& c = GetParam();
   if (!c.shape.files) GTEST_SKIP() << "memory arrays make no read or write calls";
-  engine eng{cpu_config(c.out_of_core)};
+  engine eng{cpu_config(c)};
   sweep_job job{c.shape};
   const std::vector<std::uint64_t> per_site = count_calls(eng, job);
   sweep_tally tally;
@@ -115,7 +118,8 @@ INSTANTIATE_TEST_SUITE_P(
         sweep_case{{"OutOfCoreInPlacePairs", n, true, false, true}, true},
         sweep_case{{"OutOfCoreSeparatePairs", n, false, false, true}, true},
         sweep_case{{"OutOfCoreFilesInPlacePairs", n, true, true, true}, true},
-        sweep_case{{"OutOfCoreFilesSeparateKeys", n, false, true, false}, true}),
+        sweep_case{{"OutOfCoreFilesSeparateKeys", n, false, true, false}, true},
+        sweep_case{{"OutOfCoreCompressedInPlacePairs", n, true, false, true}, true, true}),
     case_name);
 
 }  // namespace

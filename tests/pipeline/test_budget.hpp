@@ -24,6 +24,17 @@ inline bool tiny_budget()
   return v != nullptr && std::string_view{v} == "tiny";
 }
 
+/// GPUSORT_TEST_COMPRESS=on or auto: the tiny budget's jobs compress their round-1 runs
+/// (compress_runs, issue 21), for the engine suites ctest runs a third time so.
+inline run_compression compression()
+{
+  const char* v = std::getenv("GPUSORT_TEST_COMPRESS");
+  if (v == nullptr) return run_compression::off;
+  if (std::string_view{v} == "on") return run_compression::on;
+  if (std::string_view{v} == "auto") return run_compression::automatic;
+  return run_compression::off;
+}
+
 /// Whether two arrays hold the same bytes (bytes, not ==: NaN keys never compare equal to
 /// themselves); empty arrays, whose data() may be null, are equal.
 template <typename T>
@@ -51,6 +62,7 @@ inline config config_for(std::uint64_t n, std::uint64_t element_bytes,
   config cfg;
   cfg.devices = device_selection::cpu;
   if (!test::tiny_budget()) return cfg;
+  cfg.compress_runs = compression();
   if (at_tiny_capacity) {
     cfg.device_memory_budget = test::host_budget_for(test::tiny_capacity, element_bytes);
     return cfg;
