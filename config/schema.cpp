@@ -420,7 +420,8 @@ const std::vector<key_spec>& config_keys()
                         "(issue 21): `on` encodes every chunk's runs, `auto` encodes them but "
                         "keeps a chunk raw where its stream would take more than 97% of the "
                         "keys' bytes, `off` never. Values travel raw; jobs that fit one device "
-                        "are unchanged."),
+                        "are unchanged; the CPU engine only pays the encoding (it has no PCIe "
+                        "to save)."),
       log_level_key("log_level", &config::level, "Least severe messages that are logged."),
   };
   return keys;
