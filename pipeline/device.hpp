@@ -43,13 +43,19 @@ struct element_layout {
 /// Round 1 of a job whose runs are compressed (issue 21; core/run_codec.hpp's format): the
 /// device encodes the task's dealt runs (ordered bits, `deal_bins` runs, their blocks numbered
 /// one after another) and writes the chunk's index entries to `index` and its stream to
-/// `dst_keys`, in place of the keys. The stream never takes more than count * key_bytes bytes
-/// (a delta has at most a key's bits and each block's first key lives in the index), so the room
-/// dst_keys has for the raw keys always holds it. A stream of more than `raw_above` bytes does
-/// not pay for its decoding: the device then writes the dealt keys raw to dst_keys, as without
-/// compression, and says so in `result`. Values are never encoded.
+/// `stream` (dst_keys or just after it), in place of the keys. The stream never takes more than
+/// count * key_bytes bytes (a delta has at most a key's bits and each block's first key lives in
+/// the index), so the room dst_keys has for the raw keys holds it. A stream of more than
+/// `raw_above` bytes does not pay for its decoding (or would not fit after the shift): the
+/// device then writes the dealt keys raw to dst_keys, as without compression, and says so in
+/// `result`. Values are never encoded.
 struct encode_target {
   codec::run_block* index{};  ///< host: codec::dealt_blocks(count, deal_bins) entries
+  /// Host: where the stream goes, 8-byte aligned (the format's words; round 2's decoder reads
+  /// them as such): dst_keys, or 4 bytes after it for 4-byte keys of a chunk that starts at an
+  /// odd element, with raw_above 4 bytes lower so that the stream still ends within the raw
+  /// room. Null: dst_keys.
+  std::byte* stream{};
   std::uint64_t raw_above{};  ///< stream bytes above which the keys are stored raw
   struct outcome {
     std::uint64_t stream_bytes{};  ///< bytes of stream written (0 when raw, or all keys equal)

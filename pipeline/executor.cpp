@@ -104,13 +104,20 @@ class round1_output {
 class round1_encoding {
  public:
   round1_encoding(const chunk_plan& plan, const element_layout& layout, run_compression mode,
-                  codec::run_block* index)
+                  codec::run_block* index, void* keys)
       : targets_(plan.d), outcomes_(plan.d, encode_target::outcome{.stream_bytes = unanswered})
   {
-    for (std::uint64_t i = 0; i < plan.d; ++i)
+    for (std::uint64_t i = 0; i < plan.d; ++i) {
+      // A stream starts on an 8-byte word: 4-byte keys of a chunk that starts at an odd
+      // element put it 4 bytes into their raw room, which then holds 4 bytes less of it.
+      auto* raw = static_cast<std::byte*>(keys) + plan.chunk_begin(i) * layout.key_bytes;
+      const std::uint64_t shift = (8 - reinterpret_cast<std::uintptr_t>(raw) % 8) % 8;
+      const std::uint64_t above = raw_above_for(mode, plan.chunk_size(i), layout);
       targets_[i] = encode_target{.index = index + round1_index_entry(plan, i),
-                                  .raw_above = raw_above_for(mode, plan.chunk_size(i), layout),
+                                  .stream = raw + shift,
+                                  .raw_above = above > shift ? above - shift : 0,
                                   .result = &outcomes_[i]};
+    }
   }
   [[nodiscard]] const encode_target* target(std::uint64_t i) const noexcept
   {
@@ -136,7 +143,10 @@ class round1_encoding {
     for (std::uint64_t i = 0; i < plan.d; ++i) {
       chunks[i].stream =
           static_cast<const std::byte*>(keys) + plan.chunk_begin(i) * layout.key_bytes;
-      if (!outcomes_[i].raw) chunks[i].index = targets_[i].index;
+      if (!outcomes_[i].raw) {
+        chunks[i].index = targets_[i].index;
+        chunks[i].stream = targets_[i].stream;
+      }
     }
     return chunks;
   }
@@ -320,7 +330,7 @@ execution_stats sort_out_of_core(const job_arrays& a, const element_layout& layo
   const bool compressed = compresses(mode, plan);
   const round1_output<K, V> r1{plan, layout, compressed, scratch};
   std::optional<round1_encoding> encoding;
-  if (compressed) encoding.emplace(plan, layout, mode, r1.index());
+  if (compressed) encoding.emplace(plan, layout, mode, r1.index(), r1.keys());
 
   // Round 1: sort every chunk and deal it into d sorted runs (encoded, for a compressed job).
   run_round(1, 2, round1_tasks<K, V>(a, plan, r1, encoding ? &*encoding : nullptr), layout,

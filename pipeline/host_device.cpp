@@ -139,14 +139,18 @@ void write_out(const chunk_task& task, const element_layout& layout, const K* ke
 }
 
 /// Writes the dealt elements of a compressed job's round-1 task (encode_target's contract):
-/// the stream to dst_keys and the index to the target, or the keys raw when the stream is
-/// above raw_above; the values raw either way. `free_keys`: room for the task's keys (buffer A,
-/// whose sorted keys the deal has copied), where the stream is made before it is known to pay.
+/// the stream to the target's stream (dst_keys when null) and the index to the target, or the
+/// keys raw when the stream is above raw_above; the values raw either way. `free_keys`: room for
+/// the task's keys (buffer A, whose sorted keys the deal has copied), where the stream is made
+/// before it is known to pay.
 template <typename K, typename V>
 void write_encoded(const chunk_task& task, const element_layout& layout, const K* dealt,
                    const V* values, K* free_keys)
 {
   const encode_target& target = *task.encode;
+  GPUSORT_EXPECTS(
+      target.stream == nullptr || reinterpret_cast<std::uintptr_t>(target.stream) % 8 == 0,
+      "an encode target's stream starts on an 8-byte word");
   std::vector<codec::run_block> index(codec::dealt_blocks(task.count, task.deal_bins));
   auto* stream = reinterpret_cast<std::byte*>(free_keys);
   const std::uint64_t bytes = encode_dealt(dealt, task.count, task.deal_bins, stream, index);
@@ -155,7 +159,7 @@ void write_encoded(const chunk_task& task, const element_layout& layout, const K
     write_out<K, V>(task, layout, dealt, values, task.count);
     result.raw = true;
   } else {
-    parallel_copy(task.dst_keys, stream, bytes);
+    parallel_copy(target.stream != nullptr ? target.stream : task.dst_keys, stream, bytes);
     parallel_copy(target.index, index.data(), index.size() * sizeof(codec::run_block));
     write_values(task, values, task.count);
     result.stream_bytes = bytes;

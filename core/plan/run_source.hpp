@@ -54,7 +54,7 @@ class raw_runs {
 /// (index entries, and the stream at the chunk's raw place), or its keys raw at that place.
 struct stored_chunk {
   const codec::run_block* index{};  ///< codec::dealt_blocks(m, d) entries; null: stored raw
-  const std::byte* stream{};        ///< the chunk's stream (its raw place in the output)
+  const std::byte* stream{};  ///< the chunk's stream (encode_target::stream), or its raw keys
 };
 
 /// The round-1 output of a compressed job: chunk i of `plan` holds its m keys dealt into d runs

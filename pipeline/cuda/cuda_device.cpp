@@ -655,7 +655,8 @@ struct round_state {
     std::uint64_t out_bytes = t.count * vb;
     if (s.encoded) {
       copy_to_host(t.encode->index, s.keys.data<char>(), s.index_bytes, st, out_staging);
-      copy_to_host(t.dst_keys, s.keys.data<char>() + s.index_bytes, s.outcome.stream_bytes, st,
+      void* const stream = t.encode->stream != nullptr ? t.encode->stream : t.dst_keys;
+      copy_to_host(stream, s.keys.data<char>() + s.index_bytes, s.outcome.stream_bytes, st,
                    out_staging);
       out_bytes += s.index_bytes + s.outcome.stream_bytes;
     } else {
