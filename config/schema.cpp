@@ -418,8 +418,9 @@ const std::vector<key_spec>& config_keys()
                         "type (from the benchmark)."),
       compress_runs_key("Whether round 1 of an out-of-core job compresses its sorted keys "
                         "(issue 21): `on` encodes every chunk's runs, `auto` encodes them but "
-                        "keeps a chunk raw where its stream would take more than 97% of the "
-                        "keys' bytes, `off` never. Values travel raw; jobs that fit one device "
+                        "keeps a chunk raw where its stream would take more than 10% of the "
+                        "keys' bytes (on the H100 host only runs of few distinct keys paid for "
+                        "their decoding), `off` never. Values travel raw; jobs that fit one device "
                         "are unchanged; the CPU engine only pays the encoding (it has no PCIe "
                         "to save)."),
       log_level_key("log_level", &config::level, "Least severe messages that are logged."),

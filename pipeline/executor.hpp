@@ -47,13 +47,21 @@ constexpr bool compresses(run_compression mode, const chunk_plan& plan) noexcept
 }
 
 /// encode_target::raw_above for a chunk of `count` keys: `on` never stores raw (a stream never
-/// exceeds the raw keys); `automatic` stores raw a chunk that would keep more than 97% of its
-/// bytes, so that incompressible keys lose at most the encoding pass, not the decoding too.
+/// exceeds the raw keys); `automatic` stores raw a chunk whose stream would keep more than
+/// auto_compress_percent of its bytes. Why so few: on the H100 host (gpu_bench --compress, 8 GiB
+/// at budget 1/8, bench/results/h100-20261126-467ce56-compress-8Gi.json) compressed jobs ran
+/// slower whenever the runs kept 16% of their bytes or more (u32 uniform at 31%: 0.436 s off,
+/// 0.565 s on; u64 uniform at 67%: 0.428 / 0.620 s; u32 sorted at 16%: 0.417 / 0.859 s): round 1
+/// is bound by its uncompressed copy-in, and round 2's decoding from mapped memory slowed its
+/// copy-out (50 -> 34 GB/s) more than the smaller reads saved. Only runs of few distinct keys
+/// paid (u64 fewunique at 0.5%: 0.397 / 0.366 s).
+inline constexpr std::uint64_t auto_compress_percent = 10;
 constexpr std::uint64_t raw_above_for(run_compression mode, std::uint64_t count,
                                       const element_layout& layout) noexcept
 {
   const std::uint64_t raw = count * layout.key_bytes;
-  return mode == run_compression::on ? raw : raw / 100 * 97 + raw % 100 * 97 / 100;
+  constexpr std::uint64_t p = auto_compress_percent;
+  return mode == run_compression::on ? raw : raw / 100 * p + raw % 100 * p / 100;
 }
 
 /// The round-1 output of n elements: keys, then values from a 256-byte boundary so that devices

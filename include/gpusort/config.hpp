@@ -29,7 +29,7 @@ enum class incore_engine : std::uint8_t {
 enum class run_compression : std::uint8_t {
   off,        ///< runs travel as ordered bits
   on,         ///< every chunk's runs are encoded
-  automatic,  ///< encoded, but a chunk whose stream keeps over 97% of its bytes stays raw
+  automatic,  ///< encoded, but a chunk whose stream keeps over 10% of its bytes stays raw
 };
 
 enum class log_level : std::uint8_t { trace, debug, info, warn, error, off };

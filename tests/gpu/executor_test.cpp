@@ -706,7 +706,9 @@ TYPED_TEST(GpuEngineKeys, CompressedRunsSortEveryDistributionAndOrder)
           if (encoded && dist == distribution::sorted) {
             EXPECT_LT(stage_bytes(r, 1, "copy out"), n * sizeof(K));
           }
-          if (encoded && mode == run_compression::on) {
+          // Round 2 decodes, unless every key equals a splitter: compensation then writes the
+          // splitter's key from the host and no device reads a stream (distribution zero).
+          if (encoded && mode == run_compression::on && r.compensated_chunks == 0) {
             EXPECT_TRUE(has_stage(r, 2, "decode"));
           }
         }
