@@ -7,12 +7,14 @@
 // pages of a tmpfs file (fallocate, populate, faulting memcpy, pwrite), each against the
 // rewrite of pages that already exist, to decide how the CLI should allocate its big buffers;
 // and the chase rows: how copies into a new tmpfs output best follow the thread that makes its
-// pages (fill behind it, after it, or behind a second thread that maps them; `--only chase`).
+// pages (fill behind it, after it, or behind a second thread that maps them; `--only chase`);
+// and the register rows: a file's pages mapped and registered with the driver so that the copy
+// engines move them with no host copy, for an input and for a new output (`--only register`).
 // Rows are printed as they complete (a time limit may kill the run); a failed call gives its row
 // a FAILED note and the run goes on. Without a GPU, the CUDA rows are skipped.
 //
 //   mem_bench [--bytes 4Gi] [--threads T] [--dir /dev/shm] [--json FILE] [--machine NAME]
-//             [--commit C] [--only chase]
+//             [--commit C] [--only chase|register]
 //
 // Exit status: 0 when every row ran, 1 when some row failed or the CUDA or file rows were
 // skipped, 64 on a bad argument. "_T" in a row name means --threads threads.
@@ -47,6 +49,9 @@
 #include <vector>
 
 // Linux >= 5.14; older C libraries lack the name (the kernel then answers EINVAL: a FAILED row).
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
@@ -94,12 +99,13 @@ struct options {
   u64 bytes{4096 * mib};
   unsigned threads{std::max(1u, std::thread::hardware_concurrency())};
   std::string dir{"/dev/shm"}, json, machine, commit;
-  bool chase_only{false};  ///< --only chase: the cuda_init row and the chase rows alone
+  bool chase_only{false};     ///< --only chase: the cuda_init row and the chase rows alone
+  bool register_only{false};  ///< --only register: the cuda_init row and the register rows
 };
 
 const char* const usage_text =
     "usage: mem_bench [--bytes N] [--threads T] [--dir DIR] [--json FILE] [--machine NAME]\n"
-    "                 [--commit C] [--only chase]\n"
+    "                 [--commit C] [--only chase|register]\n"
     "  N: bytes, default 4Gi; Ki/Mi/Gi/Ti are powers of 1024, K/M/G/T of 1000; rounded down\n"
     "     to whole 2 MiB huge pages. T: default the hardware threads. DIR: for the file rows,\n"
     "     default /dev/shm. Exit 0 when every row ran, 1 when some failed or were skipped.\n";
@@ -162,8 +168,8 @@ options parse(int argc, char** argv)
     } else if (a == "--commit") {
       o.commit = v;
     } else if (a == "--only") {
-      if (v != "chase") usage("bad --only " + v + " (chase)");
-      o.chase_only = true;
+      if (v != "chase" && v != "register") usage("bad --only " + v + " (chase or register)");
+      (v == "chase" ? o.chase_only : o.register_only) = true;
     } else {
       usage("unknown argument " + std::string{a});
     }
@@ -912,6 +918,285 @@ void chase_rows(results& out, const options& o, const char* src)
   chase_row(out, o, "chase_populate_behind_T/2", src, chase_scheme::populate_behind, half);
 }
 
+/// The GPU side of the register rows: a stream, two events, a device window and a pinned
+/// buffer to check what arrived. Every call is checked; the first failure is kept in `error`.
+struct gpu_window {
+  explicit gpu_window(u64 window_bytes) : bytes{window_bytes}
+  {
+    if ((e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) != cudaSuccess ||
+        (e = cudaEventCreate(&ev[0])) != cudaSuccess ||
+        (e = cudaEventCreate(&ev[1])) != cudaSuccess ||
+        (e = cudaMalloc(&dev, bytes)) != cudaSuccess ||
+        (e = cudaHostAlloc(&check_mem, bytes, cudaHostAllocPortable)) != cudaSuccess)
+      error = cuda_text("cudaStreamCreate/EventCreate/Malloc/HostAlloc", e);
+    check = static_cast<char*>(check_mem);
+  }
+  gpu_window(const gpu_window&) = delete;
+  gpu_window& operator=(const gpu_window&) = delete;
+  ~gpu_window()
+  {
+    if (check_mem != nullptr)
+      check_cleanup(cudaFreeHost(check_mem) == cudaSuccess, "cudaFreeHost");
+    if (dev != nullptr) check_cleanup(cudaFree(dev) == cudaSuccess, "cudaFree");
+    for (cudaEvent_t x : ev)
+      if (x != nullptr) check_cleanup(cudaEventDestroy(x) == cudaSuccess, "cudaEventDestroy");
+    if (stream != nullptr)
+      check_cleanup(cudaStreamDestroy(stream) == cudaSuccess, "cudaStreamDestroy");
+  }
+  /// Queues the copy of host [p + at, + len) to or from the device window (offsets wrap).
+  bool copy(char* p, u64 at, u64 len, bool to_device)
+  {
+    char* d = static_cast<char*>(dev) + at % bytes;
+    e = to_device ? cudaMemcpyAsync(d, p + at, len, cudaMemcpyHostToDevice, stream)
+                  : cudaMemcpyAsync(p + at, d, len, cudaMemcpyDeviceToHost, stream);
+    if (e != cudaSuccess) error = cuda_text("cudaMemcpyAsync", e);
+    return e == cudaSuccess;
+  }
+  bool record(int i)
+  {
+    if ((e = cudaEventRecord(ev[i], stream)) != cudaSuccess) error = cuda_text("cudaEventRecord", e);
+    return e == cudaSuccess;
+  }
+  /// Waits for the stream; the seconds between the two events.
+  double wait()
+  {
+    float ms = 0;
+    if ((e = cudaStreamSynchronize(stream)) != cudaSuccess ||
+        (e = cudaEventElapsedTime(&ms, ev[0], ev[1])) != cudaSuccess)
+      error = cuda_text("cudaStreamSynchronize/EventElapsedTime", e);
+    return ms / 1e3;
+  }
+  u64 bytes;
+  cudaError_t e{};
+  cudaStream_t stream{};
+  cudaEvent_t ev[2]{};
+  void* dev{};
+  void* check_mem{};
+  char* check{};
+  std::string error;
+};
+
+/// Whether host memory of n bytes at p holds src's pattern: window w of the file is src's first
+/// window bytes (the output rows write the device window over and over).
+std::string verify_windows(const char* p, const char* src, u64 n, u64 window, unsigned threads)
+{
+  std::atomic<bool> same{true};
+  timed_threads(threads, [&](unsigned t) {
+    const auto [first, last] = share(n, t, threads);
+    for (u64 at = first; at < last && same; at += mib) {
+      const u64 len = std::min({mib, last - at, window - at % window});
+      if (std::memcmp(p + at, src + at % window, len) != 0) same = false;
+    }
+  });
+  return same ? "verified" : "MISMATCH against the source";
+}
+
+/// Rows (8), `--only register`: a file's pages mapped and registered with the driver, so that the
+/// copy engines move them straight between the file's pages and the GPU, against the staging
+/// rows above (issue 18 item 1's mmap + populate + register). For an input (a file of --bytes
+/// whose pages exist): populate and register costs, the H2D rate from the registered mapping,
+/// unregister and munmap, and registration piece by piece ahead of each piece's copy (does it
+/// overlap?). For an output (a new file): fallocate, register, the D2H rate into its pages,
+/// and the pipelined scheme (a thread fallocates steps, each made step is registered and
+/// written by the copy engine behind it). Every copy is checked.
+void register_rows(results& out, const options& o, const char* src)
+{
+  const u64 n = o.bytes, window = std::min(n, u64{1024} * mib);
+  constexpr u64 step = 256 * mib;
+  out.note("mount of " + o.dir + ": " + mount_line(o.dir));
+  int read_only = 0, dev_id = 0;
+  if (cudaGetDevice(&dev_id) != cudaSuccess ||
+      cudaDeviceGetAttribute(&read_only, cudaDevAttrHostRegisterReadOnlySupported, dev_id) !=
+          cudaSuccess)
+    read_only = 0;
+  const unsigned in_flags = cudaHostRegisterPortable | (read_only ? cudaHostRegisterReadOnly : 0);
+  out.note(std::string{"input registration flags: Portable"} + (read_only ? " | ReadOnly" : ""));
+  gpu_window g{window};
+  if (!g.error.empty()) return out.fail("register_rows", g.error);
+  const auto cuda_row = [&](const std::string& name, cudaError_t e, const char* call,
+                            clock_type::time_point t0, const std::string& note = "") {
+    if (e != cudaSuccess) {
+      out.fail(name, cuda_text(call, e));
+      return false;
+    }
+    out.add(name, seconds_since(t0), n, note);
+    return true;
+  };
+
+  {  // The input: a file of n bytes whose pages exist (written from src).
+    test_file f{o};
+    if (!f.error.empty()) return out.fail("rf_in", f.error);
+    first_error err;
+    interleaved_io(true, f.fd, const_cast<char*>(src), n, o.threads, err);
+    if (!err.text().empty()) return out.fail("rf_in", err.text());
+    for (const bool populate : {true, false}) {
+      const std::string p = populate ? "rf_in_" : "rf_in_unpopulated_";
+      auto t0 = clock_type::now();
+      unique_map m{::mmap(nullptr, n, PROT_READ, MAP_SHARED, f.fd, 0), n};
+      if (m.get() == MAP_FAILED) return out.fail(p + "map", errno_text("mmap", errno));
+      if (populate) {
+        const double s = seconds_since(t0) + timed_threads(o.threads, [&](unsigned t) {
+                           const auto [first, last] = share(n, t, o.threads);
+                           if (last > first &&
+                               ::madvise(m.get() + first, last - first, MADV_POPULATE_READ) != 0)
+                             err.set(errno_text("madvise(MADV_POPULATE_READ)", errno));
+                         });
+        if (!err.text().empty()) return out.fail(p + "populate_T", err.text());
+        out.add(p + "populate_T", s, n, "mmap + MADV_POPULATE_READ");
+      }
+      t0 = clock_type::now();
+      if (!cuda_row(p + "register", cudaHostRegister(m.get(), n, in_flags), "cudaHostRegister",
+                    t0))
+        continue;
+      bool ok = g.record(0);
+      for (u64 at = 0; ok && at < n; at += step) ok = g.copy(m.get(), at, std::min(step, n - at), true);
+      ok = ok && g.record(1);
+      const double s = ok ? g.wait() : 0;
+      if (!g.error.empty()) return out.fail(p + "h2d", g.error);
+      // The window holds the file's last window of bytes: check it.
+      std::string note = "copy engine from the registered mapping";
+      if (cudaMemcpy(g.check, g.dev, window, cudaMemcpyDeviceToHost) != cudaSuccess)
+        note += ", check copy FAILED";
+      else if (n % window != 0)
+        note += ", not checked (--bytes not a whole number of GiB)";
+      else
+        note += std::memcmp(g.check, src + n - window, window) == 0 ? ", verified" : ", MISMATCH";
+      out.add(p + "h2d", s, n, note);
+      t0 = clock_type::now();
+      cuda_row(p + "unregister", cudaHostUnregister(m.get()), "cudaHostUnregister", t0);
+      t0 = clock_type::now();
+      if (m.unmap() != 0) return out.fail(p + "munmap", errno_text("munmap", errno));
+      out.add(p + "munmap", seconds_since(t0), n);
+    }
+    // Piece by piece: register piece k, queue its copy, go on to k + 1 while it runs.
+    const auto t0 = clock_type::now();
+    unique_map m{::mmap(nullptr, n, PROT_READ, MAP_SHARED, f.fd, 0), n};
+    if (m.get() == MAP_FAILED) return out.fail("rf_in_pieces", errno_text("mmap", errno));
+    bool ok = g.record(0);
+    double register_s = 0;
+    u64 registered = 0;
+    for (u64 at = 0; ok && at < n; at += step) {
+      const u64 len = std::min(step, n - at);
+      const auto r0 = clock_type::now();
+      const cudaError_t e = cudaHostRegister(m.get() + at, len, in_flags);
+      register_s += seconds_since(r0);
+      if (e != cudaSuccess) {
+        out.fail("rf_in_pieces", cuda_text("cudaHostRegister", e));
+        ok = false;
+        break;
+      }
+      registered = at + len;
+      ok = g.copy(m.get(), at, len, true);
+    }
+    ok = ok && g.record(1);
+    if (ok) {
+      g.wait();
+      if (!g.error.empty()) return out.fail("rf_in_pieces", g.error);
+      out.add("rf_in_pieces", seconds_since(t0), n,
+              "256 MiB pieces registered one after another, each copied once registered; "
+              "register calls " + json_number(register_s) + " s");
+    }
+    const auto u0 = clock_type::now();
+    for (u64 at = 0; at < registered; at += step)
+      check_cleanup(cudaHostUnregister(m.get() + at) == cudaSuccess, "cudaHostUnregister");
+    out.add("rf_in_pieces_unregister", seconds_since(u0), registered);
+  }
+
+  // The outputs: the device window holds src's first window, written over the file again and
+  // again, so that window w of the file must equal it.
+  if (cudaMemcpy(g.dev, src, window, cudaMemcpyHostToDevice) != cudaSuccess)
+    return out.fail("rf_out", "cudaMemcpy of the source window failed");
+  {
+    test_file f{o};
+    if (!f.error.empty()) return out.fail("rf_out", f.error);
+    auto t0 = clock_type::now();
+    const long before = shmem_huge_now();
+    if (::fallocate(f.fd, 0, 0, static_cast<off_t>(n)) != 0)
+      return out.fail("rf_out_fallocate", errno_text("fallocate", errno));
+    out.add("rf_out_fallocate", seconds_since(t0), n, shmem_huge(before));
+    t0 = clock_type::now();
+    unique_map m{::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, f.fd, 0), n};
+    if (m.get() == MAP_FAILED) return out.fail("rf_out_map", errno_text("mmap", errno));
+    if (cuda_row("rf_out_register", cudaHostRegister(m.get(), n, cudaHostRegisterPortable),
+                 "cudaHostRegister", t0, "mmap + cudaHostRegister of the made pages")) {
+      bool ok = g.record(0);
+      for (u64 at = 0; ok && at < n; at += step)
+        ok = g.copy(m.get(), at, std::min(step, n - at), false);
+      ok = ok && g.record(1);
+      const double s = ok ? g.wait() : 0;
+      if (!g.error.empty()) return out.fail("rf_out_d2h", g.error);
+      out.add("rf_out_d2h", s, n,
+              "copy engine into the registered mapping, " +
+                  verify_windows(m.get(), src, n, window, o.threads));
+      t0 = clock_type::now();
+      cuda_row("rf_out_unregister", cudaHostUnregister(m.get()), "cudaHostUnregister", t0);
+    }
+    t0 = clock_type::now();
+    if (m.unmap() != 0) return out.fail("rf_out_munmap", errno_text("munmap", errno));
+    out.add("rf_out_munmap", seconds_since(t0), n);
+    f.remove(out, "rf_out_unlink", n);
+  }
+  {  // Pipelined: a thread fallocates 256 MiB steps; each made step is registered and written.
+    test_file f{o};
+    if (!f.error.empty()) return out.fail("rf_out_pieces", f.error);
+    const auto t0 = clock_type::now();
+    if (::ftruncate(f.fd, static_cast<off_t>(n)) != 0)
+      return out.fail("rf_out_pieces", errno_text("ftruncate", errno));
+    unique_map m{::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, f.fd, 0), n};
+    if (m.get() == MAP_FAILED) return out.fail("rf_out_pieces", errno_text("mmap", errno));
+    std::atomic<u64> made{0};
+    std::atomic<bool> failed{false};
+    first_error err;
+    double made_at = 0;
+    std::thread maker{[&] {
+      for (u64 at = 0; at < n && !failed; at += step) {
+        const u64 len = std::min(step, n - at);
+        if (::fallocate(f.fd, 0, static_cast<off_t>(at), static_cast<off_t>(len)) != 0) {
+          err.set(errno_text("fallocate", errno));
+          failed = true;
+        }
+        made.store(at + len, std::memory_order_release);
+      }
+      made_at = seconds_since(t0);
+    }};
+    bool ok = g.record(0);
+    double register_s = 0;
+    u64 registered = 0;
+    for (u64 at = 0; ok && at < n && !failed; at += step) {
+      const u64 len = std::min(step, n - at);
+      while (made.load(std::memory_order_acquire) < at + len && !failed) std::this_thread::yield();
+      if (failed) break;
+      const auto r0 = clock_type::now();
+      const cudaError_t e = cudaHostRegister(m.get() + at, len, cudaHostRegisterPortable);
+      register_s += seconds_since(r0);
+      if (e != cudaSuccess) {
+        err.set(cuda_text("cudaHostRegister", e));
+        failed = true;
+        break;
+      }
+      registered = at + len;
+      ok = g.copy(m.get(), at, len, false);
+    }
+    ok = ok && g.record(1);
+    if (ok) g.wait();
+    const double s = seconds_since(t0);
+    maker.join();
+    if (!err.text().empty() || !g.error.empty())
+      out.fail("rf_out_pieces", err.text() + g.error);
+    else
+      out.add("rf_out_pieces", s, n,
+              "pages made at " + json_number(made_at) + " s, register calls " +
+                  json_number(register_s) + " s, " +
+                  verify_windows(m.get(), src, n, window, o.threads));
+    const auto u0 = clock_type::now();
+    for (u64 at = 0; at < registered; at += step)
+      check_cleanup(cudaHostUnregister(m.get() + at) == cudaSuccess, "cudaHostUnregister");
+    out.add("rf_out_pieces_unregister", seconds_since(u0), registered);
+    check_cleanup(m.unmap() == 0, "munmap");
+    f.remove(out, "rf_out_pieces_unlink", n);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv)
@@ -961,7 +1246,8 @@ int main(int argc, char** argv)
 
   out.note("THP enabled: " + first_line("/sys/kernel/mm/transparent_hugepage/enabled") +
            "; defrag: " + first_line("/sys/kernel/mm/transparent_hugepage/defrag"));
-  if (!o.chase_only) section("anon", [&] {  // (2) first touch of new anonymous memory
+  const bool some_only = o.chase_only || o.register_only;
+  if (!some_only) section("anon", [&] {  // (2) first touch of new anonymous memory
     anon_first_touch(out, "anon_small_1", n, 1, false, false);
     anon_first_touch(out, "anon_small_T", n, tt, false, false);
     anon_first_touch(out, "anon_huge_1", n, 1, true, false);
@@ -985,7 +1271,7 @@ int main(int argc, char** argv)
     out.add("anon_retouch_T", s, n, anon_huge(before_src) + ", pages touched before");
   });
   // Host memory bandwidth, one thread and all: the bound of every staged or pageable copy.
-  if (!o.chase_only) section("memcpy", [&] {
+  if (!some_only) section("memcpy", [&] {
     anon_map dst{n, true};
     if (!dst.error.empty()) return out.fail("memcpy_1", dst.error);
     parallel_memset(dst.data, n, tt, 0);
@@ -998,13 +1284,18 @@ int main(int argc, char** argv)
     }
   });
 
+  if (o.register_only) {
+    if (!cuda) return out.fail("register", "no CUDA context (see cuda_init)"), 1;
+    section("register", [&] { register_rows(out, o, src.data); });  // (8)
+    return out.failed ? 1 : 0;
+  }
   if (o.chase_only) {
   } else if (cuda) {
     section("cuda", [&] { cuda_rows(out, n, src.data); });  // (4)
   } else {
     out.note("CUDA rows skipped: no CUDA context (see cuda_init)");
   }
-  if (!o.chase_only) section("file", [&] { file_rows(out, o, src.data); });  // (5)
+  if (!some_only) section("file", [&] { file_rows(out, o, src.data); });  // (5)
   section("chase", [&] { chase_rows(out, o, src.data); });                  // (6)
   return out.failed ? 1 : 0;
 }
