@@ -756,6 +756,42 @@ enum class chase_scheme : std::uint8_t {
   populate_behind,  ///< no fallocate: the stepping thread maps (and so makes) each step
 };
 
+/// The thread that makes a new file's pages in steps from the start (fallocate, or with
+/// `populate` MADV_POPULATE_WRITE of its mapping `map`): `made` gives the bytes made so far, a
+/// failure sets `failed` and `err`, and `made_at` the seconds from t0 when it stopped.
+struct page_maker {
+  page_maker(int fd, char* map, u64 n, u64 step, bool populate, clock_type::time_point t0)
+      : thread{[=, this] {
+          for (u64 at = 0; at < n && !failed; at += step) {
+            const u64 len = std::min(step, n - at);
+            const bool ok =
+                populate
+                    ? ::madvise(map + at, len, MADV_POPULATE_WRITE) == 0
+                    : ::fallocate(fd, 0, static_cast<off_t>(at), static_cast<off_t>(len)) == 0;
+            if (!ok) {
+              err.set(errno_text(populate ? "madvise" : "fallocate", errno));
+              failed = true;
+            }
+            made.store(at + len, std::memory_order_release);
+          }
+          made_at = seconds_since(t0);
+        }}
+  {
+  }
+  page_maker(const page_maker&) = delete;
+  page_maker& operator=(const page_maker&) = delete;
+  ~page_maker() { join(); }
+  void join()
+  {
+    if (thread.joinable()) thread.join();
+  }
+  std::atomic<u64> made{0};
+  std::atomic<bool> failed{false};
+  first_error err;
+  double made_at{0};
+  std::thread thread;  // last: it starts once the members above exist
+};
+
 /// Rows (6): the scheme a tmpfs output takes while the GPU's copy-out fills it (issue 18). One
 /// thread makes the pages of a new file in steps of 256 MiB; `copiers` threads take 1 MiB blocks
 /// in order from a shared counter and copy each once the scheme lets them. The row's time runs
@@ -773,25 +809,11 @@ void chase_row(results& out, const options& o, const std::string& name, const ch
     return out.fail(name, errno_text("ftruncate", errno));
   unique_map m{::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, f.fd, 0), n};
   if (m.get() == MAP_FAILED) return out.fail(name, errno_text("mmap(MAP_SHARED)", errno));
-  std::atomic<u64> made{0}, mapped{0}, next{0};
-  std::atomic<bool> failed{false};
-  first_error err;
-  double made_at = 0;
-  std::thread maker{[&] {
-    for (u64 at = 0; at < n && !failed; at += step) {
-      const u64 len = std::min(step, n - at);
-      const bool populate = scheme == chase_scheme::populate_behind;
-      const bool ok =
-          populate ? ::madvise(m.get() + at, len, MADV_POPULATE_WRITE) == 0
-                   : ::fallocate(f.fd, 0, static_cast<off_t>(at), static_cast<off_t>(len)) == 0;
-      if (!ok) {
-        err.set(errno_text(populate ? "madvise" : "fallocate", errno));
-        failed = true;
-      }
-      made.store(at + len, std::memory_order_release);
-    }
-    made_at = seconds_since(t0);
-  }};
+  std::atomic<u64> mapped{0}, next{0};
+  page_maker maker{f.fd, m.get(), n, step, scheme == chase_scheme::populate_behind, t0};
+  std::atomic<u64>& made = maker.made;
+  std::atomic<bool>& failed = maker.failed;
+  first_error& err = maker.err;
   std::thread mapper;
   if (scheme == chase_scheme::map_behind)
     mapper = std::thread{[&] {
@@ -819,7 +841,7 @@ void chase_row(results& out, const options& o, const std::string& name, const ch
   maker.join();
   if (mapper.joinable()) mapper.join();
   if (!err.text().empty()) return out.fail(name, err.text());
-  std::string note = "pages made at " + json_number(made_at) + " s, " +
+  std::string note = "pages made at " + json_number(maker.made_at) + " s, " +
                      std::to_string(copiers) + " copiers, " + verify(m.get(), src, n, o.threads);
   // Unmapping: 8 threads on 8 parts (the kernel zaps a large munmap under the read lock).
   const auto u0 = clock_type::now();
@@ -1144,21 +1166,10 @@ void register_rows(results& out, const options& o, const char* src)
       return out.fail("rf_out_pieces", errno_text("ftruncate", errno));
     unique_map m{::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, f.fd, 0), n};
     if (m.get() == MAP_FAILED) return out.fail("rf_out_pieces", errno_text("mmap", errno));
-    std::atomic<u64> made{0};
-    std::atomic<bool> failed{false};
-    first_error err;
-    double made_at = 0;
-    std::thread maker{[&] {
-      for (u64 at = 0; at < n && !failed; at += step) {
-        const u64 len = std::min(step, n - at);
-        if (::fallocate(f.fd, 0, static_cast<off_t>(at), static_cast<off_t>(len)) != 0) {
-          err.set(errno_text("fallocate", errno));
-          failed = true;
-        }
-        made.store(at + len, std::memory_order_release);
-      }
-      made_at = seconds_since(t0);
-    }};
+    page_maker maker{f.fd, m.get(), n, step, false, t0};
+    std::atomic<u64>& made = maker.made;
+    std::atomic<bool>& failed = maker.failed;
+    first_error& err = maker.err;
     bool ok = g.record(0);
     double register_s = 0;
     u64 registered = 0;
@@ -1185,7 +1196,7 @@ void register_rows(results& out, const options& o, const char* src)
       out.fail("rf_out_pieces", err.text() + g.error);
     else
       out.add("rf_out_pieces", s, n,
-              "pages made at " + json_number(made_at) + " s, register calls " +
+              "pages made at " + json_number(maker.made_at) + " s, register calls " +
                   json_number(register_s) + " s, " +
                   verify_windows(m.get(), src, n, window, o.threads));
     const auto u0 = clock_type::now();
