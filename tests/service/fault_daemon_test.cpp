@@ -190,6 +190,27 @@ class DaemonFault : public ::testing::Test {
       if (!c) connect();
       if (!c) throw std::runtime_error{context + ": the daemon became unreachable"};
     };
+    // A failed job's promise is about the array once the job has ended. A job whose connection
+    // was lost (a failed send or receive of the daemon) is cancelled, but it may still be
+    // running, or writing back what it sorted, when the client hears of the loss: wait until
+    // the daemon has no job left before the array is checked. Unreachable (no job can have
+    // started then): nothing to wait for.
+    const auto settle = [&] {
+      try {
+        on_lost();
+        for (int i = 0; i < 2000; ++i) {
+          try {
+            const client::daemon_status s = c->status();
+            if (s.running_jobs + s.queued_jobs == 0) return;
+          } catch (const client::error&) {
+            on_lost();
+          }
+          std::this_thread::sleep_for(10ms);
+        }
+        ADD_FAILURE() << context << ": the failed job did not end within 20 s";
+      } catch (const std::runtime_error&) {
+      }
+    };
     std::this_thread::sleep_for(20ms);  // sd_notify's socket closes just after READY=1
     const std::size_t fds_idle = daemon_fd_count(d->pid());
     const auto stop = [&] {
@@ -229,6 +250,7 @@ class DaemonFault : public ::testing::Test {
           try {
             c->sort(keys);
           } catch (const client::error&) {
+            settle();
             EXPECT_EQ(fingerprint_of(key_array{keys.data(), n, dtype::u64}), keys_print_)
                 << context << ": a failed in-place job lost or changed keys";
             throw;
@@ -264,6 +286,7 @@ class DaemonFault : public ::testing::Test {
           EXPECT_EQ(slurp(in), file_bytes(keys_)) << context << ": the input was written";
         },
         [&] {
+          settle();
           EXPECT_EQ(slurp(in), file_bytes(keys_))
               << context << ": a failed separate-output job wrote its input";
         });
@@ -296,6 +319,7 @@ class DaemonFault : public ::testing::Test {
               << context << ": pairs sorted in place";
         },
         [&] {
+          settle();
           EXPECT_EQ(pairs_print(), pairs_print_)
               << context << ": a failed in-place job lost or changed pairs";
         });
