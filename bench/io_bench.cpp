@@ -8,7 +8,7 @@
 // for the pinned staging buffers.
 //
 //   io_bench --dir DIR [--bytes 4Gi] [--threads T] [--json FILE] [--drop-caches] [--machine NAME]
-//            [--staging [--piece 32Mi] [--pieces 4] [--call 1Gi] [--link-gbps 50]]
+//            [--staging [--piece 32Mi] [--pieces 4] [--call 1Gi] [--link-gbps 50]] [--pages]
 //
 // --staging times instead the GPU staging's way with a file (pipeline/cuda/staging.hpp) without
 // a GPU: the file read into --pieces rotating buffers of --piece bytes, each handed to a stand-in
@@ -20,6 +20,10 @@
 // per piece), and "mover" (pipeline/file_window.hpp: threads that keep every buffer in flight).
 // Each scheme runs once checked (every piece against the file's content, the output read back),
 // then timed unchecked.
+//
+// --pages times how the engine makes a new tmpfs output's pages (pipeline/file_window.hpp): 4 KiB
+// pages by one fallocate thread, or 2 MiB pages (MADV_COLLAPSE) from 1, 2, 4, ... threads, each
+// followed by the copy of the whole output into them through the engine's mapping.
 //
 // Case (a), a file in tmpfs or in the page cache: --dir /dev/shm, or a disk directory without
 // --drop-caches (the file has just been written, so it is cached). Case (b), a file on disk and
@@ -121,6 +125,7 @@ struct options {
   bool drop_caches{false};
   std::string machine;
   bool staging{false};
+  bool pages{false};
   std::uint64_t piece{32 * mib};
   unsigned pieces{4};
   std::uint64_t call{gib};
@@ -133,6 +138,7 @@ struct options {
                "io_bench: %s\nusage: io_bench --dir DIR [--bytes N] [--threads T] [--json FILE] "
                "[--drop-caches] [--machine NAME]\n"
                "       [--staging [--piece 32Mi] [--pieces 4] [--call 1Gi] [--link-gbps 50]]\n"
+               "       [--pages]\n"
                "  N: bytes, default 4Gi; k/M/G/T are powers of 1000 and Ki/Mi/Gi/Ti powers of "
                "1024,\n  as in gpusort's other tools. T: default the hardware threads.\n",
                why.c_str());
@@ -203,6 +209,8 @@ options parse(int argc, char** argv)
       o.machine = std::string{next()};
     } else if (a == "--staging") {
       o.staging = true;
+    } else if (a == "--pages") {
+      o.pages = true;
     } else if (a == "--piece" || a == "--call") {
       const auto b = parse_bytes(next());
       if (!b || *b == 0) usage("bad " + std::string{a} + " (bytes, more than 0)");
@@ -222,6 +230,7 @@ options parse(int argc, char** argv)
     }
   }
   if (o.dir.empty()) usage("--dir is required");
+  if (o.staging && o.pages) usage("--staging and --pages are separate runs");
   return o;
 }
 
@@ -1323,6 +1332,68 @@ void run_staging(runner& run, const setup& s, const options& opt, const std::str
                [&](bool check) { return staged_write(s, so, mover, check); });
 }
 
+// ---- --pages: how the engine makes a new tmpfs output's pages ----
+
+/// A new output of the pattern, written as the engine writes a tmpfs output
+/// (pipeline/file_window.hpp): mapped, its pages made the given way from the start, then copied
+/// in through the mapping once they all exist. The note gives both parts and how many bytes
+/// were made as 2 MiB pages.
+attempt made_pages_write(const setup& s, gpusort::detail::tmpfs_page_making making)
+{
+  unique_fd fd{::open(s.out_path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)};
+  if (fd.get() < 0) return failure(errno_text("open", errno));
+  if (::ftruncate(fd.get(), static_cast<off_t>(s.n)) != 0)
+    return failure(errno_text("ftruncate", errno));
+  const gpusort::detail::tmpfs_page_making before = gpusort::detail::set_tmpfs_page_making(making);
+  const std::uint64_t huge_before = gpusort::detail::tmpfs_huge_bytes_made();
+  const auto t0 = clock_type::now();
+  double made = 0, copied = 0;
+  bool mapped = false;
+  {
+    gpusort::file_array window{fd.get(), 0, s.n, s.out_path};
+    char* const dst = static_cast<char*>(window.data());
+    mapped = window.prepare_output();
+    if (mapped) {
+      gpusort::detail::host_write(dst + s.n - 1, s.buf + s.n - 1, 1);  // waits for every page
+      made = seconds_since(t0);
+      gpusort::detail::host_write(dst, s.buf, s.n);
+      copied = seconds_since(t0) - made;
+    }
+  }
+  gpusort::detail::set_tmpfs_page_making(before);
+  if (!mapped) return failure("not mapped (the engine maps outputs in tmpfs only): no pages made");
+  if (fd.close() != 0) return failure(errno_text("close", errno));
+  char text[160];
+  std::snprintf(text, sizeof text, "pages made in %.3f s (%llu MiB as 2 MiB pages), copy %.3f s",
+                made,
+                static_cast<unsigned long long>(
+                    (gpusort::detail::tmpfs_huge_bytes_made() - huge_before) / mib),
+                copied);
+  return {true, text, -1};
+}
+
+/// --pages: 4 KiB pages by one fallocate thread against 2 MiB pages from 1, 2, 4, ... makers (up
+/// to --threads), each a new output.
+void run_pages(runner& run, const setup& s)
+{
+  ::unlink(s.in_path.c_str());  // the space (in tmpfs, the memory) for the output
+  run.staged("pages_fallocate", "write", [&](bool) {
+    return made_pages_write(s, {.huge = false, .makers = 1});
+  });
+  const gpusort::detail::tmpfs_page_making engine = gpusort::detail::current_tmpfs_page_making();
+  for (unsigned makers = 1; makers <= s.threads; makers *= 2) {
+    for (const bool give_up : {true, false}) {
+      const std::string name =
+          "pages_huge_" + std::to_string(makers) + (give_up ? "" : "_never_giving_up");
+      run.staged(name.c_str(), "write", [&](bool) {
+        return made_pages_write(s, {.huge = true,
+                                    .makers = makers,
+                                    .give_up_below_gbps = give_up ? engine.give_up_below_gbps : 0});
+      });
+    }
+  }
+}
+
 int main(int argc, char** argv)
 {
   const options opt = parse(argc, argv);
@@ -1409,6 +1480,8 @@ int main(int argc, char** argv)
 
     if (opt.staging)
       run_staging(run, s, opt, created, notes);
+    else if (opt.pages)
+      run_pages(run, s);
     else
       run_methods(run, s, n, created);
   } catch (const std::exception& e) {

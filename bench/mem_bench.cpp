@@ -976,7 +976,8 @@ struct gpu_window {
   }
   bool record(int i)
   {
-    if ((e = cudaEventRecord(ev[i], stream)) != cudaSuccess) error = cuda_text("cudaEventRecord", e);
+    if ((e = cudaEventRecord(ev[i], stream)) != cudaSuccess)
+      error = cuda_text("cudaEventRecord", e);
     return e == cudaSuccess;
   }
   /// Waits for the stream; the seconds between the two events.
@@ -1071,7 +1072,8 @@ void register_rows(results& out, const options& o, const char* src)
                     t0))
         continue;
       bool ok = g.record(0);
-      for (u64 at = 0; ok && at < n; at += step) ok = g.copy(m.get(), at, std::min(step, n - at), true);
+      for (u64 at = 0; ok && at < n; at += step)
+        ok = g.copy(m.get(), at, std::min(step, n - at), true);
       ok = ok && g.record(1);
       const double s = ok ? g.wait() : 0;
       if (!g.error.empty()) return out.fail(p + "h2d", g.error);

@@ -107,6 +107,25 @@ class output_mappings {
 /// window is left to pwrite.
 bool start_output_mapping(const void* address, std::uint64_t bytes);
 
+/// How the pages of new tmpfs outputs are made: `huge`, as 2 MiB folios where the kernel can
+/// (MADV_COLLAPSE), by `makers` threads; else 4 KiB pages by one fallocate thread.
+struct tmpfs_page_making {
+  bool huge{true};
+  unsigned makers{1};
+  /// A step of huge pages made slower than this (GB/s) stops the makers trying them for the
+  /// rest of the file; 0: never.
+  double give_up_below_gbps{0.5};
+};
+/// The environment's choice (GPUSORT_TMPFS_HUGE, GPUSORT_TMPFS_MAKERS) until replaced here, for
+/// tests and same-run A/B measurements; returns the one it replaced. Outputs mapped afterwards
+/// take it.
+tmpfs_page_making set_tmpfs_page_making(tmpfs_page_making making);
+tmpfs_page_making current_tmpfs_page_making();
+
+/// Bytes of tmpfs outputs this process made as 2 MiB pages so far (the page makers' total, for
+/// tests and measurements).
+std::uint64_t tmpfs_huge_bytes_made() noexcept;
+
 /// The file behind `p`, or nullopt when `p` is ordinary memory.
 std::optional<file_place> find_file_window(const void* p);
 

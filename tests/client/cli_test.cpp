@@ -7,6 +7,7 @@
 // device budget, so that it takes the out-of-core (two-round) path with several chunks.
 #include "tests/client/cli_process.hpp"
 #include "tests/client/npy_reference.hpp"
+#include "tests/support/small_tmpfs.hpp"
 
 #include <gtest/gtest.h>
 
@@ -1144,6 +1145,38 @@ TEST_F(Cli, AnOutputThatDoesNotFitLeavesTheInputAndNoTemporary)
     EXPECT_NE(r.err.find(std::strerror(EFBIG)), std::string::npos) << r.err;
     EXPECT_TRUE(same_bytes(slurp(path("d.bin")), keys));
     EXPECT_EQ(work_files(), std::vector<std::string>{"d.bin"});
+  }
+}
+
+// A real full disk: a tmpfs of 24 MiB (mounted where the test may, skipped elsewhere) that holds
+// a 16 MiB input and 4 MiB besides, and a 16 MiB output to another file or in place (through a
+// temporary beside it): one clear line naming the lack of space, exit 73 or 74, the input as
+// it was, and nothing else left there.
+TEST_F(Cli, AFullTmpfsLeavesTheInputAndNoTemporary)
+{
+  const gpusort::test_support::small_tmpfs small{"24m"};
+  if (!small.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here: " << small.error();
+  const fs::path in = fs::path{small.path()} / "d.bin";
+  gen("u64", "uniform", "2Mi", in.string());  // 16 MiB: the output (or temporary) cannot fit
+  const fs::path filler = fs::path{small.path()} / "filler.bin";
+  spit(filler, bytes(std::size_t{4} << 20, 'f'));  // 20 MiB used of 24
+  const bytes keys = slurp(in);
+  for (const bool in_place : {false, true}) {
+    SCOPED_TRACE(in_place ? "in place" : "--out");
+    std::vector<std::string> a{in.string(), "--dtype", "u64", "--quiet"};
+    if (!in_place) a.insert(a.end(), {"--out", (fs::path{small.path()} / "s.bin").string()});
+    const run_result r = sort(a);
+    EXPECT_TRUE(r.code == 73 || r.code == 74) << r.code << ": " << r.err;
+    expect_one_error_line(r);
+    // The CLI sees the lack of room before it starts (the engine's own ENOSPC, room taken
+    // while a job runs: FileArray.AFullTmpfsIsAnIoErrorWhicheverWayItsPagesAreMade).
+    EXPECT_NE(r.err.find("bytes free on its filesystem"), std::string::npos) << r.err;
+    EXPECT_TRUE(same_bytes(slurp(in), keys)) << "the input changed";
+    std::vector<std::string> left;
+    for (const auto& e : fs::directory_iterator{small.path()})
+      left.push_back(e.path().filename().string());
+    std::sort(left.begin(), left.end());
+    EXPECT_EQ(left, (std::vector<std::string>{"d.bin", "filler.bin"}));
   }
 }
 

@@ -6,6 +6,7 @@
 // (default configuration and a tiny budget: see test_budget.hpp).
 #include "test_budget.hpp"
 #include "tests/support/sanitizer.hpp"
+#include "tests/support/small_tmpfs.hpp"
 
 #include "core/generate.hpp"
 #include "core/verify.hpp"
@@ -17,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -387,6 +389,108 @@ TEST(FileArray, APreparedOutputIsMadeAheadAndTheJobWritesThroughItsMapping)
   }
 }
 
+/// Whether MADV_COLLAPSE makes 2 MiB folios of a tmpfs file here (Linux 6.1 and later, shmem
+/// THP not "deny"): the outcome the page makers' huge path depends on.
+bool tmpfs_collapses()
+{
+  constexpr std::uint64_t huge = std::uint64_t{2} << 20;
+  const temp_file probe{"/dev/shm"};
+  if (::ftruncate(probe.fd(), static_cast<off_t>(huge)) != 0) return false;
+  void* room = ::mmap(nullptr, 2 * huge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (room == MAP_FAILED) return false;
+  const auto aligned = (reinterpret_cast<std::uintptr_t>(room) + huge - 1) / huge * huge;
+  char* p = static_cast<char*>(::mmap(reinterpret_cast<void*>(aligned), huge,
+                                      PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                                      probe.fd(), 0));
+  bool ok = false;
+  if (p != MAP_FAILED) {
+    p[0] = 0;
+    ok = ::madvise(p, huge, 25 /* MADV_COLLAPSE */) == 0;
+  }
+  ::munmap(room, 2 * huge);
+  return ok;
+}
+
+/// New tmpfs outputs get their pages from threads that make whole 2 MiB pages of the file as
+/// huge folios and the rest (and everything, with huge pages off) by fallocate: whatever the
+/// window's place in the file and its length, the bytes before and after it stay as they were,
+/// bytes inside it that existed stay, the rest reads as zeros, the file keeps its size, and a
+/// write through the mapping lands. With huge pages on, some bytes must have been made huge
+/// wherever the kernel can (probed first).
+TEST(FileArray, NewTmpfsOutputsAreMadeOfHugePagesWhereTheKernelCanAndKeepEveryByte)
+{
+  if (!is_tmpfs("/dev/shm")) GTEST_SKIP() << "no tmpfs at /dev/shm";
+  constexpr std::uint64_t huge = std::uint64_t{2} << 20;
+  const bool collapses = tmpfs_collapses();
+  const detail::tmpfs_page_making before = detail::current_tmpfs_page_making();
+  struct mode {
+    bool huge;
+    unsigned makers;
+  };
+  for (const mode m : {mode{true, 1}, mode{true, 3}, mode{false, 1}}) {
+    detail::set_tmpfs_page_making({.huge = m.huge, .makers = m.makers});
+    // Offsets: on a huge page, an .npy header's, a page before a huge page's end. Lengths: less
+    // than a huge page, a huge page and a byte (whole huge pages for an aligned window only),
+    // and more than one 16 MiB step of whole huge pages (8 of them).
+    for (const std::uint64_t offset : {std::uint64_t{0}, std::uint64_t{128}, huge - 4096}) {
+      for (const std::uint64_t bytes : {std::uint64_t{4096 + 8}, huge + 1, 9 * huge + 24}) {
+        SCOPED_TRACE("huge " + std::to_string(m.huge) + ", makers " + std::to_string(m.makers) +
+                     ", offset " + std::to_string(offset) + ", bytes " + std::to_string(bytes));
+        const temp_file shm{"/dev/shm"};
+        const std::uint64_t trailer = 64, size = offset + bytes + trailer;
+        ASSERT_EQ(::ftruncate(shm.fd(), static_cast<off_t>(size)), 0);
+        const std::vector<char> header(offset, 'h'), tail(trailer, 't');
+        shm.write_at(0, header.data(), offset);
+        shm.write_at(offset + bytes, tail.data(), trailer);
+        // A few bytes that exist inside the window before its pages are made: kept.
+        const std::uint64_t inside = bytes / 2 / 4096 * 4096 + 7;
+        shm.write_at(offset + inside, "kept", 4);
+        const std::uint64_t huge_before = detail::tmpfs_huge_bytes_made();
+        {
+          file_array out{shm.fd(), offset, bytes, "huge.bin"};
+          ASSERT_TRUE(out.prepare_output());
+          // One byte at the window's end waits until every page is made.
+          detail::host_write(static_cast<char*>(out.data()) + bytes - 1, "z", 1);
+        }
+        std::vector<char> want(size, 0);
+        std::copy(header.begin(), header.end(), want.begin());
+        std::copy(tail.begin(), tail.end(),
+                  want.begin() + static_cast<std::ptrdiff_t>(offset + bytes));
+        std::memcpy(want.data() + offset + inside, "kept", 4);
+        want[offset + bytes - 1] = 'z';
+        EXPECT_EQ(shm.read_at<char>(0, size), want);
+        struct stat st {};
+        ASSERT_EQ(::fstat(shm.fd(), &st), 0);
+        EXPECT_EQ(static_cast<std::uint64_t>(st.st_size), size);
+        EXPECT_GE(static_cast<std::uint64_t>(st.st_blocks) * 512, bytes);
+        // The whole 2 MiB pages of the file inside the window: the most that can be huge.
+        const std::uint64_t first = (offset + huge - 1) / huge * huge;
+        const std::uint64_t last = (offset + bytes) / huge * huge;
+        const std::uint64_t whole = last > first ? last - first : 0;
+        const std::uint64_t made_huge = detail::tmpfs_huge_bytes_made() - huge_before;
+        EXPECT_LE(made_huge, whole);
+        if (!m.huge) {
+          EXPECT_EQ(made_huge, 0U);
+        } else if (collapses && whole > 0) {
+          EXPECT_GT(made_huge, 0U);
+        }
+        // And a whole write through a new mapping of the now existing pages.
+        std::vector<char> data(bytes);
+        for (std::uint64_t i = 0; i < bytes; ++i) data[i] = static_cast<char>('a' + i % 26);
+        {
+          file_array out{shm.fd(), offset, bytes, "huge.bin"};
+          const detail::output_mappings mapped{{out.data(), bytes}};
+          ASSERT_EQ(mapped.size(), 1U);
+          detail::host_write(out.data(), data.data(), bytes);
+        }
+        EXPECT_EQ(shm.read_at<char>(offset, bytes), data);
+        EXPECT_EQ(shm.read_at<char>(offset + bytes, trailer), tail);
+      }
+    }
+  }
+  detail::set_tmpfs_page_making(before);
+}
+
 TEST(FileArray, AMappedOutputThatShrinksIsAnIoErrorNotASignal)
 {
   if (!is_tmpfs("/dev/shm")) GTEST_SKIP() << "no tmpfs at /dev/shm";
@@ -409,6 +513,39 @@ TEST(FileArray, AMappedOutputThatShrinksIsAnIoErrorNotASignal)
   // fresh run of this test (threadsafe style): OpenMP's threads do not survive a bare fork.
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(::raise(SIGBUS), ::testing::KilledBySignal(SIGBUS), "");
+}
+
+/// A full tmpfs (a real one: 8 MiB, and an output of 16 MiB) is an io_error that names the
+/// output and the kernel's reason, with its pages made either way, and never a SIGBUS; the
+/// input is left as it was.
+TEST(FileArray, AFullTmpfsIsAnIoErrorWhicheverWayItsPagesAreMade)
+{
+  const test_support::small_tmpfs fs{"8m"};
+  if (!fs.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here: " << fs.error();
+  const std::uint64_t n = std::uint64_t{2} << 20;  // 16 MiB of u64 keys
+  std::vector<std::uint64_t> keys(n);
+  generate(std::span<std::uint64_t>{keys}, distribution::uniform, 8);
+  const std::vector<std::uint64_t> original = keys;
+  const detail::tmpfs_page_making before = detail::current_tmpfs_page_making();
+  for (const bool huge : {true, false}) {
+    SCOPED_TRACE(huge ? "2 MiB pages" : "4 KiB pages");
+    detail::set_tmpfs_page_making({.huge = huge, .makers = 2});
+    const temp_file out_file{fs.path()};
+    ASSERT_GE(out_file.fd(), 0);
+    ASSERT_EQ(::ftruncate(out_file.fd(), static_cast<off_t>(n * 8)), 0);  // sparse: it fits
+    const file_array out{out_file.fd(), 0, n * 8, "full.bin"};
+    try {
+      engine{test::config_for(n, 8)}.sort(
+          sort_job{.keys = {keys.data(), n, dtype::u64}, .keys_out = out.data()});
+      ADD_FAILURE() << "a 16 MiB output fitted an 8 MiB tmpfs";
+    } catch (const io_error& e) {
+      EXPECT_NE(std::string{e.what()}.find("full.bin"), std::string::npos) << e.what();
+      EXPECT_NE(std::string{e.what()}.find(std::strerror(ENOSPC)), std::string::npos)
+          << e.what();
+    }
+    EXPECT_EQ(keys, original) << "a separate output's input changed";
+  }
+  detail::set_tmpfs_page_making(before);
 }
 
 /// In a death test's child: a sort into tmpfs under a file size limit, which makes fallocate
