@@ -285,7 +285,8 @@ struct mapped_output {
   std::size_t made_steps{};      ///< the steps made from the first on (under mutex)
   std::atomic<bool> collapse_works{true};
   double give_up_below_gbps{};  ///< tmpfs_page_making's (set before the makers start)
-  std::atomic<std::uint64_t> huge_bytes{0};  ///< bytes made as 2 MiB folios
+  std::atomic<std::uint64_t> huge_bytes{0};        ///< bytes made as 2 MiB folios
+  std::atomic<std::uint64_t> huge_nanoseconds{0};  ///< the makers' time making them
   std::atomic<bool> stop{false};
   std::thread maker;
 
@@ -399,9 +400,12 @@ struct mapped_output {
   /// those locks once for 512 pages, and copies into it, its unmapping and its unlink fault and
   /// free 512 times less. The mount's huge= option (never, the default of /dev/shm) governs
   /// faults and writes, not MADV_COLLAPSE. Where the kernel lacks it, or its shmem THP is
-  /// "deny", the call says EINVAL and no maker tries again; a step slower than 2 GB/s (a
-  /// compaction stall: seen at 0.2 GB/s on the 2-core machine while it was loaded) also stops
-  /// the makers trying, so the worst case is about one slow step per maker thread.
+  /// "deny", the call says EINVAL and no maker tries again. Where huge pages come slowly (a
+  /// compaction stall), the makers give up on them once the whole time their steps took, past
+  /// the first 64 MiB, says less than give_up_below_gbps: one slow step alone does not, since
+  /// the 4 KiB pages cost their faults later in the copies (on the 2-core VM a single slow step
+  /// made the makers give up after 576 MiB of 2 GiB, and the copies into the rest took 7.1 s
+  /// against 0.08 s; bench/results/dev2core-20261127-99df79f-io-pages-2Gi.json).
   bool huge_pages_made(std::uint64_t from, std::uint64_t to)
   {
     if (!collapse_works.load(std::memory_order_relaxed)) return false;
@@ -413,11 +417,16 @@ struct mapped_output {
       if (errno == EINVAL) collapse_works = false;
       return false;
     }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (static_cast<double>(to - from) < give_up_below_gbps * 1e9 * seconds)
-      collapse_works = false;
-    huge_bytes.fetch_add(to - from, std::memory_order_relaxed);
+    const auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::steady_clock::now() - start);
+    const std::uint64_t made = huge_bytes.fetch_add(to - from) + (to - from);
+    const std::uint64_t spent =
+        huge_nanoseconds.fetch_add(static_cast<std::uint64_t>(took.count())) +
+        static_cast<std::uint64_t>(took.count());
+    constexpr std::uint64_t judged_after = std::uint64_t{64} << 20;
+    if (made >= judged_after &&
+        static_cast<double>(made) < give_up_below_gbps * static_cast<double>(spent))
+      collapse_works = false;  // bytes per nanosecond are GB/s
     return true;
   }
 

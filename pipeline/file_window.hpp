@@ -112,8 +112,8 @@ bool start_output_mapping(const void* address, std::uint64_t bytes);
 struct tmpfs_page_making {
   bool huge{true};
   unsigned makers{1};
-  /// A step of huge pages made slower than this (GB/s) stops the makers trying them for the
-  /// rest of the file; 0: never.
+  /// Huge pages made slower than this (GB/s, over all the makers' steps so far, judged past the
+  /// first 64 MiB) stop the makers trying them for the rest of the file; 0: never.
   double give_up_below_gbps{0.5};
 };
 /// The environment's choice (GPUSORT_TMPFS_HUGE, GPUSORT_TMPFS_MAKERS) until replaced here, for
