@@ -405,7 +405,8 @@ struct mapped_output {
   /// the first 64 MiB, says less than give_up_below_gbps: one slow step alone does not, since
   /// the 4 KiB pages cost their faults later in the copies (on the 2-core VM a single slow step
   /// made the makers give up after 576 MiB of 2 GiB, and the copies into the rest took 7.1 s
-  /// against 0.08 s; bench/results/dev2core-20261127-99df79f-io-pages-2Gi.json).
+  /// against 0.08 s; bench/results/dev2core-20261127-99df79f-io-pages-2Gi.txt; with this rule
+  /// 0.28 s in all, -d55ea25- beside it).
   bool huge_pages_made(std::uint64_t from, std::uint64_t to)
   {
     if (!collapse_works.load(std::memory_order_relaxed)) return false;

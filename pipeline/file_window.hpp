@@ -63,11 +63,18 @@ struct file_place {
 /// twice as fast for 4 MiB reads (38.7 against 17.6 GB/s), made the engine's 1 MiB reads slower
 /// in the same run: round 1's copy-in 0.344 -> 0.465 s, fitting 0.99 -> 1.16 s; not kept.
 ///
-/// One file's pages are made one at a time under its locks: 16 threads making their own files
-/// made 8 GiB in 0.22 s where one fallocate of one file took 0.94-1.80 s and 16 threads
+/// One file's 4 KiB pages are made one at a time under its locks: 16 threads making their own
+/// files made 8 GiB in 0.22 s where one fallocate of one file took 0.94-1.80 s and 16 threads
 /// faulting their parts of one file 1.80 s (mem_bench's make rows, H100 host,
-/// bench/results/h100-20261126-40452f9-mem-chase.json). That is the floor of any job that
-/// writes a new tmpfs file, so the thread starts as early as it can: file_array::prepare_output
+/// bench/results/h100-20261126-40452f9-mem-chase.json). So the makers make every whole 2 MiB
+/// page of the file as one huge folio instead (MADV_COLLAPSE of a range holding one populated
+/// page: the locks once per 512 pages, and the copies later fault once per 2 MiB), from
+/// tmpfs_page_making::makers threads, with fallocate for the parts before the first and after
+/// the last huge page boundary and wherever the kernel cannot (mapped_output::huge_pages_made
+/// in file_window.cpp says when it gives up). A new 2 GiB /dev/shm output made and filled:
+/// 4.82 s with 4 KiB pages, 0.25-0.28 s with 2 MiB pages, on the 2-core VM with the H100 host's
+/// kernel (6.18.44; bench/results/dev2core-20261127-d55ea25-io-pages-2Gi.json); not yet
+/// measured on the H100 host. The thread starts as early as it can: file_array::prepare_output
 /// lets the CLI start it before the engine (CUDA) does.
 ///
 /// While a job runs, host_write into such a window waits until the fallocate thread has made
