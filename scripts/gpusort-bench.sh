@@ -14,7 +14,8 @@
 #   scripts/gpusort-bench.sh OUTDIR [--quick] [--machine NAME] [--max-bytes N] [--dir DIR]
 #                                   [--only STEP,...] [--skip STEP,...]
 #
-# Steps: mem, gpu, sample, cpu, e2e, python, report (machine.txt is always written).
+# Steps: mem, pages, register, gpu, sample, cpu, e2e, python, report (machine.txt is always
+# written; pages and register are A/Bs of the data path that report.py does not render).
 # --quick (meant to take under 3 minutes on an H100 host; not yet timed): gpu_bench at 64 MiB
 #   and 1 GiB of u64 keys, the CPU sorts at 128 MiB, sample_bench at 2^24 keys, mem_bench at
 #   1 GiB, e2e at 1 GiB, Python at 64 MiB and 1 GiB of float64.
@@ -29,7 +30,7 @@ set -uo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$repo"
 usage() { sed -n '14,15p' "$0" | sed 's/^# *//' >&2; exit 64; }
-help() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+help() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 case "${1:-}" in -h|--help) help ;; esac
 out="${1:-}"
 [ -n "$out" ] && [ "${out#-}" = "$out" ] || usage
@@ -150,6 +151,12 @@ common=(--machine "$machine" --commit "$commit")
 
 wanted mem && run_step mem "$bin/bench/mem_bench" --bytes "$mem_size" --dir "$dir" \
   --json "$out/mem.json" "${common[@]}"
+# How a new output's pages are made in --dir (4 KiB by fallocate against 2 MiB from 1, 2, 4, ...
+# threads) and a file's pages registered for the copy engines (issue 18): A/Bs for the data path.
+wanted pages && run_step pages "$bin/bench/io_bench" --pages --bytes "$mem_size" --dir "$dir" \
+  --json "$out/pages.json" --machine "$machine"
+wanted register && run_step register "$bin/bench/mem_bench" --only register \
+  --bytes "$mem_size" --dir "$dir" --json "$out/register.json" "${common[@]}"
 wanted gpu && run_step gpu "$bin/bench/gpu_bench" --sizes "$(to_keys "$engine_sizes")" \
   --cpu-count "$cpu_count" --repeat "$repeat" --json "$out/gpu.json" "${common[@]}"
 wanted sample && run_step sample "$bin/bench/sample_bench" --sizes "$sample_sizes" \
