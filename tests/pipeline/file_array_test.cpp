@@ -272,6 +272,19 @@ TEST(FileArray, AFileShorterThanItsArrayIsAnIoErrorAndTheOutputIsUntouched)
   EXPECT_EQ(output.read_at<char>(0, untouched.size()), untouched);
 }
 
+/// `sort` must end in an io_error that names the output `name` and the lack of space.
+template <typename Sort>
+void expect_no_space(const std::string& name, Sort&& sort)
+{
+  try {
+    sort();
+    ADD_FAILURE() << "no error for an output with no room: " << name;
+  } catch (const io_error& e) {
+    EXPECT_NE(std::string{e.what()}.find(name), std::string::npos) << e.what();
+    EXPECT_NE(std::string{e.what()}.find(std::strerror(ENOSPC)), std::string::npos) << e.what();
+  }
+}
+
 TEST(FileArray, AWriteThatFailsIsAnIoErrorNamingTheFile)
 {
   const int full = ::open("/dev/full", O_WRONLY | O_CLOEXEC);
@@ -282,15 +295,10 @@ TEST(FileArray, AWriteThatFailsIsAnIoErrorNamingTheFile)
   const std::vector<std::uint32_t> original = keys;
   {
     const file_array out{full, 0, n * sizeof(std::uint32_t), "full.bin"};
-    try {
+    expect_no_space("full.bin", [&] {
       engine{test::config_for(n, 4)}.sort(
           sort_job{.keys = {keys.data(), n, dtype::u32}, .keys_out = out.data()});
-      ADD_FAILURE() << "no error for a write to a full device";
-    } catch (const io_error& e) {
-      EXPECT_NE(std::string{e.what()}.find("full.bin"), std::string::npos) << e.what();
-      EXPECT_NE(std::string{e.what()}.find(std::strerror(ENOSPC)), std::string::npos)
-          << e.what();
-    }
+    });
   }
   ::close(full);
   EXPECT_EQ(keys, original) << "a separate output's input must stay as it was";
@@ -534,15 +542,10 @@ TEST(FileArray, AFullTmpfsIsAnIoErrorWhicheverWayItsPagesAreMade)
     ASSERT_GE(out_file.fd(), 0);
     ASSERT_EQ(::ftruncate(out_file.fd(), static_cast<off_t>(n * 8)), 0);  // sparse: it fits
     const file_array out{out_file.fd(), 0, n * 8, "full.bin"};
-    try {
+    expect_no_space("full.bin", [&] {
       engine{test::config_for(n, 8)}.sort(
           sort_job{.keys = {keys.data(), n, dtype::u64}, .keys_out = out.data()});
-      ADD_FAILURE() << "a 16 MiB output fitted an 8 MiB tmpfs";
-    } catch (const io_error& e) {
-      EXPECT_NE(std::string{e.what()}.find("full.bin"), std::string::npos) << e.what();
-      EXPECT_NE(std::string{e.what()}.find(std::strerror(ENOSPC)), std::string::npos)
-          << e.what();
-    }
+    });
     EXPECT_EQ(keys, original) << "a separate output's input changed";
   }
   detail::set_tmpfs_page_making(before);
