@@ -503,19 +503,26 @@ TEST(FileArray, AMappedOutputThatShrinksIsAnIoErrorNotASignal)
 {
   if (!is_tmpfs("/dev/shm")) GTEST_SKIP() << "no tmpfs at /dev/shm";
   const std::uint64_t bytes = 4 * (std::uint64_t{1} << 20);
-  const temp_file shm{"/dev/shm"};
-  const file_array out{shm.fd(), 0, bytes, "shrinking.bin"};
-  const std::vector<char> data(bytes, 'd');
-  const detail::output_mappings mapped{{out.data(), bytes}};
-  ASSERT_EQ(mapped.size(), 1U);
-  detail::host_write(out.data(), data.data(), bytes);  // the pages exist from here on
-  ASSERT_EQ(::ftruncate(shm.fd(), 0), 0);              // another process cuts the file
-  try {
-    detail::host_write(out.data(), data.data(), bytes);
-    FAIL() << "no error for an output that shrank";
-  } catch (const io_error& e) {
-    EXPECT_NE(std::string{e.what()}.find("shrinking.bin"), std::string::npos) << e.what();
-    EXPECT_NE(std::string{e.what()}.find("shrank"), std::string::npos) << e.what();
+  // Sized first or not: its pages made as two 2 MiB pages, or by fallocate past its end.
+  for (const bool sized : {true, false}) {
+    SCOPED_TRACE(sized ? "a file of the window's size" : "an empty file");
+    const temp_file shm{"/dev/shm"};
+    if (sized) {
+      ASSERT_EQ(::ftruncate(shm.fd(), static_cast<off_t>(bytes)), 0);
+    }
+    const file_array out{shm.fd(), 0, bytes, "shrinking.bin"};
+    const std::vector<char> data(bytes, 'd');
+    const detail::output_mappings mapped{{out.data(), bytes}};
+    ASSERT_EQ(mapped.size(), 1U);
+    detail::host_write(out.data(), data.data(), bytes);  // the pages exist from here on
+    ASSERT_EQ(::ftruncate(shm.fd(), 0), 0);              // another process cuts the file
+    try {
+      detail::host_write(out.data(), data.data(), bytes);
+      ADD_FAILURE() << "no error for an output that shrank";
+    } catch (const io_error& e) {
+      EXPECT_NE(std::string{e.what()}.find("shrinking.bin"), std::string::npos) << e.what();
+      EXPECT_NE(std::string{e.what()}.find("shrank"), std::string::npos) << e.what();
+    }
   }
   // Any other SIGBUS still does what it did before the engine's handler came. The child is a
   // fresh run of this test (threadsafe style): OpenMP's threads do not survive a bare fork.
