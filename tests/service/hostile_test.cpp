@@ -79,8 +79,9 @@ class Hostile : public ::testing::Test {
     return u;
   }
 
-  /// The daemon is alive, serves, and holds what it held before the test's clients came.
-  void expect_back_to_baseline()
+  /// The daemon is alive, serves, and holds what it held before the test's clients came, give
+  /// or take `slack` bytes of private memory.
+  void expect_back_to_baseline(std::uint64_t slack = rss_slack)
   {
     ASSERT_FALSE(d_->wait(0ms)) << "gpusortd exited; its log:\n" << d_->log();
     expect_still_serving(d_->socket());
@@ -90,7 +91,7 @@ class Hostile : public ::testing::Test {
         << "descriptors other than the pool's buffers, before and after; now (with the probe's "
            "connection):\n"
         << soak::fd_listing(d_->pid());
-    EXPECT_LE(now.rss_anon, baseline_.rss_anon + rss_slack)
+    EXPECT_LE(now.rss_anon, baseline_.rss_anon + slack)
         << "private memory before " << soak::mib(baseline_.rss_anon) << ", after "
         << soak::mib(now.rss_anon);
     // The pool keeps released buffers for reuse, within pinned_pool_bytes (256 MiB here).
@@ -517,7 +518,12 @@ TEST_F(Hostile, PipelinedStatusRequestsWithAFullQueueStayWithinTheReplyLimit)
   silent.clear();
   long_job.cancel();
   c.close();
-  expect_back_to_baseline();
+  // Under a sanitizer the allocator keeps what the floods freed (ASan's quarantine and size
+  // classes: 638 MiB held before and after the clients left, on the 2-core machine at
+  // 27414d5), so afterwards it is held to the bound above; unsanitized, the heap must give it
+  // back (before the reply limit it kept 202 MiB).
+  expect_back_to_baseline(soak::sanitized_build ? soak::rss_slack(std::uint64_t{256} << 20)
+                                                : rss_slack);
 }
 
 // A client that sends a SUBMIT and hangs up at once: the daemon reads the request after the
