@@ -314,7 +314,7 @@ struct mapped_output {
                      std::to_string(bytes) + " bytes in tmpfs)"};
   }
 
-  /// Makes the pages of the window front to back in steps, from `threads` threads, so that
+  /// Makes the pages of the window front to back in steps, from making.makers threads, so that
   /// writers wait for their part only (or for all: wait_for_all_pages). A step of whole huge
   /// pages of the file is made as 2 MiB folios where the kernel can (huge_pages_made); the rest,
   /// and every step where it cannot, by fallocate in 4 KiB pages.

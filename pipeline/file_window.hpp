@@ -77,7 +77,7 @@ struct file_place {
 /// measured on the H100 host. The thread starts as early as it can: file_array::prepare_output
 /// lets the CLI start it before the engine (CUDA) does.
 ///
-/// While a job runs, host_write into such a window waits until the fallocate thread has made
+/// While a job runs, host_write into such a window waits until the page makers have made
 /// every page of it, then copies with every core (a full tmpfs is a clear io_error, not a
 /// SIGBUS). Copies that fault pages in while fallocate still runs slow both: in one run of
 /// e2e_bench (8 GiB, 3 runs each, medians, H100 host at 15f0ad2) waiting for every page took
