@@ -1014,6 +1014,153 @@ std::string verify_windows(const char* p, const char* src, u64 n, u64 window, un
   return same ? "verified" : "MISMATCH against the source";
 }
 
+/// Registers [p, p + n) in `threads` contiguous shares at once (one cudaHostRegister each);
+/// the seconds, or a negative number with `error` set. Does the driver pin from several threads
+/// at once, or take one lock?
+double register_shares(char* p, u64 n, unsigned threads, unsigned flags, std::string& error)
+{
+  first_error err;
+  const double s = timed_threads(threads, [&](unsigned t) {
+    const auto [first, last] = share(n, t, threads);
+    if (last > first) {
+      const cudaError_t e = cudaHostRegister(p + first, last - first, flags);
+      if (e != cudaSuccess) err.set(cuda_text("cudaHostRegister", e));
+    }
+  });
+  error = err.text();
+  return error.empty() ? s : -1;
+}
+double unregister_shares(char* p, u64 n, unsigned threads)
+{
+  return timed_threads(threads, [&](unsigned t) {
+    const auto [first, last] = share(n, t, threads);
+    if (last > first)
+      check_cleanup(cudaHostUnregister(p + first) == cudaSuccess, "cudaHostUnregister");
+  });
+}
+
+/// Rows (8b), after the register rows: what the data path would need to register a file's pages
+/// or the round-1 buffer while a job runs. For 1, 4 and --threads threads registering shares at
+/// once: an input file's populated mapping (4 KiB pages), a new output whose pages are 2 MiB
+/// folios (populate one page in each, MADV_COLLAPSE: what the engine's page makers do), and an
+/// anonymous buffer with MADV_HUGEPAGE populated from every thread (the round-1 buffer); each
+/// registration's copies checked, then unregistered (timed: a job's teardown).
+void register_parallel_rows(results& out, const options& o, const char* src, gpu_window& g)
+{
+  const u64 n = o.bytes, window = std::min(n, u64{1024} * mib);
+  constexpr u64 step = 256 * mib;
+  const std::vector<unsigned> counts = {1U, 4U, o.threads};
+  const auto try_counts = [&](const std::string& p, char* m, unsigned flags, bool to_device) {
+    for (const unsigned threads : counts) {
+      std::string error;
+      const double s = register_shares(m, n, threads, flags, error);
+      const std::string name = p + "register_" + std::to_string(threads);
+      if (s < 0) {
+        out.fail(name, error);
+        continue;
+      }
+      out.add(name, s, n, std::to_string(threads) + " threads, one share each");
+      if (threads == counts.back()) {  // the copies through this registration, checked
+        bool ok = g.record(0);
+        for (u64 at = 0; ok && at < n; at += step)
+          ok = g.copy(m, at, std::min(step, n - at), to_device);
+        ok = ok && g.record(1);
+        const double c = ok ? g.wait() : 0;
+        if (!g.error.empty()) {
+          out.fail(p + (to_device ? "h2d" : "d2h"), g.error);
+        } else {
+          std::string note = to_device ? "from" : "into";
+          note += " the mapping, registered in shares; ";
+          if (to_device) {
+            note += cudaMemcpy(g.check, g.dev, window, cudaMemcpyDeviceToHost) != cudaSuccess
+                        ? "check copy FAILED"
+                        : std::memcmp(g.check, src + n - window, window) == 0 ? "verified"
+                                                                               : "MISMATCH";
+          } else {
+            note += verify_windows(m, src, n, window, o.threads);
+          }
+          out.add(p + (to_device ? "h2d" : "d2h"), c, n, note);
+        }
+      }
+      out.add(p + "unregister_" + std::to_string(threads), unregister_shares(m, n, threads), n);
+    }
+  };
+  out.note("shmem_enabled: " + first_line("/sys/kernel/mm/transparent_hugepage/shmem_enabled"));
+  {  // An input: a file whose pages exist, mapped and populated.
+    test_file f{o};
+    if (!f.error.empty()) return out.fail("rp_in", f.error);
+    first_error err;
+    interleaved_io(true, f.fd, const_cast<char*>(src), n, o.threads, err);
+    if (!err.text().empty()) return out.fail("rp_in", err.text());
+    unique_map m{::mmap(nullptr, n, PROT_READ, MAP_SHARED, f.fd, 0), n};
+    if (m.get() == MAP_FAILED) return out.fail("rp_in", errno_text("mmap", errno));
+    const double s = timed_threads(o.threads, [&](unsigned t) {
+      const auto [first, last] = share(n, t, o.threads);
+      if (last > first && ::madvise(m.get() + first, last - first, MADV_POPULATE_READ) != 0)
+        err.set(errno_text("madvise(MADV_POPULATE_READ)", errno));
+    });
+    if (!err.text().empty()) return out.fail("rp_in_populate_T", err.text());
+    out.add("rp_in_populate_T", s, n, "MADV_POPULATE_READ of 4 KiB pages");
+    int read_only = 0, dev_id = 0;
+    if (cudaGetDevice(&dev_id) != cudaSuccess ||
+        cudaDeviceGetAttribute(&read_only, cudaDevAttrHostRegisterReadOnlySupported, dev_id) !=
+            cudaSuccess)
+      read_only = 0;
+    try_counts("rp_in_", m.get(), cudaHostRegisterPortable |
+                                      (read_only ? cudaHostRegisterReadOnly : 0), true);
+  }
+  if (cudaMemcpy(g.dev, src, window, cudaMemcpyHostToDevice) != cudaSuccess)
+    return out.fail("rp_out", "cudaMemcpy of the source window failed");
+  {  // A new output made of 2 MiB folios, as the page makers make them.
+    test_file f{o};
+    if (!f.error.empty()) return out.fail("rp_out_huge", f.error);
+    if (::ftruncate(f.fd, static_cast<off_t>(n)) != 0)
+      return out.fail("rp_out_huge", errno_text("ftruncate", errno));
+    // Room for a 2 MiB-aligned shared mapping: the file's huge pages are the mapping's.
+    unique_map room{::mmap(nullptr, n + huge_page, PROT_NONE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0), n + huge_page};
+    if (room.get() == MAP_FAILED) return out.fail("rp_out_huge", errno_text("mmap", errno));
+    const auto at = reinterpret_cast<std::uintptr_t>(room.get());
+    char* const want = room.get() + (huge_page - at % huge_page) % huge_page;
+    char* const m = static_cast<char*>(::mmap(want, n, PROT_READ | PROT_WRITE,
+                                              MAP_SHARED | MAP_FIXED, f.fd, 0));
+    if (m == MAP_FAILED) return out.fail("rp_out_huge", errno_text("mmap", errno));
+    const long before = shmem_huge_now();
+    first_error err;
+    const double s = timed_threads(o.threads, [&](unsigned t) {
+      const auto [first, last] = share(n, t, o.threads);
+      for (u64 p = first; p < last; p += huge_page)
+        if (::madvise(m + p, 4096, MADV_POPULATE_WRITE) != 0)
+          return err.set(errno_text("madvise(MADV_POPULATE_WRITE)", errno));
+      if (last > first && ::madvise(m + first, last - first, 25 /* MADV_COLLAPSE */) != 0)
+        err.set(errno_text("madvise(MADV_COLLAPSE)", errno));
+    });
+    if (!err.text().empty()) {
+      out.fail("rp_out_huge_make_T", err.text());
+    } else {
+      out.add("rp_out_huge_make_T", s, n, "one page populated per 2 MiB, collapsed; " +
+                                              shmem_huge(before));
+      try_counts("rp_out_huge_", m, cudaHostRegisterPortable, false);
+    }
+    check_cleanup(room.unmap() == 0, "munmap");  // the file's mapping with the rest of it
+    f.remove(out, "rp_out_huge_unlink", n);
+  }
+  {  // The round-1 buffer: anonymous, huge pages advised, populated from every thread.
+    anon_map b{n, true};
+    if (!b.error.empty()) return out.fail("rp_anon", b.error);
+    const long before = anon_huge_now();
+    first_error err;
+    const double s = timed_threads(o.threads, [&](unsigned t) {
+      const auto [first, last] = share(n, t, o.threads);
+      if (last > first && ::madvise(b.data + first, last - first, MADV_POPULATE_WRITE) != 0)
+        err.set(errno_text("madvise(MADV_POPULATE_WRITE)", errno));
+    });
+    if (!err.text().empty()) return out.fail("rp_anon_populate_T", err.text());
+    out.add("rp_anon_populate_T", s, n, anon_huge(before));
+    try_counts("rp_anon_", b.data, cudaHostRegisterPortable | cudaHostRegisterMapped, false);
+  }
+}
+
 /// Rows (8), `--only register`: a file's pages mapped and registered with the driver, so that the
 /// copy engines move them straight between the file's pages and the GPU, against the staging
 /// rows above (issue 18 item 1's mmap + populate + register). For an input (a file of --bytes
@@ -1208,6 +1355,7 @@ void register_rows(results& out, const options& o, const char* src)
     check_cleanup(m.unmap() == 0, "munmap");
     f.remove(out, "rf_out_pieces_unlink", n);
   }
+  register_parallel_rows(out, o, src, g);
 }
 
 }  // namespace
