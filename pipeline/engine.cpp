@@ -14,6 +14,7 @@
 
 #if GPUSORT_WITH_CUDA
 #include "pipeline/cuda/cuda_device.hpp"
+#include "pipeline/cuda/page_locker.hpp"
 #include "pipeline/cuda/resident.hpp"
 #include "pipeline/cuda/resources.hpp"
 #endif
@@ -217,6 +218,9 @@ struct engine::impl {
   /// as much as the sort (design.md section 1). One GPU job at a time uses it.
   std::mutex gpu_mutex;
   detail::host_buffer round1_cache;
+  /// Locks tmpfs outputs' pages for the GPUs' copy engines (pipeline/file_window.hpp); null on
+  /// the CPU.
+  std::shared_ptr<detail::page_locker> output_locker;
 
   detail::execution_stats sort_on_gpus(const detail::job_arrays& arrays,
                                        const detail::element_layout& layout,
@@ -314,6 +318,9 @@ engine::engine(config cfg) : impl_{std::make_unique<impl>()}
   impl_->devices = std::move(set.devices);
   impl_->gpu_ids = std::move(set.gpu_ids);
   impl_->gpus = set.gpus;
+#if GPUSORT_WITH_CUDA
+  if (impl_->gpus) impl_->output_locker = detail::make_cuda_page_locker(impl_->gpu_ids.front());
+#endif
   impl_->cfg = std::move(cfg);
 }
 
@@ -387,8 +394,9 @@ std::optional<sort_report> engine::impl::argsort_resident(const argsort_job& job
                                   .dst_values = job.indices_out,
                                   .n = job.keys.count};
   const detail::output_mappings mapped_outputs{
-      {arrays.dst_keys, job.keys_out != nullptr ? arrays.n * layout.key_bytes : 0},
-      {arrays.dst_values, arrays.n * layout.value_bytes}};
+      {{arrays.dst_keys, job.keys_out != nullptr ? arrays.n * layout.key_bytes : 0},
+       {arrays.dst_values, arrays.n * layout.value_bytes}},
+      output_locker};
   detail::job_context ctx{options, layout.bytes()};
   detail::execution_stats stats;
   {
@@ -407,6 +415,7 @@ std::optional<sort_report> engine::impl::argsort_resident(const argsort_job& job
       return std::nullopt;
     }
   }
+  mapped_outputs.check_sizes();
   return report_of("gpu-resident-argsort", arrays.n, arrays.n * layout.key_bytes, start, stats,
                    ctx);
 #else
@@ -437,9 +446,9 @@ sort_report engine::impl::run(const sort_job& job, const sort_options& options, 
 
   // Outputs in tmpfs are written through mappings whose pages a thread makes from now on,
   // beside the sort (pipeline/file_window.hpp says why and what it saves).
-  const detail::output_mappings mapped_outputs{
-      {arrays.dst_keys, arrays.n * layout.key_bytes},
-      {arrays.dst_values, arrays.n * layout.value_bytes}};
+  const detail::output_mappings mapped_outputs{{{arrays.dst_keys, arrays.n * layout.key_bytes},
+                                                {arrays.dst_values, arrays.n * layout.value_bytes}},
+                                               output_locker};
 
   std::vector<detail::device*> devs;
   for (const auto& dev : devices) devs.push_back(dev.get());
@@ -464,6 +473,7 @@ sort_report engine::impl::run(const sort_job& job, const sort_options& options, 
     stats = in_files(arrays) ? sort_files_in_memory(arrays, layout, sort_on_cpu)
                              : sort_on_cpu(arrays);
   }
+  mapped_outputs.check_sizes();
   return report_of(std::move(engine_name), arrays.n, arrays.n * layout.bytes(), start, stats, ctx);
 }
 

@@ -28,7 +28,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <exception>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <shared_mutex>
@@ -234,6 +236,80 @@ constexpr int MADV_COLLAPSE = 25;  // Linux 6.1; older kernels say EINVAL
 constexpr std::uint64_t huge_page = std::uint64_t{2} << 20;
 
 std::atomic<std::uint64_t> tmpfs_huge_bytes_total{0};  ///< tmpfs_huge_bytes_made()
+std::atomic<std::uint64_t> tmpfs_locked_total{0};      ///< tmpfs_locked_bytes()
+
+/// One thread that runs what output mappings leave behind (unlocking, unmapping) in order, off
+/// the jobs' paths. Made on first use, after a GPU engine started CUDA, so that it drains before
+/// CUDA's own exit handlers run.
+class releaser {
+ public:
+  releaser() = default;
+  releaser(const releaser&) = delete;
+  releaser& operator=(const releaser&) = delete;
+  releaser(releaser&&) = delete;
+  releaser& operator=(releaser&&) = delete;
+  ~releaser()
+  {
+    {
+      const std::lock_guard lock{mutex_};
+      closing_ = true;
+    }
+    changed_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  void post(std::function<void()> work) noexcept
+  {
+    try {
+      std::unique_lock lock{mutex_};
+      if (!thread_.joinable()) thread_ = std::thread{[this] { run(); }};
+      queue_.push_back(std::move(work));
+      lock.unlock();
+      changed_.notify_all();
+    } catch (...) {  // no thread or no memory to spare: here, then
+      if (work) work();
+    }
+  }
+
+  void wait_idle()
+  {
+    std::unique_lock lock{mutex_};
+    changed_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  }
+
+ private:
+  void run()
+  {
+    std::unique_lock lock{mutex_};
+    for (;;) {
+      changed_.wait(lock, [&] { return closing_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // closing, with nothing left
+      std::function<void()> work = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      work();
+      lock.lock();
+      busy_ = false;
+      changed_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::function<void()>> queue_;
+  bool busy_{};
+  bool closing_{};
+  std::thread thread_;
+};
+
+releaser& background()
+{
+  static releaser r;
+  return r;
+}
+
+void release_later(std::function<void()> work) noexcept { background().post(std::move(work)); }
 
 /// How new tmpfs outputs get their pages: from the environment (GPUSORT_TMPFS_HUGE=0: 4 KiB
 /// pages by fallocate alone, the A/B of huge_pages_made below; GPUSORT_TMPFS_MAKERS=N threads)
@@ -290,18 +366,137 @@ struct mapped_output {
   std::atomic<bool> stop{false};
   std::thread maker;
 
+  // The steps the makers take, set before they start (plan_steps): [begin, end) in the window.
+  // Whole huge pages of the file lie in [head, head + body).
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> steps;
+  std::uint64_t head{}, body{};
+  bool huge{};
+  std::vector<bool> huge_steps;  ///< steps made as 2 MiB folios (under mutex)
+  bool making_over{};            ///< the makers are done, or gave up (under mutex)
+
+  // Locking for the copy engines (lock_pages): 64 MiB units of [head, head + body).
+  std::shared_ptr<page_locker> locker;  ///< set once, before the pinner starts
+  std::vector<bool> unit_locked;        ///< under mutex
+  std::atomic<std::uint64_t> locked_bytes{0};
+  std::thread pinner;
+
+  static constexpr std::uint64_t lock_unit = std::uint64_t{64} << 20;
+
   ~mapped_output()
   {
     stop = true;
+    { const std::lock_guard lock{mutex}; }  // a thread between its check and its wait sees stop
+    made_more.notify_all();
     if (maker.joinable()) maker.join();
+    if (pinner.joinable()) pinner.join();
     if (map == nullptr) return;
-    // Unmapping 8 GiB of small pages takes 0.13 s (H100 host): off the job's path, so that a
-    // daemon answers as soon as the bytes are in the file. The pages are the file's either way.
-    try {
-      std::thread{[p = map, n = map_bytes] { ::munmap(p, n); }}.detach();
-    } catch (const std::system_error&) {
-      ::munmap(map, map_bytes);  // no thread to spare: here, then
+    std::vector<std::pair<char*, std::uint64_t>> locked;
+    for (std::size_t u = 0; u < unit_locked.size(); ++u)
+      if (unit_locked[u]) locked.push_back(unit(u));
+    // Unlocking and unmapping 8 GiB take 0.16 and 0.13 s (H100 host): off the job's path, so
+    // that a daemon answers as soon as the bytes are in the file. The pages are the file's
+    // either way.
+    release_later([l = std::move(locker), locked = std::move(locked), p = map, n = map_bytes] {
+      for (const auto& [at, len] : locked) l->unlock(at, len);
+      ::munmap(p, n);
+    });
+  }
+
+  /// Unit u of the locked range: its first byte in the mapping and its length.
+  [[nodiscard]] std::pair<char*, std::uint64_t> unit(std::size_t u) const
+  {
+    const std::uint64_t from = head + u * lock_unit;
+    return {data + from, std::min(lock_unit, head + body - from)};
+  }
+
+  /// The makers' steps: the part before the file's first huge page boundary, whole huge pages
+  /// in steps of 16 MiB (a slow step costs little before the makers give up on huge pages, see
+  /// huge_pages_made), and the part after the last whole one. Without huge pages, steps of
+  /// 256 MiB: fallocate takes the file's lock, so more threads would only queue.
+  void plan_steps(std::uint64_t file_offset, bool want_huge)
+  {
+    huge = want_huge && bytes >= huge_page;
+    head = huge ? std::min(bytes, (huge_page - file_offset % huge_page) % huge_page) : 0;
+    body = huge ? (bytes - head) / huge_page * huge_page : 0;
+    const std::uint64_t step = huge ? std::uint64_t{16} << 20 : std::uint64_t{256} << 20;
+    const auto add = [&](std::uint64_t from, std::uint64_t to) {
+      for (std::uint64_t at = from; at < to; at += step)
+        steps.emplace_back(at, std::min(to, at + step));
+    };
+    add(0, head);
+    add(head, head + body);
+    add(head + body, bytes);
+    done_steps.assign(steps.size(), false);
+    huge_steps.assign(steps.size(), false);
+    unit_locked.assign((body + lock_unit - 1) / lock_unit, false);
+  }
+
+  /// The pinner's thread: locks each unit of whole huge pages once the makers made all of it as
+  /// 2 MiB folios, front to back; a unit with a 4 KiB step is left to host_write, and the first
+  /// lock that fails ends the locking.
+  void lock_pages()
+  {
+    // Steps of the body are 16 MiB from head on, so every unit is whole steps.
+    std::size_t first = 0;
+    while (first < steps.size() && steps[first].first < head) ++first;
+    for (std::size_t u = 0; u < unit_locked.size(); ++u) {
+      const auto [at, len] = unit(u);
+      const std::uint64_t from = static_cast<std::uint64_t>(at - data), to = from + len;
+      std::size_t last = first;
+      while (last < steps.size() && steps[last].second <= to) ++last;
+      bool all_huge = true;
+      {
+        std::unique_lock lock{mutex};
+        made_more.wait(lock, [&] {
+          if (stop || making_over) return true;
+          for (std::size_t i = first; i < last; ++i)
+            if (!done_steps[i]) return false;
+          return true;
+        });
+        for (std::size_t i = first; i < last; ++i) all_huge = all_huge && huge_steps[i];
+      }
+      first = last;
+      if (stop) return;
+      if (!all_huge) {
+        if (making_over_now()) return;  // nothing more will be made huge
+        continue;
+      }
+      if (!locker->lock(at, len)) {
+        log(log_level::debug, "{}: its pages could not be locked for the copy engines from "
+                              "byte {} on", name, from);
+        return;
+      }
+      {
+        const std::lock_guard lock{mutex};
+        unit_locked[u] = true;
+      }
+      locked_bytes.fetch_add(len, std::memory_order_relaxed);
+      tmpfs_locked_total.fetch_add(len, std::memory_order_relaxed);
     }
+  }
+
+  [[nodiscard]] bool making_over_now()
+  {
+    const std::lock_guard lock{mutex};
+    return making_over;
+  }
+
+  /// The part of [into, into + n) of the window that the copy engines may write from its
+  /// start: within one locked unit, or up to the next one.
+  locked_run run_at(std::uint64_t into, std::uint64_t n)
+  {
+    if (locked_bytes.load(std::memory_order_relaxed) == 0 || into + n <= head ||
+        into >= head + body)
+      return {nullptr, n};
+    if (into < head) return {nullptr, head - into};
+    const std::lock_guard lock{mutex};
+    const auto u = static_cast<std::size_t>((into - head) / lock_unit);
+    const std::uint64_t unit_end = std::min(head + body, head + (u + 1) * lock_unit);
+    if (unit_locked[u]) return {data + into, std::min(n, unit_end - into)};
+    std::size_t next = u + 1;
+    while (next < unit_locked.size() && !unit_locked[next]) ++next;
+    const std::uint64_t until = next < unit_locked.size() ? head + next * lock_unit : into + n;
+    return {nullptr, std::min(n, until - into)};
   }
 
   /// Waits until the pages of [0, end) of the window exist; an io_error when they cannot.
@@ -320,24 +515,7 @@ struct mapped_output {
   /// and every step where it cannot, by fallocate in 4 KiB pages.
   void make_pages(int fd, std::uint64_t file_offset, tmpfs_page_making making)
   {
-    // Steps in window bytes: the part before the file's first huge page boundary, whole huge
-    // pages in steps of 16 MiB (a slow step costs little before the makers give up on huge
-    // pages, see huge_pages_made), and the part after the last whole one. Without huge pages,
-    // steps of 256 MiB: fallocate takes the file's lock, so more threads would only queue.
-    const bool huge = making.huge && bytes >= huge_page;
-    const std::uint64_t head =
-        huge ? std::min(bytes, (huge_page - file_offset % huge_page) % huge_page) : 0;
-    const std::uint64_t body = huge ? (bytes - head) / huge_page * huge_page : 0;
-    const std::uint64_t step = huge ? std::uint64_t{16} << 20 : std::uint64_t{256} << 20;
-    std::vector<std::pair<std::uint64_t, std::uint64_t>> steps;  // [begin, end) in the window
-    const auto add = [&](std::uint64_t from, std::uint64_t to, std::uint64_t size) {
-      for (std::uint64_t at = from; at < to; at += size)
-        steps.emplace_back(at, std::min(to, at + size));
-    };
-    add(0, head, step);
-    add(head, head + body, step);
-    add(head + body, bytes, step);
-    done_steps.assign(steps.size(), false);
+    // The steps (plan_steps) were planned before this thread started.
     give_up_below_gbps = making.give_up_below_gbps;
     std::atomic<std::size_t> next{0};
     const auto work = [&] {
@@ -345,9 +523,10 @@ struct mapped_output {
         const auto [from, to] = steps[i];
         const bool whole = huge && from >= head && to <= head + body;
         int err = 0;
-        if (!(whole && huge_pages_made(from, to)))
-          err = fallocate_range(fd, file_offset, from, to);
+        const bool made_huge = whole && huge_pages_made(from, to);
+        if (!made_huge) err = fallocate_range(fd, file_offset, from, to);
         const std::lock_guard lock{mutex};
+        huge_steps[i] = made_huge;
         if (err == EOPNOTSUPP) {
           ready = bytes;  // nothing made ahead: the copies make the pages, guarded
         } else if (err != 0) {
@@ -373,6 +552,11 @@ struct mapped_output {
     }
     work();
     for (std::thread& t : helpers) t.join();
+    {
+      const std::lock_guard lock{mutex};
+      making_over = true;
+    }
+    made_more.notify_all();
     tmpfs_huge_bytes_total.fetch_add(huge_bytes.load(), std::memory_order_relaxed);
     log(log_level::debug, "{}: {} of its {} bytes made as 2 MiB pages by {} thread{}", name,
         huge_bytes.load(), bytes, helpers.size() + 1, helpers.empty() ? "" : "s");
@@ -761,8 +945,9 @@ bool start_output_mapping(const void* address, std::uint64_t bytes)
     m->ready = bytes;
     m->maker = std::thread{[raw = m.get()] { raw->map_pages(); }};
   } else {
-    m->maker = std::thread{[raw = m.get(), fd = place->fd, offset = place->offset,
-                            making = current_tmpfs_page_making()] {
+    const tmpfs_page_making making = current_tmpfs_page_making();
+    m->plan_steps(place->offset, making.huge);
+    m->maker = std::thread{[raw = m.get(), fd = place->fd, offset = place->offset, making] {
       raw->make_pages(fd, offset, making);
     }};
   }
@@ -770,12 +955,66 @@ bool start_output_mapping(const void* address, std::uint64_t bytes)
   return true;
 }
 
-output_mappings::output_mappings(
-    std::initializer_list<std::pair<const void*, std::uint64_t>> outputs)
+namespace {
+/// Starts locking the pages of the output mapped at `address` with `locker`, unless they are
+/// being locked already or it has no whole huge page; false where nothing will be locked.
+bool start_locking(const void* address, const std::shared_ptr<page_locker>& locker)
 {
-  for (const auto& [address, bytes] : outputs)
-    if (start_output_mapping(address, bytes)) bases_.push_back(address);
+  const std::optional<file_place> place = find_file_window(address);
+  if (!place || place->into != 0 || !place->mapped) return false;
+  mapped_output& m = *place->mapped;
+  const std::lock_guard lock{m.mutex};
+  if (m.locker || m.unit_locked.empty()) return false;
+  m.locker = locker;
+  try {
+    m.pinner = std::thread{[raw = &m] { raw->lock_pages(); }};
+  } catch (const std::system_error&) {  // no thread to spare: the copies stage, as before
+    m.locker = nullptr;
+    return false;
+  }
+  return true;
 }
+}  // namespace
+
+output_mappings::output_mappings(
+    std::initializer_list<std::pair<const void*, std::uint64_t>> outputs,
+    std::shared_ptr<page_locker> locker)
+{
+  for (const auto& [address, bytes] : outputs) {
+    if (start_output_mapping(address, bytes)) bases_.push_back(address);
+    if (locker && address != nullptr && bytes > 0 && start_locking(address, locker))
+      locked_.push_back(address);
+  }
+}
+
+void output_mappings::check_sizes() const
+{
+  for (const void* base : locked_) {
+    const std::optional<file_place> place = find_file_window(base);
+    if (!place || !place->mapped || place->mapped->locked_bytes.load() == 0) continue;
+    struct stat st {};
+    if (sys::fstat(place->fd, &st) != 0) {
+      const int err = errno;
+      throw io_error{"cannot check " + place->name + ": " + std::strerror(err)};
+    }
+    const std::uint64_t end = place->offset + place->mapped->bytes;
+    if (static_cast<std::uint64_t>(st.st_size) < end)
+      throw io_error{"cannot write " + place->name + ": the file shrank to " +
+                     std::to_string(st.st_size) + " bytes while it was written (its window "
+                     "ends at byte " + std::to_string(end) + ")"};
+  }
+}
+
+locked_run locked_output_run(const void* dst, std::uint64_t bytes)
+{
+  const std::optional<file_place> place = find_file_window(dst);
+  if (!place || !place->mapped) return {nullptr, bytes};
+  return place->mapped->run_at(place->into, std::min(bytes, place->remaining));
+}
+
+std::uint64_t tmpfs_locked_bytes() noexcept { return tmpfs_locked_total.load(); }
+
+void wait_for_output_releases() { background().wait_idle(); }
 
 output_mappings::~output_mappings()
 {

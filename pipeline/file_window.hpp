@@ -90,12 +90,26 @@ struct file_place {
 /// A file another process truncates meanwhile raises SIGBUS in the copy; a handler
 /// turns it into an io_error for that copy only and passes every other SIGBUS on. Reads of the
 /// window stay positioned reads.
+///
+/// With a page_locker (a GPU engine's), the copy engines write such an output straight into its
+/// pages: a thread of the mapping locks each 64 MiB unit of it once the page makers made the
+/// unit as 2 MiB pages (only those: registering 8 GiB of 4 KiB tmpfs pages took 2.1 s, of
+/// 2 MiB pages 0.18-0.22 s from 1 to 16 threads, on the H100 host, bench/results/
+/// h100-20261128-2157ea0-register.json), and locked_output_run tells the GPU's copy-out which
+/// parts of a range it may write directly (the rest goes through the pinned staging and
+/// host_write as before). Staged, round 2 wrote an 8 GiB output at 16-17 GB/s (0.50 s of a
+/// daemon's 1.01 s out-of-core job, h100-20261128-e2d51f0-e2e-8Gi.json) where the link gives
+/// 55 GB/s. A truncation meanwhile raises no signal in a DMA: check_sizes says so instead.
+class page_locker;
 class output_mappings {
  public:
   output_mappings() = default;
   /// Maps each (address, bytes) that is the start of a file window on tmpfs, opened for
-  /// reading and writing, and starts making its pages; anything else is left to pwrite.
-  explicit output_mappings(std::initializer_list<std::pair<const void*, std::uint64_t>> outputs);
+  /// reading and writing, and starts making its pages; anything else is left to pwrite. With
+  /// `locker`, the pages of these windows (and of ones mapped already, by
+  /// file_array::prepare_output) are locked as they are made, for the copy engines.
+  explicit output_mappings(std::initializer_list<std::pair<const void*, std::uint64_t>> outputs,
+                           std::shared_ptr<page_locker> locker = nullptr);
   ~output_mappings();
   output_mappings(const output_mappings&) = delete;
   output_mappings& operator=(const output_mappings&) = delete;
@@ -104,9 +118,48 @@ class output_mappings {
 
   [[nodiscard]] std::size_t size() const noexcept { return bases_.size(); }
 
+  /// After the job's last write: an io_error where a window written through locked pages
+  /// belongs to a file that is now shorter than the window (cut by another process while the
+  /// copy engines wrote pages it no longer has).
+  void check_sizes() const;
+
  private:
-  std::vector<const void*> bases_;
+  std::vector<const void*> bases_;   ///< the windows this object mapped (and detaches)
+  std::vector<const void*> locked_;  ///< the windows whose pages it had locked
 };
+
+/// Page-locks host memory for the copy engines and unlocks it: what a GPU engine hands
+/// output_mappings (pipeline/cuda/page_locker.hpp), a test its own.
+class page_locker {
+ public:
+  page_locker() = default;
+  virtual ~page_locker() = default;
+  page_locker(const page_locker&) = delete;
+  page_locker& operator=(const page_locker&) = delete;
+  page_locker(page_locker&&) = delete;
+  page_locker& operator=(page_locker&&) = delete;
+  /// False where the pages could not be locked: the copies then go through host_write.
+  virtual bool lock(void* data, std::size_t bytes) noexcept = 0;
+  /// Undoes one successful lock of exactly (data, bytes).
+  virtual void unlock(void* data, std::size_t bytes) noexcept = 0;
+};
+
+/// What the copy engines may write of [dst, dst + bytes): its first `bytes` are at `mapped` in
+/// locked pages of an output window, or (mapped null) are not, and go through host_write. A
+/// run never spans two locks.
+struct locked_run {
+  char* mapped{};
+  std::uint64_t bytes{};
+};
+locked_run locked_output_run(const void* dst, std::uint64_t bytes);
+
+/// Bytes of output windows this process locked for the copy engines so far (tests, benches).
+std::uint64_t tmpfs_locked_bytes() noexcept;
+
+/// Waits until every output mapping that went is unlocked and unmapped: those happen on a
+/// thread of their own (8 GiB: unregister 0.16 s, munmap 0.13 s on the H100 host), off a job's
+/// path. For tests that count what a job left behind.
+void wait_for_output_releases();
 
 /// Maps the output window at `address` (its first `bytes`) and starts its page-making thread,
 /// where it is a tmpfs file open for reading and writing and not mapped already: what

@@ -159,16 +159,27 @@ inline void copy_to_device(char* d_dst, const void* src, std::uint64_t bytes, cu
     st.copy_in(d_dst, static_cast<const char*>(src), bytes, s);
 }
 
-/// Device -> host: queued on `s` when `dst` is pinned, else staged through `st` (returns once
-/// every byte is in `dst`).
+/// Device -> host: queued on `s` when `dst` is pinned, and for the parts of an output window
+/// whose pages are locked (pipeline/file_window.hpp: locked_output_run), straight into them;
+/// the rest staged through `st` (returns once those bytes are in `dst`).
 inline void copy_to_host(void* dst, const char* d_src, std::uint64_t bytes, cudaStream_t s,
                          staging& st)
 {
   if (bytes == 0) return;
-  if (is_pinned(dst))
+  if (is_pinned(dst)) {
     GPUSORT_CUDA_TRY(cudaMemcpyAsync(dst, d_src, bytes, cudaMemcpyDeviceToHost, s));
-  else
-    st.copy_out(static_cast<char*>(dst), d_src, bytes, s);
+    return;
+  }
+  char* const out = static_cast<char*>(dst);
+  for (std::uint64_t at = 0; at < bytes;) {
+    const locked_run run = locked_output_run(out + at, bytes - at);
+    if (run.mapped != nullptr)
+      GPUSORT_CUDA_TRY(
+          cudaMemcpyAsync(run.mapped, d_src + at, run.bytes, cudaMemcpyDeviceToHost, s));
+    else
+      st.copy_out(out + at, d_src + at, run.bytes, s);
+    at += run.bytes;
+  }
 }
 
 }  // namespace gpusort::detail

@@ -10,13 +10,17 @@
 #include "core/verify.hpp"
 #include "core/cuda/chunk_ops.cuh"
 #include "core/cuda/sample_sort.cuh"
+#include "core/fault.hpp"
 #include "pipeline/cuda/cuda_device.hpp"
 #include "pipeline/cuda/resident.hpp"
+#include "pipeline/file_window.hpp"
 
 #include <gpusort/gpusort.hpp>
 
 #include <gtest/gtest.h>
 
+#include <linux/magic.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -371,7 +375,8 @@ TEST_F(gpu_test, PinnedInputsCopyDirectly)
 /// from them, in one round trip and out of core, in place and into another file; all-equal
 /// keys make round 2 write compensated tails into the output file.
 template <typename K, typename V>
-void check_files(std::uint64_t n, distribution dist, bool out_of_core, bool separate)
+void check_files(std::uint64_t n, distribution dist, bool out_of_core, bool separate,
+                 const std::string& folder = "/tmp")
 {
   constexpr unsigned vb = std::is_same_v<V, detail::no_value> ? 0 : sizeof(V);
   SCOPED_TRACE(std::string{name_of(dist)} + " n=" + std::to_string(n) + " vb=" +
@@ -386,12 +391,14 @@ void check_files(std::uint64_t n, distribution dist, bool out_of_core, bool sepa
     generate_values(*vv, 43);
   }
   const fingerprint before = fingerprint_of(key_array{keys.data(), n, dtype_of_v<K>}, vv);
-  char name[] = "/tmp/gpusort-gpu-file-XXXXXX";
-  const int fd = ::mkstemp(name);
+  std::string name = folder + "/gpusort-gpu-file-XXXXXX";
+  const int fd = ::mkstemp(name.data());
   ASSERT_GE(fd, 0);
-  ::unlink(name);
-  // Input keys at 24, values behind them; outputs after both.
+  ::unlink(name.c_str());
+  // Input keys at 24, values behind them; outputs after both, the file sized first (as the CLI
+  // does, so that a tmpfs output's pages are made as 2 MiB pages and locked for the GPU).
   const std::uint64_t kbytes = n * sizeof(K), vbytes = n * vb, at = 24;
+  ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(at + 2 * (kbytes + vbytes))), 0);
   ASSERT_EQ(::pwrite(fd, keys.data(), kbytes, at), static_cast<ssize_t>(kbytes));
   if (vb > 0) {
     ASSERT_EQ(::pwrite(fd, values.data(), vbytes, at + kbytes), static_cast<ssize_t>(vbytes));
@@ -447,6 +454,30 @@ TEST_F(gpu_test, ArraysInFilesGoThroughTheStaging)
       check_files<double, std::uint64_t>(1, distribution::uniform, false, separate);
     }
   }
+}
+
+/// Outputs in tmpfs: the copy engines write the locked 64 MiB units of their 2 MiB pages
+/// directly (pipeline/file_window.hpp) and the staging the rest, in one round trip and out of
+/// core, keys alone and pairs, with compensated tails; every result checked, every lock undone.
+TEST_F(gpu_test, TmpfsOutputsAreWrittenByTheCopyEnginesIntoTheirLockedPages)
+{
+  struct statfs fs {};
+  if (::statfs("/dev/shm", &fs) != 0 || fs.f_type != TMPFS_MAGIC)
+    GTEST_SKIP() << "no tmpfs at /dev/shm";
+  const std::uint64_t big = small_only() ? 12'000'007 : 40'000'003;
+  const std::uint64_t locked_before = detail::tmpfs_locked_bytes();
+  const std::int64_t registered_before = detail::bytes_held(detail::held::registered);
+  for (const bool out_of_core : {false, true}) {
+    check_files<std::uint64_t, detail::no_value>(big, distribution::uniform, out_of_core, true,
+                                                 "/dev/shm");
+    check_files<double, std::uint64_t>(big / 2, distribution::zero, out_of_core, true,
+                                       "/dev/shm");
+    check_files<std::int32_t, std::uint32_t>(big, distribution::fewunique, out_of_core, true,
+                                             "/dev/shm");
+  }
+  EXPECT_GT(detail::tmpfs_locked_bytes(), locked_before) << "no output page was locked";
+  detail::wait_for_output_releases();
+  EXPECT_EQ(detail::bytes_held(detail::held::registered), registered_before);
 }
 
 TEST_F(gpu_test, RegisteredHostMemoryIsPinnedForEveryGpuUntilReleased)

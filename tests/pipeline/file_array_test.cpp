@@ -499,6 +499,185 @@ TEST(FileArray, NewTmpfsOutputsAreMadeOfHugePagesWhereTheKernelCanAndKeepEveryBy
   detail::set_tmpfs_page_making(before);
 }
 
+/// A page_locker that records what it is asked (and fails from its `fail_from`th lock on),
+/// standing in for the GPU's cudaHostRegister, so that CI checks what gets locked and when.
+class recording_locker final : public detail::page_locker {
+ public:
+  explicit recording_locker(std::size_t fail_from = SIZE_MAX) : fail_from_{fail_from} {}
+  bool lock(void* data, std::size_t bytes) noexcept override
+  {
+    const std::lock_guard lock{mutex_};
+    if (++calls_ >= fail_from_) return false;
+    // The unit's pages must exist and be writable: a copy engine would write them now.
+    static_cast<char*>(data)[0] = 0;
+    static_cast<char*>(data)[bytes - 1] = 0;
+    held_.emplace(data, bytes);
+    ++locks_;
+    return true;
+  }
+  void unlock(void* data, std::size_t bytes) noexcept override
+  {
+    const std::lock_guard lock{mutex_};
+    const auto it = held_.find(data);
+    if (it == held_.end() || it->second != bytes) {
+      bad_unlocks_ = true;
+      return;
+    }
+    held_.erase(it);
+  }
+  std::size_t locks()
+  {
+    const std::lock_guard lock{mutex_};
+    return locks_;
+  }
+  std::size_t held()
+  {
+    const std::lock_guard lock{mutex_};
+    return held_.size();
+  }
+  bool bad_unlocks()
+  {
+    const std::lock_guard lock{mutex_};
+    return bad_unlocks_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::size_t fail_from_;
+  std::size_t calls_{};
+  std::size_t locks_{};
+  bool bad_unlocks_{};
+  std::map<void*, std::size_t> held_;
+};
+
+/// Writes [at, at + bytes) of an output window the way the GPU's copy-out does: the locked runs
+/// straight into the mapping (as a copy engine would), the rest through host_write. Returns the
+/// bytes written directly.
+std::uint64_t write_like_the_copy_engines(char* window, std::uint64_t at, const char* src,
+                                          std::uint64_t bytes)
+{
+  std::uint64_t direct = 0;
+  for (std::uint64_t done = 0; done < bytes;) {
+    const detail::locked_run run = detail::locked_output_run(window + at + done, bytes - done);
+    EXPECT_GT(run.bytes, 0U);
+    if (run.bytes == 0) break;
+    if (run.mapped != nullptr) {
+      std::memcpy(run.mapped, src + done, run.bytes);
+      direct += run.bytes;
+    } else {
+      detail::host_write(window + at + done, src + done, run.bytes);
+    }
+    done += run.bytes;
+  }
+  return direct;
+}
+
+/// With a locker (the GPU engine's), a new tmpfs output's pages are locked in 64 MiB units once
+/// the makers made them as 2 MiB pages, never the part before the file's first huge page; the
+/// copy-out writes locked runs straight into the mapping, each within one lock, and the rest
+/// through host_write; every byte lands; each lock is undone once, after the job. A locker that
+/// fails stops the locking there and the copies stage. With 4 KiB pages nothing is locked.
+TEST(FileArray, ATmpfsOutputsHugePagesAreLockedForTheCopyEnginesUnitByUnit)
+{
+  if (!is_tmpfs("/dev/shm")) GTEST_SKIP() << "no tmpfs at /dev/shm";
+  if (!tmpfs_collapses()) GTEST_SKIP() << "no 2 MiB tmpfs pages here (MADV_COLLAPSE)";
+  constexpr std::uint64_t mib = std::uint64_t{1} << 20, unit = 64 * mib;
+  const detail::tmpfs_page_making before = detail::current_tmpfs_page_making();
+  struct variant {
+    bool huge;
+    std::size_t fail_from;
+    std::uint64_t offset;
+    bool prepared;  ///< made ahead by file_array::prepare_output, as the CLI does
+  };
+  for (const variant v : {variant{true, SIZE_MAX, 128, false}, variant{true, SIZE_MAX, 0, true},
+                          variant{true, 2, 4096, false}, variant{false, SIZE_MAX, 0, false}}) {
+    // Never giving up on huge pages: a slow machine's makers would otherwise leave units in
+    // 4 KiB pages, which are not locked (what this test counts).
+    detail::set_tmpfs_page_making({.huge = v.huge, .makers = 3, .give_up_below_gbps = 0});
+    // Two whole units and a part of a third after the head, and a tail past the last huge page.
+    const std::uint64_t bytes = 2 * unit + 6 * mib + 5000;
+    SCOPED_TRACE("huge " + std::to_string(v.huge) + ", failing from lock " +
+                 std::to_string(v.fail_from) + ", offset " + std::to_string(v.offset) +
+                 (v.prepared ? ", prepared" : ""));
+    const temp_file shm{"/dev/shm"};
+    ASSERT_EQ(::ftruncate(shm.fd(), static_cast<off_t>(v.offset + bytes)), 0);
+    std::vector<char> data(bytes);
+    for (std::uint64_t i = 0; i < bytes; ++i) data[i] = static_cast<char>('a' + (i * 7) % 26);
+    const auto locker = std::make_shared<recording_locker>(v.fail_from);
+    const std::uint64_t locked_before = detail::tmpfs_locked_bytes();
+    std::uint64_t direct = 0;
+    {
+      file_array out{shm.fd(), v.offset, bytes, "locked.bin"};
+      if (v.prepared) {
+        ASSERT_TRUE(out.prepare_output());
+      }
+      char* const window = static_cast<char*>(out.data());
+      {
+        const detail::output_mappings mapped{{{window, bytes}}, locker};
+        // Wait (bounded) for the locking to settle: every unit it can lock, locked.
+        const std::size_t expect = !v.huge ? 0 : v.fail_from == SIZE_MAX ? 3 : v.fail_from - 1;
+        for (int i = 0; i < 2000 && locker->locks() < expect; ++i)
+          std::this_thread::sleep_for(std::chrono::milliseconds{5});
+        EXPECT_EQ(locker->locks(), expect);
+        // Pieces of odd sizes, as chunks are, each split at the locks' edges.
+        for (std::uint64_t at = 0; at < bytes;) {
+          const std::uint64_t n = std::min(bytes - at, 37 * mib + 123);
+          direct += write_like_the_copy_engines(window, at, data.data() + at, n);
+          at += n;
+        }
+        EXPECT_NO_THROW(mapped.check_sizes());
+        EXPECT_EQ(detail::tmpfs_locked_bytes() - locked_before, direct);
+      }
+      if (v.huge && v.fail_from == SIZE_MAX) {
+        // Everything but the head and the tail past the last whole huge page went directly.
+        const std::uint64_t head = (2 * mib - v.offset % (2 * mib)) % (2 * mib);
+        EXPECT_EQ(direct, (bytes - head) / (2 * mib) * (2 * mib));
+      } else if (v.huge) {
+        EXPECT_EQ(direct, unit);  // the first unit alone
+      } else {
+        EXPECT_EQ(direct, 0U);
+      }
+    }
+    detail::wait_for_output_releases();
+    EXPECT_EQ(locker->held(), 0U) << "a lock was never undone";
+    EXPECT_FALSE(locker->bad_unlocks()) << "an unlock of something never locked";
+    EXPECT_EQ(shm.read_at<char>(v.offset, bytes), data);
+  }
+  detail::set_tmpfs_page_making(before);
+}
+
+/// A copy engine's write raises no SIGBUS when another process cuts the file: check_sizes, run
+/// after the job's last write, makes it the same io_error as a staged write's.
+TEST(FileArray, ALockedOutputThatShrinksIsAnIoErrorAfterTheJob)
+{
+  if (!is_tmpfs("/dev/shm")) GTEST_SKIP() << "no tmpfs at /dev/shm";
+  if (!tmpfs_collapses()) GTEST_SKIP() << "no 2 MiB tmpfs pages here (MADV_COLLAPSE)";
+  const std::uint64_t bytes = std::uint64_t{64} << 20;
+  const temp_file shm{"/dev/shm"};
+  ASSERT_EQ(::ftruncate(shm.fd(), static_cast<off_t>(bytes)), 0);
+  const auto locker = std::make_shared<recording_locker>();
+  const detail::tmpfs_page_making before = detail::set_tmpfs_page_making(
+      {.huge = true, .makers = 2, .give_up_below_gbps = 0});
+  {
+    const file_array out{shm.fd(), 0, bytes, "cut.bin"};
+    const detail::output_mappings mapped{{{out.data(), bytes}}, locker};
+    for (int i = 0; i < 2000 && locker->locks() < 1; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds{5});
+    ASSERT_EQ(locker->locks(), 1U);
+    ASSERT_EQ(::ftruncate(shm.fd(), static_cast<off_t>(bytes / 2)), 0);  // another process
+    try {
+      mapped.check_sizes();
+      ADD_FAILURE() << "no error for a locked output that shrank";
+    } catch (const io_error& e) {
+      EXPECT_NE(std::string{e.what()}.find("cut.bin"), std::string::npos) << e.what();
+      EXPECT_NE(std::string{e.what()}.find("shrank"), std::string::npos) << e.what();
+    }
+  }
+  detail::wait_for_output_releases();
+  EXPECT_EQ(locker->held(), 0U);
+  detail::set_tmpfs_page_making(before);
+}
+
 TEST(FileArray, AMappedOutputThatShrinksIsAnIoErrorNotASignal)
 {
   if (!is_tmpfs("/dev/shm")) GTEST_SKIP() << "no tmpfs at /dev/shm";

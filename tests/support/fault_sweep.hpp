@@ -4,6 +4,7 @@
 
 #include "bench/soak_probe.hpp"  // soak_scale(): GPUSORT_SOAK_SCALE, shared with the soak
 #include "core/fault.hpp"
+#include "pipeline/file_window.hpp"
 #include "tests/support/open_fds.hpp"
 
 #include <algorithm>
@@ -47,6 +48,8 @@ struct held_resources {
 
   static held_resources now()
   {
+    // A job's output mappings are unlocked and unmapped on a thread of their own, after it.
+    detail::wait_for_output_releases();
     using detail::bytes_held;
     using detail::held;
     return {open_fd_count(), bytes_held(held::host), bytes_held(held::pinned),
