@@ -23,8 +23,10 @@
 //
 //   e2e_bench --bin DIR [--dir /dev/shm] [--bytes 8Gi] [--cpu-bytes 1Gi] [--json FILE]
 //             [--disk-dir DIR [--disk-bytes 4Gi]] [--machine NAME] [--commit C] [--skip-daemon]
-//             [--repeat R]
+//             [--repeat R] [--paths cli,daemon_fd,...]
 //
+// --paths runs only the CLI and daemon paths named (cli, cli_late_pages, cli_round1_pageable,
+// daemon_fd, daemon_shm, daemon_fd_inplace), for same-run A/Bs of one path.
 // --repeat runs each CLI and daemon path R times (the median is its target). Before each path,
 // one fallocate of a new file of --bytes in --dir shows what the output's pages cost then: a
 // new tmpfs file's pages are made one at a time under its lock, the floor of every path that
@@ -291,6 +293,7 @@ int main(int argc, char** argv)
   std::uint64_t disk_bytes = std::uint64_t{4} << 30;
   bool skip_daemon = false;
   int repeat = 1;
+  std::string paths;  ///< --paths: the CLI and daemon paths to run (comma-separated), or all
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--skip-daemon") {
@@ -299,7 +302,7 @@ int main(int argc, char** argv)
     }
     if (i + 1 >= argc) die("usage: e2e_bench --bin DIR [--dir D] [--bytes N] [--cpu-bytes N] "
                            "[--disk-dir D [--disk-bytes N]] [--json FILE] [--machine M] "
-                           "[--commit C] [--skip-daemon] [--repeat R]");
+                           "[--commit C] [--skip-daemon] [--repeat R] [--paths P,...]");
     const std::string v = argv[++i];
     if (a == "--bin") bin = v;
     else if (a == "--dir") dir = v;
@@ -311,6 +314,7 @@ int main(int argc, char** argv)
     else if (a == "--machine") machine = v;
     else if (a == "--commit") commit = v;
     else if (a == "--repeat") repeat = static_cast<int>(gpusort::parse_count(v).value_or(0));
+    else if (a == "--paths") paths = "," + v + ",";
     else die("unknown argument " + a);
   }
   if (bin.empty() || bytes < 8) die("--bin DIR (with gpusort and gpusortd) and --bytes are needed");
@@ -398,6 +402,9 @@ int main(int argc, char** argv)
   }
 
   const std::string gpusort_cli = bin + "/gpusort", daemon = bin + "/gpusortd";
+  const auto wanted = [&](const std::string& path) {
+    return paths.empty() || paths.find("," + path + ",") != std::string::npos;
+  };
   for (const bool ooc : {true, false}) {
     const char* mode = ooc ? "ooc" : "fit";
     const std::string cfg =
@@ -406,6 +413,7 @@ int main(int argc, char** argv)
     // Each path runs --repeat times; its target takes the median, and every run's report is
     // kept in "raw" (runs of the same command on this host differ by up to 0.5 s).
     const auto add_path = [&](const std::string& path, const auto& run_once) {
+      if (!wanted(path)) return;
       std::vector<child_run> runs;
       for (int rep = 0; rep < repeat; ++rep) {
         // What a new output file's pages cost now, just before: the floor of every path that
@@ -470,7 +478,7 @@ int main(int argc, char** argv)
     run_child(through, "/tmp");
     ::unlink(out.c_str());
     add_path("daemon_fd", [&] { return run_child(through, "/tmp"); });
-    {
+    if (wanted("daemon_shm")) {
       // A shared buffer: the daemon pinned it once at ALLOCATE; the job copies straight from it.
       gpusort::client::connection conn = gpusort::client::connection::connect(socket, "e2e_bench");
       gpusort::client::buffer<std::uint64_t> shared = conn.allocate<std::uint64_t>(n);
@@ -494,7 +502,7 @@ int main(int argc, char** argv)
                                .goal = 1.03,
                                .higher_is_better = false});
     }
-    {
+    if (wanted("daemon_fd_inplace")) {
       // A file sorted in place through its descriptor (the client library's file region): its
       // pages exist, so no new page is made. A fresh copy of the input each run, made untimed;
       // the time is the job's, submit to its end, as for the shared buffer.

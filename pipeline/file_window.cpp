@@ -381,6 +381,11 @@ struct mapped_output {
   std::thread pinner;
 
   static constexpr std::uint64_t lock_unit = std::uint64_t{64} << 20;
+  /// GPUSORT_OUTPUT_LOCK_PACE=0: units locked back to back (the A/B of lock_pages' pause).
+  static inline const bool pace_locks = [] {
+    const char* v = std::getenv("GPUSORT_OUTPUT_LOCK_PACE");
+    return v == nullptr || std::string_view{v} != "0";
+  }();
 
   ~mapped_output()
   {
@@ -461,17 +466,27 @@ struct mapped_output {
         if (making_over_now()) return;  // nothing more will be made huge
         continue;
       }
+      const auto start = std::chrono::steady_clock::now();
       if (!locker->lock(at, len)) {
         log(log_level::debug, "{}: its pages could not be locked for the copy engines from "
                               "byte {} on", name, from);
         return;
       }
+      const auto took = std::chrono::steady_clock::now() - start;
       {
         const std::lock_guard lock{mutex};
         unit_locked[u] = true;
       }
       locked_bytes.fetch_add(len, std::memory_order_relaxed);
       tmpfs_locked_total.fetch_add(len, std::memory_order_relaxed);
+      // A registration holds the driver while it pins: back to back they held the job's own
+      // copies back (H100 host, a prepared 8 GiB output locked at the job's start: the first
+      // copy-in 0.13 s late, bench/results/h100-20261128-3c73f77-e2e-8Gi.json). As long again
+      // between two leaves the copies their turn.
+      if (pace_locks) {
+        std::unique_lock lock{mutex};
+        made_more.wait_for(lock, took, [&] { return stop.load(); });
+      }
     }
   }
 
