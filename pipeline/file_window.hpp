@@ -99,7 +99,9 @@ struct file_place {
 /// parts of a range it may write directly (the rest goes through the pinned staging and
 /// host_write as before). Staged, round 2 wrote an 8 GiB output at 16-17 GB/s (0.50 s of a
 /// daemon's 1.01 s out-of-core job, h100-20261128-e2d51f0-e2e-8Gi.json) where the link gives
-/// 55 GB/s. A truncation meanwhile raises no signal in a DMA: check_sizes says so instead.
+/// 55 GB/s; locked, the copy-out ran at the link's speed, but the registrations slowed the
+/// copy-in beside them, so whole jobs gained little (design.md, "The data path", has the
+/// numbers). A truncation meanwhile raises no signal in a DMA: check_sizes says so instead.
 class page_locker;
 class output_mappings {
  public:
