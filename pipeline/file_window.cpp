@@ -454,6 +454,7 @@ struct mapped_output {
       std::size_t last = first;
       while (last < steps.size() && steps[last].second <= to) ++last;
       bool all_huge = true;
+      bool over = false;
       {
         std::unique_lock lock{mutex};
         made_more.wait(lock, [&] {
@@ -463,11 +464,12 @@ struct mapped_output {
           return true;
         });
         for (std::size_t i = first; i < last; ++i) all_huge = all_huge && huge_steps[i];
+        over = making_over;
       }
       first = last;
       if (stop) return;
       if (!all_huge) {
-        if (making_over_now()) return;  // nothing more will be made huge
+        if (over) return;  // nothing more will be made huge
         continue;
       }
       const auto start = std::chrono::steady_clock::now();
@@ -492,12 +494,6 @@ struct mapped_output {
         made_more.wait_for(lock, took, [&] { return stop.load(); });
       }
     }
-  }
-
-  [[nodiscard]] bool making_over_now()
-  {
-    const std::lock_guard lock{mutex};
-    return making_over;
   }
 
   /// The part of [into, into + n) of the window that the copy engines may write from its
