@@ -1,8 +1,8 @@
 #include "pipeline/file_window.hpp"
 
 #include "core/checks.hpp"
-#include "core/cpu_sort.hpp"
 #include "core/log.hpp"
+#include "core/stream_copy.hpp"
 #include "core/sys_io.hpp"
 
 #include <gpusort/error.hpp>
@@ -206,7 +206,7 @@ bool copy_guarded(void* dst, const void* src, std::size_t bytes)
   }
   bus_recovery = &recovery;
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  std::memcpy(dst, src, bytes);
+  stream_copy(dst, src, bytes);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   bus_recovery = nullptr;
   return true;
@@ -687,7 +687,7 @@ void host_read(void* dst, const void* src, std::uint64_t bytes)
   if (const std::optional<file_place> place = find_file_window(src))
     move_blocks(direction::read, *place, static_cast<char*>(dst), bytes);
   else
-    parallel_copy(dst, src, bytes);
+    parallel_stream_copy(dst, src, bytes);
 }
 
 void host_write(void* dst, const void* src, std::uint64_t bytes)
@@ -700,7 +700,7 @@ void host_write(void* dst, const void* src, std::uint64_t bytes)
       move_blocks(direction::write, *place, const_cast<char*>(static_cast<const char*>(src)),
                   bytes);
   } else
-    parallel_copy(dst, src, bytes);
+    parallel_stream_copy(dst, src, bytes);
 }
 
 /// One read or write of a piece_mover: its blocks, and how far the calling thread and the
@@ -721,6 +721,7 @@ struct piece_mover::job {
   std::uint64_t handed{};          ///< pieces handed on (reading) or being filled (writing)
   std::vector<std::uint64_t> done;   ///< per buffer: blocks of its piece moved
   std::vector<std::uint64_t> gated;  ///< per buffer: 1 + the piece its gate was passed for
+  std::vector<std::uint64_t> gating;  ///< per buffer: 1 + the piece whose gate a thread calls
   std::exception_ptr failure;
   bool stop{};
 
@@ -743,10 +744,20 @@ struct piece_mover::job {
   }
 };
 
-piece_mover::piece_mover(unsigned threads)
-    : threads_{threads != 0 ? threads : static_cast<unsigned>(std::max(1, omp_get_max_threads()))}
+namespace {
+/// The movers' threads when the caller leaves it open: GPUSORT_MOVERS (for A/B measurements),
+/// else as many as OpenMP would use.
+unsigned default_movers()
 {
+  if (const char* v = std::getenv("GPUSORT_MOVERS")) {
+    const long n = std::strtol(v, nullptr, 10);
+    if (n >= 1 && n <= 1024) return static_cast<unsigned>(n);
+  }
+  return static_cast<unsigned>(std::max(1, omp_get_max_threads()));
 }
+}  // namespace
+
+piece_mover::piece_mover(unsigned threads) : threads_{threads != 0 ? threads : default_movers()} {}
 
 piece_mover::~piece_mover()
 {
@@ -794,6 +805,7 @@ void piece_mover::run(job& j, const piece_fn& step)
              (j.piece_length(j.pieces - 1) + io_block - 1) / io_block;
   j.done.assign(j.ring_size, 0);
   j.gated.assign(j.ring_size, 0);
+  j.gating.assign(j.ring_size, 0);
   const bool reading = j.dir == direction::read;
   std::unique_lock lock{mutex_};
   GPUSORT_EXPECTS(job_ == nullptr, "one piece_mover moves one range at a time");
@@ -865,14 +877,22 @@ void piece_mover::work_on(job& j, std::unique_lock<std::mutex>& lock)
     // piece's bytes are coming once the calling thread started filling it.
     changed_.wait(lock, [&] { return j.stop || (reading ? j.handed + j.ring_size > p
                                                         : j.handed > p); });
+    // One thread waits at a piece's gate (an event's synchronize, which spins); the others
+    // taking blocks of the piece meanwhile sleep here instead of spinning beside it on the cores
+    // the copies need.
+    changed_.wait(lock, [&] { return j.stop || j.gated[i] == p + 1 || j.gating[i] != p + 1; });
     if (j.stop) return;
     const bool gate = j.gated[i] != p + 1;
+    if (gate) j.gating[i] = p + 1;
     lock.unlock();
     try {
       if (gate) {
         (*j.gate)(i);
-        const std::lock_guard passed{mutex_};
-        j.gated[i] = p + 1;
+        {
+          const std::lock_guard passed{mutex_};
+          j.gated[i] = p + 1;
+        }
+        changed_.notify_all();
       }
       const std::uint64_t within = (b - p * j.per_piece) * io_block;
       const std::uint64_t at = p * j.r.piece_bytes + within;
