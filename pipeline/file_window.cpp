@@ -11,7 +11,6 @@
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -328,10 +327,6 @@ tmpfs_page_making environment_page_making()
     const long n = std::strtol(v, nullptr, 10);
     if (n >= 1 && n <= 256) m.makers = static_cast<unsigned>(n);
   }
-  if (const char* v = std::getenv("GPUSORT_TMPFS_MAKERS_NICE")) {
-    const long n = std::strtol(v, nullptr, 10);
-    if (n >= 0 && n <= 19) m.nice = static_cast<int>(n);
-  }
   return m;
 }
 std::mutex page_making_mutex;
@@ -539,12 +534,6 @@ struct mapped_output {
     give_up_below_gbps = making.give_up_below_gbps;
     std::atomic<std::size_t> next{0};
     const auto work = [&] {
-      if (making.nice > 0) {  // this thread only (Linux); lowering needs no privilege
-        const auto tid = static_cast<id_t>(::gettid());
-        errno = 0;
-        const int now = ::getpriority(PRIO_PROCESS, tid);
-        if (errno == 0) (void)::setpriority(PRIO_PROCESS, tid, std::min(19, now + making.nice));
-      }
       for (std::size_t i = next.fetch_add(1); i < steps.size() && !stop; i = next.fetch_add(1)) {
         const auto [from, to] = steps[i];
         const bool whole = huge && from >= head && to <= head + body;

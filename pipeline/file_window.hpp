@@ -177,9 +177,6 @@ struct tmpfs_page_making {
   /// Huge pages made slower than this (GB/s, over all the makers' steps so far, judged past the
   /// first 64 MiB) stop the makers trying them for the rest of the file; 0: never.
   double give_up_below_gbps{0.5};
-  /// How much lower than the job's threads the makers run (a nice increment), so that the
-  /// copies of a job under way get the cores first; 0: the same.
-  int nice{0};
 };
 /// The environment's choice (GPUSORT_TMPFS_HUGE, GPUSORT_TMPFS_MAKERS) until replaced here, for
 /// tests and same-run A/B measurements; returns the one it replaced. Outputs mapped afterwards

@@ -9,8 +9,9 @@
 namespace gpusort::detail {
 
 /// Locks for every GPU (portable registrations), made on `device` (the engine's first GPU, so
-/// that a thread with no current device never starts a context on another). Null where
-/// GPUSORT_OUTPUT_LOCK=0 asks for the staging alone (the A/B of file_window.hpp's numbers).
+/// that a thread with no current device never starts a context on another), where
+/// GPUSORT_OUTPUT_LOCK=1 asks for it; else null, and outputs are staged (the faster on the
+/// machines measured: page_locker.cpp says why).
 std::shared_ptr<page_locker> make_cuda_page_locker(int device);
 
 }  // namespace gpusort::detail

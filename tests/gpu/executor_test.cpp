@@ -459,26 +459,60 @@ TEST_F(gpu_test, ArraysInFilesGoThroughTheStaging)
 /// Outputs in tmpfs: the copy engines write the locked 64 MiB units of their 2 MiB pages
 /// directly (pipeline/file_window.hpp) and the staging the rest, in one round trip and out of
 /// core, keys alone and pairs, with compensated tails; every result checked, every lock undone.
-TEST_F(gpu_test, TmpfsOutputsAreWrittenByTheCopyEnginesIntoTheirLockedPages)
+/// GPUSORT_OUTPUT_LOCK as `value` (null: unset) while it lives: the engines made meanwhile read it.
+class output_lock_setting {
+ public:
+  explicit output_lock_setting(const char* value)
+  {
+    if (const char* v = std::getenv(name)) before_ = v;
+    if (value != nullptr)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
+  }
+  ~output_lock_setting()
+  {
+    if (before_)
+      ::setenv(name, before_->c_str(), 1);
+    else
+      ::unsetenv(name);
+  }
+  output_lock_setting(const output_lock_setting&) = delete;
+  output_lock_setting& operator=(const output_lock_setting&) = delete;
+
+ private:
+  static constexpr const char* name = "GPUSORT_OUTPUT_LOCK";
+  std::optional<std::string> before_;
+};
+
+/// The tmpfs outputs of every kind of job, fitting and out of core: staged by default, written
+/// by the copy engines into their locked pages with GPUSORT_OUTPUT_LOCK=1; right either way.
+TEST_F(gpu_test, TmpfsOutputsAreStagedOrWithLockingWrittenByTheCopyEnginesIntoTheirPages)
 {
   struct statfs fs {};
   if (::statfs("/dev/shm", &fs) != 0 || fs.f_type != TMPFS_MAGIC)
     GTEST_SKIP() << "no tmpfs at /dev/shm";
   // Small: 72 MB of u64 keys, one whole 64 MiB unit after the head (the sanitizer's size).
   const std::uint64_t big = small_only() ? 9'000'007 : 40'000'003;
-  const std::uint64_t locked_before = detail::tmpfs_locked_bytes();
   const std::int64_t registered_before = detail::bytes_held(detail::held::registered);
-  for (const bool out_of_core : {false, true}) {
-    check_files<std::uint64_t, detail::no_value>(big, distribution::uniform, out_of_core, true,
-                                                 "/dev/shm");
-    check_files<double, std::uint64_t>(big / 2, distribution::zero, out_of_core, true,
-                                       "/dev/shm");
-    check_files<std::int32_t, std::uint32_t>(big, distribution::fewunique, out_of_core, true,
-                                             "/dev/shm");
+  for (const char* lock : {static_cast<const char*>(nullptr), "1"}) {
+    const output_lock_setting setting{lock};
+    const std::uint64_t locked_before = detail::tmpfs_locked_bytes();
+    for (const bool out_of_core : {false, true}) {
+      check_files<std::uint64_t, detail::no_value>(big, distribution::uniform, out_of_core, true,
+                                                   "/dev/shm");
+      check_files<double, std::uint64_t>(big / 2, distribution::zero, out_of_core, true,
+                                         "/dev/shm");
+      check_files<std::int32_t, std::uint32_t>(big, distribution::fewunique, out_of_core, true,
+                                               "/dev/shm");
+    }
+    if (lock == nullptr)
+      EXPECT_EQ(detail::tmpfs_locked_bytes(), locked_before) << "an output was locked unasked";
+    else
+      EXPECT_GT(detail::tmpfs_locked_bytes(), locked_before) << "no output page was locked";
+    detail::wait_for_output_releases();
+    EXPECT_EQ(detail::bytes_held(detail::held::registered), registered_before);
   }
-  EXPECT_GT(detail::tmpfs_locked_bytes(), locked_before) << "no output page was locked";
-  detail::wait_for_output_releases();
-  EXPECT_EQ(detail::bytes_held(detail::held::registered), registered_before);
 }
 
 TEST_F(gpu_test, RegisteredHostMemoryIsPinnedForEveryGpuUntilReleased)
