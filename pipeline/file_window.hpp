@@ -97,11 +97,12 @@ struct file_place {
 /// 2 MiB pages 0.18-0.22 s from 1 to 16 threads, on the H100 host, bench/results/
 /// h100-20261128-2157ea0-register.json), and locked_output_run tells the GPU's copy-out which
 /// parts of a range it may write directly (the rest goes through the pinned staging and
-/// host_write as before). Staged, round 2 wrote an 8 GiB output at 16-17 GB/s (0.50 s of a
-/// daemon's 1.01 s out-of-core job, h100-20261128-e2d51f0-e2e-8Gi.json) where the link gives
-/// 55 GB/s; locked, the copy-out ran at the link's speed, but the registrations slowed the
-/// copy-in beside them, so whole jobs gained little (design.md, "The data path", has the
-/// numbers). A truncation meanwhile raises no signal in a DMA: check_sizes says so instead.
+/// host_write as before). A truncation meanwhile raises no signal in a DMA: check_sizes says so
+/// instead. The engine hands one over only where GPUSORT_OUTPUT_LOCK=1 asks: when it was made,
+/// the staged copy-out ran at 16-17 GB/s and the locked one at the link's speed; since the
+/// staging's copies stream (core/stream_copy.hpp) and one mover waits per piece (piece_mover),
+/// the staged copy-out runs at the link's speed too, and the registrations only slow the copy-in
+/// beside them (design.md, "The data path", has the numbers).
 class page_locker;
 class output_mappings {
  public:
@@ -213,6 +214,13 @@ void host_write(void* dst, const void* src, std::uint64_t bytes);
 /// wait only for the buffer they fill (reading) or the piece they write out (writing), so up to
 /// the ring's size of pieces are in flight and a slow thread holds back its own block alone.
 /// io_bench --staging measures the two schemes side by side without a GPU.
+///
+/// One thread waits at a piece's gate (the GPU staging's event synchronize, which spins) while
+/// the others that took blocks of the piece sleep: with every thread at the gate, 16 threads
+/// spun on the cores the copies needed, and an 8 GiB fitting job's staged copy-out into a tmpfs
+/// output took 0.43 s (H100 host, e448fb7); one waiter and streaming stores, 0.16 s (H200 host,
+/// 1898a39; the machines differ, the A/B of the two changes together is in
+/// bench/results/h200-20261128-1898a39-e2e-8Gi-ab.txt).
 ///
 /// The blocks go through host_read and host_write: a file that shrinks is the same io_error, a
 /// mapped tmpfs output keeps its SIGBUS guard, and the sys_io fault seams still apply.
