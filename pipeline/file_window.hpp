@@ -219,8 +219,8 @@ void host_write(void* dst, const void* src, std::uint64_t bytes);
 /// the others that took blocks of the piece sleep: with every thread at the gate, 16 threads
 /// spun on the cores the copies needed, and an 8 GiB fitting job's staged copy-out into a tmpfs
 /// output took 0.43 s (H100 host, e448fb7); with one waiter, 0.16 s with streaming stores and
-/// 0.17-0.20 s without (H200 host, 1898a39, bench/results/h200-20261128-1898a39-e2e-8Gi-ab.txt).
-/// The machines differ, and the waiter was not measured apart.
+/// 0.18 s without (H200 host, bench/results/h200-20261128-542df1b-e2e-8Gi-ab/, nolock and
+/// nolock_nt0). The machines differ, and the waiter was not measured apart.
 ///
 /// The blocks go through host_read and host_write: a file that shrinks is the same io_error, a
 /// mapped tmpfs output keeps its SIGBUS guard, and the sys_io fault seams still apply.
