@@ -28,6 +28,7 @@ bool stream_copy_streams() noexcept
 
 void stream_copy(void* dst, const void* src, std::size_t bytes) noexcept
 {
+  if (bytes == 0) return;  // memcpy's pointers must be valid even then: an empty array's are null
 #if defined(__SSE2__)
   if (bytes >= stream_copy_min_bytes && stream_copy_streams()) {
     auto* d = static_cast<char*>(dst);
