@@ -21,6 +21,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string_view>
 #include <chrono>
@@ -38,13 +40,29 @@ struct device_set {
 };
 
 #if GPUSORT_WITH_CUDA
+/// GPUSORT_STAGING=PxM (P pieces of M MiB) replaces the options' staging ring, for measuring
+/// one ring against another in the same run; anything else leaves it.
+void staging_from_environment(detail::cuda_device_options& options)
+{
+  const char* v = std::getenv("GPUSORT_STAGING");
+  unsigned pieces = 0;
+  unsigned mib = 0;
+  if (v == nullptr || std::sscanf(v, "%ux%u", &pieces, &mib) != 2 || pieces < 2 || pieces > 64 ||
+      mib < 1 || mib > 1024)
+    return;
+  options.staging_pieces = pieces;
+  options.staging_piece_bytes = std::uint64_t{mib} << 20;
+}
+
 device_set make_gpus(const config& cfg, const std::vector<int>& ids)
 {
   device_set set{.gpu_ids = ids, .gpus = true};
-  for (const int id : ids)
-    set.devices.push_back(std::make_unique<detail::cuda_device>(
-        detail::cuda_device_options{
-            .id = id, .incore = cfg.incore, .budget = cfg.device_memory_budget}));
+  for (const int id : ids) {
+    detail::cuda_device_options options{
+        .id = id, .incore = cfg.incore, .budget = cfg.device_memory_budget};
+    staging_from_environment(options);
+    set.devices.push_back(std::make_unique<detail::cuda_device>(options));
+  }
   return set;
 }
 #endif

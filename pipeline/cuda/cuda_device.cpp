@@ -21,7 +21,6 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -747,26 +746,9 @@ struct cuda_device_state {
 
 // ---- gpu_pinned and resident_buffers ----
 
-namespace {
-/// GPUSORT_STAGING=PxM (P pieces of M MiB) replaces the options' staging ring, for measuring
-/// one ring against another in the same run.
-std::pair<std::uint64_t, unsigned> staging_ring(const cuda_device_options& options)
-{
-  std::pair<std::uint64_t, unsigned> ring{options.staging_piece_bytes, options.staging_pieces};
-  if (const char* v = std::getenv("GPUSORT_STAGING")) {
-    unsigned pieces = 0;
-    unsigned mib = 0;
-    if (std::sscanf(v, "%ux%u", &pieces, &mib) == 2 && pieces >= 2 && pieces <= 64 && mib >= 1 &&
-        mib <= 1024)
-      ring = {std::uint64_t{mib} << 20, pieces};
-  }
-  return ring;
-}
-}  // namespace
-
 gpu_pinned::gpu_pinned(const cuda_device_options& options)
-    : in{staging_ring(options).first, staging_ring(options).second},
-      out{staging_ring(options).first, staging_ring(options).second},
+    : in{options.staging_piece_bytes, options.staging_pieces},
+      out{options.staging_piece_bytes, options.staging_pieces},
       words{resident_buffers::word_count * sizeof(std::uint64_t),
             cudaHostAllocPortable | cudaHostAllocMapped}
 {
