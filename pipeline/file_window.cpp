@@ -716,6 +716,9 @@ struct piece_mover::job {
   std::uint64_t per_piece{};  ///< blocks of a whole piece
   std::uint64_t blocks{};     ///< blocks in all
   const buffer_fn* gate{};    ///< reusable (reading) or filled (writing)
+  /// Gathering: the runs read instead of `file`, and where each ends in the range they make.
+  const std::vector<source_run>* runs{};
+  std::vector<std::uint64_t> run_ends;
 
   std::uint64_t next_block{};
   std::uint64_t handed{};          ///< pieces handed on (reading) or being filled (writing)
@@ -741,6 +744,26 @@ struct piece_mover::job {
   {
     if (!failure) failure = std::move(e);
     stop = true;
+  }
+  /// Reads `len` bytes from `at` in the range (the file, or the runs one after another).
+  void read_at(char* buffer, std::uint64_t at, std::uint64_t len) const
+  {
+    if (runs == nullptr) {
+      host_read(buffer, file + at, len);
+      return;
+    }
+    // The first run that ends past `at`; a block spans as many runs as lie within it.
+    auto k = static_cast<std::size_t>(
+        std::upper_bound(run_ends.begin(), run_ends.end(), at) - run_ends.begin());
+    while (len > 0) {
+      const std::uint64_t begins = run_ends[k] - (*runs)[k].bytes;
+      const std::uint64_t part = std::min(len, run_ends[k] - at);
+      host_read(buffer, (*runs)[k].data + (at - begins), part);
+      buffer += part;
+      at += part;
+      len -= part;
+      ++k;
+    }
   }
 };
 
@@ -777,6 +800,19 @@ void piece_mover::read(const void* src, std::uint64_t bytes, const ring& r,
   j.file = const_cast<char*>(static_cast<const char*>(src));  // only read
   j.r = r;
   j.bytes = bytes;
+  j.gate = &reusable;
+  run(j, hand_on);
+}
+
+void piece_mover::gather(const std::vector<source_run>& runs, const ring& r,
+                         const piece_fn& hand_on, const buffer_fn& reusable)
+{
+  job j;
+  j.dir = direction::read;
+  j.runs = &runs;
+  j.run_ends.reserve(runs.size());
+  for (const source_run& run : runs) j.run_ends.push_back(j.bytes += run.bytes);
+  j.r = r;
   j.gate = &reusable;
   run(j, hand_on);
 }
@@ -899,7 +935,7 @@ void piece_mover::work_on(job& j, std::unique_lock<std::mutex>& lock)
       const std::uint64_t len = std::min(io_block, j.piece_length(p) - within);
       char* const buffer = (*j.r.buffers)[i] + within;
       if (reading)
-        host_read(buffer, j.file + at, len);
+        j.read_at(buffer, at, len);
       else
         host_write(j.file + at, buffer, len);
     } catch (...) {

@@ -263,6 +263,18 @@ class piece_mover {
   void write(void* dst, std::uint64_t bytes, const ring& r, const piece_fn& fill,
              const buffer_fn& filled);
 
+  /// Bytes at `data` (memory or a file window), one of the runs that gather reads.
+  struct source_run {
+    const char* data{};
+    std::uint64_t bytes{};
+  };
+  /// read() of the runs one after another, as if they were one range as long as all of them:
+  /// the slices of a round-2 task into the ring, so that a piece carries many slices and one
+  /// copy, and the threads keep every piece busy however short the slices are. `runs` must
+  /// outlive the call.
+  void gather(const std::vector<source_run>& runs, const ring& r, const piece_fn& hand_on,
+              const buffer_fn& reusable);
+
   [[nodiscard]] unsigned threads() const noexcept { return threads_; }
 
  private:

@@ -204,6 +204,8 @@ struct round_state {
   std::vector<const void*> batch_src;
   std::vector<std::size_t> batch_size;
   bool batch_supported{true};
+  /// Reused by load_array's gathers from memory the engine did not pin.
+  std::vector<piece_mover::source_run> gather_runs;
   /// load_decoded_on_host's keys, in words so that they serve either key width, and where
   /// each slice's go.
   std::vector<std::uint64_t> decoded;
@@ -338,6 +340,15 @@ struct round_state {
     if (t.slices.size() > 1 && mapped != nullptr &&
         batch_copies(t.slices, src, element_bytes, d_out))
       return;
+    if (t.slices.size() > 1 && !is_pinned(src)) {  // a pageable round-1 buffer: packed pieces
+      gather_runs.clear();
+      for (const run& sl : t.slices)
+        if (sl.length > 0)
+          gather_runs.push_back({.data = static_cast<const char*>(src) + sl.offset * element_bytes,
+                                 .bytes = sl.length * element_bytes});
+      in_staging.gather_in(d_out, gather_runs, h2d.value());
+      return;
+    }
     std::uint64_t at = 0;
     for (const run& sl : t.slices) {
       copy_to_device(d_out + at * element_bytes,
