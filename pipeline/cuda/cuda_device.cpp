@@ -20,14 +20,15 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <string_view>
 #include <exception>
 #include <mutex>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -37,6 +38,11 @@ namespace gpusort::detail {
 namespace {
 
 constexpr std::uint32_t max_slices_per_launch = 65535;
+
+double seconds_since(std::chrono::steady_clock::time_point start)
+{
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 /// The runtime's view of `p` when it lies in page-locked host memory, else nullopt.
 std::optional<cudaPointerAttributes> pinned_attributes(const void* p) noexcept
@@ -951,8 +957,32 @@ std::uint64_t cuda_device::resident_capacity(const element_layout& layout) const
 
 gpu_pinned& cuda_device::pinned()
 {
-  if (!state_->pinned) state_->pinned = std::make_unique<gpu_pinned>(options_);
+  if (!state_->pinned) {
+    const auto start = std::chrono::steady_clock::now();
+    state_->pinned = std::make_unique<gpu_pinned>(options_);
+    pinned_made_.seconds += seconds_since(start);
+    pinned_made_.bytes += 2 * options_.staging_pieces * options_.staging_piece_bytes +
+                          state_->pinned->words.size();
+  }
   return *state_->pinned;
+}
+
+void cuda_device::profile_made_buffers(job_context& ctx, int round)
+{
+  const auto add = [&](made& m, const char* stage) {
+    if (m.seconds > 0 && ctx.profiling())
+      ctx.add_profile(stage_profile{.device = name_,
+                                    .round = round,
+                                    .stage = stage,
+                                    .chunks = 1,
+                                    .bytes = m.bytes,
+                                    .busy_seconds = m.seconds,
+                                    .first_start = 0,
+                                    .last_end = m.seconds});
+    m = {};
+  };
+  add(pinned_made_, "pinned staging made");
+  add(device_made_, "device buffers made");
 }
 
 std::uint64_t cuda_device::room_for(const buffer_sizes& need, unsigned copies, bool for_resident)
@@ -985,10 +1015,13 @@ resident_buffers& cuda_device::resident(const element_layout& layout, std::uint6
     kept.reset();  // first, so that its memory is free for the new one
     const std::uint64_t room = room_for(need, resident_buffers::copies, true);
     gpu_pinned& host = pinned();
+    const auto start = std::chrono::steady_clock::now();
     kept = make_grown(grown_sizes(held, need, resident_buffers::copies, room), need,
                       [&](const buffer_sizes& sizes) {
                         return std::make_unique<resident_buffers>(sizes, options_, with, host);
                       });
+    device_made_.seconds += seconds_since(start);
+    device_made_.bytes += kept->sizes.total(resident_buffers::copies);
   }
   kept->sorter = with;
   return *kept;
@@ -1014,11 +1047,15 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
     kept.reset();  // first, so that its memory is free for the new one
     const std::uint64_t room = room_for(need, buffers_per_element, false);
     gpu_pinned& host = pinned();
+    const auto start = std::chrono::steady_clock::now();
     kept = make_grown(grown_sizes(held, need, buffers_per_element, room), need,
                       [&](const buffer_sizes& sizes) {
                         return std::make_unique<round_state>(sizes, tables, options_, with, host);
                       });
+    device_made_.seconds += seconds_since(start);
+    device_made_.bytes += kept->sizes.total(buffers_per_element);
   }
+  profile_made_buffers(ctx, ctx.round());
   kept->sorter = with;
   round_state& state = *kept;
   state.layout = layout;

@@ -131,6 +131,11 @@ class cuda_device final : public device {
   /// and frees what the device kept from earlier rounds.
   void shrink_budget() noexcept;
 
+  /// Adds to `ctx`'s profile (as stages of `round`) what making this GPU's kept buffers cost
+  /// since the last call: its pinned staging at its first job, device buffers where they grew.
+  /// A one-shot command pays them in its only job, so its profile shows them.
+  void profile_made_buffers(job_context& ctx, int round);
+
  private:
   /// The GPU's pinned staging and words, made at its first job.
   gpu_pinned& pinned();
@@ -139,16 +144,19 @@ class cuda_device final : public device {
   /// freeing the other kind.
   std::uint64_t room_for(const buffer_sizes& need, unsigned copies, bool for_resident);
 
+  /// What making buffers cost since profile_made_buffers last took it: seconds and bytes.
+  struct made {
+    double seconds{};
+    std::uint64_t bytes{};
+  };
+  made pinned_made_, device_made_;
+
   cuda_device_options options_;
   std::unique_ptr<cuda_device_state> state_;
   std::uint64_t budget_bytes_{};
   int sm_major_{};
   std::string name_;
 };
-
-/// Host memory allocated and registered with every GPU (portable, mapped), so that copies run
-/// at full speed and kernels can read it directly. Unregistered when the buffer goes.
-host_buffer pinned_host_buffer(std::size_t bytes);
 
 
 }  // namespace gpusort::detail

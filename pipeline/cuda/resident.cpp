@@ -176,6 +176,7 @@ class resident_job {
                             .ready = cuda::cuda_event{},
                             .ranges = {}});
     }
+    for (part& p : parts_) p.dev->profile_made_buffers(ctx_, 1);
     bool storing = false;
     try {
       for (part& p : parts_) {

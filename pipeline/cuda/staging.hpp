@@ -10,6 +10,7 @@
 
 #include "core/checks.hpp"
 #include "pipeline/file_window.hpp"
+#include "pipeline/host_memory.hpp"
 #include "pipeline/cuda/resources.hpp"
 
 #include <gpusort/error.hpp>
@@ -29,6 +30,10 @@ namespace gpusort::detail {
 /// Whether `p` lies in page-locked memory that the GPUs can copy from directly.
 bool is_pinned(const void* p) noexcept;
 
+/// Host memory allocated and registered with every GPU (portable, mapped), so that copies run
+/// at full speed and kernels can read it directly. Unregistered when the buffer goes.
+host_buffer pinned_host_buffer(std::size_t bytes);
+
 /// Pinned pieces through which one direction stages memory the engine did not pin: the host
 /// copies one piece while the copy engine moves another.
 class staging {
@@ -36,9 +41,21 @@ class staging {
   staging(std::uint64_t piece_bytes, unsigned pieces) : piece_bytes_{piece_bytes}
   {
     GPUSORT_CUDA_TRY(cudaGetDevice(&device_));
+    // One registered range of huge pages, or (GPUSORT_STAGING_HOSTALLOC=1, the A/B) a
+    // cudaHostAlloc per piece: the allocation is paid by the first job, which for a one-shot
+    // CLI is its only one.
+    const char* v = std::getenv("GPUSORT_STAGING_HOSTALLOC");
+    if (v != nullptr && std::string_view{v} == "1") {
+      for (unsigned i = 0; i < pieces; ++i) {
+        allocated_.emplace_back(piece_bytes, cudaHostAllocPortable);
+        piece_data_.push_back(allocated_.back().data<char>());
+      }
+    } else {
+      registered_ = pinned_host_buffer(piece_bytes * pieces);
+      for (unsigned i = 0; i < pieces; ++i)
+        piece_data_.push_back(static_cast<char*>(registered_.data()) + i * piece_bytes);
+    }
     for (unsigned i = 0; i < pieces; ++i) {
-      pieces_.emplace_back(piece_bytes, cudaHostAllocPortable);
-      piece_data_.push_back(pieces_.back().data<char>());
       done_.emplace_back();
       in_use_.push_back(false);
     }
@@ -56,11 +73,11 @@ class staging {
     }
     for (std::uint64_t off = 0; off < bytes; off += piece_bytes_) {
       const std::uint64_t len = std::min(piece_bytes_, bytes - off);
-      const auto i = static_cast<std::size_t>(next_++ % pieces_.size());
+      const auto i = static_cast<std::size_t>(next_++ % piece_data_.size());
       if (in_use_[i]) done_[i].synchronize();  // the piece's last copy has left it
-      host_read(pieces_[i].data(), src + off, len);  // memory, or a file read in place
+      host_read(piece_data_[i], src + off, len);  // memory, or a file read in place
       GPUSORT_CUDA_TRY(
-          cudaMemcpyAsync(d_dst + off, pieces_[i].data(), len, cudaMemcpyHostToDevice, s));
+          cudaMemcpyAsync(d_dst + off, piece_data_[i], len, cudaMemcpyHostToDevice, s));
       done_[i].record(s);
       in_use_[i] = true;
     }
@@ -90,21 +107,21 @@ class staging {
       return;
     }
     const std::uint64_t count = (bytes + piece_bytes_ - 1) / piece_bytes_;
-    const std::uint64_t ahead = std::min<std::uint64_t>(count, pieces_.size());
+    const std::uint64_t ahead = std::min<std::uint64_t>(count, piece_data_.size());
     auto issue = [&](std::uint64_t p) {
       const std::uint64_t off = p * piece_bytes_;
-      const unsigned i = static_cast<unsigned>(p % pieces_.size());
-      GPUSORT_CUDA_TRY(cudaMemcpyAsync(pieces_[i].data(), d_src + off,
+      const unsigned i = static_cast<unsigned>(p % piece_data_.size());
+      GPUSORT_CUDA_TRY(cudaMemcpyAsync(piece_data_[i], d_src + off,
                                        std::min(piece_bytes_, bytes - off),
                                        cudaMemcpyDeviceToHost, s));
       done_[i].record(s);
     };
     for (std::uint64_t p = 0; p < ahead; ++p) issue(p);
     for (std::uint64_t p = 0; p < count; ++p) {
-      const unsigned i = static_cast<unsigned>(p % pieces_.size());
+      const unsigned i = static_cast<unsigned>(p % piece_data_.size());
       done_[i].synchronize();
       const std::uint64_t off = p * piece_bytes_;
-      host_write(dst + off, pieces_[i].data(), std::min(piece_bytes_, bytes - off));
+      host_write(dst + off, piece_data_[i], std::min(piece_bytes_, bytes - off));
       if (p + ahead < count) issue(p + ahead);
     }
   }
@@ -127,7 +144,7 @@ class staging {
   template <class Move>
   void in_through_mover(char* d_dst, std::uint64_t bytes, cudaStream_t s, Move&& move)
   {
-    const std::size_t first = static_cast<std::size_t>(next_ % pieces_.size());
+    const std::size_t first = static_cast<std::size_t>(next_ % piece_data_.size());
     const piece_mover::piece_fn hand_on = [&](std::size_t i, std::uint64_t off,
                                               std::uint64_t len) {
       GPUSORT_CUDA_TRY(
@@ -146,7 +163,7 @@ class staging {
   /// what its piece held before, and they write each piece once it arrived.
   void out_through_mover(char* dst, const char* d_src, std::uint64_t bytes, cudaStream_t s)
   {
-    const std::size_t first = static_cast<std::size_t>(next_ % pieces_.size());
+    const std::size_t first = static_cast<std::size_t>(next_ % piece_data_.size());
     mover().write(
         dst, bytes, {.buffers = &piece_data_, .piece_bytes = piece_bytes_, .first = first},
         [&](std::size_t i, std::uint64_t off, std::uint64_t len) {
@@ -176,8 +193,9 @@ class staging {
 
   std::uint64_t piece_bytes_;
   int device_{};  ///< the GPU current when the pieces were pinned: the one whose copies use them
-  std::vector<cuda::pinned_buffer> pieces_;
-  std::vector<char*> piece_data_;  ///< pieces_' memory, as the mover's ring
+  host_buffer registered_;                      ///< the pieces, one after another
+  std::vector<cuda::pinned_buffer> allocated_;  ///< or each piece apart
+  std::vector<char*> piece_data_;               ///< the pieces, as the mover's ring
   std::vector<cuda::cuda_event> done_;
   std::vector<bool> in_use_;
   std::uint64_t next_{};
