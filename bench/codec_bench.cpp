@@ -127,6 +127,8 @@ result run_case(gpusort::dtype t, gpusort::distribution d, std::uint64_t chunk_k
   device_buffer d_table{deal * sizeof(codec::encoded_slice)};
   GPUSORT_CUDA_TRY(cudaMemcpy(d_table.data(), table.data(), d_table.size(),
                               cudaMemcpyHostToDevice));
+  // A pageable copy may return before its DMA lands; `s` does not wait for the legacy stream.
+  GPUSORT_CUDA_TRY(cudaDeviceSynchronize());
   device_buffer decoded{bytes};
   GPUSORT_CUDA_TRY(cudaMemsetAsync(decoded.data(), 0, bytes, s));
   r.decode_gbs = gb / gpusort::bench::gpu_time_median(s, reps, {}, [&] {

@@ -98,6 +98,8 @@ result run_case(gpusort::dtype t, gpusort::distribution d, std::uint64_t n, int 
   GPUSORT_CUDA_TRY(cudaMemcpy(src.data(), host.data(), kb, cudaMemcpyHostToDevice));
   if constexpr (pairs)
     GPUSORT_CUDA_TRY(cudaMemcpy(vsrc.data(), host_values.data(), vb, cudaMemcpyHostToDevice));
+  // A pageable copy may return before its DMA lands; `s` does not wait for the legacy stream.
+  GPUSORT_CUDA_TRY(cudaDeviceSynchronize());
   auto restore = [&] {
     GPUSORT_CUDA_TRY(cudaMemcpyAsync(keys.data(), src.data(), kb, cudaMemcpyDeviceToDevice, s));
     if constexpr (pairs)

@@ -488,6 +488,7 @@ TEST_F(gpu_sample_sort_bits, buffers_off_a_vector_boundary)
   device_buffer scratch{bytes};
   cuda_stream stream;
   ASSERT_EQ(cudaMemcpy(in, keys.data(), n * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the pageable copy's DMA has landed
   const bool alt = cuda::sample_sort(dtype::u32, order::ascending, in, in_alt, nullptr, nullptr,
                                      n, 0, scratch.data(), bytes, stream.value(),
                                      cuda::default_sample_seed);
