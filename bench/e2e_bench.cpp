@@ -25,8 +25,7 @@
 //             [--disk-dir DIR [--disk-bytes 4Gi]] [--machine NAME] [--commit C] [--skip-daemon]
 //             [--repeat R] [--paths cli,daemon_fd,...]
 //
-// --paths runs only the CLI and daemon paths named (cli, cli_late_pages, cli_round1_pageable,
-// cli_round1_populated,
+// --paths runs only the CLI and daemon paths named (cli, cli_late_pages, cli_round1_pinned,
 // daemon_fd, daemon_shm, daemon_fd_inplace), for same-run A/Bs of one path.
 // --repeat runs each CLI and daemon path R times (the median is its target). Before each path,
 // one fallocate of a new file of --bytes in --dir shows what the output's pages cost then: a
@@ -467,13 +466,11 @@ int main(int argc, char** argv)
     add_path("cli_late_pages",
              [&] { return run_child(local, "/tmp", {"GPUSORT_PREPARE_OUTPUT=0"}); });
     // The same with a pageable round-1 buffer: what pinning it costs a one-shot command.
-    if (ooc) {
-      add_path("cli_round1_pageable",
-               [&] { return run_child(local, "/tmp", {"GPUSORT_ROUND1_PINNED=0"}); });
-      // Pageable, with its pages made before round 1: what first touches cost in round 1.
-      add_path("cli_round1_populated",
-               [&] { return run_child(local, "/tmp", {"GPUSORT_ROUND1_PINNED=populate"}); });
-    }
+    // The same with a pinned round-1 buffer, as the daemon keeps one (--local keeps it
+    // pageable): what pinning costs a one-shot command against what it saves in the copies.
+    if (ooc)
+      add_path("cli_round1_pinned",
+               [&] { return run_child(local, "/tmp", {"GPUSORT_ROUND1_PINNED=1"}); });
     if (skip_daemon) continue;
     // The daemon: started, given time to bind, then a client sorts through it.
     pid_t pid = 0;

@@ -225,6 +225,16 @@ key_spec compress_runs_key(std::string_view meaning)
   return enum_key("compress_runs", &config::compress_runs, words, meaning);
 }
 
+key_spec round1_buffer_key(std::string_view meaning)
+{
+  static constexpr std::array<std::pair<round1_memory, std::string_view>, 3> words{{
+      {round1_memory::automatic, "auto"},
+      {round1_memory::pinned, "pinned"},
+      {round1_memory::pageable, "pageable"},
+  }};
+  return enum_key("round1_buffer", &config::round1_buffer, words, meaning);
+}
+
 key_spec admission_key(std::string_view meaning)
 {
   static constexpr std::array<std::pair<admission_policy, std::string_view>, 2> words{{
@@ -423,6 +433,13 @@ const std::vector<key_spec>& config_keys()
                         "their decoding), `off` never. Values travel raw; jobs that fit one device "
                         "are unchanged; the CPU engine only pays the encoding (it has no PCIe "
                         "to save)."),
+      round1_buffer_key("Where round 1 of an out-of-core job on GPUs leaves its sorted runs "
+                        "(host memory of the job's size): `pinned` registers it with the GPUs "
+                        "at the first such job and keeps it for the engine's life, so the copy "
+                        "engines move the runs directly; `pageable` never registers it and stages "
+                        "the runs through the pinned pieces, which saves a one-shot job the "
+                        "registration and its undoing; `auto` is `pinned` in "
+                        "the daemon and the library, `pageable` for `gpusort sort --local`."),
       log_level_key("log_level", &config::level, "Least severe messages that are logged."),
   };
   return keys;

@@ -175,6 +175,18 @@ detail::execution_stats sort_files_in_memory(const detail::job_arrays& a,
   return stats;
 }
 
+#if GPUSORT_WITH_CUDA
+/// Whether the round-1 buffer is pinned (config round1_buffer; `auto` is pinned in an engine,
+/// and the CLI's --local turns it into pageable). GPUSORT_ROUND1_PINNED=1 or 0 overrides it,
+/// for the A/B of e2e_bench's cli and cli_round1_pinned paths.
+bool round1_pinned(const config& cfg)
+{
+  if (const char* v = std::getenv("GPUSORT_ROUND1_PINNED"); v != nullptr && *v != '\0')
+    return std::string_view{v} != "0";
+  return cfg.round1_buffer != round1_memory::pageable;
+}
+#endif
+
 }  // namespace
 
 struct host_registration::state {
@@ -293,19 +305,10 @@ detail::execution_stats engine::impl::sort_on_gpus(const detail::job_arrays& arr
       if (!plan.in_core() && round1_cache.size() < round1_bytes) {
         const auto allocation_start = std::chrono::steady_clock::now();
         round1_cache = detail::host_buffer{};
-        // GPUSORT_ROUND1_PINNED=0 keeps it pageable, for measuring what pinning costs a
-        // one-shot job against what it saves in the copies; =populate makes its pages first
-        // but does not pin them (what the pageable buffer's first touches cost in round 1).
-        const char* pinned = std::getenv("GPUSORT_ROUND1_PINNED");
-        const std::string_view how = pinned != nullptr ? pinned : "";
-        if (how == "0" || how == "populate") {
-          round1_cache = detail::host_buffer{round1_bytes};
-          if (how == "populate") round1_cache.populate();
-        } else {
-          round1_cache = detail::pinned_host_buffer(round1_bytes);
-        }
-        // Pinning is paid once per engine: the daemon keeps the buffer, a one-shot CLI pays
-        // it every run, so the profile shows it beside the rounds.
+        round1_cache = round1_pinned(cfg) ? detail::pinned_host_buffer(round1_bytes)
+                                          : detail::host_buffer{round1_bytes};
+        // Pinning is paid once per engine: the daemon keeps the buffer, a one-shot CLI would
+        // pay it every run (it keeps it pageable), so the profile shows it beside the rounds.
         if (ctx.profiling()) {
           const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                                             allocation_start)

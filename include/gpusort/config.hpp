@@ -32,6 +32,21 @@ enum class run_compression : std::uint8_t {
   automatic,  ///< encoded, but a chunk whose stream keeps over 10% of its bytes stays raw
 };
 
+/// Where round 1 of an out-of-core job on GPUs leaves its sorted runs: host memory of the
+/// job's size, the round-1 buffer.
+enum class round1_memory : std::uint8_t {
+  /// Pinned by an engine that runs many jobs (the daemon, the library), pageable for a one-shot
+  /// `gpusort sort --local`.
+  automatic,
+  /// Its pages made and registered with the GPUs before the first such job and kept for the
+  /// engine's life: the copy engines move the runs straight in and out.
+  pinned,
+  /// Pageable (kept for the engine's life too, but never registered): round 1 stores and
+  /// round 2 gathers through the pinned staging, so that a one-shot job pays neither the
+  /// registration nor its undoing.
+  pageable,
+};
+
 enum class log_level : std::uint8_t { trace, debug, info, warn, error, off };
 
 /// What the daemon does with a job that fits its host memory budget, but not now.
@@ -75,6 +90,7 @@ struct config {
   unsigned shutdown_timeout{30};  ///< seconds SIGTERM waits for jobs before cancelling them
   incore_engine incore{incore_engine::automatic};
   run_compression compress_runs{run_compression::off};
+  round1_memory round1_buffer{round1_memory::automatic};
   log_level level{log_level::info};
 
   bool operator==(const config&) const = default;

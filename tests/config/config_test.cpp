@@ -26,12 +26,12 @@ void PrintTo(const config& c, std::ostream* os) { *os << "\n" << to_yaml(c); }
 
 namespace {
 
-constexpr std::array<std::string_view, 18> all_keys{
+constexpr std::array<std::string_view, 19> all_keys{
     "devices",          "device_memory_budget", "chunk_bytes",     "pinned_pool_bytes",
     "host_threads",     "socket",               "allowed_uids",    "allowed_gids",
     "max_connections",  "max_running_jobs",     "max_queued_jobs", "admission",
     "host_memory_budget", "shutdown",           "shutdown_timeout", "incore_engine",
-    "compress_runs",    "log_level"};
+    "compress_runs",    "round1_buffer",        "log_level"};
 
 /// The message of the config_error that parsing `yaml` throws.
 std::string error_of(std::string_view yaml, std::string_view source = "test.yaml")
@@ -376,6 +376,30 @@ TEST(CompressRuns, Invalid)
             "test.yaml:1:16: compress_runs: expected one of auto, on, off, got 'yes'");
   EXPECT_EQ(error_of("compress_runs: [on]"),
             "test.yaml:1:16: compress_runs: expected one of auto, on, off, got a list");
+}
+
+// ---------------------------------------------------------------------------------------------
+// round1_buffer
+
+TEST(Round1Buffer, EveryNameAndAutoByDefault)
+{
+  EXPECT_EQ(parse("").round1_buffer, round1_memory::automatic);
+  EXPECT_EQ(parse("round1_buffer: auto").round1_buffer, round1_memory::automatic);
+  EXPECT_EQ(parse("round1_buffer: pinned").round1_buffer, round1_memory::pinned);
+  EXPECT_EQ(parse("round1_buffer: pageable").round1_buffer, round1_memory::pageable);
+  config c;
+  for (const round1_memory m : {round1_memory::pinned, round1_memory::pageable}) {
+    c.round1_buffer = m;
+    EXPECT_EQ(parse(to_yaml(c)).round1_buffer, m);
+  }
+}
+
+TEST(Round1Buffer, Invalid)
+{
+  EXPECT_EQ(error_of("round1_buffer: locked"),
+            "test.yaml:1:16: round1_buffer: expected one of auto, pinned, pageable, got 'locked'");
+  EXPECT_EQ(error_of("round1_buffer: 1"),
+            "test.yaml:1:16: round1_buffer: expected one of auto, pinned, pageable, got '1'");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ TEST(Schema, TheKeysInOrder)
                        "host_threads", "socket", "allowed_uids", "allowed_gids",
                        "max_connections", "max_running_jobs", "max_queued_jobs", "admission",
                        "host_memory_budget", "shutdown", "shutdown_timeout", "incore_engine",
-                       "compress_runs", "log_level"}));
+                       "compress_runs", "round1_buffer", "log_level"}));
 }
 
 TEST(Schema, EveryKeyIsDocumented)
@@ -144,7 +144,11 @@ TEST(ReferenceMarkdown, OneRowPerKeyWithItsDefault)
   EXPECT_EQ(lines[16].rfind("| `shutdown_timeout` | `30` | ", 0), 0u) << lines[16];
   EXPECT_EQ(lines[17].rfind("| `incore_engine` | `auto` | ", 0), 0u) << lines[17];
   EXPECT_EQ(lines[18].rfind("| `compress_runs` | `off` | ", 0), 0u) << lines[18];
-  EXPECT_EQ(lines[19].rfind("| `log_level` | `info` | ", 0), 0u) << lines[19];
+  EXPECT_EQ(lines[19].rfind("| `round1_buffer` | `auto` | one of `auto`, `pinned`, `pageable` | ",
+                            0),
+            0u)
+      << lines[19];
+  EXPECT_EQ(lines[20].rfind("| `log_level` | `info` | ", 0), 0u) << lines[20];
   for (const std::string& line : lines) {
     // Four cells: a stray '|' inside a text would break the table.
     EXPECT_EQ(std::count(line.begin(), line.end(), '|'), 5) << line;

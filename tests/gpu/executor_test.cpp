@@ -186,6 +186,82 @@ TYPED_TEST(GpuEngineKeys, PairsTravelTogether)
   }
 }
 
+/// Registered bytes an engine of `cfg` holds after sorting n keys of K out of core (its
+/// staging, and a pinned round-1 buffer where it keeps one).
+template <typename K>
+std::int64_t registered_after_a_job(config cfg, std::uint64_t n)
+{
+  const std::int64_t before = detail::bytes_held(detail::held::registered);
+  std::vector<K> keys(n);
+  generate(std::span<K>{keys}, distribution::uniform, 41);
+  engine eng{cfg};
+  eng.sort(sort_job{.keys = key_array{keys.data(), n, dtype_of_v<K>}});
+  return detail::bytes_held(detail::held::registered) - before;
+}
+
+/// A pageable round-1 buffer (config round1_buffer, what `gpusort sort --local` keeps): round 1
+/// stores the runs through the staging, and round 2 gathers each task's slices into whole
+/// pinned pieces (staging::gather_in), raw and compressed (decoded on the host), keys alone and
+/// pairs, in place and into separate outputs. Nothing of it is registered: an engine that pins
+/// the buffer holds at least its bytes more.
+TYPED_TEST(GpuEngineKeys, APageableRound1BufferIsStagedBothWays)
+{
+  using K = TypeParam;
+  for (const run_compression compress : {run_compression::off, run_compression::on}) {
+    for (const distribution dist : {distribution::uniform, distribution::zero,
+                                    distribution::detdupes, distribution::sorted,
+                                    distribution::fewunique, distribution::gaussian}) {
+      if (!applies_to(dist, dtype_of_v<K>)) continue;
+      for (const order dir : {order::ascending, order::descending}) {
+        for (const std::uint64_t n : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{4099},
+                                      std::uint64_t{999'983}, std::uint64_t{3'000'017}}) {
+          if (small_only() && n > 10'000) continue;
+          SCOPED_TRACE(std::string{name_of(dist)} + (dir == order::ascending ? " asc" : " desc") +
+                       " n=" + std::to_string(n) +
+                       (compress == run_compression::on ? " compressed" : " raw"));
+          std::vector<K> keys(n), out(n);
+          generate(std::span<K>{keys}, dist, n + 43);
+          const std::vector<K> original = keys;
+          const key_array view{keys.data(), n, dtype_of_v<K>};
+          const fingerprint before = fingerprint_of(view);
+          config cfg = forced_out_of_core(n, sizeof(K));
+          cfg.round1_buffer = round1_memory::pageable;
+          cfg.compress_runs = compress;
+          const bool separate = n % 2 == 1;
+          const sort_report r =
+              engine{cfg}.sort(sort_job{.keys = view, .keys_out = separate ? out.data() : nullptr},
+                               {.direction = dir});
+          const verify_result v =
+              verify(key_array{separate ? out.data() : keys.data(), n, dtype_of_v<K>},
+                     std::nullopt, dir, before);
+          ASSERT_TRUE(v.ok) << v.message << " (d=" << r.chunks << ")";
+          if (separate) {
+            EXPECT_EQ(std::memcmp(keys.data(), original.data(), n * sizeof(K)), 0);
+          }
+          if (n >= 999'983) {
+            EXPECT_EQ(r.rounds, 2);
+          }
+        }
+      }
+    }
+  }
+  if (small_only()) return;
+  for (const distribution dist : {distribution::uniform, distribution::detdupes}) {
+    const std::uint64_t n = 2'000'003;
+    config cfg = forced_out_of_core(n, sizeof(K), 8);
+    cfg.round1_buffer = round1_memory::pageable;
+    check_pairs<K, std::uint64_t>(cfg, n, dist, order::descending, true);
+    check_pairs<K, std::uint64_t>(cfg, n, dist, order::ascending, false);
+  }
+  const std::uint64_t n = 3'000'017;
+  config pinned = forced_out_of_core(n, sizeof(K));
+  pinned.round1_buffer = round1_memory::pinned;
+  config pageable = pinned;
+  pageable.round1_buffer = round1_memory::pageable;
+  EXPECT_GE(registered_after_a_job<K>(pinned, n) - registered_after_a_job<K>(pageable, n),
+            static_cast<std::int64_t>(n * sizeof(K)));
+}
+
 template <typename K, typename V>
 void check_resident(const std::vector<detail::cuda_device*>& gpus, std::uint64_t n,
                     distribution dist, order dir, bool pinned, bool separate)

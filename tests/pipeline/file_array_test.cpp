@@ -944,6 +944,84 @@ TEST(PieceMover, WritesEveryPieceOnlyOnceItsBytesAreIn)
   }
 }
 
+/// gather: runs of memory and of a file window, one after another as one range, as round 2
+/// gathers a task's slices of a pageable round-1 buffer: empty runs, runs shorter than a block
+/// and many to a block, runs across blocks and pieces, every piece handed on in order and
+/// never read into while in use; a run past its file's end is the file's io_error.
+TEST(PieceMover, GathersRunsOfMemoryAndFilesAsOneRange)
+{
+  const temp_file file;
+  const std::vector<char> file_bytes = pattern(5 * mib + 333, 7);
+  file.write_at(lead, file_bytes.data(), file_bytes.size());
+  const file_array in{file.fd(), lead, file_bytes.size(), "runs.bin"};
+  const std::vector<char> memory = pattern(9 * mib + 17, 8);
+  // The runs: (from the file?, offset, length).
+  struct run_spec {
+    bool from_file;
+    std::uint64_t at, bytes;
+  };
+  const std::vector<std::vector<run_spec>> cases{
+      {},
+      {{false, 0, 0}, {true, 5, 0}},
+      {{false, 3, 1}},
+      {{false, 0, mib}, {true, 0, mib}, {false, mib, mib}},
+      {{false, 17, 3 * mib + 5}, {true, 4093, 0}, {true, 4093, 2 * mib + 1}, {false, 9, 4099}},
+      {{true, 5 * mib, 333}, {false, 8 * mib, mib + 17}, {true, 0, 5 * mib + 333}},
+  };
+  std::vector<run_spec> many;  // 3000 short runs, many to a block, alternately file and memory
+  for (std::uint64_t k = 0; k < 3000; ++k)
+    many.push_back({k % 2 == 0, (k * 1237) % (5 * mib), 1 + (k * 631) % 3000});
+  std::vector<std::vector<run_spec>> all = cases;
+  all.push_back(many);
+  for (const std::uint64_t piece : {64 * std::uint64_t{1024}, 3 * mib / 2}) {
+    for (const std::size_t ring : {std::size_t{1}, std::size_t{3}}) {
+      for (std::size_t c = 0; c < all.size(); ++c) {
+        SCOPED_TRACE("case " + std::to_string(c) + ", pieces of " + std::to_string(piece) +
+                     ", ring " + std::to_string(ring));
+        std::vector<detail::piece_mover::source_run> runs;
+        std::vector<char> want;
+        for (const run_spec& r : all[c]) {
+          const char* base = r.from_file ? static_cast<const char*>(in.data()) : memory.data();
+          const char* real = r.from_file ? file_bytes.data() : memory.data();
+          runs.push_back({.data = base + r.at, .bytes = r.bytes});
+          want.insert(want.end(), real + r.at, real + r.at + r.bytes);
+        }
+        fake_copies gpu{piece, ring};
+        std::vector<char> out(want.size(), 'x');
+        detail::piece_mover mover{ring == 1 ? 1U : 4U};
+        mover.gather(
+            runs, {.buffers = &gpu.buffers(), .piece_bytes = piece, .first = ring - 1},
+            [&](std::size_t i, std::uint64_t off, std::uint64_t len) {
+              gpu.queue(i, off, len, out.data());
+            },
+            [&](std::size_t i) { gpu.complete(i); });
+        gpu.complete_all();
+        EXPECT_TRUE(out == want);
+      }
+    }
+  }
+  // A run that reaches past the file's end fails as the file does, naming it.
+  const file_array longer{file.fd(), lead, file_bytes.size() + 2 * mib, "cut.bin"};
+  const std::vector<detail::piece_mover::source_run> runs{
+      {.data = memory.data(), .bytes = mib},
+      {.data = static_cast<const char*>(longer.data()) + 4 * mib, .bytes = 2 * mib}};
+  fake_copies gpu{mib, 2};
+  std::vector<char> out(3 * mib);
+  detail::piece_mover mover{3};
+  try {
+    mover.gather(
+        runs, {.buffers = &gpu.buffers(), .piece_bytes = mib},
+        [&](std::size_t i, std::uint64_t off, std::uint64_t len) {
+          gpu.queue(i, off, len, out.data());
+        },
+        [&](std::size_t i) { gpu.complete(i); });
+    FAIL() << "no error for a run past the file's end";
+  } catch (const io_error& e) {
+    EXPECT_NE(std::string{e.what()}.find("cut.bin"), std::string::npos) << e.what();
+  }
+  gpu.complete_all();
+}
+
 TEST(PieceMover, AFileThatEndsEarlyIsAnIoErrorAndTheMoverWorksOn)
 {
   const temp_file file;
