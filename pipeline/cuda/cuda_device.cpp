@@ -969,11 +969,12 @@ gpu_pinned& cuda_device::pinned()
 
 void cuda_device::profile_made_buffers(job_context& ctx, int round)
 {
-  const auto add = [&](made& m, const char* stage) {
+  // The host's calls (no CUDA event times them): stages of the host, named after the GPU.
+  const auto add = [&](made& m, const char* what) {
     if (m.seconds > 0 && ctx.profiling())
-      ctx.add_profile(stage_profile{.device = name_,
+      ctx.add_profile(stage_profile{.device = "host",
                                     .round = round,
-                                    .stage = stage,
+                                    .stage = what + name_,
                                     .chunks = 1,
                                     .bytes = m.bytes,
                                     .busy_seconds = m.seconds,
@@ -981,8 +982,8 @@ void cuda_device::profile_made_buffers(job_context& ctx, int round)
                                     .last_end = m.seconds});
     m = {};
   };
-  add(pinned_made_, "pinned staging made");
-  add(device_made_, "device buffers made");
+  add(pinned_made_, "pinned staging made for ");
+  add(device_made_, "device buffers made on ");
 }
 
 std::uint64_t cuda_device::room_for(const buffer_sizes& need, unsigned copies, bool for_resident)
