@@ -465,7 +465,6 @@ int main(int argc, char** argv)
     // The same with the output's pages started by the job, not before the engine starts.
     add_path("cli_late_pages",
              [&] { return run_child(local, "/tmp", {"GPUSORT_PREPARE_OUTPUT=0"}); });
-    // The same with a pageable round-1 buffer: what pinning it costs a one-shot command.
     // The same with a pinned round-1 buffer, as the daemon keeps one (--local keeps it
     // pageable): what pinning costs a one-shot command against what it saves in the copies.
     if (ooc)

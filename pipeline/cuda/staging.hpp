@@ -64,7 +64,7 @@ class staging {
   /// Host -> device through the pieces; returns once the last piece is queued.
   void copy_in(char* d_dst, const char* src, std::uint64_t bytes, cudaStream_t s)
   {
-    if (memory_through_mover() || find_file_window(src)) {
+    if (memory_through_mover(true) || find_file_window(src)) {
       in_through_mover(d_dst, bytes, s, [&](const piece_mover::ring& r, const auto& hand_on,
                                             const auto& reusable) {
         mover().read(src, bytes, r, hand_on, reusable);
@@ -102,7 +102,7 @@ class staging {
   /// Device -> host through the pieces; returns once every byte is in `dst`.
   void copy_out(char* dst, const char* d_src, std::uint64_t bytes, cudaStream_t s)
   {
-    if (memory_through_mover() || find_file_window(dst)) {
+    if (memory_through_mover(false) || find_file_window(dst)) {
       out_through_mover(dst, d_src, bytes, s);
       return;
     }
@@ -128,14 +128,18 @@ class staging {
 
  private:
   /// Whether arrays in memory go through the mover's threads as files do (else one parallel
-  /// copy per piece on the calling thread). GPUSORT_MEMORY_MOVER=0 is the A/B.
-  static bool memory_through_mover()
+  /// copy per piece on the calling thread), copying in or out. GPUSORT_MEMORY_MOVER is the A/B:
+  /// 0 neither, `in` or `out` one direction, else both.
+  static bool memory_through_mover(bool in)
   {
-    static const bool on = [] {
+    static const std::string_view how = [] {
       const char* v = std::getenv("GPUSORT_MEMORY_MOVER");
-      return v == nullptr || std::string_view{v} != "0";
+      return std::string_view{v != nullptr ? v : ""};
     }();
-    return on;
+    if (how == "0") return false;
+    if (how == "in") return in;
+    if (how == "out") return !in;
+    return true;
   }
 
   /// The mover's threads read ahead (`move(ring, hand_on, reusable)`) into every piece whose
