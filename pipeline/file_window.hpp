@@ -200,9 +200,10 @@ void host_read(void* dst, const void* src, std::uint64_t bytes);
 /// Throws io_error when a write fails (a full disk: ENOSPC, EFBIG, EIO).
 void host_write(void* dst, const void* src, std::uint64_t bytes);
 
-/// Moves a file window through a ring of buffers, a piece at a time, with threads of its own
-/// that read ahead of (or write behind) the thread that hands the pieces on: what the GPU
-/// staging does with arrays in files (pipeline/cuda/staging.hpp).
+/// Moves a file window (or memory, or runs of either: gather) through a ring of buffers, a
+/// piece at a time, with threads of its own that read ahead of (or write behind) the thread
+/// that hands the pieces on: what the GPU staging does with arrays it did not pin
+/// (pipeline/cuda/staging.hpp).
 ///
 /// Why not one parallel read per piece (what the staging did before, through host_read): each
 /// 32 MiB piece forked 16 threads for two 1 MiB reads each and joined them before its copy was

@@ -1,8 +1,8 @@
 // Pinned staging for host memory the engine did not pin: the host copies one piece while a
 // copy engine moves another, so pageable arrays still stream at a good fraction of the link.
-// Arrays in files (gpusort::file_array) pass through the same pieces: read from the file
-// straight into a piece, written to the file straight from one, by a piece_mover's threads that
-// keep every piece busy (pipeline/file_window.hpp). The host's copies into and out of the
+// Arrays in memory and in files (gpusort::file_array) pass through the pieces alike: copied or
+// read straight into a piece, written out of one, by a piece_mover's threads that keep every
+// piece busy (pipeline/file_window.hpp). The host's copies into and out of the
 // pieces use streaming stores (core/stream_copy.hpp): at 8 GiB on the H200 host, a pageable
 // fitting job went from 0.79-0.85 to 0.86-0.91 of the pinned reference's rate
 // (bench/results/h200-20261128-1898a39-e2e-8Gi-ab.txt).
@@ -42,8 +42,9 @@ class staging {
   {
     GPUSORT_CUDA_TRY(cudaGetDevice(&device_));
     // One registered range of huge pages, or (GPUSORT_STAGING_HOSTALLOC=1, the A/B) a
-    // cudaHostAlloc per piece: the allocation is paid by the first job, which for a one-shot
-    // CLI is its only one.
+    // cudaHostAlloc per piece. The first job pays it, which for a one-shot CLI is its only
+    // one: both directions' 256 MiB took 0.013-0.038 s registered against 0.095-0.166 s from
+    // cudaHostAlloc (H200 host, 16 jobs, bench/results/h200-20261128-38b01cb-e2e-8Gi-ab/).
     const char* v = std::getenv("GPUSORT_STAGING_HOSTALLOC");
     if (v != nullptr && std::string_view{v} == "1") {
       for (unsigned i = 0; i < pieces; ++i) {
@@ -129,7 +130,12 @@ class staging {
  private:
   /// Whether arrays in memory go through the mover's threads as files do (else one parallel
   /// copy per piece on the calling thread), copying in or out. GPUSORT_MEMORY_MOVER is the A/B:
-  /// 0 neither, `in` or `out` one direction, else both.
+  /// 0 neither, `in` or `out` one direction, else both. The mover keeps up to the ring's pieces
+  /// in flight where a parallel copy per piece joined its threads before each piece's copy was
+  /// queued. Pageable out of core, interleaved runs on the H200 host: 8 GiB 0.63-0.65 s
+  /// against 0.85-1.02 s (h200-20261128-c7e6318-e2e-8Gi-ab/), 16 GiB 1.28-1.39 against
+  /// 1.42-1.47 s, fitting 16 GiB 0.80-0.83 against 0.77-0.81 s, one way alone no better
+  /// (h200-20261128-c0add10-e2e-16Gi-mover-ab.txt).
   static bool memory_through_mover(bool in)
   {
     static const std::string_view how = [] {
