@@ -684,10 +684,10 @@ class engine_closer {
 
 /// The configuration of the one engine a --local command runs one job on: round1_buffer
 /// `auto` becomes `pageable`. Pinned, the round-1 buffer's pages are made and registered
-/// before round 1 and unregistered at the end, which only a second job would repay; pageable,
-/// round 1 stores and round 2 gathers through the pinned staging. 8 GiB out of core on the H200
-/// host, interleaved runs: 1.64-1.89 s pageable against 1.83-1.88 s pinned, whose buffer took
-/// 0.53-0.59 s before round 1 and 0.19-0.20 s to undo (bench/results/h200-20261128-38b01cb-e2e-8Gi-ab/).
+/// before round 1 (8 GiB: 0.53-0.59 s on the H200 host) and unregistered at the end (0.19-0.20
+/// s), which only a second job would repay; pageable, round 1 stores and round 2 gathers through
+/// the pinned staging. 8 GiB out of core, 7 interleaved pairs: pageable ahead in 5 by 0.17-0.23
+/// s, behind in 2 by 0.06-0.10 s (bench/results/h200-20261128-c0add10-e2e-16Gi-mover-ab.txt).
 config one_shot(config cfg)
 {
   if (cfg.round1_buffer == round1_memory::automatic) cfg.round1_buffer = round1_memory::pageable;

@@ -11,12 +11,14 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <limits>
 #include <optional>
 #include <ostream>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace gpusort {
@@ -333,73 +335,56 @@ TEST(Socket, Invalid)
 }
 
 // ---------------------------------------------------------------------------------------------
-// incore_engine
+// the keys that take one of a few words: incore_engine, compress_runs, round1_buffer
 
-TEST(IncoreEngine, EveryName)
+/// Every word of an enum key parses to its value, an empty file gives `fallback`, every value
+/// survives to_yaml, and anything else (a word not listed, a list) is an error naming the key,
+/// its words and what was found.
+template <typename E>
+void expect_words(std::string_view key, E config::*member, E fallback,
+                  std::initializer_list<std::pair<std::string_view, E>> words)
 {
-  EXPECT_EQ(parse("").incore, incore_engine::automatic);
-  EXPECT_EQ(parse("incore_engine: auto").incore, incore_engine::automatic);
-  EXPECT_EQ(parse("incore_engine: radix").incore, incore_engine::radix);
-  EXPECT_EQ(parse("incore_engine: sample").incore, incore_engine::sample);
-  config c;
-  c.incore = incore_engine::sample;
-  EXPECT_EQ(parse(to_yaml(c)).incore, incore_engine::sample);
-}
-
-TEST(IncoreEngine, Invalid)
-{
-  EXPECT_EQ(error_of("incore_engine: merge"),
-            "test.yaml:1:16: incore_engine: expected one of auto, radix, sample, got 'merge'");
-  EXPECT_EQ(error_of("incore_engine: [radix]"),
-            "test.yaml:1:16: incore_engine: expected one of auto, radix, sample, got a list");
-}
-
-// ---------------------------------------------------------------------------------------------
-// compress_runs
-
-TEST(CompressRuns, EveryNameAndOffByDefault)
-{
-  EXPECT_EQ(parse("").compress_runs, run_compression::off);
-  EXPECT_EQ(parse("compress_runs: auto").compress_runs, run_compression::automatic);
-  EXPECT_EQ(parse("compress_runs: on").compress_runs, run_compression::on);
-  EXPECT_EQ(parse("compress_runs: off").compress_runs, run_compression::off);
-  config c;
-  c.compress_runs = run_compression::automatic;
-  EXPECT_EQ(parse(to_yaml(c)).compress_runs, run_compression::automatic);
-  c.compress_runs = run_compression::on;
-  EXPECT_EQ(parse(to_yaml(c)).compress_runs, run_compression::on);
-}
-
-TEST(CompressRuns, Invalid)
-{
-  EXPECT_EQ(error_of("compress_runs: yes"),
-            "test.yaml:1:16: compress_runs: expected one of auto, on, off, got 'yes'");
-  EXPECT_EQ(error_of("compress_runs: [on]"),
-            "test.yaml:1:16: compress_runs: expected one of auto, on, off, got a list");
-}
-
-// ---------------------------------------------------------------------------------------------
-// round1_buffer
-
-TEST(Round1Buffer, EveryNameAndAutoByDefault)
-{
-  EXPECT_EQ(parse("").round1_buffer, round1_memory::automatic);
-  EXPECT_EQ(parse("round1_buffer: auto").round1_buffer, round1_memory::automatic);
-  EXPECT_EQ(parse("round1_buffer: pinned").round1_buffer, round1_memory::pinned);
-  EXPECT_EQ(parse("round1_buffer: pageable").round1_buffer, round1_memory::pageable);
-  config c;
-  for (const round1_memory m : {round1_memory::pinned, round1_memory::pageable}) {
-    c.round1_buffer = m;
-    EXPECT_EQ(parse(to_yaml(c)).round1_buffer, m);
+  SCOPED_TRACE(std::string{key});
+  EXPECT_EQ(parse("").*member, fallback);
+  std::string listed;
+  for (const auto& [word, value] : words) {
+    EXPECT_EQ(parse(std::string{key} + ": " + std::string{word}).*member, value) << word;
+    config c;
+    c.*member = value;
+    EXPECT_EQ(parse(to_yaml(c)).*member, value) << word;
+    listed += (listed.empty() ? "" : ", ") + std::string{word};
   }
+  const std::string column = std::to_string(key.size() + 3);
+  const std::string expected = "test.yaml:1:" + column + ": " + std::string{key} +
+                               ": expected one of " + listed + ", got ";
+  EXPECT_EQ(error_of(std::string{key} + ": nonsense"), expected + "'nonsense'");
+  EXPECT_EQ(error_of(std::string{key} + ": [" + std::string{words.begin()->first} + "]"),
+            expected + "a list");
+  EXPECT_EQ(error_of(std::string{key} + ": 1"), expected + "'1'");
 }
 
-TEST(Round1Buffer, Invalid)
+TEST(WordKeys, IncoreEngine)
 {
-  EXPECT_EQ(error_of("round1_buffer: locked"),
-            "test.yaml:1:16: round1_buffer: expected one of auto, pinned, pageable, got 'locked'");
-  EXPECT_EQ(error_of("round1_buffer: 1"),
-            "test.yaml:1:16: round1_buffer: expected one of auto, pinned, pageable, got '1'");
+  expect_words("incore_engine", &config::incore, incore_engine::automatic,
+               {{"auto", incore_engine::automatic},
+                {"radix", incore_engine::radix},
+                {"sample", incore_engine::sample}});
+}
+
+TEST(WordKeys, CompressRunsOffByDefault)
+{
+  expect_words("compress_runs", &config::compress_runs, run_compression::off,
+               {{"auto", run_compression::automatic},
+                {"on", run_compression::on},
+                {"off", run_compression::off}});
+}
+
+TEST(WordKeys, Round1BufferAutoByDefault)
+{
+  expect_words("round1_buffer", &config::round1_buffer, round1_memory::automatic,
+               {{"auto", round1_memory::automatic},
+                {"pinned", round1_memory::pinned},
+                {"pageable", round1_memory::pageable}});
 }
 
 // ---------------------------------------------------------------------------------------------
