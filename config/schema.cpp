@@ -156,8 +156,16 @@ key_spec path_key(std::string_view name, std::string config::*member, std::size_
         cfg.*member = path;
       },
       [member](const config& cfg) {
-        YAML::Emitter out;  // quotes the path where plain YAML would misread it
-        out << cfg.*member;
+        // The emitter quotes a path where plain YAML would misread it, but writes a carriage
+        // return as it is, which the reader takes for the line's end (the fuzzer's
+        // "p/NULLl:&*a\r"): control characters are written escaped, in double quotes.
+        const std::string& path = cfg.*member;
+        const bool control = std::any_of(path.begin(), path.end(), [](char c) {
+          return static_cast<unsigned char>(c) < 0x20 || c == '\x7f';
+        });
+        YAML::Emitter out;
+        if (control) out << YAML::DoubleQuoted;
+        out << path;
         return std::string{out.c_str()};
       },
   };

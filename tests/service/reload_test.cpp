@@ -69,7 +69,7 @@ TEST(Reload, EveryKeyIsEitherAppliedOrKept)
       "host_threads: 3\nsocket: /tmp/x.sock\nallowed_uids: [1]\nallowed_gids: [2]\n"
       "max_connections: 5\nmax_running_jobs: 3\nmax_queued_jobs: 9\nadmission: reject\n"
       "host_memory_budget: 2GiB\nshutdown: cancel\nshutdown_timeout: 4\nincore_engine: radix\n"
-      "compress_runs: on\nlog_level: trace\n");
+      "compress_runs: on\nround1_buffer: pageable\nlog_level: trace\n");
   const reload_plan plan = plan_reload(running, loaded);
   EXPECT_EQ(plan.applied.size() + plan.need_restart.size(), detail::config_keys().size());
   for (const detail::key_spec& key : detail::config_keys()) {
@@ -84,7 +84,7 @@ TEST(Reload, EveryKeyIsEitherAppliedOrKept)
   EXPECT_EQ(plan.need_restart,
             (names{"devices", "device_memory_budget", "chunk_bytes", "pinned_pool_bytes",
                    "host_threads", "socket", "max_running_jobs", "incore_engine",
-                   "compress_runs"}));
+                   "compress_runs", "round1_buffer"}));
 }
 
 TEST(Reload, LogLevels)
