@@ -1,6 +1,7 @@
 #include "core/cpu_sort.hpp"
 
 #include "core/checks.hpp"
+#include "core/stream_copy.hpp"
 
 #include <gpusort/error.hpp>
 
@@ -956,20 +957,14 @@ void from_ordered_bits(const K* src, K* dst, std::uint64_t n, const key_order& k
 
 void parallel_copy(void* dst, const void* src, std::size_t bytes)
 {
-  // 1 MiB: a 32 MiB staging piece of the GPU pipeline spreads over all 16 cores of a GPU host
-  // (with 4 MiB, 8 pieces kept half of them idle).
-  constexpr std::size_t piece = std::size_t{1} << 20;
-  if (bytes <= piece) {
+  // One piece or less stays a memmove on this thread, as it always was (no thread pool woken).
+  if (bytes <= (std::size_t{1} << 20)) {
     if (bytes != 0) std::memmove(dst, src, bytes);
     return;
   }
-  const auto pieces = static_cast<std::int64_t>((bytes + piece - 1) / piece);
-#pragma omp parallel for schedule(static)
-  for (std::int64_t p = 0; p < pieces; ++p) {
-    const std::size_t off = static_cast<std::size_t>(p) * piece;
-    std::memcpy(static_cast<char*>(dst) + off, static_cast<const char*>(src) + off,
-                std::min(piece, bytes - off));
-  }
+  copy_in_pieces(dst, src, bytes, [](void* d, const void* s, std::size_t n) noexcept {
+    std::memcpy(d, s, n);
+  });
 }
 
 #define GPUSORT_INSTANTIATE_CPU_SORT(K, V)                                                     \

@@ -62,20 +62,25 @@ void stream_copy(void* dst, const void* src, std::size_t bytes) noexcept
   std::memcpy(dst, src, bytes);
 }
 
-void parallel_stream_copy(void* dst, const void* src, std::size_t bytes)
+void copy_in_pieces(void* dst, const void* src, std::size_t bytes, piece_copy copy)
 {
   constexpr std::size_t piece = std::size_t{1} << 20;
   if (bytes <= piece) {
-    stream_copy(dst, src, bytes);
+    copy(dst, src, bytes);
     return;
   }
   const auto pieces = static_cast<std::int64_t>((bytes + piece - 1) / piece);
 #pragma omp parallel for schedule(static)
   for (std::int64_t p = 0; p < pieces; ++p) {
     const std::size_t off = static_cast<std::size_t>(p) * piece;
-    stream_copy(static_cast<char*>(dst) + off, static_cast<const char*>(src) + off,
-                std::min(piece, bytes - off));
+    copy(static_cast<char*>(dst) + off, static_cast<const char*>(src) + off,
+         std::min(piece, bytes - off));
   }
+}
+
+void parallel_stream_copy(void* dst, const void* src, std::size_t bytes)
+{
+  copy_in_pieces(dst, src, bytes, stream_copy);
 }
 
 }  // namespace gpusort::detail

@@ -16,7 +16,15 @@ namespace gpusort::detail {
 /// section 1), so every byte they save goes to the link.
 void stream_copy(void* dst, const void* src, std::size_t bytes) noexcept;
 
-/// stream_copy split over threads, 1 MiB each (parallel_copy's pieces).
+/// A copy of one piece: memcpy or stream_copy.
+using piece_copy = void (*)(void* dst, const void* src, std::size_t bytes) noexcept;
+
+/// `copy` over pieces of 1 MiB spread across OpenMP's threads. 1 MiB: a 32 MiB staging piece
+/// of the GPU pipeline spreads over all 16 cores of a GPU host (with 4 MiB, 8 pieces kept half
+/// of them idle). At most one piece: on the calling thread alone.
+void copy_in_pieces(void* dst, const void* src, std::size_t bytes, piece_copy copy);
+
+/// stream_copy split over threads (copy_in_pieces; parallel_copy is memcpy's).
 void parallel_stream_copy(void* dst, const void* src, std::size_t bytes);
 
 /// Below this a copy is plain memcpy: it fits the cache, and the line at each end is shared.
