@@ -76,7 +76,7 @@ class staging {
       const std::uint64_t len = std::min(piece_bytes_, bytes - off);
       const auto i = static_cast<std::size_t>(next_++ % piece_data_.size());
       if (in_use_[i]) done_[i].synchronize();  // the piece's last copy has left it
-      host_read(piece_data_[i], src + off, len);  // memory, or a file read in place
+      host_read(piece_data_[i], src + off, len);  // memory only: files took the mover above
       GPUSORT_CUDA_TRY(
           cudaMemcpyAsync(d_dst + off, piece_data_[i], len, cudaMemcpyHostToDevice, s));
       done_[i].record(s);
