@@ -320,6 +320,10 @@ tmpfs_page_making environment_page_making()
   // fitting 8 GiB job from 0.77-0.85 to 0.67-0.70 s, as its copy-out waited less for pages
   // (bench/results/h100-20261128-e448fb7-e2e-8Gi-ab.txt); io_bench --pages made 8 GiB in 0.40 s
   // from 4 threads, 0.29 s from 8, 0.23 s from 16 (h100-20261128-e2d51f0-io-pages-8Gi.txt).
+  // On the H200 host (16 cores, 70af7a2, two interleaved rounds,
+  // h200-20261128-70af7a2-e2e-8Gi-makers-ab/) 4 makers were slower again (the daemon's fitting
+  // job 0.68-0.77 s against 0.58-0.62 s with 8, out of core 0.99-1.01 against 0.86-0.88 s), 4
+  // makers with 12 movers too, and 16 were even with 8 (0.57-0.59 and 0.87-0.90 s).
   tmpfs_page_making m{.huge = true,
                       .makers = std::clamp(std::thread::hardware_concurrency() / 2, 1U, 8U)};
   if (const char* v = std::getenv("GPUSORT_TMPFS_HUGE")) m.huge = std::string_view{v} != "0";

@@ -61,7 +61,16 @@ struct file_place {
 ///
 /// Reading tmpfs inputs through a second descriptor opened with O_DIRECT, which io_bench found
 /// twice as fast for 4 MiB reads (38.7 against 17.6 GB/s), made the engine's 1 MiB reads slower
-/// in the same run: round 1's copy-in 0.344 -> 0.465 s, fitting 0.99 -> 1.16 s; not kept.
+/// in the same run: round 1's copy-in 0.344 -> 0.465 s, fitting 0.99 -> 1.16 s; not kept. Tried
+/// again once the piece_mover read the inputs (H200 host, 70af7a2 with the twin and the mover's
+/// block size as switches, 8 GiB, interleaved single runs,
+/// bench/results/h200-20261128-70af7a2-e2e-8Gi-direct-ab/): io_bench there read 27.0 GB/s
+/// buffered and 41.5 GB/s with O_DIRECT, but the daemon's round-1 copy-in from the file took
+/// 0.46-0.51 s with the twin against 0.50-0.52 s without out of core and 0.41-0.42 against
+/// 0.40-0.50 s fitting, the CLI's the same within its spread; 4 MiB blocks instead of 1 MiB
+/// were slower with the twin (daemon 0.95 s out of core against 0.84-0.89) and without it
+/// (pageable out of core 0.72 against 0.65 s). The copy-in shares the host's cores and memory
+/// with the output's page makers (below); the read itself is not what bounds it. Not kept.
 ///
 /// One file's 4 KiB pages are made one at a time under its locks: 16 threads making their own
 /// files made 8 GiB in 0.22 s where one fallocate of one file took 0.94-1.80 s and 16 threads
