@@ -6,6 +6,7 @@
 #include "core/generate.hpp"
 #include "core/program_log.hpp"
 #include "core/verify.hpp"
+#include "core/switches.hpp"
 #include "core/sys_io.hpp"
 
 #include <gpusort/client.hpp>
@@ -1115,10 +1116,7 @@ sort_report sort_files_locally(const config& cfg, const file_sort& job, progress
     // runs the order flipped within the spread of single runs (2.15 / 2.27 and 2.67 / 2.25 out
     // of core, 2.10 / 1.87 and 2.87 / 2.65 fitting; 82d5f7f, 5df71ab), as the page maker's own
     // time moved from 0.9 to 1.8 s. Kept: it cannot start the floor later.
-    static const bool early = [] {
-      const char* v = std::getenv("GPUSORT_PREPARE_OUTPUT");
-      return v == nullptr || std::string_view{v} != "0";
-    }();
+    static const bool early = detail::switch_flag("GPUSORT_PREPARE_OUTPUT", true);
     if (early) a.prepare_output();
     return a.data();
   };

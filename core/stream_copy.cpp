@@ -1,5 +1,7 @@
 #include "core/stream_copy.hpp"
 
+#include "core/switches.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -16,10 +18,7 @@ bool stream_copy_streams() noexcept
 {
 #if defined(__SSE2__)
   // GPUSORT_COPY_NT=0: plain memcpy, for the A/B of the staging copies.
-  static const bool on = [] {
-    const char* v = std::getenv("GPUSORT_COPY_NT");
-    return v == nullptr || std::string_view{v} != "0";
-  }();
+  static const bool on = switch_flag("GPUSORT_COPY_NT", true);
   return on;
 #else
   return false;

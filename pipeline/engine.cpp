@@ -1,6 +1,7 @@
 // gpusort::engine: picks the devices from the configuration, plans each job and runs it.
 #include "core/log.hpp"
 #include "core/plan/chunk_plan.hpp"
+#include "core/switches.hpp"
 #include "pipeline/device.hpp"
 #include "pipeline/direct.hpp"
 #include "pipeline/executor.hpp"
@@ -44,12 +45,17 @@ struct device_set {
 /// one ring against another in the same run; anything else leaves it.
 void staging_from_environment(detail::cuda_device_options& options)
 {
-  const char* v = std::getenv("GPUSORT_STAGING");
+  const std::optional<std::string> v = detail::switch_text("GPUSORT_STAGING");
+  if (!v) return;
   unsigned pieces = 0;
   unsigned mib = 0;
-  if (v == nullptr || std::sscanf(v, "%ux%u", &pieces, &mib) != 2 || pieces < 2 || pieces > 64 ||
-      mib < 1 || mib > 1024)
+  char rest = 0;
+  if (std::sscanf(v->c_str(), "%ux%u%c", &pieces, &mib, &rest) != 2 || pieces < 2 ||
+      pieces > 64 || mib < 1 || mib > 1024) {
+    detail::warn_ignored_switch("GPUSORT_STAGING", *v,
+                                "PxM: P pieces (2 to 64) of M MiB (1 to 1024)");
     return;
+  }
   options.staging_pieces = pieces;
   options.staging_piece_bytes = std::uint64_t{mib} << 20;
 }
@@ -181,9 +187,8 @@ detail::execution_stats sort_files_in_memory(const detail::job_arrays& a,
 /// for the A/B of e2e_bench's cli and cli_round1_pinned paths.
 bool round1_pinned(const config& cfg)
 {
-  if (const char* v = std::getenv("GPUSORT_ROUND1_PINNED"); v != nullptr && *v != '\0')
-    return std::string_view{v} != "0";
-  return cfg.round1_buffer != round1_memory::pageable;
+  return detail::switch_flag("GPUSORT_ROUND1_PINNED",
+                             cfg.round1_buffer != round1_memory::pageable);
 }
 #endif
 
@@ -226,10 +231,8 @@ bool host_registration::pinned() const noexcept
 /// GPUSORT_PIPELINE_CHUNKS overrides it, for measuring.
 std::uint64_t pipeline_chunks(std::uint64_t job_bytes, std::uint64_t gpus)
 {
-  if (const char* v = std::getenv("GPUSORT_PIPELINE_CHUNKS")) {
-    const auto forced = parse_count(v);
-    if (forced && *forced >= 1) return *forced;
-  }
+  if (const auto forced = detail::switch_count("GPUSORT_PIPELINE_CHUNKS", 1, 1U << 20))
+    return *forced;
   constexpr double link_bytes_per_second = 50e9;
   constexpr double per_slice_seconds = 4e-6;
   gpus = std::max<std::uint64_t>(gpus, 1);

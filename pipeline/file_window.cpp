@@ -3,6 +3,7 @@
 #include "core/checks.hpp"
 #include "core/log.hpp"
 #include "core/stream_copy.hpp"
+#include "core/switches.hpp"
 #include "core/sys_io.hpp"
 
 #include <gpusort/error.hpp>
@@ -219,10 +220,7 @@ bool copy_guarded(void* dst, const void* src, std::size_t bytes)
 namespace {
 bool wait_for_all_pages()
 {
-  static const bool all = [] {
-    const char* v = std::getenv("GPUSORT_TMPFS_WRITE");
-    return v == nullptr || std::string_view{v} != "behind";
-  }();
+  static const bool all = switch_word("GPUSORT_TMPFS_WRITE", {"all", "behind"}) != "behind";
   return all;
 }
 
@@ -326,11 +324,9 @@ tmpfs_page_making environment_page_making()
   // makers with 12 movers too, and 16 were even with 8 (0.57-0.59 and 0.87-0.90 s).
   tmpfs_page_making m{.huge = true,
                       .makers = std::clamp(std::thread::hardware_concurrency() / 2, 1U, 8U)};
-  if (const char* v = std::getenv("GPUSORT_TMPFS_HUGE")) m.huge = std::string_view{v} != "0";
-  if (const char* v = std::getenv("GPUSORT_TMPFS_MAKERS")) {
-    const long n = std::strtol(v, nullptr, 10);
-    if (n >= 1 && n <= 256) m.makers = static_cast<unsigned>(n);
-  }
+  m.huge = switch_flag("GPUSORT_TMPFS_HUGE", m.huge);
+  if (const auto n = switch_count("GPUSORT_TMPFS_MAKERS", 1, 256))
+    m.makers = static_cast<unsigned>(*n);
   return m;
 }
 std::mutex page_making_mutex;
@@ -390,10 +386,11 @@ struct mapped_output {
 
   static constexpr std::uint64_t lock_unit = std::uint64_t{64} << 20;
   /// GPUSORT_OUTPUT_LOCK_PACE=0: units locked back to back (the A/B of lock_pages' pause).
-  static inline const bool pace_locks = [] {
-    const char* v = std::getenv("GPUSORT_OUTPUT_LOCK_PACE");
-    return v == nullptr || std::string_view{v} != "0";
-  }();
+  static bool pace_locks()
+  {
+    static const bool pace = switch_flag("GPUSORT_OUTPUT_LOCK_PACE", true);
+    return pace;
+  }
 
   ~mapped_output()
   {
@@ -493,7 +490,7 @@ struct mapped_output {
       // copies back (H100 host, a prepared 8 GiB output locked at the job's start: the first
       // copy-in 0.13 s late, bench/results/h100-20261128-3c73f77-e2e-8Gi.json). As long again
       // between two leaves the copies their turn.
-      if (pace_locks) {
+      if (pace_locks()) {
         std::unique_lock lock{mutex};
         made_more.wait_for(lock, took, [&] { return stop.load(); });
       }
@@ -776,10 +773,7 @@ namespace {
 /// else as many as OpenMP would use.
 unsigned default_movers()
 {
-  if (const char* v = std::getenv("GPUSORT_MOVERS")) {
-    const long n = std::strtol(v, nullptr, 10);
-    if (n >= 1 && n <= 1024) return static_cast<unsigned>(n);
-  }
+  if (const auto n = switch_count("GPUSORT_MOVERS", 1, 1024)) return static_cast<unsigned>(*n);
   return static_cast<unsigned>(std::max(1, omp_get_max_threads()));
 }
 }  // namespace

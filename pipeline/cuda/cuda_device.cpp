@@ -8,6 +8,7 @@
 #include "core/cuda/run_codec.cuh"
 #include "core/log.hpp"
 #include "core/run_codec.hpp"
+#include "core/switches.hpp"
 #include "pipeline/cuda/resources.hpp"
 #include "pipeline/cuda/stage_queue.hpp"
 #include "pipeline/cuda/stage_totals.hpp"
@@ -183,9 +184,8 @@ enum class gather_mode : std::uint8_t { automatic, copy, kernel };
 
 gather_mode gather_mode_from_environment() noexcept
 {
-  const char* v = std::getenv("GPUSORT_GATHER");
-  if (v == nullptr) return gather_mode::automatic;
-  const std::string_view s{v};
+  const std::optional<std::string_view> s =
+      switch_word("GPUSORT_GATHER", {"auto", "copy", "kernel"});
   return s == "copy" ? gather_mode::copy : s == "kernel" ? gather_mode::kernel
                                                          : gather_mode::automatic;
 }

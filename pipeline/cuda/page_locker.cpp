@@ -3,6 +3,7 @@
 #include "core/checks.hpp"
 #include "core/fault.hpp"
 #include "core/log.hpp"
+#include "core/switches.hpp"
 #include "pipeline/cuda/resources.hpp"
 
 #include <cuda_runtime_api.h>
@@ -65,8 +66,7 @@ std::shared_ptr<page_locker> make_cuda_page_locker(int device)
   // locked), and the registrations only slowed the copy-in beside them (the daemon's fitting
   // job 0.55-0.58 s staged against 0.61-0.64 s locked; H200 host, 1898a39,
   // bench/results/h200-20261128-1898a39-e2e-8Gi-ab.txt).
-  const char* v = std::getenv("GPUSORT_OUTPUT_LOCK");
-  if (v == nullptr || std::string_view{v} != "1") return nullptr;
+  if (!switch_flag("GPUSORT_OUTPUT_LOCK", false)) return nullptr;
   return std::make_shared<cuda_page_locker>(device);
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "core/checks.hpp"
+#include "core/switches.hpp"
 #include "pipeline/file_window.hpp"
 #include "pipeline/host_memory.hpp"
 #include "pipeline/cuda/resources.hpp"
@@ -45,8 +46,7 @@ class staging {
     // cudaHostAlloc per piece. The first job pays it, which for a one-shot CLI is its only
     // one: both directions' 256 MiB took 0.013-0.038 s registered against 0.095-0.166 s from
     // cudaHostAlloc (H200 host, 16 jobs, bench/results/h200-20261128-38b01cb-e2e-8Gi-ab/).
-    const char* v = std::getenv("GPUSORT_STAGING_HOSTALLOC");
-    if (v != nullptr && std::string_view{v} == "1") {
+    if (switch_flag("GPUSORT_STAGING_HOSTALLOC", false)) {
       for (unsigned i = 0; i < pieces; ++i) {
         allocated_.emplace_back(piece_bytes, cudaHostAllocPortable);
         piece_data_.push_back(allocated_.back().data<char>());
@@ -138,10 +138,8 @@ class staging {
   /// (h200-20261128-c0add10-e2e-16Gi-mover-ab.txt).
   static bool memory_through_mover(bool in)
   {
-    static const std::string_view how = [] {
-      const char* v = std::getenv("GPUSORT_MEMORY_MOVER");
-      return std::string_view{v != nullptr ? v : ""};
-    }();
+    static const std::optional<std::string_view> how =
+        switch_word("GPUSORT_MEMORY_MOVER", {"1", "0", "in", "out"});
     if (how == "0") return false;
     if (how == "in") return in;
     if (how == "out") return !in;
