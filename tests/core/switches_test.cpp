@@ -114,6 +114,9 @@ std::set<std::string> matches(const std::string& text, const std::regex& re)
 TEST(SwitchesInTheTree, EveryOneIsReadByOneReaderAndListedHere)
 {
   const std::filesystem::path root{GPUSORT_SOURCE_DIR};
+  // A bundle run on a GPU host (scripts/bundle.sh) has the tests without the tree they read.
+  if (!std::filesystem::exists(root / "docs" / "design.md"))
+    GTEST_SKIP() << "no source tree at " << root;
   // Not measurement switches: where the configuration and the socket are, fault injection.
   const std::set<std::string> own_getenv{"GPUSORT_CONFIG", "GPUSORT_SOCKET", "GPUSORT_FAULT",
                                          "GPUSORT_FAULT_COUNTS"};
