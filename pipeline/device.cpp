@@ -97,10 +97,12 @@ void job_context::add_profile(stage_profile stage)
   profile_.push_back(std::move(stage));
 }
 
-double job_context::elapsed() const noexcept
+double seconds_since(std::chrono::steady_clock::time_point start) noexcept
 {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
+
+double job_context::elapsed() const noexcept { return seconds_since(start_); }
 
 void job_context::add_round_profile(int round, std::uint64_t chunks, std::uint64_t bytes,
                                     double wall)

@@ -97,6 +97,9 @@ struct chunk_task {
 /// needs sorting, so no device has to hold it: only the rest is bounded by the capacity.
 void write_equal_tail(const chunk_task& task, const element_layout& layout);
 
+/// Seconds from `start` to now on the steady clock: the host's times in profiles and reports.
+[[nodiscard]] double seconds_since(std::chrono::steady_clock::time_point start) noexcept;
+
 /// Cancellation and progress of one job, shared by its device workers.
 class job_context {
  public:

@@ -313,9 +313,7 @@ detail::execution_stats engine::impl::sort_on_gpus(const detail::job_arrays& arr
         // Pinning is paid once per engine: the daemon keeps the buffer, a one-shot CLI would
         // pay it every run (it keeps it pageable), so the profile shows it beside the rounds.
         if (ctx.profiling()) {
-          const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                                            allocation_start)
-                                  .count();
+          const double took = detail::seconds_since(allocation_start);
           ctx.add_profile(stage_profile{.device = "host",
                                         .round = 1,
                                         .stage = "round-1 buffer",
@@ -516,8 +514,7 @@ sort_report engine::impl::report_of(std::string engine_name, std::uint64_t eleme
   report.engine = std::move(engine_name);
   report.elements = elements;
   report.bytes = bytes;
-  report.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.seconds = detail::seconds_since(start);
   for (const auto& dev : devices) report.devices.push_back(dev->name());
   report.chunks = stats.chunks;
   report.rounds = stats.rounds;

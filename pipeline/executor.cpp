@@ -40,9 +40,7 @@ void run_round(int round, int rounds, std::vector<chunk_task> tasks,
   const auto start = std::chrono::steady_clock::now();
   const auto profile_round = [&] {
     if (!ctx.profiling()) return;
-    const double wall =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    ctx.add_round_profile(round, chunks, elements * layout.bytes(), wall);
+    ctx.add_round_profile(round, chunks, elements * layout.bytes(), seconds_since(start));
   };
   if (devices.size() == 1) {
     devices.front()->process(layout, queue, ctx);
@@ -300,8 +298,7 @@ void sort_round2(const job_arrays& a, const element_layout& layout, const chunk_
   const std::vector<final_chunk> finals = slice_runs(source, runs, splitters);
   std::vector<chunk_task> tasks = round2_tasks(a, plan, r1, source, finals, splitters, stats);
   if (ctx.profiling()) {
-    const double spent =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - between).count();
+    const double spent = seconds_since(between);
     ctx.add_profile(stage_profile{.device = "host",
                                   .round = 2,
                                   .stage = "plan",

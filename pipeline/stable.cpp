@@ -3,6 +3,7 @@
 
 #include "core/cpu_sort.hpp"
 #include "core/keys.hpp"
+#include "pipeline/device.hpp"
 #include "pipeline/file_window.hpp"
 #include "pipeline/host_memory.hpp"
 
@@ -187,11 +188,6 @@ decltype(auto) visit_index(std::uint32_t index_bytes, F&& f)
 {
   if (index_bytes == 4) return std::forward<F>(f).template operator()<std::uint32_t>();
   return std::forward<F>(f).template operator()<std::uint64_t>();
-}
-
-double seconds_since(std::chrono::steady_clock::time_point start)
-{
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 /// The keys NumPy's order calls equal although their bits differ, as the input has them: its

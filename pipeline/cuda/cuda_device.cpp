@@ -40,11 +40,6 @@ namespace {
 
 constexpr std::uint32_t max_slices_per_launch = 65535;
 
-double seconds_since(std::chrono::steady_clock::time_point start)
-{
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 /// The runtime's view of `p` when it lies in page-locked host memory, else nullopt.
 std::optional<cudaPointerAttributes> pinned_attributes(const void* p) noexcept
 {

@@ -635,11 +635,8 @@ execution_stats sort_resident(const job_arrays& a, const element_layout& layout,
   const auto start = std::chrono::steady_clock::now();
   if (gpus.size() > 1) enable_peer_access(gpus);
   resident_job{a, layout, ctx}.run(gpus);
-  if (ctx.profiling()) {
-    const double wall =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    ctx.add_round_profile(1, gpus.size(), a.n * layout.bytes(), wall);
-  }
+  if (ctx.profiling())
+    ctx.add_round_profile(1, gpus.size(), a.n * layout.bytes(), seconds_since(start));
   return execution_stats{.chunks = 1, .rounds = 1};
 }
 
