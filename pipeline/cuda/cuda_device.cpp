@@ -956,8 +956,7 @@ gpu_pinned& cuda_device::pinned()
     const auto start = std::chrono::steady_clock::now();
     state_->pinned = std::make_unique<gpu_pinned>(options_);
     pinned_made_.seconds += seconds_since(start);
-    pinned_made_.bytes += 2 * options_.staging_pieces * options_.staging_piece_bytes +
-                          state_->pinned->words.size();
+    pinned_made_.bytes += state_->pinned->bytes();
   }
   return *state_->pinned;
 }

@@ -58,6 +58,12 @@ struct gpu_pinned {
   staging out;
   /// Mapped pinned words the split kernels read and write (diagonals, probes, counts).
   cuda::pinned_buffer words;
+
+  /// The pinned bytes of both stagings and the words.
+  [[nodiscard]] std::uint64_t bytes() const noexcept
+  {
+    return in.bytes() + out.bytes() + words.size();
+  }
 };
 
 /// What a GPU holds to sort a job that fits its memory in one round trip (pipeline/cuda/

@@ -62,6 +62,9 @@ class staging {
     }
   }
 
+  /// The pinned bytes of all its pieces.
+  [[nodiscard]] std::uint64_t bytes() const noexcept { return piece_bytes_ * piece_data_.size(); }
+
   /// Host -> device through the pieces; returns once the last piece is queued.
   void copy_in(char* d_dst, const char* src, std::uint64_t bytes, cudaStream_t s)
   {
