@@ -423,8 +423,11 @@ const std::vector<key_spec>& config_keys()
                     "REJECTED_BUSY. A job larger than the whole budget is always refused "
                     "(TOO_LARGE)."),
       optional_size_key("host_memory_budget", &config::host_memory_budget, 1024 * 1024,
-                        "Host memory the daemon's jobs may use together: staging copies of "
-                        "files and the sort's working memory. `auto`: half of the physical "
+                        "Host memory that jobs may use beyond their arrays: in the daemon its "
+                        "jobs' together (staging copies of files and the sort's working "
+                        "memory), in the library and `gpusort sort --local` each job's. A job "
+                        "whose fastest path needs more sorts in place on the lean path, within "
+                        "it, or is refused naming what it needs. `auto`: half of the physical "
                         "memory."),
       shutdown_key("What SIGTERM does with jobs: `drain` lets running and queued jobs finish "
                    "(up to `shutdown_timeout`, then cancels the rest), `cancel` cancels them "

@@ -1,5 +1,6 @@
 #include "pipeline/device.hpp"
 
+#include "core/checks.hpp"
 #include "core/cpu_sort.hpp"
 #include "core/keys.hpp"
 #include "pipeline/file_window.hpp"
@@ -123,6 +124,32 @@ std::vector<stage_profile> job_context::take_profile()
 {
   const std::lock_guard lock{mutex_};
   return std::exchange(profile_, {});
+}
+
+void task_queue::wait_to_write(const chunk_task& task, const job_context& ctx)
+{
+  if (task.write_after == 0) return;
+  std::unique_lock lock{written_mutex_};
+  while (written_prefix_ < task.write_after) {
+    // Woken by written(); the timeout lets a cancelled job or a failed device stop the wait.
+    written_changed_.wait_for(lock, std::chrono::milliseconds{20});
+    lock.unlock();
+    ctx.check();
+    lock.lock();
+  }
+}
+
+void task_queue::written(const chunk_task& task)
+{
+  const auto index = static_cast<std::size_t>(&task - tasks_.data());
+  GPUSORT_EXPECTS(index < tasks_.size(), "a task of another queue");
+  if (on_written_) on_written_(index);
+  {
+    const std::lock_guard lock{written_mutex_};
+    written_[index] = true;
+    while (written_prefix_ < written_.size() && written_[written_prefix_]) ++written_prefix_;
+  }
+  written_changed_.notify_all();
 }
 
 std::uint64_t task_queue::largest() const noexcept

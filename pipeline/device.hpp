@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <mutex>
 #include <span>
@@ -89,6 +91,10 @@ struct chunk_task {
   /// its keys are read from src_keys at slices[i], as without compression. Values are always
   /// read at slices[i]. Empty: the job is not compressed.
   std::vector<codec::encoded_slice> encoded;
+  /// The lean path's shifted rounds (pipeline/lean/): this task's destination overlaps the
+  /// sources of earlier tasks of its round, so it writes only once tasks [0, write_after) of
+  /// the round are written (task_queue::wait_to_write). 0: it writes whenever it is ready.
+  std::uint64_t write_after{};
   [[nodiscard]] std::uint64_t total() const noexcept { return count + equal_count; }
 };
 
@@ -140,10 +146,18 @@ class job_context {
 /// Tasks of one round, pulled by every device's worker.
 class task_queue {
  public:
+  /// Called once a task's destination holds its result, before the tasks that wait for it
+  /// may write (the lean path journals it there: pipeline/lean/journal.hpp).
+  using written_fn = std::function<void(std::size_t task)>;
+
   /// `reserve`: the largest task of any round of the job (the plan's capacity), so that a
   /// device sizes its buffers once for both rounds.
-  explicit task_queue(std::vector<chunk_task> tasks, std::uint64_t reserve = 0)
-      : tasks_{std::move(tasks)}, reserve_{reserve}
+  explicit task_queue(std::vector<chunk_task> tasks, std::uint64_t reserve = 0,
+                      written_fn on_written = {})
+      : tasks_{std::move(tasks)},
+        reserve_{reserve},
+        on_written_{std::move(on_written)},
+        written_(tasks_.size(), false)
   {
   }
   /// The next task, or nullptr when the round is done.
@@ -161,10 +175,24 @@ class task_queue {
   /// Elements a device should make room for: largest(), or more for the job's other round.
   [[nodiscard]] std::uint64_t reserve() const noexcept { return std::max(largest(), reserve_); }
 
+  /// Before a device writes any byte of `task`'s destination: returns once tasks [0,
+  /// task.write_after) are written, at once when write_after is 0. Tasks are taken in order and
+  /// each waits only for earlier ones, so the earliest unwritten task never waits. Throws
+  /// gpusort::cancelled when `ctx` is cancelled or another device failed meanwhile.
+  void wait_to_write(const chunk_task& task, const job_context& ctx);
+  /// After `task`'s destination holds its result: calls on_written, then releases the tasks
+  /// that wait for it.
+  void written(const chunk_task& task);
+
  private:
   std::vector<chunk_task> tasks_;
   std::uint64_t reserve_{};
   std::atomic<std::size_t> next_{0};
+  written_fn on_written_;
+  std::mutex written_mutex_;
+  std::condition_variable written_changed_;
+  std::vector<bool> written_;          ///< under written_mutex_
+  std::uint64_t written_prefix_{};     ///< under written_mutex_: tasks [0, this) are written
 };
 
 class device {
@@ -179,6 +207,12 @@ class device {
   [[nodiscard]] virtual device_capacity capacity(const element_layout& layout) const = 0;
   /// Runs tasks from `queue` until it is empty; checks `ctx` between tasks.
   virtual void process(const element_layout& layout, task_queue& queue, job_context& ctx) = 0;
+  /// Host memory this device takes for a job's tasks of at most `task_elements` elements and
+  /// `slices` slices each (its staging, or the host device's whole working memory): what a
+  /// host memory limit must leave it (pipeline/lean/plan.hpp).
+  [[nodiscard]] virtual std::uint64_t host_bytes(const element_layout& layout,
+                                                 std::uint64_t task_elements,
+                                                 std::uint64_t slices) const = 0;
 };
 
 }  // namespace gpusort::detail

@@ -8,6 +8,7 @@
 #include "pipeline/file_window.hpp"
 #include "pipeline/gpu_probe.hpp"
 #include "pipeline/host_device.hpp"
+#include "pipeline/lean/jobs.hpp"
 #include "pipeline/stable.hpp"
 
 #include <gpusort/gpusort.hpp>
@@ -22,6 +23,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +31,8 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+
+#include <unistd.h>
 
 namespace gpusort {
 
@@ -268,6 +272,18 @@ struct engine::impl {
   sort_report report_of(std::string engine_name, std::uint64_t elements, std::uint64_t bytes,
                         std::chrono::steady_clock::time_point start,
                         const detail::execution_stats& stats, detail::job_context& ctx) const;
+  /// The host memory limit of a job: its options', else the configuration's, else half of
+  /// the physical memory (config::host_memory_budget's "auto").
+  [[nodiscard]] std::uint64_t limit_of(const sort_options& options) const;
+  /// Host memory the fast path takes for a job of n elements of `layout` beyond its arrays
+  /// (`files`: arrays in files, which the CPU engine reads into memory).
+  [[nodiscard]] std::uint64_t fast_bytes(std::uint64_t n, const detail::element_layout& layout,
+                                         bool files) const;
+  [[nodiscard]] std::uint64_t fast_bytes(const sort_job& job, const sort_options& options) const;
+  [[nodiscard]] std::uint64_t fast_bytes(const argsort_job& job,
+                                         const sort_options& options) const;
+  [[nodiscard]] detail::lean::engine_parts lean_parts();
+  [[nodiscard]] std::vector<detail::device*> device_list() const;
   [[nodiscard]] detail::inner_sort inner()
   {
     return [this](const sort_job& job, const sort_options& options, bool canonical) {
@@ -383,20 +399,213 @@ std::vector<std::string> engine::devices() const
   return names;
 }
 
+namespace {
+
+detail::element_layout layout_of(dtype type, std::uint32_t value_bytes, const sort_options& o)
+{
+  return detail::element_layout{.type = type,
+                                .direction = o.direction,
+                                .key_bytes = static_cast<std::uint32_t>(size_of(type)),
+                                .value_bytes = value_bytes,
+                                .floats = o.floats};
+}
+
+std::uint64_t physical_memory_half() noexcept
+{
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return std::uint64_t{1} << 30;
+  return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) / 2;
+}
+
+/// A refusal of the lean path, said with what the fast path would have needed.
+[[noreturn]] void refuse(const config_error& lean, std::uint64_t fast, std::uint64_t limit)
+{
+  throw config_error{std::string{lean.what()} + " (the fastest path needs " +
+                     format_bytes(fast) + ", more than the limit of " + format_bytes(limit) +
+                     ")"};
+}
+
+/// The report's path and memory for a job that did not run lean.
+void note_path(sort_report& r, std::uint64_t limit, std::uint64_t bytes)
+{
+  if (r.path.empty() && r.rounds > 0)
+    r.path = r.engine == "cpu-direct"                  ? "direct"
+             : r.rounds == 2                           ? "two rounds"
+             : r.engine.starts_with("gpu") ? "resident"
+                                                       : "in core";
+  r.host_memory_limit = limit;
+  r.host_memory_bytes = bytes;
+}
+
+}  // namespace
+
+std::uint64_t engine::impl::limit_of(const sort_options& options) const
+{
+  if (options.host_memory_limit) return *options.host_memory_limit;
+  return cfg.host_memory_budget.value_or(physical_memory_half());
+}
+
+std::vector<detail::device*> engine::impl::device_list() const
+{
+  std::vector<detail::device*> devs;
+  for (const auto& dev : devices) devs.push_back(dev.get());
+  return devs;
+}
+
+detail::lean::engine_parts engine::impl::lean_parts()
+{
+  return detail::lean::engine_parts{.devices = device_list(),
+                                    .gpus = gpus,
+                                    .gpu_mutex = &gpu_mutex,
+                                    .locker = output_locker,
+                                    .threads = cfg.host_threads};
+}
+
+std::uint64_t engine::impl::fast_bytes(std::uint64_t n, const detail::element_layout& layout,
+                                       bool files) const
+{
+  if (n == 0) return 0;
+  const std::vector<detail::device*> devs = device_list();
+  const std::uint64_t data = n * layout.bytes();
+  const auto staging = [&](std::uint64_t elements, std::uint64_t slices) {
+    std::uint64_t sum = 0;
+    for (const detail::device* d : devs) sum += d->host_bytes(layout, elements, slices);
+    return sum;
+  };
+  std::optional<std::uint64_t> max_chunk;
+  if (cfg.chunk_bytes) max_chunk = std::max<std::uint64_t>(1, *cfg.chunk_bytes / layout.bytes());
+  if (gpus) {
+#if GPUSORT_WITH_CUDA
+    if (!max_chunk || n <= *max_chunk) {
+      std::vector<detail::cuda_device*> all;
+      for (detail::device* d : devs) all.push_back(static_cast<detail::cuda_device*>(d));
+      if (!detail::resident_gpus(n, layout, all).empty()) return staging(n / devs.size(), 1);
+    }
+    const std::uint64_t chunks = pipeline_chunks(data, devs.size());
+    const std::uint64_t pipelined = std::max<std::uint64_t>(
+        (n + chunks - 1) / chunks, min_pipeline_chunk_bytes / layout.bytes());
+    try {
+      const detail::chunk_plan plan = detail::make_plan(
+          n, detail::common_capacity(devs, layout),
+          max_chunk ? std::min(*max_chunk, pipelined) : pipelined);
+      if (plan.in_core()) return staging(n, 1);
+      return detail::round1_bytes(plan, layout, detail::compresses(cfg.compress_runs, plan)) +
+             staging(plan.capacity, plan.d * plan.d);
+    } catch (const config_error&) {
+      return std::numeric_limits<std::uint64_t>::max();
+    }
+#endif
+  }
+  const std::uint64_t read_in = files ? data : 0;  // sort_files_in_memory's copy
+  if (!cfg.device_memory_budget && !cfg.chunk_bytes) return read_in + data;  // direct: scratch
+  try {
+    const detail::chunk_plan plan =
+        detail::make_plan(n, detail::common_capacity(devs, layout), max_chunk);
+    if (plan.in_core()) return read_in + staging(n, 1);
+    return read_in + data + staging(plan.capacity, plan.d * plan.d);
+  } catch (const config_error&) {
+    return std::numeric_limits<std::uint64_t>::max();
+  }
+}
+
+std::uint64_t engine::impl::fast_bytes(const sort_job& job, const sort_options& options) const
+{
+  const std::uint64_t n = job.keys.count;
+  const std::uint32_t vb = job.values ? job.values->value_bytes : 0;
+  const detail::element_layout layout = layout_of(job.keys.type, vb, options);
+  const bool files = detail::find_file_window(job.keys.data) ||
+                     (job.keys_out != nullptr && detail::find_file_window(job.keys_out));
+  if (!detail::needs_stable_path(job, options)) return fast_bytes(n, layout, files);
+  if (!job.values) return fast_bytes(n, layout, files);  // keys alone: zeros and NaNs aside
+  // Pairs: the keys and positions sorted as pairs, then the values gathered (stable.hpp).
+  const std::uint32_t ib = n <= std::numeric_limits<std::uint32_t>::max() ? 4 : 8;
+  const detail::element_layout pairs = layout_of(job.keys.type, ib, options);
+  const std::uint64_t own = n * (layout.key_bytes + ib) + 2 * n * std::uint64_t{vb};
+  return own + fast_bytes(n, pairs, false);
+}
+
+std::uint64_t engine::impl::fast_bytes(const argsort_job& job, const sort_options& options) const
+{
+  const std::uint64_t n = job.keys.count;
+  const detail::element_layout pairs = layout_of(job.keys.type, job.index_bytes, options);
+  if (gpus) {
+#if GPUSORT_WITH_CUDA
+    std::vector<detail::cuda_device*> all;
+    for (detail::device* d : device_list()) all.push_back(static_cast<detail::cuda_device*>(d));
+    detail::element_layout resident = pairs;
+    resident.positions = true;
+    resident.stable = true;
+    if (n > 1 && !detail::resident_gpus(n, resident, all).empty())
+      return fast_bytes(n, pairs, false) ;
+#endif
+  }
+  return n * pairs.bytes() + fast_bytes(n, pairs, false);
+}
+
+memory_estimate engine::estimate_memory(const sort_job& job, const sort_options& options) const
+{
+  memory_estimate e{.fast_bytes = impl_->fast_bytes(job, options)};
+  const std::uint32_t vb = job.values ? job.values->value_bytes : 0;
+  detail::element_layout layout = layout_of(job.keys.type, vb, options);
+  layout.stable = options.stable && job.values.has_value();
+  e.lean_bytes = detail::lean::least_bytes(impl_->lean_parts(), job.keys.count, layout);
+  if (e.lean_bytes == 0) e.lean_refusal = "no lean plan exists for this job on these devices";
+  return e;
+}
+
+memory_estimate engine::estimate_memory(const argsort_job& job,
+                                        const sort_options& options) const
+{
+  memory_estimate e{.fast_bytes = impl_->fast_bytes(job, options)};
+  e.lean_refusal = detail::lean::argsort_refusal(job);
+  if (!e.lean_refusal.empty()) return e;
+  detail::element_layout layout = layout_of(job.keys.type, job.index_bytes, options);
+  layout.stable = true;
+  e.lean_bytes = detail::lean::least_bytes(impl_->lean_parts(), job.keys.count, layout);
+  if (e.lean_bytes == 0) e.lean_refusal = "no lean plan exists for this job on these devices";
+  return e;
+}
+
 sort_report engine::sort(const sort_job& job, const sort_options& options)
 {
   validate(job);
-  if (detail::needs_stable_path(job, options))
-    return detail::run_stable_sort(job, options, impl_->inner());
-  return impl_->run(job, options, false);
+  const std::uint64_t limit = impl_->limit_of(options);
+  const std::uint64_t fast = impl_->fast_bytes(job, options);
+  if (job.keys.count >= 2 && (job.journal_fd >= 0 || fast > limit)) {
+    try {
+      return detail::lean::run_sort(impl_->lean_parts(), job, options, limit);
+    } catch (const config_error& e) {
+      if (job.journal_fd >= 0 && fast <= limit) throw;
+      refuse(e, fast, limit);
+    }
+  }
+  sort_report r = detail::needs_stable_path(job, options)
+                      ? detail::run_stable_sort(job, options, impl_->inner())
+                      : impl_->run(job, options, false);
+  note_path(r, limit, fast);
+  return r;
 }
 
 sort_report engine::argsort(const argsort_job& job, const sort_options& options)
 {
-  return detail::run_argsort(job, options, impl_->inner(),
-                             [this](const argsort_job& j, const sort_options& o, bool canonical) {
-                               return impl_->argsort_resident(j, o, canonical);
-                             });
+  const std::uint64_t limit = impl_->limit_of(options);
+  const std::uint64_t fast = impl_->fast_bytes(job, options);
+  if (job.keys.count >= 2 && fast > limit && job.indices_out != nullptr &&
+      (job.index_bytes == 4 || job.index_bytes == 8)) {
+    try {
+      return detail::lean::run_argsort(impl_->lean_parts(), job, options, limit);
+    } catch (const config_error& e) {
+      refuse(e, fast, limit);
+    }
+  }
+  sort_report r =
+      detail::run_argsort(job, options, impl_->inner(),
+                          [this](const argsort_job& j, const sort_options& o, bool canonical) {
+                            return impl_->argsort_resident(j, o, canonical);
+                          });
+  note_path(r, limit, fast);
+  return r;
 }
 
 std::optional<sort_report> engine::impl::argsort_resident(const argsort_job& job,

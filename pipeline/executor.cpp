@@ -26,47 +26,6 @@ namespace gpusort::detail {
 
 namespace {
 
-/// Runs one round: every device pulls tasks until the queue is empty. The first failure stops
-/// the other devices at their next task and is rethrown here.
-void run_round(int round, int rounds, std::vector<chunk_task> tasks,
-               const element_layout& layout, const std::vector<device*>& devices,
-               job_context& ctx, std::uint64_t reserve = 0)
-{
-  std::uint64_t elements = 0;
-  for (const chunk_task& t : tasks) elements += t.total();
-  ctx.begin_round(round, elements, rounds);
-  const std::size_t chunks = tasks.size();
-  task_queue queue{std::move(tasks), reserve};
-  const auto start = std::chrono::steady_clock::now();
-  const auto profile_round = [&] {
-    if (!ctx.profiling()) return;
-    ctx.add_round_profile(round, chunks, elements * layout.bytes(), seconds_since(start));
-  };
-  if (devices.size() == 1) {
-    devices.front()->process(layout, queue, ctx);
-    profile_round();
-    return;
-  }
-  std::exception_ptr failure;
-  std::mutex failure_mutex;
-  std::vector<std::jthread> workers;
-  workers.reserve(devices.size());
-  for (device* dev : devices) {
-    workers.emplace_back([&, dev] {
-      try {
-        dev->process(layout, queue, ctx);
-      } catch (...) {
-        const std::lock_guard lock{failure_mutex};
-        if (!failure) failure = std::current_exception();
-        ctx.abort();
-      }
-    });
-  }
-  workers.clear();  // joins
-  if (failure) std::rethrow_exception(failure);
-  profile_round();
-}
-
 /// The round-1 output (ordered bits, dealt runs): keys, then values, then a compressed job's
 /// index, in the caller's scratch or in host memory allocated for this job.
 template <typename K, typename V>
@@ -365,6 +324,45 @@ execution_stats sort_in_core(const job_arrays& a, const element_layout& layout,
 }
 
 }  // namespace
+
+void run_round(int round, int rounds, std::vector<chunk_task> tasks,
+               const element_layout& layout, const std::vector<device*>& devices,
+               job_context& ctx, std::uint64_t reserve, task_queue::written_fn on_written)
+{
+  std::uint64_t elements = 0;
+  for (const chunk_task& t : tasks) elements += t.total();
+  ctx.begin_round(round, elements, rounds);
+  const std::size_t chunks = tasks.size();
+  task_queue queue{std::move(tasks), reserve, std::move(on_written)};
+  const auto start = std::chrono::steady_clock::now();
+  const auto profile_round = [&] {
+    if (!ctx.profiling()) return;
+    ctx.add_round_profile(round, chunks, elements * layout.bytes(), seconds_since(start));
+  };
+  if (devices.size() == 1) {
+    devices.front()->process(layout, queue, ctx);
+    profile_round();
+    return;
+  }
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  std::vector<std::jthread> workers;
+  workers.reserve(devices.size());
+  for (device* dev : devices) {
+    workers.emplace_back([&, dev] {
+      try {
+        dev->process(layout, queue, ctx);
+      } catch (...) {
+        const std::lock_guard lock{failure_mutex};
+        if (!failure) failure = std::current_exception();
+        ctx.abort();
+      }
+    });
+  }
+  workers.clear();  // joins
+  if (failure) std::rethrow_exception(failure);
+  profile_round();
+}
 
 device_capacity common_capacity(const std::vector<device*>& devices,
                                 const element_layout& layout)

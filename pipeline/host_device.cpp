@@ -4,6 +4,7 @@
 #include "core/cpu_sort.hpp"
 #include "core/keys.hpp"
 #include "core/plan/dealing.hpp"
+#include "pipeline/file_window.hpp"
 #include "pipeline/host_memory.hpp"
 
 #include <gpusort/error.hpp>
@@ -65,13 +66,17 @@ void gather(const chunk_task& task, const element_layout& layout, K* keys, V* va
     if (encoded_slice_at(task, i)) {
       // decoded below
     } else if (task.src_ordered) {
-      parallel_copy(keys + at, src, sl.length * sizeof(K));
+      host_read(keys + at, src, sl.length * sizeof(K));
+    } else if (find_file_window(src)) {
+      // The lean path's arrays in files (pipeline/lean/): read, then map in place.
+      host_read(keys + at, src, sl.length * sizeof(K));
+      to_ordered_bits<K>(keys + at, keys + at, sl.length, layout.keys());
     } else {
       to_ordered_bits<K>(src, keys + at, sl.length, layout.keys());
     }
     if constexpr (!std::is_same_v<V, no_value>)
-      parallel_copy(values + at, static_cast<const V*>(task.src_values) + sl.offset,
-                    sl.length * sizeof(V));
+      host_read(values + at, static_cast<const V*>(task.src_values) + sl.offset,
+                sl.length * sizeof(V));
     at += sl.length;
   }
   if (task.encoded.empty()) return;
@@ -121,20 +126,25 @@ std::uint64_t encode_dealt(const K* dealt, std::uint64_t m, std::uint64_t d, std
 template <typename V>
 void write_values(const chunk_task& task, const V* values, std::uint64_t n)
 {
-  if constexpr (!std::is_same_v<V, no_value>)
-    parallel_copy(task.dst_values, values, n * sizeof(V));
+  if constexpr (!std::is_same_v<V, no_value>) host_write(task.dst_values, values, n * sizeof(V));
 }
 
-/// Writes n sorted elements to the task's destination, raw or ordered.
+/// Writes n sorted elements to the task's destination (memory or a file window), raw or
+/// ordered. A raw file destination's keys are mapped back in the buffer, which the task no
+/// longer needs, and written from there.
 template <typename K, typename V>
-void write_out(const chunk_task& task, const element_layout& layout, const K* keys,
-               const V* values, std::uint64_t n)
+void write_out(const chunk_task& task, const element_layout& layout, K* keys, const V* values,
+               std::uint64_t n)
 {
   K* dst = static_cast<K*>(task.dst_keys);
-  if (task.dst_ordered)
-    parallel_copy(dst, keys, n * sizeof(K));
-  else
+  if (task.dst_ordered) {
+    host_write(dst, keys, n * sizeof(K));
+  } else if (find_file_window(dst)) {
+    from_ordered_bits<K>(keys, keys, n, layout.keys());
+    host_write(dst, keys, n * sizeof(K));
+  } else {
     from_ordered_bits<K>(keys, dst, n, layout.keys());
+  }
   write_values(task, values, n);
 }
 
@@ -144,7 +154,7 @@ void write_out(const chunk_task& task, const element_layout& layout, const K* ke
 /// the task's keys (buffer A, whose sorted keys the deal has copied), where the stream is made
 /// before it is known to pay.
 template <typename K, typename V>
-void write_encoded(const chunk_task& task, const element_layout& layout, const K* dealt,
+void write_encoded(const chunk_task& task, const element_layout& layout, K* dealt,
                    const V* values, K* free_keys)
 {
   const encode_target& target = *task.encode;
@@ -169,7 +179,7 @@ void write_encoded(const chunk_task& task, const element_layout& layout, const K
 
 template <typename K, typename V>
 void run_task(const chunk_task& task, const element_layout& layout, chunk_buffers<K, V>& buf,
-              unsigned threads)
+              unsigned threads, task_queue& queue, const job_context& ctx)
 {
   K* a_keys = buf.a_keys.template as<K>();
   V* a_values = buf.a_values.template as<V>();
@@ -179,6 +189,7 @@ void run_task(const chunk_task& task, const element_layout& layout, chunk_buffer
   // sticky error there (device lost) the daemon's, without a GPU.
   if (fault::hit(fault::site::launch)) fault::throw_device_fault(fault::site::launch, "cpu");
   cpu_sort<K, V>(a_keys, a_values, task.count, buf.scratch(), threads);
+  queue.wait_to_write(task, ctx);
   if (task.deal_bins > 1) {
     K* b_keys = buf.b_keys();
     V* b_values = buf.b_values();
@@ -212,6 +223,13 @@ device_capacity host_device::capacity(const element_layout& layout) const
   return device_capacity{.elements = *budget_ / per_element, .bytes_per_element = per_element};
 }
 
+std::uint64_t host_device::host_bytes(const element_layout& layout, std::uint64_t task_elements,
+                                      std::uint64_t) const
+{
+  // chunk_buffers: A and B, and B's 8-byte alignment of the values.
+  return buffers_per_chunk * task_elements * layout.bytes() + 8;
+}
+
 void host_device::process(const element_layout& layout, task_queue& queue, job_context& ctx)
 {
   visit_layout(layout.key_bytes, layout.value_bytes, [&]<typename K, typename V>() {
@@ -220,7 +238,8 @@ void host_device::process(const element_layout& layout, task_queue& queue, job_c
     chunk_buffers<K, V> buffers{largest};
     while (const chunk_task* task = queue.pop()) {
       ctx.check();
-      run_task<K, V>(*task, layout, buffers, threads_);
+      run_task<K, V>(*task, layout, buffers, threads_, queue, ctx);
+      queue.written(*task);
       ctx.add_done(task->total());
     }
   });

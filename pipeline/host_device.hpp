@@ -17,6 +17,9 @@ class host_device final : public device {
   [[nodiscard]] std::string name() const override;
   [[nodiscard]] device_capacity capacity(const element_layout& layout) const override;
   void process(const element_layout& layout, task_queue& queue, job_context& ctx) override;
+  [[nodiscard]] std::uint64_t host_bytes(const element_layout& layout,
+                                         std::uint64_t task_elements,
+                                         std::uint64_t slices) const override;
 
   /// Two buffers of keys and values: the chunk, and the sort's scratch / the dealt copy.
   static constexpr std::uint64_t buffers_per_chunk = 2;

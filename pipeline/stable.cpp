@@ -190,17 +190,11 @@ decltype(auto) visit_index(std::uint32_t index_bytes, F&& f)
   return std::forward<F>(f).template operator()<std::uint64_t>();
 }
 
+}  // namespace
+
 /// The keys NumPy's order calls equal although their bits differ, as the input has them: its
 /// zeros and its NaNs in input order, and how many keys sort before the zeros.
-template <typename K>
-struct distinct_equals {
-  std::vector<K> zeros;
-  std::vector<K> nans;
-  std::uint64_t below_zero{};  ///< keys before the zeros in the job's direction
-};
 
-/// One pass over the input (memory, or a file read in pieces), every core scanning its part
-/// of each piece; the parts' lists are joined in input order.
 template <typename K>
 distinct_equals<K> scan_distinct_equals(const void* input, std::uint64_t n, order dir)
 {
@@ -270,7 +264,8 @@ distinct_equals<K> scan_distinct_equals(const void* input, std::uint64_t n, orde
   return out;
 }
 
-}  // namespace
+template distinct_equals<std::uint32_t> scan_distinct_equals<std::uint32_t>(const void*, std::uint64_t, order);
+template distinct_equals<std::uint64_t> scan_distinct_equals<std::uint64_t>(const void*, std::uint64_t, order);
 
 bool needs_stable_path(const sort_job& job, const sort_options& options) noexcept
 {
@@ -417,6 +412,73 @@ sort_report run_stable_sort(const sort_job& job, const sort_options& options,
   report.bytes = n * (key_bytes + value_bytes);
   report.seconds = seconds_since(start);
   return report;
+}
+
+}  // namespace gpusort::detail
+
+namespace gpusort::detail {
+
+namespace {
+
+/// Element i of an array in memory or a file window.
+template <typename T>
+T element_at(const void* array, std::uint64_t i)
+{
+  const auto* at = static_cast<const T*>(array) + i;
+  if (in_memory(array)) return *at;
+  T v{};
+  host_read(&v, at, sizeof(T));
+  return v;
+}
+
+template <typename K, typename I>
+void restore_canonical_runs(K* sorted, const I* idx, std::uint64_t n, const key_order& canonical,
+                            const void* input)
+{
+  const key_map<K> forward = ordered_map<K>(canonical, true);
+  const auto first_at_least = [&](K code) {
+    std::uint64_t lo = 0;
+    std::uint64_t hi = n;
+    while (lo < hi) {
+      const std::uint64_t mid = lo + (hi - lo) / 2;
+      if (forward(element_at<K>(sorted, mid)) < code)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    return lo;
+  };
+  constexpr std::uint64_t piece = std::uint64_t{1} << 20;
+  std::vector<I> positions;
+  std::vector<K> keys;
+  for (const K code : {forward.zero_to, forward.nan_code}) {
+    const std::uint64_t lo = first_at_least(code);
+    const std::uint64_t hi =
+        code == forward.nan_code ? n : first_at_least(static_cast<K>(code + 1));
+    for (std::uint64_t at = lo; at < hi; at += piece) {
+      const std::uint64_t len = std::min(piece, hi - at);
+      positions.resize(len);
+      keys.resize(len);
+      host_read(positions.data(), idx + at, len * sizeof(I));
+      for (std::uint64_t i = 0; i < len; ++i)
+        keys[i] = element_at<K>(input, static_cast<std::uint64_t>(positions[i]));
+      host_write(sorted + at, keys.data(), len * sizeof(K));
+    }
+  }
+}
+
+}  // namespace
+
+void restore_canonical_keys(void* sorted, const void* indices, std::uint32_t index_bytes,
+                            std::uint64_t n, dtype type, const sort_options& options,
+                            const void* input)
+{
+  visit_layout(size_of(type), 0, [&]<typename K, typename>() {
+    visit_index(index_bytes, [&]<typename I>() {
+      restore_canonical_runs(static_cast<K*>(sorted), static_cast<const I*>(indices), n,
+                             canonical_order(type, options), input);
+    });
+  });
 }
 
 }  // namespace gpusort::detail

@@ -11,7 +11,9 @@
 #include <gpusort/gpusort.hpp>
 
 #include <functional>
+#include <cstdint>
 #include <optional>
+#include <vector>
 
 namespace gpusort::detail {
 
@@ -38,5 +40,28 @@ sort_report run_stable_sort(const sort_job& job, const sort_options& options,
 
 /// Whether engine::sort must take run_stable_sort for this job.
 bool needs_stable_path(const sort_job& job, const sort_options& options) noexcept;
+
+/// The keys NumPy's order calls equal although their bits differ, as the input has them: its
+/// zeros and its NaNs in input order, and how many keys sort before the zeros. A sort by
+/// canonical codes that is stable (or sorts keys alone) writes them over its zero and NaN runs
+/// afterwards: the stable result.
+template <typename K>
+struct distinct_equals {
+  std::vector<K> zeros;
+  std::vector<K> nans;
+  std::uint64_t below_zero{};  ///< keys before the zeros in the job's direction
+};
+
+/// One pass over the input (memory, or a file read in pieces), every core scanning its part
+/// of each piece; the parts' lists are joined in input order. K: the keys' bits.
+template <typename K>
+distinct_equals<K> scan_distinct_equals(const void* input, std::uint64_t n, order dir);
+
+/// An argsort by canonical codes (NumPy's float order): the zero and NaN runs of its sorted
+/// keys get their bits back from `input` by the permutation `indices`. Any of the three may be
+/// memory or a file window; runs are read and written a piece at a time.
+void restore_canonical_keys(void* sorted, const void* indices, std::uint32_t index_bytes,
+                            std::uint64_t n, dtype type, const sort_options& options,
+                            const void* input);
 
 }  // namespace gpusort::detail

@@ -83,8 +83,11 @@ struct config {
   unsigned max_running_jobs{2};   ///< CPU jobs sorting at once (GPU jobs: always one at a time)
   unsigned max_queued_jobs{64};   ///< jobs waiting for admission; more get REJECTED_BUSY
   admission_policy admission{admission_policy::wait};
-  /// Host memory the daemon's jobs may use together (staging copies of files and the engine's
-  /// working memory), in bytes. nullopt ("auto"): half of the physical memory.
+  /// Host memory beyond their arrays that jobs may use, in bytes: in an engine (the library,
+  /// `gpusort sort --local`) each job's, in the daemon its jobs' together (staging copies of
+  /// files and the engine's working memory). A job whose fastest path needs more runs on the
+  /// lean path (in place, within the limit), or is refused naming what it needs. nullopt
+  /// ("auto"): half of the physical memory.
   std::optional<std::uint64_t> host_memory_budget;
   shutdown_policy on_shutdown{shutdown_policy::drain};
   unsigned shutdown_timeout{30};  ///< seconds SIGTERM waits for jobs before cancelling them

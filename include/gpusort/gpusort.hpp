@@ -43,6 +43,12 @@ struct sort_options {
   /// Fill sort_report::profile: where each device's time went, stage by stage. Costs a few
   /// timing events per chunk.
   bool profile{false};
+  /// Host memory the job may take beyond its arrays, in bytes (staging, buffers, tables):
+  /// where the fastest path needs more, the job runs on the lean path (in place, its memory
+  /// independent of the array's size; sort_report::path says which ran), and where that
+  /// needs more too, it is refused up front with a config_error naming the bytes it needs.
+  /// nullopt: the engine's configuration (config::host_memory_budget).
+  std::optional<std::uint64_t> host_memory_limit{};
 };
 
 /// A type-erased job: keys (and values) in, sorted in place or into separate outputs.
@@ -55,6 +61,12 @@ struct sort_job {
   std::optional<value_array> values{};
   void* keys_out{};    ///< nullptr: in place
   void* values_out{};  ///< nullptr: in place (must be null exactly when keys_out is)
+  /// An in-place sort of file_arrays on the lean path: an empty file, writable, on the same
+  /// file system as the keys, that the job uses for its journal and its room (a few chunks).
+  /// Given, the job runs lean whatever its size, so that a kill -9 at any moment leaves the
+  /// journal from which restore_interrupted_sort puts every element back. -1: none (a lean
+  /// job keeps its journal in memory: an error still restores the arrays, a kill does not).
+  int journal_fd{-1};
 };
 
 /// An argsort: the permutation that sorts `keys`, stable by definition (equal keys by position):
@@ -130,6 +142,24 @@ class file_array {
   std::uint64_t bytes_{};
 };
 
+/// Host memory a job would take beyond its arrays on each path, before it runs.
+struct memory_estimate {
+  std::uint64_t fast_bytes{};  ///< the fastest path's (round-1 buffer, scratch, staging)
+  /// The lean path's least (its room, tables and staging at the smallest workable chunks);
+  /// 0 where the job cannot run lean, and `lean_refusal` says why.
+  std::uint64_t lean_bytes{};
+  std::string lean_refusal;
+};
+
+/// Puts back every element of a file that a lean in-place sort was sorting when it was killed,
+/// from the journal it left (sort_job::journal_fd): afterwards the file holds the elements it
+/// held before that sort (in another order). The journal names the files it belongs to; a
+/// journal of other files, or a damaged one, is an io_error and nothing is written. Runs on
+/// the host alone; a restore that is itself killed can run again. `values`: the values file's
+/// descriptor for a sort of pairs, else -1. Returns once the journal may be removed.
+void restore_interrupted_sort(int journal_fd, const std::string& journal_name, int keys_fd,
+                              int values_fd = -1);
+
 /// Thread-safe: several threads may sort on one engine at once. GPU jobs take every GPU of the
 /// engine and run one after another (each alone keeps the PCIe links busy); CPU jobs run side by
 /// side.
@@ -163,6 +193,12 @@ class engine {
                          .values = value_array{values.data(), values.size(), sizeof(V)}},
                 options);
   }
+
+  /// Host memory `job` would take on the fast and the lean path (sort_options::host_memory_limit).
+  [[nodiscard]] memory_estimate estimate_memory(const sort_job& job,
+                                                const sort_options& options = {}) const;
+  [[nodiscard]] memory_estimate estimate_memory(const argsort_job& job,
+                                                const sort_options& options = {}) const;
 
   /// Page-locks [data, data + bytes) for every GPU of the engine (see host_registration).
   /// Throws cuda_error when the driver refuses (memory already registered, limits).

@@ -129,6 +129,14 @@ struct sort_report {
   /// only: the daemon's protocol does not carry them.
   std::uint64_t round1_key_bytes{};
   std::uint64_t round1_stored_bytes{};
+  /// How it ran: "in core", "resident" (fits the GPUs: one round trip), "two rounds" (the
+  /// round-1 buffer), "direct" (the CPU in place), "lean" (in place within a host memory
+  /// limit), or "" for an empty job.
+  std::string path;
+  /// The host memory limit it ran within (0: none), and the host memory its path takes beyond
+  /// the arrays, as planned (buffers, staging, tables).
+  std::uint64_t host_memory_limit{};
+  std::uint64_t host_memory_bytes{};
   double queue_seconds{};              ///< waiting in the daemon's queue; 0 embedded
   std::vector<stage_profile> profile;  ///< when sort_options::profile was set (embedded)
   [[nodiscard]] double rate_bytes_per_second() const noexcept

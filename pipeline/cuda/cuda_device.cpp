@@ -1022,6 +1022,20 @@ resident_buffers& cuda_device::resident(const element_layout& layout, std::uint6
   return *kept;
 }
 
+std::uint64_t cuda_device::host_bytes(const element_layout&, std::uint64_t,
+                                      std::uint64_t slices) const
+{
+  // The pinned staging of both directions and the mapped words (gpu_pinned), and each ring
+  // slot's pinned gather tables: a decode and a gather entry per key slice, a gather entry per
+  // value slice.
+  const std::uint64_t staging = 2 * std::uint64_t{options_.staging_pieces} *
+                                    options_.staging_piece_bytes +
+                                resident_buffers::word_count * sizeof(std::uint64_t);
+  const std::uint64_t per_slice =
+      sizeof(codec::encoded_slice) + 2 * sizeof(cuda::gather_slice);
+  return staging + ring_slots * std::max<std::uint64_t>(slices, 1) * per_slice;
+}
+
 void cuda_device::process(const element_layout& layout, task_queue& queue, job_context& ctx)
 {
   const cuda::set_device_guard guard{options_.id};
@@ -1102,7 +1116,9 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
           const cuda::set_device_guard g{device_id};
           while (const auto s = computed.pop()) {
             const chunk_task& t = *(*s)->task;
+            queue.wait_to_write(t, ctx);
             state.store(**s, t);
+            queue.written(t);
             if (state.profiling) profile.add(**s);
             ctx.add_done(t.total());
             free_slots.push(*s);

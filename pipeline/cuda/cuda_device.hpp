@@ -112,6 +112,9 @@ class cuda_device final : public device {
   [[nodiscard]] std::string name() const override;
   [[nodiscard]] device_capacity capacity(const element_layout& layout) const override;
   void process(const element_layout& layout, task_queue& queue, job_context& ctx) override;
+  [[nodiscard]] std::uint64_t host_bytes(const element_layout& layout,
+                                         std::uint64_t task_elements,
+                                         std::uint64_t slices) const override;
 
   /// Chunk slots in the ring: one copying in, one sorting, one copying out.
   static constexpr unsigned ring_slots = 3;

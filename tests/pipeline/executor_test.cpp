@@ -43,6 +43,11 @@ class probe_device final : public device {
   {
     return inner_.capacity(l);
   }
+  [[nodiscard]] std::uint64_t host_bytes(const element_layout& l, std::uint64_t elements,
+                                         std::uint64_t slices) const override
+  {
+    return inner_.host_bytes(l, elements, slices);
+  }
   void process(const element_layout& layout, task_queue& queue, job_context& ctx) override
   {
     ++round_;
@@ -200,6 +205,11 @@ class unaware_device final : public device {
   [[nodiscard]] device_capacity capacity(const element_layout& l) const override
   {
     return inner_.capacity(l);
+  }
+  [[nodiscard]] std::uint64_t host_bytes(const element_layout& l, std::uint64_t elements,
+                                         std::uint64_t slices) const override
+  {
+    return inner_.host_bytes(l, elements, slices);
   }
   void process(const element_layout& layout, task_queue& queue, job_context& ctx) override
   {
