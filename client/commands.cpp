@@ -1,6 +1,7 @@
 #include "client/commands.hpp"
 
 #include "client/files.hpp"
+#include "client/in_place.hpp"
 #include "client/npy.hpp"
 #include "client/progress.hpp"
 #include "core/generate.hpp"
@@ -135,14 +136,22 @@ const command_spec& sort_spec()
                   "                    [--float-order total|numpy]\n"
                   "                    [--argsort-out FILE [--index-type i64|u32]]\n"
                   "                    [--values FILE [--value-bytes 4|8] [--values-out FILE]]\n"
-                  "                    [--socket PATH | --local] [--config FILE] [--json]\n"
-                  "                    [--quiet] [--no-sync] [--profile]",
+                  "                    [--socket PATH | --local] [--config FILE]\n"
+                  "                    [--host-memory-budget SIZE] [--json] [--quiet]\n"
+                  "                    [--no-sync] [--profile]",
       .description =
           "Sorts FILE, a raw little-endian array of keys of type T, and with --values a file of\n"
           "values paired with the keys by index. FILE is only read: the sorted data goes to a\n"
           "temporary file in the output's folder, renamed over the output only on success.\n"
           "Without --out (and --values-out) the sort is in place; a failure leaves every file\n"
           "as it was.\n"
+          "Within a host memory budget (--host-memory-budget, the configuration's\n"
+          "host_memory_budget, else half the RAM) that has no room for that temporary (in\n"
+          "tmpfs it is memory) beside the engine's own buffers, FILE is sorted where it lies\n"
+          "on the lean path, with a journal .FILE.gpusort-journal beside it: if the command is\n"
+          "killed, the next gpusort sort of FILE (or gpusort recover FILE) puts every element\n"
+          "back from the journal first. A sort that cannot run within the budget is refused,\n"
+          "naming the memory it needs.\n"
           "FILE may be a NumPy .npy file (known by its magic \\x93NUMPY, versions 1.0-3.0):\n"
           "1-D, little-endian '<u4' '<i4' '<u8' '<i8' '<f4' '<f8'. Its header gives the type\n"
           "(--dtype may repeat it, not contradict it) and is kept byte for byte: only the data\n"
@@ -188,12 +197,18 @@ const command_spec& sort_spec()
           {"local", "", "sort in this process with the embedded engine, not the daemon"},
           {"config", "FILE", "configuration, YAML (default: $GPUSORT_CONFIG, else built-in\n"
                              "defaults): the engine's with --local, else the socket path"},
+          {"host-memory-budget", "SIZE", "host memory the sort may use beyond its arrays\n"
+                                         "(--local; k/M/G/Ki/Mi/Gi; default: the\n"
+                                         "configuration's host_memory_budget)"},
           {"json", "", "print one JSON object instead of the summary: elements, bytes,\n"
                        "seconds (the sort's), wall_seconds (this command's, from its\n"
                        "start to the published output), peak_rss_bytes (this command's\n"
                        "peak memory), rate (bytes/s), engine, devices, chunks, rounds,\n"
-                       "compensated_chunks; a job that compressed its round-1 runs\n"
-                       "(--local) adds round1_key_bytes and round1_stored_bytes"},
+                       "compensated_chunks, path (how it ran: lean, two rounds, resident,\n"
+                       "direct, in core), host_memory_limit and host_memory_bytes (the\n"
+                       "budget and what its path takes beyond the arrays, as planned); a\n"
+                       "job that compressed its round-1 runs (--local) adds\n"
+                       "round1_key_bytes and round1_stored_bytes"},
           {"quiet", "", "no progress bar, no summary, only warnings and errors (also -q)"},
           {"no-sync", "", "publish the output without waiting for it to reach the disk\n"
                           "(no fsync: for scratch files a crash may lose)"},
@@ -234,6 +249,26 @@ const command_spec& verify_spec()
           {"original-values", "FILE", "the values before sorting"},
           {"value-bytes", "4|8", "bytes per value (default 8, or the .npy header's)"},
           {"json", "", "print one JSON object: ok, elements, message"},
+          {"help", "", "show this text"},
+      }};
+  return spec;
+}
+
+const command_spec& recover_spec()
+{
+  static const command_spec spec{
+      .name = "recover",
+      .synopsis = "FILE [--values FILE] [--quiet]",
+      .description =
+          "Puts back every element of FILE (and of its --values file) that a lean in-place\n"
+          "sort left in its journal .FILE.gpusort-journal when it was killed, and removes the\n"
+          "journal. Afterwards the files hold the elements they held before that sort, each\n"
+          "key with its value, not sorted. gpusort sort FILE does the same by itself before\n"
+          "it sorts. A journal of other files, or a damaged one, is refused and nothing is\n"
+          "written. Says nothing and exits 0 where FILE has no journal.\n",
+      .options = {
+          {"values", "FILE", "the values file that was sorted with FILE"},
+          {"quiet", "", "say nothing but errors (also -q)"},
           {"help", "", "show this text"},
       }};
   return spec;
@@ -545,6 +580,15 @@ std::string_view value_descr(std::uint32_t value_bytes)
   return value_bytes == 4 ? "<u4" : "<u8";
 }
 
+/// Half of the physical memory: host_memory_budget's `auto`, as the engine reads it.
+std::uint64_t half_the_memory() noexcept
+{
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return std::uint64_t{1} << 30;
+  return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) / 2;
+}
+
 config load_cli_config(const parsed_args& a)
 {
   std::optional<std::string> path = a.get("config");
@@ -698,14 +742,39 @@ config one_shot(config cfg)
 /// Runs `work` (a sort or an argsort on the engine it is given), mapping the engine's
 /// exceptions to exit codes. With a `closer`, the engine is closed there, after a successful
 /// sort, instead of before this returns.
-template <typename Work>
-sort_report run_engine(const config& cfg, sort_timeline& timeline, Work&& work,
-                       engine_closer* closer = nullptr)
+/// The engine's exceptions as the command's exit codes, around `body`.
+template <typename Body>
+decltype(auto) mapping_engine_errors(Body&& body)
 {
   try {
+    return body();
+  } catch (const cli_error&) {
+    throw;
+  } catch (const config_error& e) {
+    throw cli_error{exit_config, e.what()};
+  } catch (const io_error& e) {
+    throw cli_error{exit_io, e.what()};
+  } catch (const out_of_memory& e) {
+    throw cli_error{exit_runtime, std::string{"out of memory: "} + e.what()};
+  } catch (const std::bad_alloc&) {
+    throw cli_error{exit_runtime, "out of host memory"};
+  } catch (const std::exception& e) {
+    throw cli_error{exit_runtime, std::string{"sort failed: "} + e.what()};
+  }
+}
+
+/// `premade`: an engine the command started already (to ask it what a job needs), used and
+/// taken instead of a new one.
+template <typename Work>
+sort_report run_engine(const config& cfg, sort_timeline& timeline, Work&& work,
+                       engine_closer* closer = nullptr, std::optional<engine>* premade = nullptr)
+{
+  return mapping_engine_errors([&] {
     sort_report report;
     {
-      engine eng{one_shot(cfg)};
+      engine eng = premade != nullptr && premade->has_value() ? std::move(**premade)
+                                                              : engine{one_shot(cfg)};
+      if (premade != nullptr) premade->reset();
       timeline.mark("engine started (devices opened)");
       report = work(eng);
       timeline.mark("sorted");
@@ -718,17 +787,7 @@ sort_report run_engine(const config& cfg, sort_timeline& timeline, Work&& work,
     timeline.mark("engine closed (its buffers freed)");
     timeline.set_stages(report.profile);
     return report;
-  } catch (const config_error& e) {
-    throw cli_error{exit_config, e.what()};
-  } catch (const io_error& e) {
-    throw cli_error{exit_io, e.what()};
-  } catch (const out_of_memory& e) {
-    throw cli_error{exit_runtime, std::string{"out of memory: "} + e.what()};
-  } catch (const std::bad_alloc&) {
-    throw cli_error{exit_runtime, "out of host memory"};
-  } catch (const std::exception& e) {
-    throw cli_error{exit_runtime, std::string{"sort failed: "} + e.what()};
-  }
+  });
 }
 
 void print_help(const command_spec& spec) { std::fputs(help_text(spec).c_str(), stdout); }
@@ -820,7 +879,10 @@ void print_sort_report(std::FILE* to, const sort_report& r, sorted_by by,
                        {"devices", r.devices},
                        {"chunks", r.chunks},
                        {"rounds", r.rounds},
-                       {"compensated_chunks", r.compensated_chunks}};
+                       {"compensated_chunks", r.compensated_chunks},
+                       {"path", r.path},
+                       {"host_memory_limit", r.host_memory_limit},
+                       {"host_memory_bytes", r.host_memory_bytes}};
     if (daemon) out["queue_seconds"] = r.queue_seconds;
     // What compress_runs saved of the round-1 buffer's keys (embedded jobs: the daemon's
     // report does not carry it).
@@ -954,7 +1016,8 @@ std::string one_line(std::string text)
 
 const command_spec* find_command(std::string_view name)
 {
-  for (const command_spec* spec : {&gen_spec(), &sort_spec(), &verify_spec(), &status_spec()})
+  for (const command_spec* spec :
+       {&gen_spec(), &sort_spec(), &verify_spec(), &status_spec(), &recover_spec()})
     if (spec->name == name) return spec;
   return nullptr;
 }
@@ -1092,7 +1155,8 @@ struct file_sort {
 /// (pipeline/file_window.hpp). Only the data regions are given to it: a .npy header is never
 /// part of an array.
 sort_report sort_files_locally(const config& cfg, const file_sort& job, progress_bar& bar,
-                               sort_timeline& timeline, engine_closer& closer)
+                               sort_timeline& timeline, engine_closer& closer,
+                               std::optional<engine>& premade)
 {
   sort_options options{.direction = job.direction,
                        .stable = job.stable,
@@ -1127,7 +1191,8 @@ sort_report sort_files_locally(const config& cfg, const file_sort& job, progress
                               .index_bytes = job.index_bytes,
                               .keys_out = out(job.keys_out)};
     return run_engine(
-        cfg, timeline, [&](engine& eng) { return eng.argsort(argsort, options); }, &closer);
+        cfg, timeline, [&](engine& eng) { return eng.argsort(argsort, options); }, &closer,
+        &premade);
   }
   sort_job sort{.keys = keys, .keys_out = out(job.keys_out)};
   if (job.values != nullptr) {
@@ -1135,7 +1200,69 @@ sort_report sort_files_locally(const config& cfg, const file_sort& job, progress
     sort.values_out = out(job.values_out);
   }
   return run_engine(
-      cfg, timeline, [&](engine& eng) { return eng.sort(sort, options); }, &closer);
+      cfg, timeline, [&](engine& eng) { return eng.sort(sort, options); }, &closer, &premade);
+}
+
+/// `gpusort sort FILE --local` in place, where the temporary the sort would write (memory in
+/// tmpfs) and the engine's fast path together need more than the host memory budget: FILE is
+/// sorted where it lies on the lean path, its journal beside it. nullopt, and `premade` holds
+/// the engine it started, where the budget has room for the usual way.
+std::optional<sort_report> sort_in_place_lean(const config& cfg, const file_sort& job,
+                                              const fs::path& keys_path,
+                                              const std::optional<fs::path>& values_path,
+                                              progress_bar& bar, sort_timeline& timeline,
+                                              std::optional<engine>& premade)
+{
+  const std::uint64_t limit = cfg.host_memory_budget.value_or(0);
+  sort_options options{.direction = job.direction,
+                       .stable = job.stable,
+                       .floats = job.floats,
+                       .profile = timeline.on(),
+                       .host_memory_limit = limit};
+  if (bar.enabled()) options.on_progress = [&bar](const progress_event& e) { bar.update(e); };
+  const writable_file keys_file{keys_path};
+  std::optional<writable_file> values_file;
+  if (values_path) values_file.emplace(*values_path);
+  const file_array keys{keys_file.fd(), job.keys->layout.offset(), job.keys->layout.bytes,
+                        keys_path.string()};
+  std::optional<file_array> values;
+  if (job.values != nullptr)
+    values.emplace(values_file->fd(), job.values->layout.offset(), job.values->layout.bytes,
+                   values_path->string());
+  sort_job sort{.keys = {keys.data(), job.count, job.type}};
+  if (values) sort.values = value_array{values->data(), job.count, job.value_bytes};
+  const std::uint64_t temporary =
+      in_memory_file_system(keys_path)
+          ? job.keys->layout.bytes + (job.values != nullptr ? job.values->layout.bytes : 0)
+          : 0;
+  const bool lean = mapping_engine_errors([&] {
+    premade.emplace(one_shot(cfg));
+    timeline.mark("engine started (devices opened)");
+    const memory_estimate e = premade->estimate_memory(sort, options);
+    return temporary + e.fast_bytes > limit || detail::switch_flag("GPUSORT_LEAN", false);
+  });
+  if (!lean) return std::nullopt;
+  std::optional<lean_journal> journal{std::in_place, keys_path};
+  sort.journal_fd = journal->fd();
+  timeline.mark("journal created");
+  sort_report report;
+  try {
+    report = mapping_engine_errors([&] {
+      engine eng = std::move(*premade);
+      premade.reset();
+      sort_report r = eng.sort(sort, options);
+      timeline.mark("sorted");
+      return r;
+    });
+  } catch (...) {
+    // The engine put every element back unless it could not; where this cannot either, the
+    // journal stays for gpusort recover.
+    if (journal->restore(keys_file.fd(), values_file ? values_file->fd() : -1)) journal.reset();
+    throw;
+  }
+  journal.reset();  // the files hold the sorted arrays: the journal goes
+  timeline.set_stages(report.profile);
+  return report;
 }
 
 /// `gpusort sort` through the daemon: the files were opened here and their descriptors go to
@@ -1241,15 +1368,32 @@ int run_sort(const std::vector<std::string>& args)
   const bool json = a.has("json");
   const bool quiet = a.has("quiet");
   const bool local = a.has("local");
+  if (a.has("host-memory-budget") && !local)
+    throw cli_error{exit_usage, "--host-memory-budget is the local engine's (--local); the "
+                                "daemon has its own host_memory_budget"};
   std::optional<config> cfg;
   std::string socket;
   if (local) {
     cfg.emplace(load_cli_config(a));
     set_log_level(cfg->level, quiet || json);
+    if (const std::optional<std::string> budget = a.get("host-memory-budget")) {
+      const std::optional<std::uint64_t> bytes = parse_bytes(*budget);
+      if (!bytes || *bytes == 0)
+        throw cli_error{exit_usage, "--host-memory-budget takes a size such as 4Gi, not '" +
+                                        *budget + "'"};
+      cfg->host_memory_budget = *bytes;
+    }
+    if (!cfg->host_memory_budget) cfg->host_memory_budget = half_the_memory();
   } else {
     socket = socket_option(a);
   }
   sort_timeline timeline{a.has("profile")};
+  // A sort of FILE that was killed left a journal, and some of FILE's elements in it: back
+  // into the files first, whatever this sort is.
+  if (restore_interrupted(input_path,
+                          values_path ? std::optional<fs::path>{*values_path} : std::nullopt,
+                          quiet || json))
+    timeline.mark("an interrupted sort's elements put back");
 
   const input_array keys{input_path};
   const key_layout k = keys_of(keys.layout, {type_option}, input_path.string());
@@ -1269,6 +1413,32 @@ int run_sort(const std::vector<std::string>& args)
     if (values_path) check_writable_in_place(*values_path);
   }
   timeline.mark("inputs opened");
+  const file_sort in_place_job{
+      .type = k.type,
+      .count = k.count,
+      .direction = a.has("descending") ? order::descending : order::ascending,
+      .stable = a.has("stable"),
+      .floats = float_order_option(a).value_or(keys.layout.npy ? float_order::numpy
+                                                               : float_order::total),
+      .keys = &keys,
+      .values = values ? &*values : nullptr,
+      .value_bytes = value_bytes};
+  progress_bar bar{!quiet && !json && ::isatty(STDERR_FILENO) == 1, stderr};
+  std::optional<engine> premade;
+  if (local && in_place && k.count >= 2) {
+    if (std::optional<sort_report> r =
+            sort_in_place_lean(*cfg, in_place_job, input_path,
+                               values_path ? std::optional<fs::path>{*values_path} : std::nullopt,
+                               bar, timeline, premade)) {
+      bar.finish();
+      const bool durable = !a.has("no-sync");
+      writable_file{input_path}.sync(durable);
+      if (values_path) writable_file{*values_path}.sync(durable);
+      timeline.mark(durable ? "files synced" : "files not synced (--no-sync)");
+      print_sort_report(stdout, *r, sorted_by::local, a, timeline);
+      return exit_ok;
+    }
+  }
   std::optional<client::connection> conn;
   if (!local) {
     conn.emplace(connect_daemon(socket, "start gpusortd or sort with --local"));
@@ -1298,25 +1468,15 @@ int run_sort(const std::vector<std::string>& args)
   write_back_meanwhile(a, outputs);
   timeline.mark("outputs created");
 
-  const file_sort job{
-      .type = k.type,
-      .count = k.count,
-      .direction = a.has("descending") ? order::descending : order::ascending,
-      .stable = a.has("stable"),
-      .floats = float_order_option(a).value_or(keys.layout.npy ? float_order::numpy
-                                                               : float_order::total),
-      .keys = &keys,
-      .values = values ? &*values : nullptr,
-      .value_bytes = value_bytes,
-      .keys_out = keys_out ? &*keys_out : nullptr,
-      .values_out = values_out ? &*values_out : nullptr,
-      .indices_out = indices_out ? &*indices_out : nullptr,
-      .index_bytes = index_bytes};
-  progress_bar bar{!quiet && !json && ::isatty(STDERR_FILENO) == 1, stderr};
+  file_sort job = in_place_job;
+  job.keys_out = keys_out ? &*keys_out : nullptr;
+  job.values_out = values_out ? &*values_out : nullptr;
+  job.indices_out = indices_out ? &*indices_out : nullptr;
+  job.index_bytes = index_bytes;
   sort_report report;
   engine_closer closer;
   if (local) {
-    report = sort_files_locally(*cfg, job, bar, timeline, closer);
+    report = sort_files_locally(*cfg, job, bar, timeline, closer, premade);
   } else {
     report = sort_files_with_daemon(*conn, job, bar, timeline.on());
     timeline.mark(fmt::format("sorted by the daemon (its sort {:.3f} s, queued {:.3f} s)",
@@ -1325,6 +1485,23 @@ int run_sort(const std::vector<std::string>& args)
   }
   return finish_sort(bar, outputs, report, local ? sorted_by::local : sorted_by::daemon, a,
                      timeline, &closer);
+}
+
+// ---- recover ---------------------------------------------------------------------------------
+
+int run_recover(const std::vector<std::string>& args)
+{
+  const std::optional<parsed_args> parsed = parse_or_help(args, recover_spec());
+  if (!parsed) return exit_ok;
+  const parsed_args& a = *parsed;
+  const fs::path path = one_file(a, "recover", "the file whose sort was interrupted");
+  const std::optional<std::string> values = a.get("values");
+  const bool quiet = a.has("quiet");
+  if (!restore_interrupted(path, values ? std::optional<fs::path>{*values} : std::nullopt,
+                           quiet) &&
+      !quiet)
+    std::printf("no interrupted sort of %s to recover\n", path.c_str());
+  return exit_ok;
 }
 
 // ---- verify ----------------------------------------------------------------------------------
@@ -1412,6 +1589,7 @@ int run_verify(const std::vector<std::string>& args)
   if (!parsed) return exit_ok;
   const parsed_args& a = *parsed;
   const std::string& sorted_path = one_file(a, "verify", "the sorted file");
+  refuse_if_interrupted(sorted_path);
   const std::optional<dtype> type_option = optional_dtype_option(a);
   const std::optional<std::string> original_path = a.get("original");
   if (!original_path && a.has("values"))

@@ -30,6 +30,7 @@ constexpr const char* overview =
     "          (--socket PATH) or in this process (--local)\n"
     "  verify  check that a file is a sorted permutation of an original\n"
     "  status  show the daemon's devices, memory, jobs and totals\n"
+    "  recover put back the elements of a file whose lean in-place sort was killed\n"
     "  help    show the options of a command: gpusort help sort\n"
     "\n"
     "options:\n"
@@ -49,7 +50,7 @@ int dispatch(std::vector<std::string> args)
 {
   using namespace gpusort::cli;
   if (args.empty())
-    throw cli_error{exit_usage, "no command (gen, sort, verify, status; see --help)"};
+    throw cli_error{exit_usage, "no command (gen, sort, verify, status, recover; see --help)"};
   const std::string command = args.front();
   args.erase(args.begin());
   if (command == "--help" || command == "-h") {
@@ -64,7 +65,7 @@ int dispatch(std::vector<std::string> args)
     }
     if (find_command(args.front()) == nullptr)
       throw cli_error{exit_usage,
-                      "no command '" + args.front() + "' (gen, sort, verify, status, help)"};
+                      "no command '" + args.front() + "' (gen, sort, verify, status, recover, help)"};
     args = {args.front(), "--help"};
     return dispatch(args);
   }
@@ -76,11 +77,12 @@ int dispatch(std::vector<std::string> args)
   if (command == "sort") return run_sort(args);
   if (command == "verify") return run_verify(args);
   if (command == "status") return run_status(args);
+  if (command == "recover") return run_recover(args);
   throw cli_error{exit_usage, command.starts_with("-")
                                  ? "unknown option " + command + " (--help, --version; a "
                                                                  "command's options follow it)"
                                  : "unknown command '" + command +
-                                       "' (gen, sort, verify, status; see --help)"};
+                                       "' (gen, sort, verify, status, recover; see --help)"};
 }
 
 }  // namespace

@@ -567,16 +567,28 @@ memory_estimate engine::estimate_memory(const argsort_job& job,
   return e;
 }
 
+namespace {
+
+/// GPUSORT_LEAN=1: every job of two elements or more runs on the lean path (within its limit),
+/// to measure it against the fast path at the same size, and for tests.
+bool lean_forced() noexcept
+{
+  static const bool forced = detail::switch_flag("GPUSORT_LEAN", false);
+  return forced;
+}
+
+}  // namespace
+
 sort_report engine::sort(const sort_job& job, const sort_options& options)
 {
   validate(job);
   const std::uint64_t limit = impl_->limit_of(options);
   const std::uint64_t fast = impl_->fast_bytes(job, options);
-  if (job.keys.count >= 2 && (job.journal_fd >= 0 || fast > limit)) {
+  if (job.keys.count >= 2 && (job.journal_fd >= 0 || fast > limit || lean_forced())) {
     try {
       return detail::lean::run_sort(impl_->lean_parts(), job, options, limit);
     } catch (const config_error& e) {
-      if (job.journal_fd >= 0 && fast <= limit) throw;
+      if ((job.journal_fd >= 0 || lean_forced()) && fast <= limit) throw;
       refuse(e, fast, limit);
     }
   }
@@ -591,7 +603,7 @@ sort_report engine::argsort(const argsort_job& job, const sort_options& options)
 {
   const std::uint64_t limit = impl_->limit_of(options);
   const std::uint64_t fast = impl_->fast_bytes(job, options);
-  if (job.keys.count >= 2 && fast > limit && job.indices_out != nullptr &&
+  if (job.keys.count >= 2 && (fast > limit || lean_forced()) && job.indices_out != nullptr &&
       (job.index_bytes == 4 || job.index_bytes == 8)) {
     try {
       return detail::lean::run_argsort(impl_->lean_parts(), job, options, limit);

@@ -1,16 +1,19 @@
 #include "pipeline/lean/journal.hpp"
 
 #include "core/checks.hpp"
+#include "core/switches.hpp"
 #include "core/sys_io.hpp"
 #include "pipeline/host_memory.hpp"
 
 #include <gpusort/error.hpp>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <optional>
@@ -78,6 +81,17 @@ template <typename T>
 std::atomic_ref<T> atomic(T& v) noexcept
 {
   return std::atomic_ref<T>{v};
+}
+
+/// GPUSORT_LEAN_CRASH_AT=N: the process kills itself (SIGKILL, as kill -9 would) at the N-th
+/// step any journal of it records, so that tests reach every kind of step of the lean path
+/// (tests/client/lean_cli_test.cpp); unset, one relaxed load per step.
+void crash_point() noexcept
+{
+  static const std::uint64_t at =
+      detail::switch_count("GPUSORT_LEAN_CRASH_AT", 1, std::uint64_t{1} << 40).value_or(0);
+  static std::atomic<std::uint64_t> steps{0};
+  if (at != 0 && steps.fetch_add(1, std::memory_order_relaxed) + 1 == at) ::raise(SIGKILL);
 }
 
 [[noreturn]] void fail_io(const std::string& what, const std::string& name)
@@ -157,8 +171,26 @@ journal::journal(int fd, std::string name, const plan& p, std::uint32_t key_byte
     fail_io("cannot make room for the journal", state_->name);
   }
   state_->map(layout.meta_bytes);
-  *state_->h = layout;
+  // The magic last: a journal killed while its header was written reads as one that never
+  // started (untouched), not as a damaged one.
+  header without_magic = layout;
+  std::memset(without_magic.magic, 0, sizeof without_magic.magic);
+  *state_->h = without_magic;
+  std::atomic_thread_fence(std::memory_order_release);
+  std::memcpy(state_->h->magic, magic, sizeof magic);
+  std::atomic_thread_fence(std::memory_order_release);
   state_->window_room();
+}
+
+bool journal::untouched(int fd)
+{
+  std::array<char, sizeof(header)> head{};
+  const ssize_t got = sys::pread(fd, head.data(), head.size(), 0);
+  if (got < 0) fail_io("cannot read the journal", "");
+  // Made (a name only this engine's callers give), but killed before its header was whole:
+  // the magic goes in last, and no element moves before it is there.
+  return got < static_cast<ssize_t>(sizeof magic) ||
+         std::memcmp(head.data(), magic, sizeof magic) != 0;
 }
 
 journal journal::open(int fd, std::string name)
@@ -210,6 +242,7 @@ phase journal::current() const noexcept
 
 void journal::set_phase(phase p) noexcept
 {
+  crash_point();
   atomic(state_->h->phase).store(static_cast<std::uint32_t>(p), std::memory_order_release);
 }
 
@@ -229,6 +262,7 @@ bool journal::has_values_file() const noexcept { return state_->h->has_values !=
 
 void journal::chunk_written(std::uint64_t j) noexcept
 {
+  crash_point();
   atomic(state_->at<std::uint8_t>(state_->h->r1_offset)[j]).store(1, std::memory_order_release);
 }
 
@@ -250,6 +284,7 @@ bool journal::block_live(std::uint64_t p) const noexcept
 
 void journal::set_block_live(std::uint64_t p, bool live) noexcept
 {
+  crash_point();
   auto word = atomic(state_->at<std::uint64_t>(state_->h->cls_offset)[p / 64]);
   const std::uint64_t bit = std::uint64_t{1} << (p % 64);
   if (live)
@@ -260,6 +295,7 @@ void journal::set_block_live(std::uint64_t p, bool live) noexcept
 
 void journal::set_storage(std::uint64_t begin, std::uint64_t used) noexcept
 {
+  crash_point();
   state_->h->storage_begin = begin;
   atomic(state_->h->storage_used).store(used, std::memory_order_release);
 }
@@ -278,6 +314,7 @@ move_slot journal::slot(std::uint64_t i) const noexcept
 
 void journal::set_slot(std::uint64_t i, move_slot v) noexcept
 {
+  crash_point();
   move_slot& s = state_->at<move_slot>(state_->h->slots_offset)[i];
   if (v.state == 1) {  // a new move: its blocks first, then the state that makes them count
     s.from = v.from;
@@ -302,6 +339,7 @@ bucket_place journal::bucket(std::uint64_t k) const noexcept
 
 void journal::bucket_written(std::uint64_t k) noexcept
 {
+  crash_point();
   atomic(state_->at<std::uint8_t>(state_->h->r2_offset)[k]).store(1, std::memory_order_release);
 }
 

@@ -69,6 +69,9 @@ class journal {
           std::uint32_t value_bytes, file_identity keys, file_identity values);
   /// An existing journal file, for restore(): checks it and maps it.
   static journal open(int fd, std::string name);
+  /// Whether the journal file `fd` was made but killed before its header was whole (no magic
+  /// yet): no element had moved, and it may simply go.
+  static bool untouched(int fd);
   ~journal();
   journal(journal&&) noexcept;
   journal& operator=(journal&&) noexcept;

@@ -34,6 +34,7 @@ void check_file(int fd, const detail::lean::file_identity& id, std::uint64_t byt
 void restore_interrupted_sort(int journal_fd, const std::string& journal_name, int keys_fd,
                               int values_fd)
 {
+  if (detail::lean::journal::untouched(journal_fd)) return;
   detail::lean::journal j = detail::lean::journal::open(journal_fd, journal_name);
   const std::uint64_t n = j.n();
   check_file(keys_fd, j.keys_file(), n * j.key_bytes(), "keys", journal_name);

@@ -1,0 +1,260 @@
+// A file sorted in place on the lean path loses nothing however the command ends (issue 39):
+// `gpusort sort --local` killed (SIGKILL) at every kind of step the journal records
+// (GPUSORT_LEAN_CRASH_AT) and at random moments, then `gpusort recover` (or the next sort)
+// must leave the files holding exactly the input's (key, value) pairs. Pairs make the check
+// strict: the values are the input positions, so every pair is checked against the input.
+// On a GPU host the same tests kill the GPU path.
+#include "tests/client/cli_process.hpp"
+#include "tests/support/sanitizer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace gpusort {
+namespace {
+
+namespace fs = std::filesystem;
+using test_support::cli_command;
+using test_support::run_cli;
+using test_support::start_cli;
+using test_support::wait_cli;
+
+template <typename T>
+std::vector<T> read_all(const fs::path& p)
+{
+  std::vector<T> v(fs::file_size(p) / sizeof(T));
+  std::ifstream in{p, std::ios::binary};
+  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(T)));
+  return v;
+}
+
+template <typename T>
+void write_all(const fs::path& p, const std::vector<T>& v)
+{
+  std::ofstream out{p, std::ios::binary | std::ios::trunc};
+  out.write(reinterpret_cast<const char*>(v.data()),
+            static_cast<std::streamsize>(v.size() * sizeof(T)));
+}
+
+class LeanCli : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override
+  {
+    const fs::path root{GetParam()};
+    if (!fs::exists(root)) GTEST_SKIP() << root << " does not exist here";
+    dir_ = root / ("gpusort-lean-" + std::to_string(::getpid()) + "-" +
+                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    std::mt19937_64 rng{42};
+    keys_.resize(n_);
+    for (std::uint64_t& k : keys_) k = rng() % (n_ / 8);  // ties: stability is not asked here
+    values_.resize(n_);
+    std::iota(values_.begin(), values_.end(), std::uint64_t{0});
+  }
+  void TearDown() override
+  {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+
+  [[nodiscard]] fs::path keys_path() const { return dir_ / "keys.bin"; }
+  [[nodiscard]] fs::path values_path() const { return dir_ / "values.bin"; }
+  [[nodiscard]] fs::path journal_path() const { return dir_ / ".keys.bin.gpusort-journal"; }
+
+  void write_input() const
+  {
+    write_all(keys_path(), keys_);
+    write_all(values_path(), values_);
+  }
+
+  [[nodiscard]] std::vector<std::string> sort_args() const
+  {
+    return {"sort",    keys_path().string(), "--dtype",   "u64",
+            "--values", values_path().string(), "--value-bytes", "8",
+            "--local", "--host-memory-budget", "1Gi", "--no-sync", "--quiet"};
+  }
+
+  /// The files hold the input's pairs, each key with its own value, in some order.
+  void expect_input_pairs(const std::string& what) const
+  {
+    const std::vector<std::uint64_t> k = read_all<std::uint64_t>(keys_path());
+    const std::vector<std::uint64_t> v = read_all<std::uint64_t>(values_path());
+    ASSERT_EQ(k.size(), n_) << what;
+    ASSERT_EQ(v.size(), n_) << what;
+    std::vector<bool> seen(n_, false);
+    for (std::uint64_t i = 0; i < n_; ++i) {
+      ASSERT_LT(v[i], n_) << what << ": a value that is no input position at " << i;
+      ASSERT_FALSE(seen[v[i]]) << what << ": value " << v[i] << " twice";
+      seen[v[i]] = true;
+      ASSERT_EQ(k[i], keys_[v[i]]) << what << ": the pair at " << i << " is torn";
+    }
+  }
+
+  /// The files hold the input's pairs sorted by key.
+  void expect_sorted(const std::string& what) const
+  {
+    expect_input_pairs(what);
+    const std::vector<std::uint64_t> k = read_all<std::uint64_t>(keys_path());
+    EXPECT_TRUE(std::is_sorted(k.begin(), k.end())) << what;
+  }
+
+  /// Recovers after a kill: `gpusort recover`, which says what it did.
+  void recover(const std::string& what) const
+  {
+    const test_support::cli_result r =
+        run_cli(dir_, {"recover", keys_path().string(), "--values", values_path().string()});
+    ASSERT_EQ(r.code, 0) << what << ": " << r.err;
+    EXPECT_FALSE(fs::exists(journal_path())) << what;
+  }
+
+  fs::path dir_;
+  std::uint64_t n_{test_support::under_sanitizer() ? std::uint64_t{60'000} : 400'000};
+  std::vector<std::uint64_t> keys_;
+  std::vector<std::uint64_t> values_;
+};
+
+TEST_P(LeanCli, ASortThatRunsToItsEndIsLeanAndLeavesNoJournal)
+{
+  write_input();
+  std::vector<std::string> args = sort_args();
+  args.emplace_back("--json");
+  std::erase(args, std::string{"--quiet"});
+  const test_support::cli_result r = run_cli(dir_, args, {{"GPUSORT_LEAN", "1"}});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"path\":\"lean\""), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(journal_path()));
+  expect_sorted("a whole sort");
+}
+
+TEST_P(LeanCli, AKillAtAnyStepOfTheJournalLosesNothing)
+{
+  // Find how many steps a sort records by doubling the crash point until a sort completes,
+  // then kill at every step up to 40 and at 200 more drawn across the whole sort.
+  std::uint64_t steps = 1;
+  for (;; steps *= 2) {
+    write_input();
+    const test_support::cli_result r =
+        run_cli(dir_, sort_args(),
+                {{"GPUSORT_LEAN", "1"}, {"GPUSORT_LEAN_CRASH_AT", std::to_string(steps)}});
+    if (r.signal == SIGKILL) {
+      recover("while counting, at step " + std::to_string(steps));
+      expect_input_pairs("killed at step " + std::to_string(steps));
+      continue;
+    }
+    ASSERT_EQ(r.code, 0) << r.err;
+    break;
+  }
+  std::vector<std::uint64_t> points(std::min<std::uint64_t>(40, steps));
+  std::iota(points.begin(), points.end(), std::uint64_t{1});
+  std::mt19937_64 rng{7};
+  const int drawn = test_support::under_sanitizer() ? 40 : 200;
+  for (int i = 0; i < drawn; ++i) points.push_back(1 + rng() % steps);
+  int killed = 0;
+  for (const std::uint64_t at : points) {
+    write_input();
+    const std::string what = "killed at step " + std::to_string(at);
+    const test_support::cli_result r = run_cli(
+        dir_, sort_args(), {{"GPUSORT_LEAN", "1"}, {"GPUSORT_LEAN_CRASH_AT", std::to_string(at)}});
+    if (r.signal != SIGKILL) {
+      ASSERT_EQ(r.code, 0) << what << ": " << r.err;
+      expect_sorted(what + " (it finished)");
+      continue;
+    }
+    ++killed;
+    ASSERT_TRUE(fs::exists(journal_path())) << what;
+    recover(what);
+    expect_input_pairs(what);
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_GT(killed, static_cast<int>(points.size()) / 2);
+}
+
+TEST_P(LeanCli, AKillAtARandomMomentLosesNothingAndTheNextSortFinishes)
+{
+  // How long a whole sort takes, then kills spread over that time (copies in flight included).
+  write_input();
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(run_cli(dir_, sort_args(), {{"GPUSORT_LEAN", "1"}}).code, 0);
+  const auto whole = std::chrono::steady_clock::now() - start;
+  std::mt19937_64 rng{11};
+  const int runs = test_support::under_sanitizer() ? 20 : 100;
+  for (int i = 0; i < runs; ++i) {
+    write_input();
+    const fs::path out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
+    const pid_t pid = start_cli(cli_command{.args = sort_args(),
+                                            .env = {{"GPUSORT_LEAN", "1"}},
+                                            .stdout_path = out.string(),
+                                            .stderr_path = err.string()});
+    const auto delay = std::chrono::duration_cast<std::chrono::microseconds>(whole) *
+                       static_cast<double>(rng() % 1000) / 1000.0;
+    std::this_thread::sleep_for(delay);
+    ::kill(pid, SIGKILL);
+    const test_support::cli_result r = wait_cli(pid, out, err);
+    const std::string what = "killed after " + std::to_string(delay.count()) + " us";
+    if (r.signal != SIGKILL) {
+      ASSERT_EQ(r.code, 0) << what << ": " << r.err;
+      expect_sorted(what + " (it finished)");
+      continue;
+    }
+    if (i % 2 == 0) {
+      if (fs::exists(journal_path())) recover(what);
+      expect_input_pairs(what);
+    } else {
+      // The next sort puts the elements back itself, then sorts.
+      const test_support::cli_result again = run_cli(dir_, sort_args(), {{"GPUSORT_LEAN", "1"}});
+      ASSERT_EQ(again.code, 0) << what << ": " << again.err;
+      EXPECT_FALSE(fs::exists(journal_path())) << what;
+      expect_sorted(what + ", sorted again");
+    }
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST_P(LeanCli, AJournalOfAnotherFileIsRefusedAndNothingIsWritten)
+{
+  write_input();
+  ASSERT_EQ(run_cli(dir_, sort_args(),
+                    {{"GPUSORT_LEAN", "1"}, {"GPUSORT_LEAN_CRASH_AT", "30"}})
+                .signal,
+            SIGKILL);
+  // Another file under the journal's name: its elements must not be "restored" from it.
+  const std::vector<std::uint64_t> before = read_all<std::uint64_t>(keys_path());
+  fs::copy_file(keys_path(), dir_ / "other.bin");
+  fs::rename(journal_path(), dir_ / ".other.bin.gpusort-journal");
+  const test_support::cli_result r = run_cli(dir_, {"recover", (dir_ / "other.bin").string()});
+  EXPECT_EQ(r.code, 74) << r.err;
+  EXPECT_NE(r.err.find("journal of another"), std::string::npos) << r.err;
+  EXPECT_EQ(read_all<std::uint64_t>(dir_ / "other.bin"), before);
+  // And verify refuses a file with a journal beside it rather than judge half its elements.
+  fs::rename(dir_ / ".other.bin.gpusort-journal", journal_path());
+  const test_support::cli_result v =
+      run_cli(dir_, {"verify", keys_path().string(), "--dtype", "u64"});
+  EXPECT_EQ(v.code, 65) << v.err;
+  EXPECT_NE(v.err.find("gpusort recover"), std::string::npos) << v.err;
+  recover("after the refusals");
+  expect_input_pairs("after the refusals");
+}
+
+// A disk-like folder and tmpfs, where the journal's room is memory.
+INSTANTIATE_TEST_SUITE_P(Folders, LeanCli, ::testing::Values("/tmp", "/dev/shm"),
+                         [](const ::testing::TestParamInfo<const char*>& folder) {
+                           return std::string{folder.param} == "/tmp" ? "tmp" : "shm";
+                         });
+
+}  // namespace
+}  // namespace gpusort
