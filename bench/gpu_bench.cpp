@@ -250,6 +250,8 @@ constexpr const char* usage =
     "                 [--compare-gather yes|no]\n"
     "       gpu_bench --compress yes [--compress-bytes 8Gi,32Gi] [--repeat 5]\n"
     "                 [--dists uniform,gaussian,sorted,fewunique,bits] [--json FILE] ...\n"
+    "       gpu_bench --lean yes [--lean-bytes 32Gi,100Gi] [--host-limit 3584Mi]\n"
+    "                 [--lean-memory pageable,pinned] [--repeat 3] [--json FILE] ...\n"
     "\n"
     "The GPU executor on u64 uniform keys (--sizes: counts of keys) against the PCIe floor, the\n"
     "copy-in / CUB radix sort / copy-out baseline and the parallel CPU sort (--cpu-count keys):\n"
@@ -259,6 +261,10 @@ constexpr const char* usage =
     "--compress yes: only the compressed-runs benchmark (issue 21): u32 and u64 keys of\n"
     "--compress-bytes each (default 8Gi) and each of --dists (gen's distributions, or bits:\n"
     "every bit pattern alike), out of core at budget 1/8, with compress_runs off, on and auto.\n"
+    "--lean yes: only the lean path (issue 39): u64 uniform keys of --lean-bytes each in host\n"
+    "memory (--lean-memory: plain, or registered with the engine), sorted in place within\n"
+    "--host-limit beyond the array, against the PCIe floor, the two-round path at budget 1/8\n"
+    "where twice the array fits the host, and with the peak resident memory beyond the array.\n"
     "exit codes: 0 done, 1 a failure (one line says which), 64 a bad command line\n";
 
 struct options {
@@ -270,6 +276,10 @@ struct options {
   std::vector<std::uint64_t> compress_bytes{std::uint64_t{8} << 30};
   std::vector<std::string> compress_dists{"uniform", "gaussian", "sorted", "fewunique", "bits"};
   int repeat = 5;
+  bool lean = false;
+  std::vector<std::uint64_t> lean_bytes{std::uint64_t{32} << 30};
+  std::uint64_t host_limit = std::uint64_t{3584} << 20;
+  std::vector<std::string> lean_memory{"pageable"};
   gpusort::bench::results_options results;
 };
 
@@ -291,6 +301,17 @@ void set_option(options& o, std::string_view flag, const std::string& v)
   } else if (flag == "--compress") {
     if (v != "yes" && v != "no") throw usage_error{"--compress takes yes or no"};
     o.compress = v == "yes";
+  } else if (flag == "--lean") {
+    if (v != "yes" && v != "no") throw usage_error{"--lean takes yes or no"};
+    o.lean = v == "yes";
+  } else if (flag == "--lean-bytes") {
+    o.lean_bytes = parse_counts(flag, v);
+  } else if (flag == "--host-limit") {
+    o.host_limit = parse_one_count(flag, v);
+  } else if (flag == "--lean-memory") {
+    o.lean_memory = gpusort::bench::parse_list(
+        flag, v, [](const std::string& m) { return m == "pageable" || m == "pinned"; },
+        " (pageable or pinned)");
   } else if (flag == "--compress-bytes") {
     o.compress_bytes = parse_counts(flag, v);
   } else if (flag == "--dists") {
@@ -316,6 +337,125 @@ void fill_bits(void* data, std::uint64_t bytes)
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     words[i] = z ^ (z >> 31);
+  }
+}
+
+/// This process's resident memory now ("VmRSS") or at its peak since the last reset ("VmHWM"),
+/// in bytes, from /proc/self/status; reset_peak() starts a new peak from now.
+std::uint64_t status_bytes(const std::string& field)
+{
+  std::ifstream in{"/proc/self/status"};
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(field + ":", 0) == 0) return std::stoull(line.substr(field.size() + 1)) << 10;
+  return 0;
+}
+void reset_peak() { std::ofstream{"/proc/self/clear_refs"} << "5"; }
+
+/// Host memory, from /proc/meminfo's MemTotal (bytes).
+std::uint64_t host_memory_bytes()
+{
+  std::ifstream in{"/proc/meminfo"};
+  std::string key;
+  std::uint64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit)
+    if (key == "MemTotal:") return kib << 10;
+  return 0;
+}
+
+/// The lean path (issue 39): each size sorted in place within o.host_limit, from plain memory
+/// or memory registered with the engine, against the 4N floor and (where two arrays fit the
+/// host) the two-round path at budget 1/8, with the peak resident memory beyond the array.
+void run_lean(const options& o, double sum_both, std::vector<target>& targets,
+              std::ostringstream& raw)
+{
+  for (const std::uint64_t bytes : o.lean_bytes) {
+    const std::uint64_t n = bytes / 8;
+    const double gb = static_cast<double>(n) * 8 / 1e9;
+    const std::string tag = gpusort::format_bytes(n * 8);
+    const double floor_s = 4 * gb / sum_both;
+    host_buffer array{n * 8};
+    array.populate();
+    auto* keys = array.as<std::uint64_t>();
+    const gpusort::key_array view{keys, n, gpusort::dtype::u64};
+    auto regenerate = [&] {
+      gpusort::generate(std::span<std::uint64_t>{keys, n}, gpusort::distribution::uniform, 2);
+    };
+    regenerate();
+    const gpusort::fingerprint before = gpusort::fingerprint_of(view);
+    for (const std::string& memory : o.lean_memory) {
+      gpusort::config one;
+      one.devices = gpusort::device_selection::listed;
+      one.gpu_ids = {0};
+      gpusort::engine e{one};
+      gpusort::host_registration pinned;
+      if (memory == "pinned") pinned = e.register_host(keys, n * 8);
+      // One run where --repeat is 1 (100 GiB regenerates slowly), else a warm-up and the median.
+      auto timed = [&](gpusort::engine& eng, const gpusort::sort_options& opts,
+                       const std::string& what) {
+        std::vector<double> times;
+        gpusort::sort_report r;
+        std::uint64_t peak = 0;
+        const int runs = o.repeat == 1 ? 1 : o.repeat + 1;
+        for (int rep = 0; rep < runs; ++rep) {
+          regenerate();
+          reset_peak();
+          const std::uint64_t rss = status_bytes("VmRSS");
+          r = eng.sort(std::span<std::uint64_t>{keys, n}, opts);
+          peak = std::max(peak, status_bytes("VmHWM") - std::min(rss, status_bytes("VmHWM")));
+          const auto v = gpusort::verify(view, std::nullopt, gpusort::order::ascending, before);
+          if (!v.ok) throw std::runtime_error{what + " wrong: " + v.message};
+          if (runs == 1 || rep > 0) times.push_back(r.seconds);
+        }
+        r.seconds = median(times);
+        std::printf("%s %s: %s: median %.3f s (%.1f GB/s, %.2f of the floor) of %zu, d=%llu, "
+                    "path %s, host memory %s planned, peak resident %s beyond the array\n",
+                    tag.c_str(), memory.c_str(), what.c_str(), r.seconds, gb / r.seconds,
+                    r.seconds / floor_s, times.size(), static_cast<unsigned long long>(r.chunks),
+                    r.path.c_str(), gpusort::format_bytes(r.host_memory_bytes).c_str(),
+                    gpusort::format_bytes(peak).c_str());
+        raw << "{\"size\": \"" << tag << "\", \"bytes\": " << n * 8 << ", \"memory\": \""
+            << memory << "\", \"run\": " << gpusort::bench::json_string(what)
+            << ", \"seconds\": " << r.seconds
+            << ", \"min_s\": " << *std::min_element(times.begin(), times.end())
+            << ", \"max_s\": " << *std::max_element(times.begin(), times.end())
+            << ", \"chunks\": " << r.chunks << ", \"path\": \"" << r.path
+            << "\", \"host_memory_bytes\": " << r.host_memory_bytes
+            << ", \"peak_rss_beyond_array\": " << peak << ", \"floor_s\": " << floor_s << "},";
+        return std::pair{r, peak};
+      };
+      gpusort::sort_options lean_options;
+      lean_options.host_memory_limit = o.host_limit;
+      const auto [lean, peak] = timed(e, lean_options, "lean, limit " +
+                                                           gpusort::format_bytes(o.host_limit));
+      const std::string key = tag + "." + memory;
+      targets.push_back({"lean.time_vs_floor." + key, "time ratio",
+                         "4N / (simultaneous H2D+D2H, both directions summed)", lean.seconds,
+                         lean.seconds / floor_s, bytes <= (std::uint64_t{32} << 30) ? 1.3 : 1.5,
+                         false});
+      targets.push_back({"lean.peak_rss_beyond_array." + key, "GiB", "the array's own pages",
+                         static_cast<double>(peak) / (1 << 30),
+                         static_cast<double>(peak) / (1 << 30), 4.0, false});
+      if (2.2 * static_cast<double>(bytes) < static_cast<double>(host_memory_bytes())) {
+        gpusort::config forced = one;
+        forced.device_memory_budget =
+            n * 8 / 8 * gpusort::detail::cuda_device::buffers_per_element +
+            (std::uint64_t{256} << 20);
+        gpusort::engine two_rounds{forced};
+        gpusort::host_registration pinned_too;
+        if (memory == "pinned") {
+          pinned = {};  // one registration at a time
+          pinned_too = two_rounds.register_host(keys, n * 8);
+        }
+        const auto [fast, fast_peak] =
+            timed(two_rounds, {}, "two rounds (round-1 buffer), budget 1/8");
+        targets.push_back({"lean.vs_two_rounds." + key, "time ratio",
+                           "the two-round path at budget 1/8 (round-1 buffer of the array's size)",
+                           lean.seconds, lean.seconds / fast.seconds, 1.2, false});
+        (void)fast_peak;
+      }
+    }
   }
 }
 
@@ -462,6 +602,11 @@ int run(const options& o)
   }
   std::printf("PCIe floor from %.1f GB/s both directions summed (best of %d runs)\n", sum_both,
               bandwidth_repeats);
+  if (o.lean) {
+    run_lean(o, sum_both, targets, raw);
+    gpusort::bench::report_results(o.results, targets, raw.str());
+    return 0;
+  }
   if (o.compress) {
     run_compress(o, sum_both, targets, raw);
     gpusort::bench::report_results(o.results, targets, raw.str());
@@ -643,7 +788,7 @@ int main(int argc, char** argv)
   return gpusort::bench::run_main<options>(
       "gpu_bench", usage, argc, argv,
       {"--sizes", "--cpu-count", "--repeat", "--sweep-chunks", "--compare-gather", "--compress",
-       "--compress-bytes", "--dists"},
+       "--compress-bytes", "--dists", "--lean", "--lean-bytes", "--host-limit", "--lean-memory"},
       set_option,
       run);
 }

@@ -1304,6 +1304,62 @@ sort_report sort_files_with_daemon(client::connection& conn, const file_sort& jo
   }
 }
 
+/// `gpusort sort FILE` in place through the daemon, where the temporary the sort would write
+/// (memory in tmpfs) and the daemon's round-1 buffer (about the data's size) together exceed
+/// its host_memory_budget (or GPUSORT_LEAN=1): the daemon sorts the files where they lie on
+/// the lean path, the journal (made here: the daemon opens no path) beside them. nullopt where
+/// the usual way fits.
+std::optional<sort_report> sort_in_place_with_daemon(client::connection& conn,
+                                                     const file_sort& job,
+                                                     const fs::path& keys_path,
+                                                     const std::optional<fs::path>& values_path,
+                                                     progress_bar& bar, bool profile)
+{
+  const std::uint64_t data =
+      job.keys->layout.bytes + (job.values != nullptr ? job.values->layout.bytes : 0);
+  const std::uint64_t temporary = in_memory_file_system(keys_path) ? data : 0;
+  const std::uint64_t budget = [&] {
+    try {
+      return conn.status().host_memory_budget;
+    } catch (const client::error& e) {
+      throw cli_error{exit_of(e.code()), std::string{"cannot ask the daemon: "} + e.what()};
+    }
+  }();
+  if (temporary + data <= budget && !detail::switch_flag("GPUSORT_LEAN", false))
+    return std::nullopt;
+  const writable_file keys_file{keys_path};
+  std::optional<writable_file> values_file;
+  if (values_path) values_file.emplace(*values_path);
+  std::optional<lean_journal> journal{std::in_place, keys_path};
+  client::sort_request request{
+      .type = job.type,
+      .count = job.count,
+      .direction = job.direction,
+      .keys = client::array_ref::of_fd(keys_file.fd(), job.keys->layout.offset()),
+      .stable = job.stable,
+      .floats = job.floats,
+      .profile = profile,
+      .journal = client::array_ref::of_fd(journal->fd())};
+  if (job.values != nullptr) {
+    request.value_bytes = job.value_bytes;
+    request.values = client::array_ref::of_fd(values_file->fd(), job.values->layout.offset());
+  }
+  progress_callback on_progress;
+  if (bar.enabled())
+    on_progress = [&bar](const progress_event& p) {
+      bar.update(progress_event{p.round, p.bytes_done, p.bytes_total, p.rounds});
+    };
+  try {
+    sort_report r = conn.sort(request, on_progress);
+    journal.reset();
+    return r;
+  } catch (const client::error& e) {
+    // The daemon restored the files unless it died: then the journal says where everything is.
+    if (journal->restore(keys_file.fd(), values_file ? values_file->fd() : -1)) journal.reset();
+    throw cli_error{exit_of(e.code()), std::string{"sort failed: "} + e.what()};
+  }
+}
+
 /// Renaming over a file needs only the folder's permission, but a read-only file must stay so:
 /// an in-place sort needs files this user may write.
 void check_writable_in_place(const std::string& path)
@@ -1443,6 +1499,22 @@ int run_sort(const std::vector<std::string>& args)
   if (!local) {
     conn.emplace(connect_daemon(socket, "start gpusortd or sort with --local"));
     timeline.mark("connected to the daemon");
+    if (in_place && k.count >= 2) {
+      if (std::optional<sort_report> r = sort_in_place_with_daemon(
+              *conn, in_place_job, input_path,
+              values_path ? std::optional<fs::path>{*values_path} : std::nullopt, bar,
+              timeline.on())) {
+        timeline.mark(fmt::format("sorted in place by the daemon (its sort {:.3f} s)",
+                                  r->seconds));
+        timeline.set_stages(r->profile);
+        bar.finish();
+        const bool durable = !a.has("no-sync");
+        writable_file{input_path}.sync(durable);
+        if (values_path) writable_file{*values_path}.sync(durable);
+        print_sort_report(stdout, *r, sorted_by::daemon, a, timeline);
+        return exit_ok;
+      }
+    }
   }
 
   std::optional<output_file> keys_out, values_out, indices_out;

@@ -522,7 +522,8 @@ std::uint64_t engine::impl::fast_bytes(const sort_job& job, const sort_options& 
   const std::uint32_t ib = n <= std::numeric_limits<std::uint32_t>::max() ? 4 : 8;
   const detail::element_layout pairs = layout_of(job.keys.type, ib, options);
   const std::uint64_t own = n * (layout.key_bytes + ib) + 2 * n * std::uint64_t{vb};
-  return own + fast_bytes(n, pairs, false);
+  const std::uint64_t inner = fast_bytes(n, pairs, false);
+  return inner == std::numeric_limits<std::uint64_t>::max() ? inner : own + inner;
 }
 
 std::uint64_t engine::impl::fast_bytes(const argsort_job& job, const sort_options& options) const
@@ -540,7 +541,8 @@ std::uint64_t engine::impl::fast_bytes(const argsort_job& job, const sort_option
       return fast_bytes(n, pairs, false) ;
 #endif
   }
-  return n * pairs.bytes() + fast_bytes(n, pairs, false);
+  const std::uint64_t inner = fast_bytes(n, pairs, false);
+  return inner == std::numeric_limits<std::uint64_t>::max() ? inner : n * pairs.bytes() + inner;
 }
 
 memory_estimate engine::estimate_memory(const sort_job& job, const sort_options& options) const
@@ -569,6 +571,9 @@ memory_estimate engine::estimate_memory(const argsort_job& job,
 
 namespace {
 
+/// fast_bytes of a job the devices' budget cannot plan at all.
+constexpr std::uint64_t infeasible = std::numeric_limits<std::uint64_t>::max();
+
 /// GPUSORT_LEAN=1: every job of two elements or more runs on the lean path (within its limit),
 /// to measure it against the fast path at the same size, and for tests.
 bool lean_forced() noexcept
@@ -584,7 +589,10 @@ sort_report engine::sort(const sort_job& job, const sort_options& options)
   validate(job);
   const std::uint64_t limit = impl_->limit_of(options);
   const std::uint64_t fast = impl_->fast_bytes(job, options);
-  if (job.keys.count >= 2 && (job.journal_fd >= 0 || fast > limit || lean_forced())) {
+  // A fast path the devices' budget cannot plan (infeasible) fails with that budget's own
+  // error below, naming the smallest device budget: lean would not mend it.
+  const bool over = fast != infeasible && fast > limit;
+  if (job.keys.count >= 2 && (job.journal_fd >= 0 || over || lean_forced())) {
     try {
       return detail::lean::run_sort(impl_->lean_parts(), job, options, limit);
     } catch (const config_error& e) {
@@ -603,7 +611,8 @@ sort_report engine::argsort(const argsort_job& job, const sort_options& options)
 {
   const std::uint64_t limit = impl_->limit_of(options);
   const std::uint64_t fast = impl_->fast_bytes(job, options);
-  if (job.keys.count >= 2 && (fast > limit || lean_forced()) && job.indices_out != nullptr &&
+  const bool over = fast != infeasible && fast > limit;
+  if (job.keys.count >= 2 && (over || lean_forced()) && job.indices_out != nullptr &&
       (job.index_bytes == 4 || job.index_bytes == 8)) {
     try {
       return detail::lean::run_argsort(impl_->lean_parts(), job, options, limit);

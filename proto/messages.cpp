@@ -176,7 +176,8 @@ std::vector<std::uint32_t> referenced_fds(const wire::SubmitRequest& request)
 {
   std::vector<std::uint32_t> indices;
   for (const wire::DataRef* ref : {&request.keys(), &request.values(), &request.keys_out(),
-                                   &request.values_out(), &request.indices_out()})
+                                   &request.values_out(), &request.indices_out(),
+                                   &request.journal()})
     if (ref->source_case() == wire::DataRef::kAttachedFd) indices.push_back(ref->attached_fd());
   std::sort(indices.begin(), indices.end());
   indices.erase(std::unique(indices.begin(), indices.end()), indices.end());
@@ -254,6 +255,7 @@ std::optional<std::string> check_submit(const wire::SubmitRequest& request)
     if (has_values || request.has_values_out())
       return "an argsort takes keys alone (values or values_out given)";
     if (request.in_place()) return "an argsort is never in place (its keys are not written)";
+    if (request.has_journal()) return "a journal is for a sort in place, not an argsort";
     if (!request.has_indices_out()) return "indices_out missing for an argsort";
     if (auto problem = element_problem("indices_out", request.indices_out(), index_bytes);
         !problem.empty())
@@ -269,6 +271,15 @@ std::optional<std::string> check_submit(const wire::SubmitRequest& request)
     return "kind " + std::to_string(request.kind()) + " is neither SORT nor ARGSORT";
   if (request.has_indices_out() || request.index_bytes() != 0)
     return "indices_out or index_bytes given for a job that is not an argsort";
+  if (request.has_journal()) {
+    if (!request.in_place()) return "a journal is for a sort in place";
+    if (request.journal().source_case() != wire::DataRef::kAttachedFd ||
+        request.journal().offset() != 0)
+      return "a journal is an attached descriptor (offset 0)";
+    if (request.keys().source_case() != wire::DataRef::kAttachedFd ||
+        (has_values && request.values().source_case() != wire::DataRef::kAttachedFd))
+      return "a journal is for arrays in files (attached descriptors)";
+  }
   if (request.in_place()) {
     if (request.has_keys_out() || request.has_values_out())
       return "in_place job with keys_out or values_out";

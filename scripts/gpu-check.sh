@@ -58,6 +58,17 @@ if [ "$tests" = 1 ]; then
     tail -n 3 "$out/${t}_tests.txt"
     [ $rc -eq 0 ] || status=1
   done
+  # The lean path (issue 39) on the GPUs: its engine suites forced lean, and the CLI killed at
+  # every kind of step and at random moments, then recovered.
+  echo "== lean_tests (GPU) =="
+  GPUSORT_LEAN=1 GPUSORT_LEAN_TEST_GPUS=1 "$bin"/tests/pipeline/lean_tests --gtest_brief=1 \
+    > "$out/lean_tests.txt" 2>&1 || status=1
+  tail -n 3 "$out/lean_tests.txt"
+  echo "== lean_cli_tests (GPU) =="
+  cli="$bin/bin/gpusort"; [ -x "$cli" ] || cli="$bin/client/gpusort"
+  GPUSORT_TEST_CLI="$(realpath "$cli")" "$bin"/tests/client/lean_cli_tests --gtest_brief=1 \
+    > "$out/lean_cli_tests.txt" 2>&1 || status=1
+  tail -n 3 "$out/lean_cli_tests.txt"
 fi
 
 # compute-sanitizer's four tools on the GPU tests at small sizes (GPUSORT_TEST_SMALL for the

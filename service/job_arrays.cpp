@@ -7,6 +7,7 @@
 
 #include <gpusort/units.hpp>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -114,6 +115,10 @@ struct job_data {
   std::optional<array> keys_out;
   std::optional<array> values_out;
   std::optional<array> indices_out;
+  /// An in-place sort of files on the lean path: the client's journal file.
+  std::shared_ptr<unique_fd> journal;
+  /// The host memory the job may take beyond its arrays (sort_options::host_memory_limit).
+  std::uint64_t host_limit{};
   /// The engine sorts on the CPU: it gets private copies of the arrays in shared memory.
   bool private_copies{};
 };
@@ -185,6 +190,7 @@ sort_report run(job_data& d, engine& eng, const sort_options& options)
         .copy.data();
   };
   sort_options with_order = options;
+  with_order.host_memory_limit = d.host_limit;
   with_order.direction = d.direction;
   with_order.stable = d.stable;
   with_order.floats = d.floats;
@@ -208,6 +214,7 @@ sort_report run(job_data& d, engine& eng, const sort_options& options)
     const auto in = [&](const array& a) { return input(a, d.in_place ? a.memory : nullptr); };
     sort_job job{.keys = {in(d.keys), d.count, d.type}};
     if (d.values) job.values = value_array{in(*d.values), d.count, d.value_bytes};
+    if (d.journal) job.journal_fd = d.journal->get();
     if (!d.in_place && d.count > 0) {
       job.keys_out = output(*d.keys_out);
       if (d.values_out) job.values_out = output(*d.values_out);
@@ -221,8 +228,45 @@ sort_report run(job_data& d, engine& eng, const sort_options& options)
 
 }  // namespace
 
+namespace {
+
+/// The client's journal file: a regular file, open for reading and writing.
+std::shared_ptr<unique_fd> journal_of(const wire::DataRef& ref,
+                                      const std::vector<std::shared_ptr<unique_fd>>& fds)
+{
+  std::shared_ptr<unique_fd> fd = fds.at(ref.attached_fd());  // check_fd_count proved it
+  struct stat st {};
+  if (sys::fstat(fd->get(), &st) != 0 || !S_ISREG(st.st_mode))
+    throw status_error{wire::BAD_FD, "journal: not a regular file"};
+  if ((::fcntl(fd->get(), F_GETFL) & O_ACCMODE) != O_RDWR)
+    throw status_error{wire::BAD_FD, "journal: not open for reading and writing"};
+  return fd;
+}
+
+/// What the engine would need for the job on the fast and the lean path.
+memory_estimate estimate_of(const job_data& d, engine& eng)
+{
+  sort_options options{.direction = d.direction, .stable = d.stable, .floats = d.floats};
+  const key_array keys{nullptr, d.count, d.type};
+  if (d.argsort) {
+    static std::byte any_address;  // estimates read no array; an argsort needs its outputs named
+    return eng.estimate_memory(
+        argsort_job{.keys = keys,
+                    .indices_out = &any_address,
+                    .index_bytes = d.index_bytes,
+                    .keys_out = d.keys_out ? &any_address : nullptr},
+        options);
+  }
+  sort_job job{.keys = keys};
+  if (d.values) job.values = value_array{nullptr, d.count, d.value_bytes};
+  return eng.estimate_memory(job, options);
+}
+
+}  // namespace
+
 prepared_job prepare_job(const wire::SubmitRequest& request, std::vector<unique_fd> fds,
-                         buffer_pool& pool, std::uint64_t session, engine& eng)
+                         buffer_pool& pool, std::uint64_t session, engine& eng,
+                         std::uint64_t host_budget)
 {
   const std::vector<std::string> devices = eng.devices();
   std::vector<std::shared_ptr<unique_fd>> shared;
@@ -297,6 +341,24 @@ prepared_job prepare_job(const wire::SubmitRequest& request, std::vector<unique_
                                                  is_float(d->type)))))
     p.host_bytes = 2 * (d->keys.length + positions) + (d->values ? d->values->length : 0);
   p.host_bytes += private_copy_bytes(*d);
+  d->host_limit = host_budget;
+  if (request.has_journal()) d->journal = journal_of(request.journal(), shared);
+  // Over the whole budget, or files in place with a journal: the lean path, given the whole
+  // budget (its chunks grow with it, and GPU jobs run one at a time anyway). It sorts no
+  // private copy on the CPU: the host device sorts each chunk in buffers of its own.
+  if (d->count >= 2 && (d->journal || p.host_bytes > host_budget)) {
+    const memory_estimate e = estimate_of(*d, eng);
+    if (e.lean_bytes > 0 && e.lean_bytes <= host_budget) {
+      p.lean = true;
+      p.host_bytes = host_budget;
+      d->private_copies = false;
+    } else if (e.lean_bytes > 0) {
+      p.host_bytes = e.lean_bytes;  // admission refuses it, naming the least that works
+    } else if (d->journal) {
+      throw status_error{wire::TOO_LARGE, "this sort cannot run in place on the lean path: " +
+                                              e.lean_refusal};
+    }
+  }
   for (const array* a : inputs)
     if (a->in_pool) p.buffer_ids.push_back(a->buffer_id);
   for (const array* a : outputs)

@@ -41,6 +41,9 @@ struct prepared_job {
   std::uint64_t count{};
   std::uint64_t bytes{};       ///< keys plus values
   std::uint64_t host_bytes{};  ///< staging copies plus the engine's working memory
+  /// It runs on the lean path, given host_bytes as its limit: its fast path needs more than
+  /// the whole budget, or it sorts files in place with a journal.
+  bool lean{};
   std::vector<std::uint64_t> buffer_ids;  ///< the shared buffers it uses (RELEASE is refused)
   std::function<sort_report(const sort_options&)> run;
 };
@@ -50,6 +53,7 @@ struct prepared_job {
 /// for a descriptor fd_check refuses, BAD_REQUEST for ranges past a buffer or overlapping
 /// arrays.
 prepared_job prepare_job(const wire::SubmitRequest& request, std::vector<unique_fd> fds,
-                         buffer_pool& pool, std::uint64_t session, engine& eng);
+                         buffer_pool& pool, std::uint64_t session, engine& eng,
+                         std::uint64_t host_budget);
 
 }  // namespace gpusort::service

@@ -256,11 +256,13 @@ void job_queue::finish(const std::shared_ptr<job>& j, job_outcome outcome)
   if (outcome.code == wire::OK) {
     const sort_report& r = outcome.report;
     spdlog::info("job {} done: {} elements ({}) in {:.3f} s ({:.2f} GiB/s), engine {}, {} "
-                 "round(s), queued {:.3f} s",
+                 "round(s), path {}, host memory {} of {}, queued {:.3f} s",
                  j->id(), r.elements, format_bytes(r.bytes), r.seconds,
                  r.seconds > 0 ? static_cast<double>(r.bytes) / r.seconds / (1024.0 * 1024 * 1024)
                                : 0.0,
-                 r.engine, r.rounds, outcome.queue_seconds);
+                 r.engine, r.rounds, r.path.empty() ? "none" : r.path,
+                 format_bytes(r.host_memory_bytes), format_bytes(r.host_memory_limit),
+                 outcome.queue_seconds);
   } else if (outcome.code == wire::CANCELLED) {
     spdlog::info("job {} cancelled: {}", j->id(), outcome.message);
   } else {

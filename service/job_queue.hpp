@@ -60,6 +60,9 @@ class job {
   [[nodiscard]] std::uint64_t bytes() const noexcept { return bytes_; }
   /// What admission counts against host_memory_budget.
   [[nodiscard]] std::uint64_t host_bytes() const noexcept { return host_bytes_; }
+  /// Whether it runs on the lean path (in place, within host_bytes); set before it is queued.
+  [[nodiscard]] bool lean() const noexcept { return lean_; }
+  void set_lean(bool lean) noexcept { lean_ = lean; }
   [[nodiscard]] const cancel_token& token() const noexcept { return token_; }
 
   struct snapshot {
@@ -84,6 +87,7 @@ class job {
   const std::uint64_t count_;
   const std::uint64_t bytes_;
   const std::uint64_t host_bytes_;
+  bool lean_{};
   // Taken by the worker that runs the job, or dropped when a queued job is cancelled: what it
   // holds (buffer leases, mappings, descriptors) is released before JOB_FINISHED is sent.
   std::function<sort_report(const sort_options&)> run_;

@@ -43,6 +43,9 @@ void fill_report(wire::JobReport& out, const sort_report& r, double queue_second
   out.set_rounds(static_cast<std::uint32_t>(r.rounds));
   out.set_compensated_chunks(r.compensated_chunks);
   out.set_queue_seconds(queue_seconds);
+  out.set_path(r.path);
+  out.set_host_memory_limit(r.host_memory_limit);
+  out.set_host_memory_bytes(r.host_memory_bytes);
   for (const stage_profile& p : r.profile) {
     wire::StageProfile& st = *out.add_stages();
     st.set_device(p.device);
@@ -242,7 +245,8 @@ void request_handler::on_submit(std::uint64_t id, const wire::SubmitRequest& r,
                                 std::vector<unique_fd> fds)
 {
   if (auto problem = proto::check_submit(r)) throw status_error{wire::BAD_REQUEST, *problem};
-  prepared_job p = prepare_job(r, std::move(fds), ctx_.pool, session_, ctx_.eng);
+  prepared_job p = prepare_job(r, std::move(fds), ctx_.pool, session_, ctx_.eng,
+                               ctx_.queue.limits().host_budget);
   const std::uint64_t job_id = ctx_.next_job_id.fetch_add(1);
   const std::weak_ptr<request_handler> self = weak_from_this();
   job::callbacks cb{
@@ -257,6 +261,7 @@ void request_handler::on_submit(std::uint64_t id, const wire::SubmitRequest& r,
   };
   auto j = std::make_shared<job>(job_id, session_, static_cast<std::uint32_t>(peer_.pid), p.type,
                                  p.count, p.bytes, p.host_bytes, std::move(p.run), std::move(cb));
+  j->set_lean(p.lean);
   {
     const std::lock_guard lock{mutex_};
     jobs_.emplace(job_id, job_entry{j, id, std::move(p.buffer_ids)});
@@ -375,6 +380,8 @@ void fill_job_info(wire::JobInfo& info, const job& j, std::uint32_t queue_positi
   info.set_bytes_total(s.bytes_total);
   info.set_seconds(s.seconds);
   info.set_client_pid(j.client_pid());
+  info.set_host_memory(j.host_bytes());
+  info.set_lean(j.lean());
 }
 
 wire::DaemonStatusReply daemon_status(daemon_context& ctx)

@@ -186,6 +186,9 @@ sort_report report_of(const wire::JobReport& r)
   out.rounds = static_cast<int>(r.rounds());
   out.compensated_chunks = r.compensated_chunks();
   out.queue_seconds = r.queue_seconds();
+  out.path = r.path();
+  out.host_memory_limit = r.host_memory_limit();
+  out.host_memory_bytes = r.host_memory_bytes();
   for (const wire::StageProfile& p : r.stages())
     out.profile.push_back(stage_profile{.device = p.device(),
                                         .round = static_cast<int>(p.round()),
@@ -609,6 +612,7 @@ job connection::submit(const sort_request& request, progress_callback on_progres
   if (request.keys_out) set(*r.mutable_keys_out(), *request.keys_out);
   if (request.values_out) set(*r.mutable_values_out(), *request.values_out);
   if (request.indices_out) set(*r.mutable_indices_out(), *request.indices_out);
+  if (request.journal) set(*r.mutable_journal(), *request.journal);
 
   auto box = std::make_shared<job_state_box>();
   box->on_progress = std::move(on_progress);

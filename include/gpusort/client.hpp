@@ -226,6 +226,12 @@ struct sort_request {
   std::uint32_t index_bytes{8};
   /// The report's `profile` says where each device's time went (gpusort::sort_options::profile).
   bool profile{false};
+  /// An in-place sort of files (keys, and values, of_fd) within the daemon's host memory
+  /// budget: an empty file, open for reading and writing, beside the keys, for the job's
+  /// journal (gpusort::sort_job::journal_fd). The files are then sorted where they lie; where
+  /// the daemon dies meanwhile, restore_interrupted_sort (or `gpusort recover`) puts every
+  /// element back from it.
+  std::optional<array_ref> journal{};
 };
 
 /// A submitted job. wait() returns its report or throws its error; cancel() asks the daemon to

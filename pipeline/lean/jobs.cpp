@@ -176,15 +176,16 @@ sort_report run_sort(const engine_parts& parts, const sort_job& job, const sort_
     if (specials) {
       equals = scan_distinct_equals<K>(job.keys.data, n, options.direction);
       extra = (equals.zeros.size() + equals.nans.size()) * sizeof(K);
+      const std::uint64_t least = least_bytes(parts, n, layout);
+      if (extra > limit || (least != 0 && least > limit - extra))
+        throw config_error{
+            "host_memory_limit: a stable sort in NumPy's float order keeps its " +
+            std::to_string(equals.zeros.size() + equals.nans.size()) +
+            " zeros and NaNs aside (" + format_bytes(extra) + "); with the lean path's least, " +
+            format_bytes(least) + ", it needs " + format_bytes(least + extra) + " (" +
+            std::to_string(least + extra) + " bytes), more than the limit of " +
+            format_bytes(limit)};
     }
-    const std::uint64_t least = least_bytes(parts, n, layout);
-    if (extra > limit || (least != 0 && least > limit - extra))
-      throw config_error{
-          "host_memory_limit: a stable sort in NumPy's float order keeps its " +
-          std::to_string(equals.zeros.size() + equals.nans.size()) + " zeros and NaNs aside (" +
-          format_bytes(extra) + "); with the lean path's least, " + format_bytes(least) +
-          ", it needs " + format_bytes(least + extra) + " (" + std::to_string(least + extra) +
-          " bytes), more than the limit of " + format_bytes(limit)};
     const plan p = plan_job(parts, n, layout, limit - extra);
     const lean_stats stats = run_arrays(parts, a, layout, p, ctx, file ? &*file : nullptr);
     auto* const out = static_cast<K*>(a.dst_keys);

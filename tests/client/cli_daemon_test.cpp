@@ -104,6 +104,35 @@ TEST_F(CliDaemon, SortsThroughTheDaemonInPlaceAndIntoOutputs)
   EXPECT_EQ(files, (std::vector<std::string>{"k.bin", "ks.bin", "v.bin", "vs.bin"}));
 }
 
+TEST_F(CliDaemon, AFileOverTheDaemonsHostBudgetIsSortedInPlaceLeanAndAJobItCannotHoldIsRefused)
+{
+  // 2M u64 keys with 8-byte values (32 MiB) against a 24 MiB budget: the temporary and the
+  // round-1 buffer would not fit, so the CLI hands the daemon the files in place with a journal.
+  daemon_process d{dir_.path(), "host_memory_budget: 24MiB\n"};
+  const fingerprint before = write_input(dtype::u64, 2'000'000, "k.bin", "v.bin");
+  run_result r = run({"sort", path("k.bin"), "--dtype", "u64", "--values", path("v.bin"),
+                      "--socket", d.socket(), "--json"});
+  ASSERT_EQ(r.code, 0) << r.err << d.log();
+  EXPECT_NE(r.out.find("\"path\":\"lean\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"host_memory_limit\":25165824"), std::string::npos) << r.out;
+  EXPECT_TRUE(sorted_file(dtype::u64, "k.bin", order::ascending, before, "v.bin"));
+  EXPECT_FALSE(fs::exists(path(".k.bin.gpusort-journal")));
+  EXPECT_NE(d.log().find("path lean, host memory"), std::string::npos) << d.log();
+
+  // 1 MiB holds no lean plan of these keys: refused up front, naming what it needs, the files
+  // as they were.
+  fs::create_directories(dir_.path() / "small");
+  daemon_process small{dir_.path() / "small", "host_memory_budget: 1MiB\n"};
+  const std::string keys = slurp(path("k.bin"));
+  r = run({"sort", path("k.bin"), "--dtype", "u64", "--values", path("v.bin"), "--descending",
+           "--socket", small.socket()});
+  EXPECT_EQ(r.code, 70) << r.err << small.log();
+  EXPECT_NE(r.err.find("TOO_LARGE"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("host_memory_budget"), std::string::npos) << r.err;
+  EXPECT_TRUE(slurp(path("k.bin")) == keys) << "a refused job touched its file";
+  EXPECT_FALSE(fs::exists(path(".k.bin.gpusort-journal")));
+}
+
 TEST_F(CliDaemon, ProfileCarriesTheDaemonsStagesBack)
 {
   // A budget that sends the job out of core: the CPU engine then profiles both of its rounds.

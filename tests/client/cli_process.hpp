@@ -37,10 +37,13 @@ struct cli_command {
   std::function<void()> in_child{};  ///< runs in the child just before exec
 };
 
-/// Starts the command; the child exits 121 when it cannot open its files, 122 when exec fails.
+/// Starts the command (GPUSORT_CLI, or $GPUSORT_TEST_CLI); the child exits 121 when it cannot open its files, 122 when exec fails.
 inline pid_t start_cli(const cli_command& c)
 {
-  std::vector<std::string> a{GPUSORT_CLI};
+  // GPUSORT_TEST_CLI: the binary where it is not where the build put it (a bundle on a GPU
+  // host, scripts/gpu-check.sh).
+  const char* cli = std::getenv("GPUSORT_TEST_CLI");
+  std::vector<std::string> a{cli != nullptr ? cli : GPUSORT_CLI};
   a.insert(a.end(), c.args.begin(), c.args.end());
   std::vector<char*> argv;
   for (std::string& s : a) argv.push_back(s.data());
