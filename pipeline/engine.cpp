@@ -578,8 +578,8 @@ constexpr std::uint64_t infeasible = std::numeric_limits<std::uint64_t>::max();
 /// to measure it against the fast path at the same size, and for tests.
 bool lean_forced() noexcept
 {
-  static const bool forced = detail::switch_flag("GPUSORT_LEAN", false);
-  return forced;
+  // Read at every job, not once: gpu_bench --lean sets it around the runs it forces.
+  return detail::switch_flag("GPUSORT_LEAN", false);
 }
 
 }  // namespace

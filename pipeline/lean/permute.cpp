@@ -506,6 +506,7 @@ permutation_stats permute(const plan& p, const space& s, const std::vector<bucke
   for (std::uint64_t q = 0; q < blocks; ++q) j.set_block_live(q, live[q]);
   j.set_storage(storage_begin, used);
   j.set_phase(phase::permuting);
+  stats.evacuate_seconds = seconds_since(start);
 
   // 2. Whole blocks home.
   const std::uint64_t spare_from = (storage_begin + used + b - 1) / b;
@@ -522,6 +523,8 @@ permutation_stats permute(const plan& p, const space& s, const std::vector<bucke
   perm.rethrow();
   stats.moves = perm.moves();
   stats.parked = perm.parks();
+
+  stats.permute_seconds = seconds_since(start) - stats.evacuate_seconds;
 
   // 3. The fragments fill what the blocks left of each place: its edges and empty blocks.
   j.set_phase(phase::cleaning);
@@ -578,6 +581,7 @@ permutation_stats permute(const plan& p, const space& s, const std::vector<bucke
   });
   j.set_phase(phase::round2);
   stats.seconds = seconds_since(start);
+  stats.cleanup_seconds = stats.seconds - stats.evacuate_seconds - stats.permute_seconds;
   return stats;
 }
 

@@ -39,6 +39,9 @@ struct permutation_stats {
   std::uint64_t parked{};      ///< of them, into a spare block
   std::uint64_t evacuated{};   ///< elements copied to the storage
   double seconds{};
+  double evacuate_seconds{};  ///< of `seconds`: step 1, the plan of the blocks and the copies
+  double permute_seconds{};   ///< step 2, the block moves
+  double cleanup_seconds{};   ///< step 3, the fragments into the places
 };
 
 /// Moves every bucket's elements to x in [source, source + size), given `storage`, the x from

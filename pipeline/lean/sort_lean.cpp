@@ -11,6 +11,7 @@
 #include <gpusort/error.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 
 namespace gpusort::detail::lean {
@@ -123,6 +124,7 @@ lean_stats sort_lean(const job_arrays& a, const element_layout& layout, const pl
                      const journal_file* file, unsigned movers)
 {
   GPUSORT_EXPECTS(p.n == a.n && p.n > p.room, "a lean plan for another job");
+  const auto made = std::chrono::steady_clock::now();
   journal j = file != nullptr ? journal{file->fd,  file->name,   p, layout.key_bytes,
                                         layout.value_bytes, file->keys, file->values}
                               : journal{p, layout.key_bytes, layout.value_bytes};
@@ -136,6 +138,20 @@ lean_stats sort_lean(const job_arrays& a, const element_layout& layout, const pl
                 .value_bytes = layout.value_bytes};
   const std::uint64_t reserve = std::max(p.chunk, p.bucket_limit);
   lean_stats stats{.shape = p};
+  // The host's own stages, in the profile beside the devices' rounds.
+  const auto host_stage = [&](int round, const char* stage, std::uint64_t count,
+                              std::uint64_t bytes, double seconds) {
+    if (!ctx.profiling()) return;
+    ctx.add_profile(stage_profile{.device = "host",
+                                  .round = round,
+                                  .stage = stage,
+                                  .chunks = count,
+                                  .bytes = bytes,
+                                  .busy_seconds = seconds,
+                                  .first_start = 0,
+                                  .last_end = seconds});
+  };
+  host_stage(1, "journal and room", 1, p.room * layout.bytes(), seconds_since(made));
   try {
     // Round 1: every chunk sorted into its place moved down by the room.
     j.set_phase(phase::round1);
@@ -143,12 +159,14 @@ lean_stats sort_lean(const job_arrays& a, const element_layout& layout, const pl
               [&j](std::size_t t) { j.chunk_written(t); });
 
     // The buckets from regular samples, and where round 2 will read each.
+    const auto cut = std::chrono::steady_clock::now();
     std::vector<bucket> buckets = visit_layout(layout.key_bytes, 0, [&]<typename K, typename>() {
       return make_buckets<K>(p, s, layout.keys());
     });
     const std::uint64_t storage = layout_buckets(p, buckets);
     j.set_buckets(places_of(buckets));
     stats.buckets = buckets.size();
+    host_stage(2, "buckets", buckets.size(), 0, seconds_since(cut));
     ctx.check();
 
     // The permutation: every bucket into its place.
@@ -161,16 +179,11 @@ lean_stats sort_lean(const job_arrays& a, const element_layout& layout, const pl
     stats.parked = moved.parked;
     stats.evacuated = moved.evacuated;
     stats.permutation_seconds = moved.seconds;
-    if (ctx.profiling())
-      ctx.add_profile(stage_profile{.device = "host",
-                                    .round = 2,
-                                    .stage = "permutation",
-                                    .chunks = moved.moves,
-                                    .bytes = (moved.moves * moved.block + moved.evacuated) *
-                                             layout.bytes(),
-                                    .busy_seconds = moved.seconds,
-                                    .first_start = 0,
-                                    .last_end = moved.seconds});
+    host_stage(2, "evacuation", 1, moved.evacuated * layout.bytes(), moved.evacuate_seconds);
+    host_stage(2, "block moves", moved.moves, moved.moves * moved.block * layout.bytes(),
+               moved.permute_seconds);
+    host_stage(2, "cleanup", buckets.size(), moved.evacuated * layout.bytes(),
+               moved.cleanup_seconds);
 
     // Round 2: every bucket sorted into the array, the last first.
     std::vector<std::uint64_t> order;
