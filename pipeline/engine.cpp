@@ -255,6 +255,8 @@ struct engine::impl {
   /// as much as the sort (design.md section 1). One GPU job at a time uses it.
   std::mutex gpu_mutex;
   detail::host_buffer round1_cache;
+  /// The lean path's room for jobs on memory, kept as the round-1 buffer is (pinned likewise).
+  detail::host_buffer room_cache;
   /// Locks tmpfs outputs' pages for the GPUs' copy engines (pipeline/file_window.hpp); null on
   /// the CPU.
   std::shared_ptr<detail::page_locker> output_locker;
@@ -455,11 +457,23 @@ std::vector<detail::device*> engine::impl::device_list() const
 
 detail::lean::engine_parts engine::impl::lean_parts()
 {
-  return detail::lean::engine_parts{.devices = device_list(),
-                                    .gpus = gpus,
-                                    .gpu_mutex = &gpu_mutex,
-                                    .locker = output_locker,
-                                    .threads = cfg.host_threads};
+  detail::lean::engine_parts parts{.devices = device_list(),
+                                   .gpus = gpus,
+                                   .gpu_mutex = &gpu_mutex,
+                                   .locker = output_locker,
+                                   .threads = cfg.host_threads};
+#if GPUSORT_WITH_CUDA
+  if (gpus)
+    parts.room = [this](std::uint64_t bytes) {
+      if (room_cache.size() < bytes) {
+        room_cache = detail::host_buffer{};
+        room_cache = round1_pinned(cfg) ? detail::pinned_host_buffer(bytes)
+                                        : detail::host_buffer{bytes};
+      }
+      return &room_cache;
+    };
+#endif
+  return parts;
 }
 
 std::uint64_t engine::impl::fast_bytes(std::uint64_t n, const detail::element_layout& layout,

@@ -5,11 +5,13 @@
 
 #include "pipeline/device.hpp"
 #include "pipeline/file_window.hpp"
+#include "pipeline/host_memory.hpp"
 #include "pipeline/lean/plan.hpp"
 
 #include <gpusort/gpusort.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -23,6 +25,10 @@ struct engine_parts {
   std::mutex* gpu_mutex{};  ///< GPU jobs run one at a time
   std::shared_ptr<page_locker> locker;
   unsigned threads{};  ///< host threads (0: every core)
+  /// A GPU engine's room for jobs on memory, kept from job to job (pinned where the round-1
+  /// buffer would be: the copy engines then reach it directly, and its pages are made once):
+  /// a buffer of at least the bytes asked, used under gpu_mutex. Null: each job makes its own.
+  std::function<host_buffer*(std::uint64_t bytes)> room{};
 };
 
 /// The lean plan of a job of `n` elements of `layout` on `parts`' devices within `limit`

@@ -109,6 +109,8 @@ struct journal::state {
   char* mapped{};
   std::uint64_t mapped_bytes{};
   std::optional<file_array> room_keys_window, room_values_window;
+  char* room_keys{};    ///< a memory journal's room: its own buffers, or the caller's
+  char* room_values{};
   header* h{};
 
   ~state()
@@ -140,7 +142,8 @@ struct journal::state {
 
 journal::journal(std::unique_ptr<state> s) : state_{std::move(s)} {}
 
-journal::journal(const plan& p, std::uint32_t key_bytes, std::uint32_t value_bytes)
+journal::journal(const plan& p, std::uint32_t key_bytes, std::uint32_t value_bytes,
+                 host_buffer* room)
     : state_{std::make_unique<state>()}
 {
   const header layout = layout_for(p, key_bytes, value_bytes);
@@ -149,8 +152,17 @@ journal::journal(const plan& p, std::uint32_t key_bytes, std::uint32_t value_byt
   std::memset(state_->meta_memory.data(), 0, layout.meta_bytes);
   state_->h = state_->meta_memory.as<header>();
   *state_->h = layout;
+  // The values from a 256-byte boundary after the keys, as in the round-1 buffer.
+  const std::uint64_t values_at = (p.room * key_bytes + 255) / 256 * 256;
+  if (room != nullptr && room->size() >= values_at + p.room * value_bytes) {
+    state_->room_keys = room->as<char>();
+    state_->room_values = room->as<char>() + values_at;
+    return;
+  }
   state_->room_keys_memory = host_buffer{p.room * key_bytes};
   state_->room_values_memory = host_buffer{p.room * value_bytes};
+  state_->room_keys = state_->room_keys_memory.as<char>();
+  state_->room_values = state_->room_values_memory.as<char>();
 }
 
 journal::journal(int fd, std::string name, const plan& p, std::uint32_t key_bytes,
@@ -224,13 +236,13 @@ journal& journal::operator=(journal&&) noexcept = default;
 char* journal::room_keys() const noexcept
 {
   if (state_->room_keys_window) return static_cast<char*>(state_->room_keys_window->data());
-  return state_->room_keys_memory.as<char>();
+  return state_->room_keys;
 }
 
 char* journal::room_values() const noexcept
 {
   if (state_->room_values_window) return static_cast<char*>(state_->room_values_window->data());
-  return state_->room_values_memory.as<char>();
+  return state_->room_values;
 }
 
 bool journal::in_file() const noexcept { return state_->fd >= 0; }

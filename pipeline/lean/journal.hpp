@@ -10,6 +10,7 @@
 #pragma once
 
 #include "core/plan/dealing.hpp"
+#include "pipeline/host_memory.hpp"
 #include "pipeline/lean/plan.hpp"
 #include "pipeline/lean/space.hpp"
 
@@ -60,8 +61,10 @@ struct bucket_place {
 
 class journal {
  public:
-  /// In host memory, with the room in host memory too.
-  journal(const plan& p, std::uint32_t key_bytes, std::uint32_t value_bytes);
+  /// In host memory, with the room in host memory too: in `room` where it holds the room's
+  /// keys and values (a buffer the caller keeps from job to job), else in buffers of its own.
+  journal(const plan& p, std::uint32_t key_bytes, std::uint32_t value_bytes,
+          host_buffer* room = nullptr);
   /// In the file `fd` (writable, its contents replaced): sized for `p` and the room, its
   /// pages made (a full disk or tmpfs is an io_error now, not in the middle of the job), mapped
   /// shared. `keys` and `values` name the files it covers.

@@ -45,6 +45,6 @@ struct lean_stats {
 /// before the error leaves.
 lean_stats sort_lean(const job_arrays& a, const element_layout& layout, const plan& p,
                      const std::vector<device*>& devices, job_context& ctx,
-                     const journal_file* file, unsigned movers);
+                     const journal_file* file, unsigned movers, host_buffer* room = nullptr);
 
 }  // namespace gpusort::detail::lean

@@ -121,13 +121,13 @@ std::optional<file_identity> identity_of(const void* address)
 
 lean_stats sort_lean(const job_arrays& a, const element_layout& layout, const plan& p,
                      const std::vector<device*>& devices, job_context& ctx,
-                     const journal_file* file, unsigned movers)
+                     const journal_file* file, unsigned movers, host_buffer* room)
 {
   GPUSORT_EXPECTS(p.n == a.n && p.n > p.room, "a lean plan for another job");
   const auto made = std::chrono::steady_clock::now();
   journal j = file != nullptr ? journal{file->fd,  file->name,   p, layout.key_bytes,
                                         layout.value_bytes, file->keys, file->values}
-                              : journal{p, layout.key_bytes, layout.value_bytes};
+                              : journal{p, layout.key_bytes, layout.value_bytes, room};
   const space s{.room_keys = j.room_keys(),
                 .room_values = layout.value_bytes > 0 ? j.room_values() : nullptr,
                 .keys = static_cast<char*>(a.dst_keys),
