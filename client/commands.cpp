@@ -786,6 +786,10 @@ client::connection connect_daemon(const std::string& socket, std::string_view hi
     if (e.code() == client::status_code::connection_lost)
       throw cli_error{exit_unavailable, "cannot reach the daemon at " + socket + " (" +
                                             e.what() + "); " + std::string{hint}};
+    // UNAUTHORIZED: the socket's permissions or the daemon's allowed_uids / allowed_gids; the
+    // message says which and what to do.
+    if (e.code() == client::status_code::unauthorized)
+      throw cli_error{exit_no_permission, "cannot use the daemon at " + socket + ": " + e.what()};
     throw cli_error{exit_of(e.code()), "the daemon at " + socket + " refused: " + e.what()};
   }
 }

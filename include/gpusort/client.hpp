@@ -260,7 +260,8 @@ class job {
 class connection {
  public:
   /// Connects and negotiates the protocol version. Throws error: connection_lost when nothing
-  /// listens on `socket_path`, unauthorized when the daemon refuses this user, ...
+  /// listens on `socket_path`, unauthorized when the daemon refuses this user or the socket's
+  /// permissions do (the message says to join the daemon's group), ...
   static connection connect(const std::string& socket_path,
                             const std::string& client_name = "gpusort-client");
 

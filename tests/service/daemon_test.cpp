@@ -78,6 +78,17 @@ status_code code_of(const std::function<void()>& f)
   return status_code::ok;
 }
 
+/// The message of the client::error that `f` throws; "" when it throws none.
+std::string message_of(const std::function<void()>& f)
+{
+  try {
+    f();
+  } catch (const client::error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // ---- round trips ----------------------------------------------------------------------------
 
 TEST_F(Daemon, EveryDtypeInPlaceBothOrdersThroughSharedBuffers)
@@ -606,6 +617,45 @@ TEST_F(Daemon, PeerNotAllowedIsRefused)
   EXPECT_EQ(status_of(f).code(), wire::UNAUTHORIZED);
   EXPECT_NE(status_of(f).message().find("not allowed"), std::string::npos);
   EXPECT_TRUE(raw.closed_by_daemon());
+}
+
+// Issue 43: a user who may not open the socket (not in the daemon's group) was told that no
+// daemon answers (CONNECTION_LOST: "start gpusortd"); it is UNAUTHORIZED, with what to do.
+TEST_F(Daemon, AUserWhoMayNotOpenTheSocketIsToldToJoinTheDaemonsGroup)
+{
+  daemon_process d{dir()};
+  deny_socket(d.socket());
+  int answer[2];
+  ASSERT_EQ(::pipe(answer), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(answer[0]);
+    become_stranger();
+    std::string said = "connected";
+    try {
+      client::connection::connect(d.socket());
+    } catch (const client::error& e) {
+      said = std::to_string(static_cast<int>(e.code())) + " " + e.what();
+    }
+    static_cast<void>(::write(answer[1], said.data(), said.size()));
+    ::_exit(0);
+  }
+  ::close(answer[1]);
+  std::string said;
+  char buf[512];
+  for (ssize_t n = 0; (n = ::read(answer[0], buf, sizeof buf)) > 0;)
+    said.append(buf, static_cast<std::size_t>(n));
+  ::close(answer[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(said.substr(0, said.find(' ')),
+            std::to_string(static_cast<int>(status_code::unauthorized)))
+      << said;
+  EXPECT_NE(said.find("no permission to open the daemon's socket (Permission denied): join "
+                      "the daemon's group"),
+            std::string::npos)
+      << said;
 }
 
 TEST_F(Daemon, ConnectionLimit)
