@@ -651,6 +651,74 @@ TEST_F(Daemon, StaleSocketReplacedLiveDaemonRefused)
   EXPECT_NO_THROW(c.status());
 }
 
+/// gpusortd run to its end with `args`, its stdout and stderr in files of `dir`.
+struct daemon_run {
+  int code{-1};
+  std::string out;
+  std::string err;
+};
+
+daemon_run run_gpusortd(const fs::path& dir, const std::vector<std::string>& args)
+{
+  const fs::path out = dir / "run.out", err = dir / "run.err";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(o, STDOUT_FILENO);
+    ::dup2(e, STDERR_FILENO);
+    std::vector<std::string> all{GPUSORTD};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(GPUSORTD, argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+}
+
+// Issue 43: --check-config passed `devices: [0]` on a host without that GPU, which start then
+// refused (78), and printed every key (about 90 lines) into the journal at each ExecStartPre
+// and ExecReload. It checks what start checks and prints the configuration when asked.
+TEST_F(Daemon, CheckConfigChecksWhatStartChecksAndPrintsOnlyWhenAsked)
+{
+  const std::string socket = (dir() / "gpusortd.sock").string();
+  const fs::path bad = dir() / "bad.yaml", good = dir() / "good.yaml";
+  spit(bad, "devices: [4096]\nsocket: " + socket + "\n");
+  spit(good, "devices: cpu\nsocket: " + socket + "\n");
+  daemon_run r = run_gpusortd(dir(), {"--config", bad.string(), "--check-config"});
+  EXPECT_EQ(r.code, 78) << r.err;
+  EXPECT_NE(r.err.find("GPU 4096 is not on this host"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.out, "");
+  // What start says of the same file.
+  EXPECT_EQ(run_gpusortd(dir(), {"--config", bad.string()}).code, 78);
+
+  r = run_gpusortd(dir(), {"--config", good.string(), "--check-config"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "gpusortd: " + good.string() + ": the configuration is valid\n");
+  r = run_gpusortd(dir(), {"--config", good.string(), "--print-config"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("socket: " + socket), std::string::npos) << r.out;
+  EXPECT_GT(std::count(r.out.begin(), r.out.end(), '\n'), 20) << r.out;
+
+  // Something other than a socket at the socket's path: start refuses it, and so does the check.
+  spit(socket, "not a socket");
+  r = run_gpusortd(dir(), {"--config", good.string(), "--check-config"});
+  EXPECT_EQ(r.code, 78) << r.err;
+  EXPECT_NE(r.err.find("exists and is not a socket"), std::string::npos) << r.err;
+  fs::remove(socket);
+  // A daemon answering on the socket is no error: the check runs before a reload too.
+  daemon_process d{dir()};
+  EXPECT_EQ(run_gpusortd(dir(), {"--config", (dir() / "gpusortd.yaml").string(),
+                                 "--check-config"})
+                .code,
+            0);
+}
+
 TEST_F(Daemon, PeerNotAllowedIsRefused)
 {
   const std::uint32_t other = static_cast<std::uint32_t>(::geteuid()) + 4242;
