@@ -261,6 +261,22 @@ TEST_F(Daemon, RegularFilesPassedAsDescriptors)
                      in_place.data() + n * 8, 8));
 }
 
+// Issue 43: of_fd(-1), what a failed open() returns, was taken for "buffer 0" and reported at
+// the job as "buffer 0 is not a buffer of this connection". It is refused where it is made.
+TEST_F(Daemon, ANegativeDescriptorIsRefusedWhereItIsMade)
+{
+  daemon_process d{dir()};
+  auto c = client::connection::connect(d.socket());
+  const int missing = ::open((dir() / "no such file").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_LT(missing, 0);
+  const std::string why = message_of([&] {
+    c.sort({.type = dtype::u64, .count = 1, .keys = client::array_ref::of_fd(missing)});
+  });
+  EXPECT_TRUE(why.starts_with("BAD_FD: array_ref::of_fd(-1): not a descriptor")) << why;
+  EXPECT_EQ(code_of([&] { client::array_ref::of_fd(-2, 8); }), status_code::bad_fd);
+  EXPECT_EQ(c.status().totals.jobs_submitted, 0u) << "nothing reached the daemon";
+}
+
 TEST_F(Daemon, ClientSealedMemfd)
 {
   daemon_process d{dir()};
