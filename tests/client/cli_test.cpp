@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pty.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/resource.h>
@@ -1122,6 +1123,47 @@ TEST_F(Cli, OutputsInTmpfsAreWrittenThroughTheirMapping)
 
 // A disk that cannot take the output (here the file size limit, which the kernel enforces like
 // a full disk: EFBIG): one clear line, exit 73, the input as it was and no temporary left.
+// Issue 43: a kill -9 or an OOM kill left a full-size hidden temporary that no later run
+// removed. The next sort of that output removes those of processes that no longer exist, only
+// ours (this user's, our names, not locked by a writer still at work), and says so.
+TEST_F(Cli, StaleTemporariesOfDeadWritersAreRemovedByTheNextSort)
+{
+  gen("u64", "uniform", "1000", path("a.bin"));
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string d = std::to_string(dead);
+  const std::vector<std::string> stale{".a.bin.gpusort-" + d + "-1804289383.tmp",  // the CLI's
+                                       ".a.bin.gpusort-" + d + "-b030eab1.tmp",    // Python's
+                                       ".s.bin.gpusort-" + d + "-846930886.tmp"};  // --out's
+  const std::vector<std::string> kept{
+      ".a.bin.gpusort-" + std::to_string(::getpid()) + "-1.tmp",  // a writer that runs
+      ".a.bin.gpusort-" + d + "-2.tmp",                          // locked: still written
+      ".a.bin.gpusort-" + d + "-3.old",                          // a replaced file kept
+      ".b.bin.gpusort-" + d + "-4.tmp",                          // another output's
+      ".a.bin.gpusort-" + d + "-x5.tmp"};                        // not a name of ours
+  for (const std::string& name : stale) spit(path(name), std::string(8192, 'x'));
+  for (const std::string& name : kept) spit(path(name), "kept");
+  const int holder = ::open(path(kept[1]).c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_EQ(::flock(holder, LOCK_EX), 0);
+  run_result r = sort({path("a.bin"), "--dtype", "u64"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const std::string& name : {stale[0], stale[1]}) {
+    EXPECT_FALSE(fs::exists(path(name))) << name;
+    EXPECT_NE(r.err.find("gpusort: warning: removed " + path(name) + ", a temporary (8.00 KiB) "
+                         "left by process " + d + ", which no longer runs"),
+              std::string::npos)
+        << r.err;
+  }
+  EXPECT_TRUE(fs::exists(path(stale[2]))) << "not an output of this sort";
+  r = sort({path("a.bin"), "--dtype", "u64", "--out", path("s.bin"), "--quiet"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(path(stale[2])));
+  EXPECT_NE(r.err.find("removed " + path(stale[2])), std::string::npos) << r.err;
+  ::close(holder);
+  for (const std::string& name : kept) EXPECT_TRUE(fs::exists(path(name))) << name;
+}
+
 TEST_F(Cli, AnOutputThatDoesNotFitLeavesTheInputAndNoTemporary)
 {
   gen("u64", "uniform", "200k", path("d.bin"));
