@@ -1629,6 +1629,55 @@ TEST_F(Cli, VerifyChecksNpyFilesInNumpyOrder)
 
 // Every way a .npy file or the new options can be wrong: one line, its exit code, the input
 // untouched and nothing left behind. A header is never sorted as keys.
+/// `keys` as big-endian bytes, as NumPy writes a '>' array.
+template <typename K>
+bytes big_endian_bytes(const std::vector<K>& keys)
+{
+  bytes b = ref::to_bytes(keys);
+  for (std::size_t i = 0; i < b.size(); i += sizeof(K))
+    std::reverse(b.begin() + static_cast<std::ptrdiff_t>(i),
+                 b.begin() + static_cast<std::ptrdiff_t>(i + sizeof(K)));
+  return b;
+}
+
+// Issue 43: the CLI refused big-endian .npy files that the Python client's sort_file sorts.
+// Both sort them now, as np.sort does, the header ('>f8') kept byte for byte; so does verify.
+TEST_F(Cli, BigEndianNpyKeysSortAsNumpySortsThem)
+{
+  const std::size_t n = 7919;
+  const auto check = [&]<typename K>(const std::string& descr) {
+    SCOPED_TRACE(descr);
+    const std::vector<K> keys = ref::tricky_keys<K>(n, 43);
+    const std::string header = ref::npy_header(descr, n);
+    const bytes input = header + big_endian_bytes(keys);
+    spit(path("a.npy"), input);
+    run_result r = sort({path("a.npy"), "--out", path("s.npy"), "--stable", "--quiet"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(same_bytes(slurp(path("s.npy")),
+                           header + big_endian_bytes(ref::stable_sorted(keys, false, true))));
+    EXPECT_TRUE(same_bytes(slurp(path("a.npy")), input)) << "the input changed";
+    r = run({"verify", path("s.npy"), "--original", path("a.npy")});
+    EXPECT_EQ(r.code, 0) << r.err;
+    // In place, descending, from and to a stream.
+    r = sort({path("a.npy"), "--descending", "--stable", "--quiet"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const bytes descending = header + big_endian_bytes(ref::stable_sorted(keys, true, true));
+    EXPECT_TRUE(same_bytes(slurp(path("a.npy")), descending));
+    spit(path("a.npy"), input);
+    stdin_ = path("a.npy");
+    r = sort({"-", "--out", "-", "--stable", "--quiet"});
+    stdin_ = "/dev/null";
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(same_bytes(r.out, slurp(path("s.npy"))));
+    // Unsorted, verify says so instead of refusing the file.
+    EXPECT_EQ(run({"verify", path("a.npy")}).code, 1);
+  };
+  check.operator()<double>(">f8");
+  check.operator()<std::int32_t>(">i4");
+  std::vector<std::string> expected{"a.npy", "s.npy"};
+  EXPECT_EQ(work_files(), expected) << "no temporaries left";
+}
+
 TEST_F(Cli, NpyAndArgsortErrorsGiveOneLineAndLeaveTheInput)
 {
   const std::size_t n = 100;
@@ -1666,7 +1715,8 @@ TEST_F(Cli, NpyAndArgsortErrorsGiveOneLineAndLeaveTheInput)
        65, "shape (10, 10)"},
       {"a.npy", with_dict("{'descr': '<f8', 'fortran_order': False, 'shape': (), }"), {}, 65,
        "0-d"},
-      {"a.npy", with_dict(ref::npy_dict(">f8", n)), {}, 65, "big-endian"},
+      {"a.npy", with_dict(ref::npy_dict(">f8", n)), {"--values", "raw.bin"}, 65,
+       "big-endian keys ('>f8'), which sort alone"},
       {"a.npy", with_dict(ref::npy_dict("<f2", 4 * n)), {}, 65, "'<f2'"},
       {"a.npy", with_dict(ref::npy_dict("|O", n)), {}, 65, "'|O'"},
       {"a.npy",
@@ -1709,7 +1759,7 @@ TEST_F(Cli, NpyAndArgsortErrorsGiveOneLineAndLeaveTheInput)
   stdin_ = path("raw.bin");
   EXPECT_EQ(sort({"-", "--dtype", "f64", "--argsort-out", path("i.bin")}).code, 64);
   stdin_ = "/dev/null";
-  spit(path("a.npy"), with_dict(ref::npy_dict(">f8", n)));
+  spit(path("a.npy"), with_dict(ref::npy_dict("<f2", 4 * n)));
   EXPECT_EQ(run({"verify", path("a.npy")}).code, 65);
   EXPECT_EQ(run({"verify", path("raw.bin"), "--float-order", "x", "--dtype", "f64"}).code, 64);
 }
