@@ -216,7 +216,9 @@ def _like(a: np.ndarray, result: np.ndarray) -> np.ndarray:
     if type(a) is np.ndarray:
         return result
     out = result.view(type(a))
-    out.__array_finalize__(a)
+    finalize = getattr(out, "__array_finalize__", None)
+    if callable(finalize):  # on ndarray itself, None in older NumPy
+        finalize(a)
     return out
 
 
