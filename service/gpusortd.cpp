@@ -97,9 +97,10 @@ class host_pinning {
 /// `devices: [0]` on a host without that GPU, which start then refused): the GPUs the
 /// configuration lists must be on this host (the probe the engine asks when it starts; a GPU
 /// in exclusive-process mode that the running daemon holds fails it, as a second daemon
-/// would), and nothing but a socket may be at the socket's path. A daemon answering on the socket is
-/// no error here, and neither is a missing folder (systemd's RuntimeDirectory makes it before
-/// the daemon starts): the check runs before a start and before a reload. Throws config_error.
+/// would), and nothing but a socket may be at the socket's path. A daemon answering on the
+/// socket is no error here, and neither is a missing folder (systemd's RuntimeDirectory makes
+/// it before the daemon starts): the check runs before a start and before a reload. Throws
+/// config_error.
 void check_startable(const config& cfg)
 {
   if (cfg.devices == device_selection::listed) {
