@@ -153,7 +153,8 @@ const command_spec& sort_spec()
           "back from the journal first. A sort that cannot run within the budget is refused,\n"
           "naming the memory it needs.\n"
           "FILE may be a NumPy .npy file (known by its magic \\x93NUMPY, versions 1.0-3.0):\n"
-          "1-D, little-endian '<u4' '<i4' '<u8' '<i8' '<f4' '<f8'. Its header gives the type\n"
+          "1-D, '<u4' '<i4' '<u8' '<i8' '<f4' '<f8' (big-endian '>' keys too: they are sorted\n"
+          "in memory, keys alone). Its header gives the type\n"
           "(--dtype may repeat it, not contradict it) and is kept byte for byte: only the data\n"
           "after it is sorted. The same holds for a .npy --values file (any 4- or 8-byte\n"
           "numeric type). An output of a .npy input is a .npy file with the input's header;\n"
@@ -443,22 +444,35 @@ array_layout layout_of(const std::string& shown, const void* data, std::uint64_t
   });
 }
 
-/// The key type of a .npy header; exit 65 naming what the file holds when it is none the engine
+/// The keys a .npy header describes: their type, and whether they are big-endian (sorted in
+/// memory, byte-swapped on the way in and out, as the Python client's sort_file does).
+struct npy_keys {
+  dtype type{};
+  bool swapped{};
+};
+
+/// The keys of a .npy header; exit 65 naming what the file holds when it is none the engine
 /// sorts.
-dtype npy_keys_dtype(const npy_header& h, const std::string& shown)
+npy_keys npy_keys_of(const npy_header& h, const std::string& shown)
 {
-  constexpr std::string_view sorted = "'<u4' '<i4' '<u8' '<i8' '<f4' '<f8'";
+  constexpr std::string_view sorted = "'<u4' '<i4' '<u8' '<i8' '<f4' '<f8' (or '>')";
   if (h.structured)
     throw cli_error{exit_data, fmt::format("{} holds a structured array ({}): gpusort sorts "
                                            "arrays of {}",
                                            shown, h.descr, sorted)};
-  if (const auto t = npy_key_type(h.descr)) return *t;
-  if (h.descr.starts_with('>') && npy_key_type("<" + h.descr.substr(1)))
-    throw cli_error{exit_data, fmt::format("{} is big-endian ('{}'): gpusort sorts little-endian "
-                                           "keys; save a.astype('<{}') instead",
-                                           shown, h.descr, h.descr.substr(1))};
+  if (const auto t = npy_key_type(h.descr)) return {*t, false};
+  if (h.descr.starts_with('>'))
+    if (const auto t = npy_key_type("<" + h.descr.substr(1))) return {*t, true};
   throw cli_error{exit_data, fmt::format("{} holds '{}', not a key type gpusort sorts ({})",
                                          shown, h.descr, sorted)};
+}
+
+/// Reverses the bytes of each of `n` elements of `bytes` (4 or 8) at `data`: big-endian keys
+/// to the host's order and back.
+void swap_bytes(void* data, std::uint64_t n, std::uint64_t bytes)
+{
+  auto* p = static_cast<char*>(data);
+  for (std::uint64_t i = 0; i < n; ++i, p += bytes) std::reverse(p, p + bytes);
 }
 
 /// The element count of a .npy array of `element_bytes` each, after checking that it is 1-D,
@@ -495,10 +509,11 @@ std::uint64_t npy_elements(const array_layout& l, std::uint64_t element_bytes,
   return n;
 }
 
-/// The type and count of keys.
+/// The type and count of keys, and whether they are big-endian (a .npy file's).
 struct key_layout {
   dtype type{};
   std::uint64_t count{};
+  bool swapped{};
 };
 
 /// Where an expected key type came from, for the message when a header disagrees: --dtype (a
@@ -519,7 +534,7 @@ key_layout keys_of(const array_layout& l, const expected_type& expected, const s
     const dtype t = *expected.type;
     return {t, whole_elements(shown, l.bytes, size_of(t), std::string{name_of(t)} + " keys")};
   }
-  const dtype t = npy_keys_dtype(*l.npy, shown);
+  const auto [t, swapped] = npy_keys_of(*l.npy, shown);
   if (expected.type && *expected.type != t) {
     if (expected.source == "--dtype")
       throw cli_error{exit_usage, fmt::format("--dtype {} disagrees with {}, whose .npy header "
@@ -530,7 +545,7 @@ key_layout keys_of(const array_layout& l, const expected_type& expected, const s
                                            name_of(t), l.npy->descr, expected.source,
                                            name_of(*expected.type))};
   }
-  return {t, npy_elements(l, size_of(t), shown)};
+  return {t, npy_elements(l, size_of(t), shown), swapped};
 }
 
 /// Bytes per value of a values file (4 or 8) holding `keys` values: from its .npy header, which
@@ -845,6 +860,10 @@ client::connection connect_daemon(const std::string& socket, std::string_view hi
     if (e.code() == client::status_code::connection_lost)
       throw cli_error{exit_unavailable, "cannot reach the daemon at " + socket + " (" +
                                             e.what() + "); " + std::string{hint}};
+    // UNAUTHORIZED: the socket's permissions or the daemon's allowed_uids / allowed_gids; the
+    // message says which and what to do.
+    if (e.code() == client::status_code::unauthorized)
+      throw cli_error{exit_no_permission, "cannot use the daemon at " + socket + ": " + e.what()};
     throw cli_error{exit_of(e.code()), "the daemon at " + socket + " refused: " + e.what()};
   }
 }
@@ -928,15 +947,16 @@ int finish_sort(progress_bar& bar, const std::vector<atomic_output*>& outputs,
 /// pipe has no size to plan with), sorted in memory (--local) or in a shared buffer of the
 /// daemon, then written to standard output or to --out FILE. With the data on standard output
 /// the report goes to standard error, so that the stream carries the keys alone. A .npy stream
-/// keeps its header in front of the sorted data, as a .npy file does.
-int sort_stream(const parsed_args& a, const std::optional<dtype>& type_option,
-                const fs::path& input_path)
+/// keeps its header in front of the sorted data, as a .npy file does. Big-endian .npy keys take
+/// this way too, from a file to `out` (the file itself, in place): the engine and the daemon
+/// compare the host's numbers, so they are byte-swapped here on the way in and out.
+int sort_in_memory(const parsed_args& a, const std::optional<dtype>& type_option,
+                   const fs::path& input_path, const std::optional<std::string>& out)
 {
   if (a.has("values") || a.has("values-out") || a.has("value-bytes"))
     throw cli_error{exit_usage, "a stream carries keys alone: --values needs files (and no -)"};
   if (a.has("argsort-out"))
     throw cli_error{exit_usage, "--argsort-out needs the keys in a file, not a stream (-)"};
-  const std::optional<std::string> out = a.get("out");
   const bool to_stdout = !out || *out == "-";
   const order direction = a.has("descending") ? order::descending : order::ascending;
   const sorted_by by = a.has("local") ? sorted_by::local : sorted_by::daemon;
@@ -947,10 +967,13 @@ int sort_stream(const parsed_args& a, const std::optional<dtype>& type_option,
   const std::string shown = from_stdin ? std::string{"standard input"} : input_path.string();
   const stream_input in{from_stdin ? STDIN_FILENO : file_in->fd(), shown};
   const array_layout layout = layout_of(shown, in.data(), in.size());
-  const auto [t, n] = keys_of(layout, {type_option}, shown);
+  const key_layout k = keys_of(layout, {type_option}, shown);
+  const dtype t = k.type;
+  const std::uint64_t n = k.count;
   const float_order floats =
       float_order_option(a).value_or(layout.npy ? float_order::numpy : float_order::total);
   char* const data = in.data() + layout.offset();
+  if (k.swapped) swap_bytes(data, n, size_of(t));
   timeline.mark("input read");
   const std::string header =
       output_header(layout, to_stdout ? std::string{} : *out, npy_descr_of(t), n);
@@ -961,7 +984,7 @@ int sort_stream(const parsed_args& a, const std::optional<dtype>& type_option,
   }
 
   sort_report report;
-  const char* sorted = data;
+  char* sorted = data;
   std::optional<client::connection> conn;
   std::optional<client::shared_buffer> shared;
   if (by == sorted_by::local) {
@@ -989,9 +1012,10 @@ int sort_stream(const parsed_args& a, const std::optional<dtype>& type_option,
     } catch (const client::error& e) {
       throw cli_error{exit_of(e.code()), std::string{"sort failed: "} + e.what()};
     }
-    sorted = reinterpret_cast<const char*>(shared->data());
+    sorted = reinterpret_cast<char*>(shared->data());
     timeline.mark("sorted by the daemon");
   }
+  if (k.swapped) swap_bytes(sorted, n, size_of(t));
   if (to_stdout) {
     write_all(STDOUT_FILENO, header.data(), header.size(), "standard output");
     write_all(STDOUT_FILENO, sorted, layout.bytes, "standard output");
@@ -1386,7 +1410,8 @@ int run_sort(const std::vector<std::string>& args)
   if (!argsort_path && a.has("index-type"))
     throw cli_error{exit_usage, "--index-type needs --argsort-out"};
   const std::uint32_t index_bytes = index_bytes_option(a);
-  if (input_path == "-" || a.get("out") == "-") return sort_stream(a, type_option, input_path);
+  if (input_path == "-" || a.get("out") == "-")
+    return sort_in_memory(a, type_option, input_path, a.get("out"));
   const std::optional<std::string> values_path = a.get("values");
   if (!values_path && a.has("values-out"))
     throw cli_error{exit_usage, "--values-out needs --values"};
@@ -1467,6 +1492,16 @@ int run_sort(const std::vector<std::string>& args)
   if (in_place) {
     check_writable_in_place(input_path.string());
     if (values_path) check_writable_in_place(*values_path);
+  }
+  if (k.swapped) {
+    // Issue 43: refused before, where the Python client's sort_file sorts them.
+    if (values_path || argsort_path)
+      throw cli_error{exit_data, fmt::format("{} holds big-endian keys ('{}'), which sort alone: "
+                                             "--values and --argsort-out need little-endian "
+                                             "keys (save a.astype('<{}'))",
+                                             input_path.string(), keys.layout.npy->descr,
+                                             keys.layout.npy->descr.substr(1))};
+    return sort_in_memory(a, type_option, input_path, keys_out_path->string());
   }
   timeline.mark("inputs opened");
   const file_sort in_place_job{
@@ -1634,6 +1669,26 @@ struct mapped_array {
   void* data;  ///< the array's first byte, after any header
 };
 
+/// The keys of a mapped file in the host's order: the file's own bytes, or for big-endian keys a
+/// byte-swapped copy (the mapping is read-only).
+class host_order_keys {
+ public:
+  host_order_keys(void* data, const key_layout& k) : data_{data}
+  {
+    if (!k.swapped || k.count == 0) return;
+    const std::uint64_t bytes = k.count * size_of(k.type);
+    copy_ = std::make_unique<char[]>(bytes);
+    std::memcpy(copy_.get(), data, bytes);
+    swap_bytes(copy_.get(), k.count, size_of(k.type));
+    data_ = copy_.get();
+  }
+  [[nodiscard]] void* data() const noexcept { return data_; }
+
+ private:
+  void* data_;
+  std::unique_ptr<char[]> copy_;
+};
+
 std::string_view direction_name(order dir)
 {
   return dir == order::ascending ? "ascending" : "descending";
@@ -1691,12 +1746,13 @@ int run_verify(const std::vector<std::string>& args)
          {candidate{&sorted, sorted_file.path().string()},
           candidate{original ? &*original : nullptr, original_path.value_or("")}}) {
       if (file == nullptr || !file->layout.npy) continue;
-      expected = expected_type{npy_keys_dtype(*file->layout.npy, shown), shown};
+      expected = expected_type{npy_keys_of(*file->layout.npy, shown).type, shown};
       break;
     }
   }
   const key_layout k = keys_of(sorted.layout, expected, sorted_file.path().string());
-  const key_array keys{sorted.data, k.count, k.type};
+  host_order_keys sorted_native{sorted.data, k};
+  const key_array keys{sorted_native.data(), k.count, k.type};
   const float_order floats =
       float_order_option(a).value_or(sorted.layout.npy ? float_order::numpy : float_order::total);
   if (!original) return verify_order_only(a, sorted_file.path(), keys, direction, floats);
@@ -1723,8 +1779,9 @@ int run_verify(const std::vector<std::string>& args)
     original_values = value_array{original_values_at->data, ok.count, vb};
   }
 
+  host_order_keys original_native{original->data, ok};
   const fingerprint before =
-      fingerprint_of(key_array{original->data, ok.count, k.type}, original_values);
+      fingerprint_of(key_array{original_native.data(), ok.count, k.type}, original_values);
   const verify_result r = verify(keys, sorted_values, direction, before, floats);
   return report_verification(a, r.ok, k.count, r.message,
                              fmt::format("ok: {} sorted {}, a permutation of {}",

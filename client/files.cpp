@@ -6,8 +6,14 @@
 
 #include <gpusort/error.hpp>
 
+#include <gpusort/units.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/statfs.h>
 #include <sys/stat.h>
@@ -18,11 +24,14 @@
 #include <array>
 #include <optional>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cstring>
 #include <random>
+#include <string_view>
 
 namespace gpusort::cli {
 
@@ -104,6 +113,60 @@ int create_beside(const fs::path& path, const char* suffix, std::string& name, i
   return rc;
 }
 
+/// Whether process `pid` exists: one of another user's answers EPERM, and counts.
+bool process_exists(pid_t pid) noexcept { return ::kill(pid, 0) == 0 || errno != ESRCH; }
+
+/// The PID in `name` when it is a temporary create_beside() made for `prefix` (".NAME.gpusort-")
+/// with suffix ".tmp", or the Python client's (its N in hex): ".NAME.gpusort-PID-N.tmp".
+std::optional<pid_t> temporary_pid(std::string_view name, std::string_view prefix)
+{
+  constexpr std::string_view suffix = ".tmp";
+  if (!name.starts_with(prefix) || !name.ends_with(suffix)) return std::nullopt;
+  const std::string_view middle = name.substr(prefix.size(), name.size() - prefix.size() -
+                                                                 suffix.size());
+  const std::size_t dash = middle.find('-');
+  if (dash == std::string_view::npos || dash + 1 == middle.size()) return std::nullopt;
+  const std::string_view tail = middle.substr(dash + 1);
+  const auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+  if (!std::all_of(tail.begin(), tail.end(), hex)) return std::nullopt;
+  pid_t pid = 0;
+  const auto [end, err] = std::from_chars(middle.data(), middle.data() + dash, pid);
+  if (err != std::errc{} || end != middle.data() + dash || pid <= 0) return std::nullopt;
+  return pid;
+}
+
+/// Removes the temporaries of output `path` that a writer killed before it could (kill -9, the
+/// OOM killer) left in its folder; issue 43: full-size hidden files that no later run removed,
+/// holding the room the next output needs. Only this user's regular files of our names, only
+/// of processes that no longer exist, and only when nobody holds the lock every writer takes
+/// on its temporary (it lasts as long as a descriptor of the file: a writer of another PID
+/// namespace, or a daemon still writing, keeps it). Each removal is a warning on stderr.
+void remove_stale_temporaries(const fs::path& path)
+{
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path{"."};
+  const std::string prefix = "." + path.filename().string() + ".gpusort-";
+  DIR* const folder = ::opendir(dir.c_str());
+  if (folder == nullptr) return;  // creating the temporary will say what is wrong
+  const int dfd = ::dirfd(folder);
+  while (const dirent* entry = ::readdir(folder)) {
+    const std::optional<pid_t> pid = temporary_pid(entry->d_name, prefix);
+    if (!pid || process_exists(*pid)) continue;
+    const int fd = ::openat(dfd, entry->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) continue;
+    struct stat st {}, now {};
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+        ::flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+        ::fstatat(dfd, entry->d_name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+        now.st_dev == st.st_dev && now.st_ino == st.st_ino &&
+        ::unlinkat(dfd, entry->d_name, 0) == 0)
+      spdlog::warn("removed {}, a temporary ({}) left by process {}, which no longer runs",
+                   (dir / entry->d_name).string(),
+                   format_bytes(static_cast<std::uint64_t>(st.st_size)), *pid);
+    ::close(fd);
+  }
+  ::closedir(folder);
+}
+
 }  // namespace
 
 mapped_input::mapped_input(const fs::path& path) : path_{path}
@@ -183,6 +246,7 @@ atomic_output::atomic_output(const fs::path& path, std::uint64_t size)
   if (exists && !S_ISREG(st.st_mode))
     throw cli_error{exit_cant_create, "cannot write " + shown + ": not a regular file"};
 
+  remove_stale_temporaries(path_);  // before the room check: their room counts
   fd_ = create_beside(path_, ".tmp", temp_, slot_, [](const char* name) {
     return sys::open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   });
@@ -191,6 +255,10 @@ atomic_output::atomic_output(const fs::path& path, std::uint64_t size)
     throw cli_error{denied_or(err, exit_cant_create),
                     "cannot write " + shown + ": " + errno_text(err)};
   }
+  // Held as long as this process or the daemon it hands the descriptor to may write the file,
+  // so that remove_stale_temporaries() of a later run leaves it alone. A filesystem without
+  // locks (some NFS) keeps the check of the PID alone.
+  static_cast<void>(::flock(fd_, LOCK_EX | LOCK_NB));
 
   std::string failure;
   if (exists && ::fchmod(fd_, st.st_mode & 07777) != 0) {

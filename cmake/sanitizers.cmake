@@ -9,6 +9,21 @@ foreach(san IN LISTS GPUSORT_SANITIZE)
   target_link_options(gpusort_warnings INTERFACE -fsanitize=${san})
 endforeach()
 
+# Built to find bugs, not for speed: -O1, which ASan's and TSan's manuals suggest for reasonable
+# speed, and line tables only (reports keep their file:line, no variables), after
+# RelWithDebInfo's -O2 -g (the last -O and -g win). That halves the gcc asan build, the largest
+# part of the README's test command (issue 43; dev2core: pipeline/executor.cpp 34.6 -> 16.2 s,
+# tests/core/cpu_sort_test.cpp 46.8 -> 22.8 s; clang tsan executor.cpp 11.7 -> 7.8 s).
+if(GPUSORT_SANITIZE)
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    set(gpusort_line_tables -g1)
+  else()
+    set(gpusort_line_tables -gline-tables-only)
+  endif()
+  target_compile_options(gpusort_warnings INTERFACE
+    $<$<COMPILE_LANGUAGE:CXX>:-O1 ${gpusort_line_tables}>)
+endif()
+
 # GCC's flow warnings are unreliable on sanitizer-instrumented code (its manual says so for
 # -Wmaybe-uninitialized): GCC 12 with ASan flagged std::regex's std::function members in
 # cli_daemon_test.cpp. The release build keeps the warning as an error.

@@ -31,6 +31,9 @@ execution_stats sort_direct(const job_arrays& arrays, const element_layout& layo
                            layout.keys());
       if constexpr (!keys_alone) parallel_copy(values, arrays.src_values, arrays.n * sizeof(V));
     }
+    // Between the passes, while the input is still as it was: the sort itself cannot stop part
+    // way (its first and last passes map the keys to and from ordered bits in place).
+    ctx.check();
     const bool ordered = identity || !arrays.in_place();
     if (keys_alone && small_radix_scratch_bytes<K>(arrays.n) != 0) {
       // Small jobs, in cache: the maps' passes cost little there.

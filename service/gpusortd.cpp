@@ -1,11 +1,12 @@
 // gpusortd: the sort daemon. Programs hand it arrays in shared memory or files (as descriptors)
 // over a Unix socket; it sorts them with the engine (GPUs, or the CPU) and answers when done.
 //
-//   gpusortd --config FILE [--check-config]
+//   gpusortd --config FILE [--check-config | --print-config]
 //
 // Exit codes: 0 after a clean shutdown, 64 usage, 70 runtime failure (socket in use, engine),
 // 78 configuration error.
 #include "core/program_log.hpp"
+#include "pipeline/gpu_probe.hpp"
 #include "service/buffer_pool.hpp"
 #include "service/daemon_context.hpp"
 #include "service/job_queue.hpp"
@@ -24,6 +25,9 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -43,12 +47,14 @@ constexpr int exit_runtime = 70;
 constexpr int exit_config = 78;
 
 constexpr const char* usage =
-    "usage: gpusortd --config FILE [--check-config]\n"
+    "usage: gpusortd --config FILE [--check-config | --print-config]\n"
     "\n"
     "The gpusort daemon: sorts arrays that local programs pass over a Unix socket.\n"
     "\n"
     "  --config FILE   the configuration (YAML; deploy/gpusort.yaml documents every key)\n"
-    "  --check-config  read and check the configuration, print it with every key, and exit\n"
+    "  --check-config  check the configuration as starting would (the file, the GPUs it\n"
+    "                  names on this host, the socket's path), say so in one line, and exit\n"
+    "  --print-config  the same, then print the configuration with every key\n"
     "  --help          show this text\n"
     "  --version       show the version\n"
     "\n"
@@ -86,6 +92,30 @@ class host_pinning {
   std::mutex mutex_;
   std::map<void*, host_registration> registrations_;
 };
+
+/// What starting refuses beyond the file, found without starting (issue 43: a check that passed
+/// `devices: [0]` on a host without that GPU, which start then refused): the GPUs the
+/// configuration lists must be on this host (the probe the engine asks when it starts; a GPU
+/// in exclusive-process mode that the running daemon holds fails it, as a second daemon
+/// would), and nothing but a socket may be at the socket's path. A daemon answering on the
+/// socket is no error here, and neither is a missing folder (systemd's RuntimeDirectory makes
+/// it before the daemon starts): the check runs before a start and before a reload. Throws
+/// config_error.
+void check_startable(const config& cfg)
+{
+  if (cfg.devices == device_selection::listed) {
+    const detail::gpu_probe_result probe = detail::probe_gpus();
+    for (const int id : cfg.gpu_ids)
+      if (std::none_of(probe.gpus.begin(), probe.gpus.end(),
+                       [&](const detail::gpu_info& g) { return g.id == id; }))
+        throw config_error{"devices: GPU " + std::to_string(id) + " is not on this host (" +
+                           std::to_string(probe.gpus.size()) + " GPU(s) found" +
+                           (probe.note.empty() ? "" : ": " + probe.note) + ")"};
+  }
+  struct stat st {};
+  if (::lstat(cfg.socket.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode))
+    throw config_error{"socket: " + cfg.socket + " exists and is not a socket"};
+}
 
 int serve(const config& cfg, const std::filesystem::path& config_path)
 {
@@ -133,6 +163,7 @@ int main(int argc, char** argv)
   gpusort::detail::send_library_log_to_spdlog();
   std::optional<std::string> config_path;
   bool check_only = false;
+  bool print = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg{argv[i]};
     if (arg == "--help" || arg == "-h") {
@@ -143,8 +174,9 @@ int main(int argc, char** argv)
       std::printf("gpusortd %s\n", GPUSORT_VERSION);
       return exit_ok;
     }
-    if (arg == "--check-config") {
+    if (arg == "--check-config" || arg == "--print-config") {
       check_only = true;
+      print = print || arg == "--print-config";
     } else if (arg == "--config" && i + 1 < argc && !config_path) {
       config_path = argv[++i];
     } else if (arg.starts_with("--config=") && !config_path) {
@@ -166,7 +198,18 @@ int main(int argc, char** argv)
     return exit_config;
   }
   if (check_only) {
-    std::printf("%s", to_yaml(cfg).c_str());
+    // One line, not the ~90 of every key: ExecStartPre and ExecReload put what this prints
+    // into the journal at every start and reload; --print-config asks for the rest.
+    try {
+      check_startable(cfg);
+    } catch (const config_error& e) {
+      std::fprintf(stderr, "gpusortd: %s: %s\n", config_path->c_str(), e.what());
+      return exit_config;
+    }
+    if (print)
+      std::printf("%s", to_yaml(cfg).c_str());
+    else
+      std::printf("gpusortd: %s: the configuration is valid\n", config_path->c_str());
     std::fflush(stdout);
     return exit_ok;
   }

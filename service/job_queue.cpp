@@ -28,6 +28,12 @@ double seconds_since(std::chrono::steady_clock::time_point t)
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+/// A job that was stopped: by its client (CANCELLED) or by the daemon's shutdown.
+bool stopped(wire::StatusCode code) noexcept
+{
+  return code == wire::CANCELLED || code == wire::SHUTTING_DOWN;
+}
+
 }  // namespace
 
 // ---- job ------------------------------------------------------------------------------------
@@ -103,7 +109,7 @@ job_queue::~job_queue()
     accepting_ = false;
     stopping_ = true;
   }
-  cancel_all();
+  cancel_all("the daemon is shutting down");
   wake_.notify_all();
   for (std::thread& t : workers_) t.join();
 }
@@ -191,10 +197,16 @@ void job_queue::work()
       outcome.queue_seconds = queued;
     }
     run = nullptr;  // its leases and mappings end before anyone hears that the job ended
+    if (outcome.code == wire::CANCELLED) {
+      const std::lock_guard lock{j->mutex_};
+      if (!j->shutdown_reason_.empty()) {
+        outcome.code = wire::SHUTTING_DOWN;
+        outcome.message = j->shutdown_reason_;
+      }
+    }
     // A lost context fails every later CUDA call of this process: say so, and stop taking jobs,
     // so that the daemon can exit and its supervisor start a fresh one.
-    const bool lost = outcome.code != wire::OK && outcome.code != wire::CANCELLED &&
-                      detail::device_lost();
+    const bool lost = outcome.code != wire::OK && !stopped(outcome.code) && detail::device_lost();
     if (lost) {
       outcome.code = wire::INTERNAL;
       outcome.message += "; the GPU context is lost (a sticky CUDA error): gpusortd exits so "
@@ -237,7 +249,8 @@ void job_queue::count(const job& j, const job_outcome& outcome)
       ++totals_.succeeded;
       totals_.bytes_sorted += j.bytes();
       break;
-    case wire::CANCELLED: ++totals_.cancelled; break;
+    case wire::CANCELLED:
+    case wire::SHUTTING_DOWN: ++totals_.cancelled; break;
     default: ++totals_.failed; break;
   }
 }
@@ -248,22 +261,28 @@ void job_queue::finish(const std::shared_ptr<job>& j, job_outcome outcome)
     const std::lock_guard lock{j->mutex_};
     if (j->finished_) return;
     j->finished_ = true;
-    j->state_ = outcome.code == wire::OK          ? job_state::succeeded
-                : outcome.code == wire::CANCELLED ? job_state::cancelled
-                                                  : job_state::failed;
+    j->state_ = outcome.code == wire::OK    ? job_state::succeeded
+                : stopped(outcome.code)     ? job_state::cancelled
+                                            : job_state::failed;
   }
-  // One line for every job's end, so that an operator can follow the daemon's work.
+  // One line for every job's end, so that an operator can follow the daemon's work. A job
+  // asked to stop after its last check ran to its end: the line says so (issue 43: the log
+  // said "cancelled" at the disconnect, then "done").
   if (outcome.code == wire::OK) {
     const sort_report& r = outcome.report;
-    spdlog::info("job {} done: {} elements ({}) in {:.3f} s ({:.2f} GiB/s), engine {}, {} "
+    spdlog::info("job {} done{}: {} elements ({}) in {:.3f} s ({:.2f} GiB/s), engine {}, {} "
                  "round(s), path {}, host memory {} of {}, queued {:.3f} s",
-                 j->id(), r.elements, format_bytes(r.bytes), r.seconds,
+                 j->id(),
+                 j->token_.cancelled() ? " (asked to stop after its last check for it: it ran to "
+                                         "its end)"
+                                       : "",
+                 r.elements, format_bytes(r.bytes), r.seconds,
                  r.seconds > 0 ? static_cast<double>(r.bytes) / r.seconds / (1024.0 * 1024 * 1024)
                                : 0.0,
                  r.engine, r.rounds, r.path.empty() ? "none" : r.path,
                  format_bytes(r.host_memory_bytes), format_bytes(r.host_memory_limit),
                  outcome.queue_seconds);
-  } else if (outcome.code == wire::CANCELLED) {
+  } else if (stopped(outcome.code)) {
     spdlog::info("job {} cancelled: {}", j->id(), outcome.message);
   } else {
     spdlog::warn("job {} failed: {}: {}", j->id(), proto::name_of(outcome.code), outcome.message);
@@ -275,17 +294,27 @@ void job_queue::finish(const std::shared_ptr<job>& j, job_outcome outcome)
   }
 }
 
-bool job_queue::cancel(const std::shared_ptr<job>& j)
+cancel_result job_queue::cancel(const std::shared_ptr<job>& j) { return cancel(j, {}); }
+
+cancel_result job_queue::cancel(const std::shared_ptr<job>& j, const std::string& shutdown)
 {
-  const job_outcome outcome{.code = wire::CANCELLED,
-                            .message = "the job was cancelled while it waited in the queue"};
+  const job_outcome outcome =
+      shutdown.empty()
+          ? job_outcome{.code = wire::CANCELLED,
+                        .message = "the job was cancelled while it waited in the queue"}
+          : job_outcome{.code = wire::SHUTTING_DOWN, .message = shutdown};
   {
     const std::lock_guard lock{mutex_};
     const auto queued = std::find(queued_.begin(), queued_.end(), j);
     if (queued == queued_.end()) {
-      if (std::find(running_.begin(), running_.end(), j) == running_.end()) return false;
+      if (std::find(running_.begin(), running_.end(), j) == running_.end())
+        return cancel_result::gone;
+      if (!shutdown.empty()) {
+        const std::lock_guard job_lock{j->mutex_};
+        j->shutdown_reason_ = shutdown;
+      }
       j->token_.cancel();
-      return true;
+      return cancel_result::asked;
     }
     host_queued_ -= j->host_bytes();
     queued_.erase(queued);
@@ -299,7 +328,7 @@ bool job_queue::cancel(const std::shared_ptr<job>& j)
   finish(j, outcome);
   const std::lock_guard lock{mutex_};
   --finishing_;
-  return true;
+  return cancel_result::cancelled;
 }
 
 void job_queue::stop_accepting()
@@ -308,7 +337,7 @@ void job_queue::stop_accepting()
   accepting_ = false;
 }
 
-void job_queue::cancel_all()
+void job_queue::cancel_all(const std::string& why)
 {
   std::vector<std::shared_ptr<job>> all;
   {
@@ -316,7 +345,7 @@ void job_queue::cancel_all()
     all.assign(queued_.begin(), queued_.end());
     all.insert(all.end(), running_.begin(), running_.end());
   }
-  for (const auto& j : all) cancel(j);
+  for (const auto& j : all) cancel(j, why);
 }
 
 bool job_queue::idle() const

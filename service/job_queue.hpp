@@ -94,6 +94,8 @@ class job {
   const callbacks callbacks_;
   cancel_token token_;
   const std::chrono::steady_clock::time_point accepted_{std::chrono::steady_clock::now()};
+  /// Set (under mutex_) when the daemon's shutdown cancels the job: why, for its JOB_FINISHED.
+  std::string shutdown_reason_;
 
   mutable std::mutex mutex_;
   job_state state_{job_state::queued};
@@ -118,6 +120,13 @@ struct admission {
   wire::StatusCode code{wire::OK};
   std::string message;
   std::uint32_t queue_position{};  ///< 0: starts at once
+};
+
+/// What job_queue::cancel did: the daemon's log says what happened, not what was asked.
+enum class cancel_result : std::uint8_t {
+  gone,       ///< the job was neither queued nor running any more
+  cancelled,  ///< it was queued: it has ended CANCELLED
+  asked,      ///< it runs: it stops at its next check, or ends as it would have (its end says)
 };
 
 struct queue_totals {
@@ -149,13 +158,16 @@ class job_queue {
   admission submit(const std::shared_ptr<job>& j);
 
   /// Cancels a queued job (finished CANCELLED at once, on this thread) or asks a running one to
-  /// stop. False when the job is neither queued nor running any more.
-  bool cancel(const std::shared_ptr<job>& j);
+  /// stop (the engine checks between its passes and chunks: a job past its last check ends
+  /// as it would have).
+  cancel_result cancel(const std::shared_ptr<job>& j);
 
   /// No more submissions (SHUTTING_DOWN); queued and running jobs go on.
   void stop_accepting();
-  /// Cancels every queued and running job.
-  void cancel_all();
+  /// Cancels every queued and running job because the daemon stops: each that stops ends with
+  /// SHUTTING_DOWN and `why`, not CANCELLED, so that its client can tell a restart (try again
+  /// later) from a cancellation of its own or a failure (issue 43).
+  void cancel_all(const std::string& why);
   /// Nothing queued or running.
   [[nodiscard]] bool idle() const;
   [[nodiscard]] queue_snapshot snapshot() const;
@@ -176,6 +188,8 @@ class job_queue {
 
  private:
   void work();
+  /// cancel(), ending the job SHUTTING_DOWN with `shutdown` when that is not empty.
+  cancel_result cancel(const std::shared_ptr<job>& j, const std::string& shutdown);
   [[nodiscard]] bool head_fits() const;  // under the lock
   /// Counts the outcome in the totals; under the lock, together with taking the job off the
   /// queue or the running list, so that a status never shows a job gone but not counted.

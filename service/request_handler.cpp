@@ -358,12 +358,20 @@ void request_handler::disconnect()
     const std::lock_guard lock{mutex_};
     for (const auto& [id, e] : jobs_) mine.push_back(e.j);
   }
-  for (const auto& j : mine) ctx_.queue.cancel(j);
+  // What happened, not what was asked: a running job stops at its next check, or ends as it
+  // would have when it is past its last one; its own end line says which.
+  std::size_t cancelled = 0, asked = 0;
+  for (const auto& j : mine) {
+    const cancel_result r = ctx_.queue.cancel(j);
+    cancelled += r == cancel_result::cancelled ? 1 : 0;
+    asked += r == cancel_result::asked ? 1 : 0;
+  }
   // Running jobs hold leases: their buffers go back to the pool when they end.
   const std::uint64_t released = ctx_.pool.release_all(session_);
-  if (!mine.empty() || released != 0)
-    spdlog::info("session {}: disconnected: {} job(s) cancelled, {} buffer(s) released",
-                 session_, mine.size(), released);
+  if (cancelled + asked != 0 || released != 0)
+    spdlog::info("session {}: disconnected: {} queued job(s) cancelled, {} running job(s) asked "
+                 "to stop, {} buffer(s) released",
+                 session_, cancelled, asked, released);
 }
 
 void fill_job_info(wire::JobInfo& info, const job& j, std::uint32_t queue_position)

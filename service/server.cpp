@@ -114,11 +114,15 @@ void server::fail(const std::string& reason)
   spdlog::critical("the devices are lost, exiting for a restart: {}", reason);
   exit_code_ = 70;
   sd_notify_quietly("STATUS=failed: the devices are lost: " + reason);
+  cancel_jobs("the daemon is exiting for a restart (its GPUs are lost)");
   shutdown();
-  if (!cancelled_) {
-    cancelled_ = true;
-    ctx_.queue.cancel_all();
-  }
+}
+
+void server::cancel_jobs(const std::string& why)
+{
+  if (cancelled_) return;
+  cancelled_ = true;
+  ctx_.queue.cancel_all(why + ": the job was cancelled; run it again once the daemon is back");
 }
 
 void server::listen()
@@ -266,10 +270,8 @@ void server::on_accept(stream::socket socket)
 void server::shutdown()
 {
   if (stopping_) {
-    if (!cancelled_) {
-      cancelled_ = true;
-      ctx_.queue.cancel_all();
-    }
+    cancel_jobs("the daemon is shutting down (a second signal stopped the jobs it was "
+                "finishing)");
     return;
   }
   stopping_ = true;
@@ -286,10 +288,10 @@ void server::shutdown()
   spdlog::info("shutting down: {} job(s) running, {} queued; shutdown: {}, timeout {} s",
                snapshot.running.size(), snapshot.queued.size(), name_of(ctx_.cfg.on_shutdown),
                ctx_.cfg.shutdown_timeout);
-  if (ctx_.cfg.on_shutdown == shutdown_policy::cancel || ctx_.cfg.shutdown_timeout == 0) {
-    cancelled_ = true;
-    ctx_.queue.cancel_all();
-  }
+  if (ctx_.cfg.on_shutdown == shutdown_policy::cancel || ctx_.cfg.shutdown_timeout == 0)
+    cancel_jobs(ctx_.cfg.on_shutdown == shutdown_policy::cancel
+                    ? "the daemon is shutting down (shutdown: cancel)"
+                    : "the daemon is shutting down (shutdown_timeout: 0)");
   drain_deadline_ =
       std::chrono::steady_clock::now() + std::chrono::seconds{ctx_.cfg.shutdown_timeout};
   poll_drain();
@@ -340,8 +342,8 @@ void server::poll_drain()
       if (!cancelled_ && now >= drain_deadline_) {
         spdlog::warn("shutdown_timeout ({} s) passed: cancelling the jobs left",
                      ctx_.cfg.shutdown_timeout);
-        cancelled_ = true;
-        ctx_.queue.cancel_all();
+        cancel_jobs("the daemon is shutting down and its shutdown_timeout (" +
+                    std::to_string(ctx_.cfg.shutdown_timeout) + " s) passed");
       }
     } else {
       // Every job has ended and its JOB_FINISHED has been posted to its session's thread, this

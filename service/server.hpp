@@ -52,6 +52,8 @@ class server {
   void remove_socket_file() noexcept;
   /// The devices are lost: log it, cancel every job and stop, to exit non-zero (io thread).
   void fail(const std::string& reason);
+  /// Cancels every job, once, telling their clients `why` the daemon stops (SHUTTING_DOWN).
+  void cancel_jobs(const std::string& why);
 
   boost::asio::io_context& io_;
   daemon_context& ctx_;

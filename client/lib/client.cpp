@@ -498,8 +498,16 @@ connection connection::connect(const std::string& socket_path, const std::string
   std::memcpy(addr.sun_path, socket_path.data(), socket_path.size());
   while (::connect(state->fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
     if (errno == EINTR) continue;
-    throw error{status_code::connection_lost, "cannot connect to the daemon at " + socket_path +
-                                                  ": " + std::strerror(errno)};
+    const int err = errno;
+    // The daemon runs, but the socket file (mode 0660) or its folder is not this user's: the
+    // fix is the daemon's group, not starting another daemon.
+    if (err == EACCES || err == EPERM)
+      throw error{status_code::unauthorized,
+                  std::string{"no permission to open the daemon's socket ("} +
+                      std::strerror(err) + "): join the daemon's group (usermod -aG gpusort "
+                      "USER, then log in again) or ask its administrator"};
+    throw error{status_code::connection_lost,
+                "cannot connect to the daemon at " + socket_path + ": " + std::strerror(err)};
   }
   connection_state* raw = state.get();
   state->reader = std::thread{[raw] { raw->read_loop(); }};

@@ -197,7 +197,15 @@ struct array_ref {
   {
     return in(b.raw(), offset);
   }
-  static array_ref of_fd(int fd, std::uint64_t offset = 0) { return array_ref{0, fd, offset}; }
+  /// Throws error{bad_fd} for a negative `fd`, what a failed open() returns: here, where the
+  /// mistake is, rather than at submit() as "buffer 0 is not a buffer of this connection".
+  static array_ref of_fd(int fd, std::uint64_t offset = 0)
+  {
+    if (fd < 0)
+      throw error{status_code::bad_fd, "array_ref::of_fd(" + std::to_string(fd) +
+                                           "): not a descriptor (did the open() fail?)"};
+    return array_ref{0, fd, offset};
+  }
 
   std::uint64_t buffer_id{};  ///< when fd < 0
   int fd{-1};
@@ -266,7 +274,8 @@ class job {
 class connection {
  public:
   /// Connects and negotiates the protocol version. Throws error: connection_lost when nothing
-  /// listens on `socket_path`, unauthorized when the daemon refuses this user, ...
+  /// listens on `socket_path`, unauthorized when the daemon refuses this user or the socket's
+  /// permissions do (the message says to join the daemon's group), ...
   static connection connect(const std::string& socket_path,
                             const std::string& client_name = "gpusort-client");
 

@@ -21,10 +21,14 @@ copies), and the buffer is kept between calls so that its pages are mapped only 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import mmap
+import operator
 import os
 import random
+import stat
 import threading
+import warnings
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, NamedTuple, Union
@@ -85,6 +89,24 @@ class JobReport(NamedTuple):
 # ---- helpers ------------------------------------------------------------------------------
 
 
+def _dtype_hint(dt: np.dtype) -> str:
+    """What to do instead, for a dtype gpusort does not sort; "" when there is nothing to say."""
+    if dt.kind in "iu" and dt.itemsize < 4:
+        wider = "np.int32" if dt.kind == "i" else "np.uint32"
+        return f"; widen it with a.astype({wider}), which keeps every value and their order"
+    if dt.kind == "f" and dt.itemsize < 4:
+        return "; convert float16 with a.astype(np.float32), which is exact"
+    if dt.kind == "f":
+        return (f"; {dt} (long double) has no exact 4- or 8-byte form: a.astype(np.float64) "
+                "sorts the values rounded to float64")
+    if dt.kind == "b":
+        return "; bool keys: a.view(np.uint8).astype(np.uint32)"
+    if dt.kind in "Mm":
+        return ("; a.view(np.int64) sorts the times, but NaT (the smallest int64) then comes "
+                "first, where NumPy puts it last")
+    return ""
+
+
 def _key_dtype(dt: np.dtype, what: str = "keys") -> int:
     """The protocol DType of NumPy dtype ``dt``; TypeError for any dtype gpusort cannot sort."""
     if dt.fields is not None or dt.subdtype is not None or dt.hasobject:
@@ -92,23 +114,124 @@ def _key_dtype(dt: np.dtype, what: str = "keys") -> int:
     code = _DTYPES.get((dt.kind, dt.itemsize))
     if code is None:
         raise TypeError(f"gpusort cannot sort {what} of dtype {dt}: it sorts {_SUPPORTED}"
-                        + ("; convert float16 with a.astype(np.float32)" if dt.kind == "f" else "")
-                        + ("; bool keys: a.view(np.uint8).astype(np.uint32)" if dt.kind == "b"
-                           else ""))
+                        + _dtype_hint(dt))
     return code
 
 
-def _as_keys(a, what: str = "keys") -> tuple[np.ndarray, int]:
-    """``a`` as a 1-D array of a supported dtype, and its protocol DType."""
+# NumPy's sort kinds by the first letter, as NumPy reads them, and whether each is stable.
+# 'quicksort' and 'heapsort' promise no order of equal keys: the stable order is one of theirs.
+_KINDS = {"q": False, "h": False, "m": True, "s": True}
+
+
+def _stable(kind, stable: bool) -> bool:
+    """Whether a sort with NumPy's ``kind`` (and our ``stable``) must keep equal keys in order;
+    ValueError for a kind NumPy does not know, with NumPy's own message."""
+    if kind is None:
+        return bool(stable)
+    letter = kind[:1].lower() if isinstance(kind, str) else None
+    if letter not in _KINDS:
+        raise ValueError(f"sort kind must be one of 'quick', 'heap', or 'stable' (got {kind!r})")
+    return bool(stable) or _KINDS[letter]
+
+
+def _as_keys(a, what: str = "keys", axis=-1) -> tuple[np.ndarray, int]:
+    """``a`` as a 1-D array of a supported dtype (a subclass stays one), and its protocol DType.
+    ``axis`` as NumPy's: -1 or 0 of a 1-D array, or None for every element flattened;
+    sorting along the last axis of more dimensions is refused."""
     if not isinstance(a, np.ndarray):
         a = np.asarray(a)
     code = _key_dtype(a.dtype, what)
+    if axis is None:
+        a = a.ravel()
+    elif a.ndim == 1 and operator.index(axis) not in (-1, 0):
+        raise np.AxisError(axis, 1)
     if a.ndim == 0:
         raise ValueError(f"gpusort sorts 1-D arrays; the {what} are a 0-d array (a scalar)")
     if a.ndim != 1:
-        raise ValueError(f"gpusort sorts 1-D arrays; the {what} have shape {a.shape} (use "
-                         "a.ravel() to sort all elements together; np.sort sorts each row)")
+        raise ValueError(f"gpusort sorts 1-D arrays; the {what} have shape {a.shape} (np.sort "
+                         "sorts each row; axis=None or a.ravel() sorts all elements together)")
     return a, code
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
+
+
+def _remove_stale_temporaries(folder: str, name: str) -> None:
+    """Removes the temporaries of output ``name`` in ``folder`` (".NAME.gpusort-PID-N.tmp",
+    ours and the CLI's) that a writer killed before it could (kill -9, the OOM killer) left
+    behind; issue 43: full-size hidden files that no later run removed. Only this user's
+    regular files, only of processes that no longer exist, and only when nobody holds the
+    lock every writer takes on its temporary (it lasts as long as a descriptor of the file:
+    a process of another PID namespace, or a daemon still writing, keeps it). Each removal is
+    a RuntimeWarning."""
+    prefix = f".{name}.gpusort-"
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        if not (entry.name.startswith(prefix) and entry.name.endswith(".tmp")):
+            continue
+        pid, _, rest = entry.name[len(prefix):-len(".tmp")].partition("-")
+        if (not pid.isdigit() or not rest or any(c not in "0123456789abcdef" for c in rest)
+                or int(pid) == 0 or _process_exists(int(pid))):
+            continue
+        try:
+            fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+                continue
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            now = os.stat(entry.path, follow_symlinks=False)
+            if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+                continue
+            os.unlink(entry.path)
+        except OSError:  # locked (in use), or gone meanwhile: not ours to remove
+            continue
+        finally:
+            os.close(fd)
+        warnings.warn(f"gpusort: removed {entry.path} ({st.st_size} bytes), a temporary left by "
+                      f"process {pid}, which no longer runs", RuntimeWarning, stacklevel=4)
+
+
+def _plain(a: np.ndarray) -> np.ndarray:
+    """``a`` as a base-class ndarray: a subclass's own operations (units, masks) stay out of
+    the copies."""
+    return a if type(a) is np.ndarray else a.view(np.ndarray)
+
+
+def _like(a: np.ndarray, result: np.ndarray) -> np.ndarray:
+    """``result`` (an ndarray of ``a``'s dtype and length) as np.sort returns a sort of ``a``: of
+    ``a``'s subclass with its attributes (a Quantity's unit, ...), not a bare ndarray."""
+    if type(a) is np.ndarray:
+        return result
+    out = result.view(type(a))
+    finalize = getattr(out, "__array_finalize__", None)
+    if callable(finalize):  # on ndarray itself, None in older NumPy
+        finalize(a)
+    return out
+
+
+def _masked(a) -> bool:
+    return isinstance(a, np.ma.MaskedArray)
+
+
+def _refuse_masked(a, what: str, instead: str) -> None:
+    """A masked array where its mask would be lost or cannot be followed: TypeError, never a
+    silent sort of the values under the mask."""
+    if _masked(a):
+        raise TypeError(f"gpusort cannot take a masked array as {what}: its mask would be lost "
+                        f"({instead})")
 
 
 def _float_order(dt: np.dtype) -> int:
@@ -555,6 +678,7 @@ class Client:
     def array(self, a, dtype=None) -> np.ndarray:
         """A shared array (``empty``) holding a copy of ``a``: ``client.array(a)`` then
         ``client.sort(x)`` sorts without any further copy."""
+        _refuse_masked(a, "a shared array's contents", "pass a.filled(value) or a.compressed()")
         a = np.asarray(a, dtype=dtype)
         if a.ndim != 1:
             raise ValueError(f"shared arrays are 1-D; got shape {a.shape}")
@@ -601,7 +725,6 @@ class Client:
 
     @staticmethod
     def _memfd(nbytes: int) -> _Region:
-        import fcntl
         fd = os.memfd_create("gpusort-python", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         try:
             os.ftruncate(fd, max(nbytes, 1))
@@ -635,7 +758,7 @@ class Client:
     # -- sorting ---------------------------------------------------------------------------
 
     def sort(self, a, descending: bool = False, inplace: bool = False, stable: bool = False,
-             progress: ProgressArg = None) -> np.ndarray:
+             progress: ProgressArg = None, *, axis=-1, kind=None, order=None) -> np.ndarray:
         """The sorted copy of 1-D array ``a``, as ``np.sort(a)`` returns it.
 
         dtypes: uint32, int32, uint64, int64, float32, float64, in either byte order (a
@@ -645,22 +768,40 @@ class Client:
         equal keys keep their input order, and the result is byte for byte
         ``np.sort(a, kind="stable")``. ``descending``: largest first, NaNs still last.
 
+        NumPy's ``axis`` and ``kind`` mean what they mean there: ``axis`` -1 or 0 of a 1-D
+        array, or None to sort every element of any shape flattened; ``kind`` "stable" or
+        "mergesort" is ``stable=True``, "quicksort" and "heapsort" leave equal keys in any
+        order. ``order`` (fields of a structured array) is refused: gpusort sorts numbers.
+
+        A subclass of ndarray comes back as its subclass with its attributes, as from np.sort.
+        A masked array (np.ma) sorts as np.ma.sort: the unmasked values sorted, then the masked
+        ones (in their input order), still masked; also when ``descending``.
+
         ``inplace=True`` sorts ``a`` itself and returns it (copied in and back). An array
         from ``empty``/``array`` is always sorted in place in its shared buffer with no copy,
         and returned. Any other input (non-contiguous, a list, ...) is copied. ``progress``: a
         callable taking a Progress, or True for a bar.
         """
+        stable = _stable(kind, stable)
+        if order is not None:
+            raise ValueError("order= names fields of a structured array: gpusort sorts arrays "
+                             "of numbers")
         was_array = isinstance(a, np.ndarray)
-        a, code = _as_keys(a)
         if inplace and not was_array:
             raise TypeError("inplace=True needs a NumPy array to sort")
+        if inplace and axis is None:
+            raise ValueError("inplace=True sorts a 1-D array along its axis, not axis=None")
+        if _masked(a):
+            return self._sort_masked(a, descending, inplace, stable, progress, axis)
+        a, code = _as_keys(a, axis=axis)
         if inplace and not a.flags.writeable:
             raise ValueError("inplace=True needs a writeable array")
+        plain = _plain(a)
         n = a.shape[0]
-        req = pb.SubmitRequest(dtype=code, count=n, in_place=True, stable=bool(stable),
+        req = pb.SubmitRequest(dtype=code, count=n, in_place=True, stable=stable,
                                float_order=_float_order(a.dtype),
                                order=pb.ORDER_DESCENDING if descending else pb.ORDER_ASCENDING)
-        ref = self._shared_ref(a)
+        ref = self._shared_ref(plain)
         if ref is not None:
             req.keys.CopyFrom(pb.DataRef(buffer_id=ref[0], offset=ref[1]))
             self._run(req, progress=progress, description="gpusort sort")
@@ -669,30 +810,90 @@ class Client:
             return a if inplace else a.copy()
         with self._conn.lock, self._staged(a.nbytes) as st:
             view = st.view(_native(a.dtype), n)
-            _copy(view, a)
+            _copy(view, plain)
             fds: list[int] = []
             req.keys.CopyFrom(st.ref(0, fds))
             self._run(req, fds, progress, "gpusort sort")
-            out = a if inplace else np.empty(n, a.dtype)
+            out = plain if inplace else np.empty(n, a.dtype)
             _copy(out, view)
             del view
-        return out
+        return a if inplace else _like(a, out)
+
+    def _sort_masked(self, a, descending, inplace, stable, progress, axis):
+        """sort() of a masked array, as np.ma.sort (endwith=True): the unmasked values sorted by
+        the daemon, then the masked ones in their input order; the result has the mask of
+        that order. Not a sort of the data under the mask (issue 43: [3 1 2 --] came back
+        [0 1 2 3])."""
+        if axis is None:
+            a = a.ravel()
+        mask = np.ma.getmaskarray(a)
+        data = _plain(np.ma.getdata(a))
+        _as_keys(data, axis=axis)  # the dtype and shape checks of any array, before any copy
+        if inplace and not data.flags.writeable:
+            raise ValueError("inplace=True needs a writeable array")
+        hidden = int(np.count_nonzero(mask))
+        shown = self.sort(data[~mask] if hidden else data, descending, stable=stable,
+                          progress=progress)
+        result = a if inplace else a.copy()
+        if inplace:
+            result.unshare_mask()  # a mask shared with another array is not ours to reorder
+        target = np.ma.getdata(result)
+        target[:shown.shape[0]] = shown
+        if hidden:
+            target[shown.shape[0]:] = data[mask]
+            hard = result.hardmask
+            result.soften_mask()  # a hard mask could not be moved off the unmasked values
+            result.mask = np.arange(mask.shape[0]) >= shown.shape[0]
+            if hard:
+                result.harden_mask()
+        return result
 
     def argsort(self, a, descending: bool = False, index_dtype=np.int64,
-                progress: ProgressArg = None, out: np.ndarray | None = None) -> np.ndarray:
+                progress: ProgressArg = None, out: np.ndarray | None = None, *, axis=-1,
+                kind=None, order=None) -> np.ndarray:
         """The indices that sort 1-D array ``a``, equal to ``np.argsort(a, kind="stable")``:
         stable by definition (equal keys by position), floats in NumPy's order (NaNs last).
         ``descending``: largest first, equal keys still by position, NaNs last.
 
         ``index_dtype``: np.int64 (default) or np.uint32 (only when len(a) < 2**32; half the
         memory). ``out``: an array from ``empty`` of that dtype and length to receive the
-        indices with no copy. The keys are never modified."""
-        idx, _ = self._argsort(a, descending, index_dtype, progress, out, want_keys=False)
+        indices with no copy. The keys are never modified.
+
+        ``axis`` and ``kind`` as NumPy's (see ``sort``; every kind gets the stable order, one
+        that each of them allows); ``order`` is refused. A masked array's indices are those of
+        np.ma.argsort: the unmasked values' in order, then the masked ones' in input order."""
+        _stable(kind, True)  # an unknown kind is an error, as in NumPy
+        if order is not None:
+            raise ValueError("order= names fields of a structured array: gpusort sorts arrays "
+                             "of numbers")
+        if _masked(a):
+            return self._argsort_masked(a, descending, index_dtype, progress, out, axis)
+        idx, _ = self._argsort(a, descending, index_dtype, progress, out, want_keys=False,
+                               axis=axis)
         return idx
 
+    def _argsort_masked(self, a, descending, index_dtype, progress, out, axis):
+        """argsort() of a masked array, as np.ma.argsort (endwith=True)."""
+        if axis is None:
+            a = a.ravel()
+        mask = np.ma.getmaskarray(a)
+        data = _plain(np.ma.getdata(a))
+        _as_keys(data, axis=axis)
+        shown = np.flatnonzero(~mask)
+        order = self._argsort(data[shown], descending, index_dtype, progress)[0]
+        idx = np.concatenate([shown[order], np.flatnonzero(mask)]).astype(index_dtype,
+                                                                          copy=False)
+        if out is None:
+            return idx
+        if not isinstance(out, np.ndarray) or out.dtype != idx.dtype or out.shape != idx.shape:
+            raise ValueError(f"out must be a 1-D array of {idx.shape[0]} {idx.dtype}")
+        out[...] = idx
+        return out
+
     def _argsort(self, a, descending, index_dtype=np.int64, progress=None, out=None,
-                 want_keys=False):
-        a, code = _as_keys(a)
+                 want_keys=False, axis=-1):
+        a, code = _as_keys(a, axis=axis)
+        a = _plain(a)
         ix = np.dtype(index_dtype)
         if ix not in (np.dtype(np.int64), np.dtype(np.uint32)):
             raise TypeError(f"index_dtype must be np.int64 or np.uint32, not {ix}")
@@ -746,17 +947,24 @@ class Client:
         return idx, keys
 
     def sort_pairs(self, keys, values, descending: bool = False, stable: bool = False,
-                   progress: ProgressArg = None) -> tuple[np.ndarray, np.ndarray]:
+                   progress: ProgressArg = None, *, kind=None) -> tuple[np.ndarray, np.ndarray]:
         """``(sorted keys, values reordered with them)``.
 
         ``values``: a 1-D array as long as ``keys`` of any dtype of 4 or 8 bytes (moved as
         raw bits, so any such dtype, byte order or structured type works). With
-        ``stable=True`` equal keys keep their input order and so do their values; otherwise
-        the values of equal keys come in any order. When both arrays come from ``empty`` they
-        are sorted in place with no copy, and returned.
+        ``stable=True`` (or NumPy's ``kind="stable"``) equal keys keep their input order and so
+        do their values; otherwise the values of equal keys come in any order. When both
+        arrays come from ``empty`` they are sorted in place with no copy, and returned.
+        Masked arrays are refused (``argsort`` keeps masked keys last; take the values by it).
         """
+        stable = _stable(kind, stable)
+        instead = "idx = client.argsort(keys) puts masked keys last; then keys[idx], values[idx]"
+        _refuse_masked(keys, "keys", instead)
+        _refuse_masked(values, "values", instead)
         keys, code = _as_keys(keys)
-        values = np.asarray(values)
+        values = np.asanyarray(values)
+        typed_keys, typed_values = keys, values
+        keys, values = _plain(keys), _plain(values)
         n = keys.shape[0]
         if values.dtype.hasobject:
             raise TypeError("values of dtype object cannot be sorted (they are pointers)")
@@ -767,7 +975,7 @@ class Client:
         if vb not in (4, 8):
             raise TypeError(f"values must be 4 or 8 bytes each; {values.dtype} is {vb} (use "
                             "sort_by_key for other payloads)")
-        req = pb.SubmitRequest(dtype=code, count=n, in_place=True, stable=bool(stable),
+        req = pb.SubmitRequest(dtype=code, count=n, in_place=True, stable=stable,
                                value_bytes=vb, float_order=_float_order(keys.dtype),
                                order=pb.ORDER_DESCENDING if descending else pb.ORDER_ASCENDING)
         kref, vref = self._shared_ref(keys), self._shared_ref(values)
@@ -775,9 +983,9 @@ class Client:
             req.keys.CopyFrom(pb.DataRef(buffer_id=kref[0], offset=kref[1]))
             req.values.CopyFrom(pb.DataRef(buffer_id=vref[0], offset=vref[1]))
             self._run(req, progress=progress, description="gpusort sort")
-            return keys, values
+            return typed_keys, typed_values
         if n == 0:
-            return keys.copy(), values.copy()
+            return typed_keys.copy(), typed_values.copy()
         vat = _align8(keys.nbytes)
         with self._conn.lock, self._staged(vat + values.nbytes) as st:
             kview = st.view(_native(keys.dtype), n)
@@ -792,27 +1000,33 @@ class Client:
             _copy(k, kview)
             _copy(v, vview)
             del kview, vview
-        return k, v
+        return _like(typed_keys, k), _like(typed_values, v)
 
     def sort_by_key(self, keys, *columns, descending: bool = False,
                     progress: ProgressArg = None) -> tuple:
         """``(sorted keys, *columns in the keys' order)``, from ONE argsort job: each column
         (any dtype and item size, any number of dimensions, first axis as long as the keys) is
         permuted with ``np.take(column, indices, axis=0)``. Stable, like ``argsort``."""
-        keys, _ = _as_keys(keys)
-        n = keys.shape[0]
-        cols = [np.asarray(c) for c in columns]
+        masked = _masked(keys)
+        n = _as_keys(np.ma.getdata(keys) if masked else keys)[0].shape[0]
+        # asanyarray: a masked column keeps its mask through np.take.
+        cols = [np.asanyarray(c) for c in columns]
         for i, c in enumerate(cols):
             if c.ndim == 0 or c.shape[0] != n:
                 raise ValueError(f"column {i} has shape {c.shape}; its first axis must have the "
                                  f"keys' length {n}")
+        if masked:  # masked keys last, as argsort puts them, still masked
+            idx = self.argsort(keys, descending, progress=progress)
+            return (keys[idx], *[np.take(c, idx, axis=0) for c in cols])
+        keys, _ = _as_keys(keys)
         idx, sorted_keys = self._argsort(keys, descending, np.int64, progress, want_keys=True)
-        return (sorted_keys, *[np.take(c, idx, axis=0) for c in cols])
+        return (_like(keys, sorted_keys), *[np.take(c, idx, axis=0) for c in cols])
 
     # -- files -----------------------------------------------------------------------------
 
     def sort_file(self, path, dtype=None, out=None, descending: bool = False,
-                  stable: bool = False, progress: ProgressArg = None) -> JobReport | None:
+                  stable: bool = False, progress: ProgressArg = None, *,
+                  kind=None) -> JobReport | None:
         """Sorts the array in file ``path``: a .npy file (recognised by its magic
         ``\\x93NUMPY``; the header is kept and gives the dtype) or a raw file of ``dtype``
         elements in the machine's byte order (``dtype`` required).
@@ -826,8 +1040,14 @@ class Client:
         Only 1-D .npy arrays of the supported dtypes; a ``dtype`` that disagrees with the
         header is a ValueError. A big-endian .npy (or ``dtype`` with '>' for a raw file) is
         copied through a shared buffer and converted both ways, as the daemon sorts native
-        numbers only. Returns the JobReport (None for an empty array).
+        numbers only. ``kind`` as NumPy's (see ``sort``). Returns the JobReport (None for an
+        empty array).
+
+        A temporary of the output (``out``, or ``path`` itself) that a killed writer (this client
+        or the CLI) left behind is removed first, with a RuntimeWarning: only this user's, only
+        of a process that no longer exists.
         """
+        stable = _stable(kind, stable)
         path = os.fspath(path)
         with open(path, "rb") as f:
             is_npy = f.read(len(NPY_MAGIC)) == NPY_MAGIC
@@ -861,11 +1081,14 @@ class Client:
                              f"({n * fdt.itemsize} bytes) after {offset} header bytes, but it "
                              f"has {size} bytes")
         in_place = out is None or (os.path.exists(out) and os.path.samefile(out, path))
+        if in_place:  # sorted where it is, but a killed CLI's temporary of it is just as stale
+            _remove_stale_temporaries(os.path.dirname(os.path.abspath(path)),
+                                      os.path.basename(path))
         if n == 0:
             if not in_place:
                 self._write_new(out, head_bytes, offset, lambda fd: None)
             return None
-        req = pb.SubmitRequest(dtype=code, count=n, stable=bool(stable),
+        req = pb.SubmitRequest(dtype=code, count=n, stable=stable,
                                float_order=_float_order(fdt),
                                order=pb.ORDER_DESCENDING if descending else pb.ORDER_ASCENDING)
         if not fdt.isnative:
@@ -901,6 +1124,7 @@ class Client:
         out = os.fspath(out)
         folder = os.path.dirname(os.path.abspath(out))
         name = os.path.basename(out)
+        _remove_stale_temporaries(folder, name)
         for _ in range(16):
             temp = os.path.join(folder, f".{name}.gpusort-{os.getpid()}-"
                                 f"{random.getrandbits(32):08x}.tmp")
@@ -909,8 +1133,15 @@ class Client:
                 break
             except FileExistsError:
                 continue
+            except OSError as e:
+                # The user's path, not our temporary's (issue 43: a missing folder was reported
+                # as ".x.npy.gpusort-5833-b030eab1.tmp"), as open(out, "wb") would say it.
+                raise type(e)(e.errno, e.strerror, out) from None
         else:  # pragma: no cover
             raise OSError(f"cannot create a temporary file beside {out}")
+        # Held for as long as this process or the daemon it hands the descriptor to may write
+        # the file: a later run removes it only when no one holds it.
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         try:
             if os.path.exists(out):
                 os.fchmod(fd, os.stat(out).st_mode & 0o7777)

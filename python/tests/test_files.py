@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -141,3 +142,57 @@ def test_sort_file_into_existing_output_keeps_its_mode(client, tmp_path):
     client.sort_file(src, out=dst)
     assert np.array_equal(np.load(dst), [1.0, 2.0])
     assert os.stat(dst).st_mode & 0o777 == 0o640
+
+
+def test_sort_file_into_a_missing_folder_names_it(client, tmp_path):
+    # Issue 43: the error named the internal temporary (.x.npy.gpusort-5833-b030eab1.tmp).
+    src = tmp_path / "in.npy"
+    np.save(src, np.arange(10, dtype=np.int64))
+    out = tmp_path / "missing" / "x.npy"
+    with pytest.raises(FileNotFoundError) as e:
+        client.sort_file(src, out=out)
+    assert e.value.filename == str(out)
+    assert ".gpusort-" not in str(e.value)
+
+
+def dead_pid() -> int:
+    """The PID of a process that has ended (and been reaped)."""
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return pid
+
+
+def test_stale_temporaries_of_dead_writers_are_removed(client, tmp_path):
+    # Issue 43: a kill -9 left a full-size hidden temporary that no later run removed.
+    import fcntl
+    src, out = tmp_path / "in.npy", tmp_path / "out.npy"
+    np.save(src, np.array([3, 1, 2], dtype=np.int64))
+    dead = dead_pid()
+    stale = [tmp_path / f".out.npy.gpusort-{dead}-b030eab1.tmp",   # ours (Python)
+             tmp_path / f".out.npy.gpusort-{dead}-1234567.tmp"]    # the CLI's
+    kept = [tmp_path / f".out.npy.gpusort-{os.getpid()}-00000001.tmp",  # a live writer's
+            tmp_path / f".out.npy.gpusort-{dead}-00000002.tmp",        # locked: still written
+            tmp_path / f".out.npy.gpusort-{dead}-00000003.old",        # a kept original
+            tmp_path / f".other.npy.gpusort-{dead}-00000004.tmp"]      # another output's
+    for p in stale + kept:
+        p.write_bytes(b"x" * 4096)
+    holder = os.open(kept[1], os.O_RDONLY)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    try:
+        with pytest.warns(RuntimeWarning, match="which no longer runs") as warned:
+            client.sort_file(src, out=out)
+    finally:
+        os.close(holder)
+    assert np.array_equal(np.load(out), [1, 2, 3])
+    assert [p.exists() for p in stale] == [False, False]
+    assert all(p.exists() for p in kept)
+    said = " ".join(str(w.message) for w in warned)
+    assert all(str(p) in said for p in stale)
+    # In place too: a killed CLI's temporary of the file sorted where it is.
+    cli_left = tmp_path / f".in.npy.gpusort-{dead}-7.tmp"
+    cli_left.write_bytes(b"y")
+    with pytest.warns(RuntimeWarning, match=re.escape(str(cli_left))):
+        client.sort_file(src)
+    assert not cli_left.exists()

@@ -20,6 +20,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -277,6 +278,74 @@ TEST_F(CliDaemon, DaemonAwayOrRefusing)
   EXPECT_EQ(run({"sort", path("k.bin"), "--dtype", "u64", "--local", "--socket", d.socket()})
                 .code,
             64);
+}
+
+// Issue 43: a user who may not open the socket exited 69 with "start gpusortd or sort with
+// --local"; README promises 77 for a daemon that does not serve this user, in every command
+// that talks to it. The commands run as a user outside the daemon's group (become_stranger).
+TEST_F(CliDaemon, AUserWhoMayNotOpenTheSocketExits77InEveryCommand)
+{
+  daemon_process d{dir_.path()};
+  deny_socket(d.socket());
+  // The stranger may read the input and write the folder: only the socket stops it.
+  fs::permissions(dir_.path(), fs::perms::others_exec, fs::perm_options::add);
+  fs::permissions(path(""), fs::perms::all);
+  write_input(dtype::u64, 1000, "k.bin");
+  fs::permissions(path("k.bin"), fs::perms::others_read, fs::perm_options::add);
+  const std::string original = slurp(path("k.bin"));
+  const fs::path out = dir_.path() / "stdout.txt", err = dir_.path() / "stderr.txt";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"status", "--socket", d.socket()},
+        {"sort", path("k.bin"), "--dtype", "u64", "--out", path("s.bin"), "--socket", d.socket()},
+        {"sort", "-", "--dtype", "u64", "--socket", d.socket()}}) {
+    SCOPED_TRACE(args.front() + " " + args[1]);
+    const run_result r = test_support::wait_cli(
+        test_support::start_cli({.args = args,
+                                 .stdin_path = path("k.bin"),
+                                 .stdout_path = out.string(),
+                                 .stderr_path = err.string(),
+                                 .in_child = become_stranger}),
+        out, err);
+    EXPECT_EQ(r.code, 77) << r.err;
+    EXPECT_NE(r.err.find("join the daemon's group"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("start gpusortd"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_TRUE(r.err.starts_with("gpusort: ")) << r.err;
+  }
+  EXPECT_TRUE(slurp(path("k.bin")) == original);
+  EXPECT_EQ(std::distance(fs::directory_iterator{path("")}, fs::directory_iterator{}), 1)
+      << "an output or a temporary was left";
+}
+
+// Issue 43: a job the daemon's shutdown cancelled exited 70 ("CANCELLED: the sort was
+// cancelled"), as a failure does; a script must tell a restart from a failure: 75, try later.
+TEST_F(CliDaemon, AJobCancelledByTheDaemonsShutdownExits75)
+{
+  // Out of core with many chunks: the job runs for seconds and stops at its next chunk.
+  daemon_process d{dir_.path(), "device_memory_budget: 1MiB\nshutdown: cancel\n"};
+  write_input(dtype::u64, std::uint64_t{4} << 20, "k.bin");
+  const std::string original = slurp(path("k.bin"));
+  const fs::path out = dir_.path() / "sort.out", err = dir_.path() / "sort.err";
+  const pid_t sort = test_support::start_cli(
+      {.args = {"sort", path("k.bin"), "--dtype", "u64", "--socket", d.socket()},
+       .stdout_path = out.string(),
+       .stderr_path = err.string()});
+  bool running = false;
+  for (int i = 0; i < 1000 && !running; ++i) {
+    running = run({"status", "--socket", d.socket(), "--json"}).out.find("\"running_jobs\":1") !=
+              std::string::npos;
+    if (!running) std::this_thread::sleep_for(std::chrono::milliseconds{10});
+  }
+  ASSERT_TRUE(running) << d.log();
+  d.signal(SIGTERM);
+  const run_result r = test_support::wait_cli(sort, out, err);
+  EXPECT_EQ(d.wait(std::chrono::seconds{20}), 0) << d.log();
+  if (r.code == 0) GTEST_SKIP() << "the sort finished before the daemon stopped it";
+  EXPECT_EQ(r.code, 75) << r.err;
+  EXPECT_NE(r.err.find("SHUTTING_DOWN: the daemon is shutting down"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(slurp(path("k.bin")) == original) << "an in-place sort that failed changed its file";
 }
 
 // .npy files, --stable, NumPy's float order and --argsort-out through the daemon: the CLI

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pty.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/resource.h>
@@ -1122,6 +1123,47 @@ TEST_F(Cli, OutputsInTmpfsAreWrittenThroughTheirMapping)
 
 // A disk that cannot take the output (here the file size limit, which the kernel enforces like
 // a full disk: EFBIG): one clear line, exit 73, the input as it was and no temporary left.
+// Issue 43: a kill -9 or an OOM kill left a full-size hidden temporary that no later run
+// removed. The next sort of that output removes those of processes that no longer exist, only
+// ours (this user's, our names, not locked by a writer still at work), and says so.
+TEST_F(Cli, StaleTemporariesOfDeadWritersAreRemovedByTheNextSort)
+{
+  gen("u64", "uniform", "1000", path("a.bin"));
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string d = std::to_string(dead);
+  const std::vector<std::string> stale{".a.bin.gpusort-" + d + "-1804289383.tmp",  // the CLI's
+                                       ".a.bin.gpusort-" + d + "-b030eab1.tmp",    // Python's
+                                       ".s.bin.gpusort-" + d + "-846930886.tmp"};  // --out's
+  const std::vector<std::string> kept{
+      ".a.bin.gpusort-" + std::to_string(::getpid()) + "-1.tmp",  // a writer that runs
+      ".a.bin.gpusort-" + d + "-2.tmp",                          // locked: still written
+      ".a.bin.gpusort-" + d + "-3.old",                          // a replaced file kept
+      ".b.bin.gpusort-" + d + "-4.tmp",                          // another output's
+      ".a.bin.gpusort-" + d + "-x5.tmp"};                        // not a name of ours
+  for (const std::string& name : stale) spit(path(name), std::string(8192, 'x'));
+  for (const std::string& name : kept) spit(path(name), "kept");
+  const int holder = ::open(path(kept[1]).c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_EQ(::flock(holder, LOCK_EX), 0);
+  run_result r = sort({path("a.bin"), "--dtype", "u64"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const std::string& name : {stale[0], stale[1]}) {
+    EXPECT_FALSE(fs::exists(path(name))) << name;
+    EXPECT_NE(r.err.find("gpusort: warning: removed " + path(name) + ", a temporary (8.00 KiB) "
+                         "left by process " + d + ", which no longer runs"),
+              std::string::npos)
+        << r.err;
+  }
+  EXPECT_TRUE(fs::exists(path(stale[2]))) << "not an output of this sort";
+  r = sort({path("a.bin"), "--dtype", "u64", "--out", path("s.bin"), "--quiet"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(path(stale[2])));
+  EXPECT_NE(r.err.find("removed " + path(stale[2])), std::string::npos) << r.err;
+  ::close(holder);
+  for (const std::string& name : kept) EXPECT_TRUE(fs::exists(path(name))) << name;
+}
+
 TEST_F(Cli, AnOutputThatDoesNotFitLeavesTheInputAndNoTemporary)
 {
   gen("u64", "uniform", "200k", path("d.bin"));
@@ -1587,6 +1629,55 @@ TEST_F(Cli, VerifyChecksNpyFilesInNumpyOrder)
 
 // Every way a .npy file or the new options can be wrong: one line, its exit code, the input
 // untouched and nothing left behind. A header is never sorted as keys.
+/// `keys` as big-endian bytes, as NumPy writes a '>' array.
+template <typename K>
+bytes big_endian_bytes(const std::vector<K>& keys)
+{
+  bytes b = ref::to_bytes(keys);
+  for (std::size_t i = 0; i < b.size(); i += sizeof(K))
+    std::reverse(b.begin() + static_cast<std::ptrdiff_t>(i),
+                 b.begin() + static_cast<std::ptrdiff_t>(i + sizeof(K)));
+  return b;
+}
+
+// Issue 43: the CLI refused big-endian .npy files that the Python client's sort_file sorts.
+// Both sort them now, as np.sort does, the header ('>f8') kept byte for byte; so does verify.
+TEST_F(Cli, BigEndianNpyKeysSortAsNumpySortsThem)
+{
+  const std::size_t n = 7919;
+  const auto check = [&]<typename K>(const std::string& descr) {
+    SCOPED_TRACE(descr);
+    const std::vector<K> keys = ref::tricky_keys<K>(n, 43);
+    const std::string header = ref::npy_header(descr, n);
+    const bytes input = header + big_endian_bytes(keys);
+    spit(path("a.npy"), input);
+    run_result r = sort({path("a.npy"), "--out", path("s.npy"), "--stable", "--quiet"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(same_bytes(slurp(path("s.npy")),
+                           header + big_endian_bytes(ref::stable_sorted(keys, false, true))));
+    EXPECT_TRUE(same_bytes(slurp(path("a.npy")), input)) << "the input changed";
+    r = run({"verify", path("s.npy"), "--original", path("a.npy")});
+    EXPECT_EQ(r.code, 0) << r.err;
+    // In place, descending, from and to a stream.
+    r = sort({path("a.npy"), "--descending", "--stable", "--quiet"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const bytes descending = header + big_endian_bytes(ref::stable_sorted(keys, true, true));
+    EXPECT_TRUE(same_bytes(slurp(path("a.npy")), descending));
+    spit(path("a.npy"), input);
+    stdin_ = path("a.npy");
+    r = sort({"-", "--out", "-", "--stable", "--quiet"});
+    stdin_ = "/dev/null";
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(same_bytes(r.out, slurp(path("s.npy"))));
+    // Unsorted, verify says so instead of refusing the file.
+    EXPECT_EQ(run({"verify", path("a.npy")}).code, 1);
+  };
+  check.operator()<double>(">f8");
+  check.operator()<std::int32_t>(">i4");
+  std::vector<std::string> expected{"a.npy", "s.npy"};
+  EXPECT_EQ(work_files(), expected) << "no temporaries left";
+}
+
 TEST_F(Cli, NpyAndArgsortErrorsGiveOneLineAndLeaveTheInput)
 {
   const std::size_t n = 100;
@@ -1624,7 +1715,8 @@ TEST_F(Cli, NpyAndArgsortErrorsGiveOneLineAndLeaveTheInput)
        65, "shape (10, 10)"},
       {"a.npy", with_dict("{'descr': '<f8', 'fortran_order': False, 'shape': (), }"), {}, 65,
        "0-d"},
-      {"a.npy", with_dict(ref::npy_dict(">f8", n)), {}, 65, "big-endian"},
+      {"a.npy", with_dict(ref::npy_dict(">f8", n)), {"--values", "raw.bin"}, 65,
+       "big-endian keys ('>f8'), which sort alone"},
       {"a.npy", with_dict(ref::npy_dict("<f2", 4 * n)), {}, 65, "'<f2'"},
       {"a.npy", with_dict(ref::npy_dict("|O", n)), {}, 65, "'|O'"},
       {"a.npy",
@@ -1667,7 +1759,7 @@ TEST_F(Cli, NpyAndArgsortErrorsGiveOneLineAndLeaveTheInput)
   stdin_ = path("raw.bin");
   EXPECT_EQ(sort({"-", "--dtype", "f64", "--argsort-out", path("i.bin")}).code, 64);
   stdin_ = "/dev/null";
-  spit(path("a.npy"), with_dict(ref::npy_dict(">f8", n)));
+  spit(path("a.npy"), with_dict(ref::npy_dict("<f2", 4 * n)));
   EXPECT_EQ(run({"verify", path("a.npy")}).code, 65);
   EXPECT_EQ(run({"verify", path("raw.bin"), "--float-order", "x", "--dtype", "f64"}).code, 64);
 }

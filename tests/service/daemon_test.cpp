@@ -78,6 +78,17 @@ status_code code_of(const std::function<void()>& f)
   return status_code::ok;
 }
 
+/// The message of the client::error that `f` throws; "" when it throws none.
+std::string message_of(const std::function<void()>& f)
+{
+  try {
+    f();
+  } catch (const client::error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // ---- round trips ----------------------------------------------------------------------------
 
 TEST_F(Daemon, EveryDtypeInPlaceBothOrdersThroughSharedBuffers)
@@ -250,6 +261,22 @@ TEST_F(Daemon, RegularFilesPassedAsDescriptors)
                      in_place.data() + n * 8, 8));
 }
 
+// Issue 43: of_fd(-1), what a failed open() returns, was taken for "buffer 0" and reported at
+// the job as "buffer 0 is not a buffer of this connection". It is refused where it is made.
+TEST_F(Daemon, ANegativeDescriptorIsRefusedWhereItIsMade)
+{
+  daemon_process d{dir()};
+  auto c = client::connection::connect(d.socket());
+  const int missing = ::open((dir() / "no such file").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_LT(missing, 0);
+  const std::string why = message_of([&] {
+    c.sort({.type = dtype::u64, .count = 1, .keys = client::array_ref::of_fd(missing)});
+  });
+  EXPECT_TRUE(why.starts_with("BAD_FD: array_ref::of_fd(-1): not a descriptor")) << why;
+  EXPECT_EQ(code_of([&] { client::array_ref::of_fd(-2, 8); }), status_code::bad_fd);
+  EXPECT_EQ(c.status().totals.jobs_submitted, 0u) << "nothing reached the daemon";
+}
+
 TEST_F(Daemon, ClientSealedMemfd)
 {
   daemon_process d{dir()};
@@ -388,6 +415,48 @@ TEST_F(Daemon, ClientKilledMidJobFreesItsMemory)
   EXPECT_TRUE(sorted(keys.data(), dtype::u64, keys.size(), order::ascending, before));
 }
 
+// Issue 43: a client gone mid-job was logged "disconnected: 1 job(s) cancelled", and then
+// "job N done", counted as succeeded: the CPU engine's in-core sort cannot stop part way. The
+// log and the totals must say what happened: stopped (cancelled) or run to its end (done).
+TEST_F(Daemon, ADisconnectLogsAndCountsWhatHappenedToARunningJob)
+{
+  // No budget, in both runs: the CPU engine's direct in-core path, which checks only between
+  // its passes.
+  daemon_process d{dir(), "device_memory_budget: auto\n"};
+  constexpr std::uint64_t n = std::uint64_t{8} << 20;
+  std::uint64_t job_id = 0;
+  {
+    auto c = client::connection::connect(d.socket(), "goes away");
+    auto keys = c.allocate_bytes(n * 8);
+    fill(keys.data(), dtype::u64, n, 43);
+    client::job j = submit_running(
+        c, {.type = dtype::u64, .count = n, .keys = client::array_ref::in(keys)});
+    job_id = j.id();
+    c.close();
+  }
+  auto watcher = client::connection::connect(d.socket());
+  const std::string done = "job " + std::to_string(job_id) + " done";
+  const std::string cancelled = "job " + std::to_string(job_id) + " cancelled";
+  std::string log;
+  for (int i = 0; i < 3000; ++i) {
+    log = d.log();
+    if (log.find(done) != std::string::npos || log.find(cancelled) != std::string::npos) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_NE(log.find("1 running job(s) asked to stop"), std::string::npos) << log;
+  const client::daemon_status s = watcher.status();
+  if (log.find(done) != std::string::npos) {
+    EXPECT_NE(log.find(done + " (asked to stop after its last check for it"), std::string::npos)
+        << log;
+    EXPECT_EQ(s.totals.jobs_succeeded, 1u);
+    EXPECT_EQ(s.totals.jobs_cancelled, 0u);
+  } else {
+    ASSERT_NE(log.find(cancelled), std::string::npos) << "the job's end is not logged\n" << log;
+    EXPECT_EQ(s.totals.jobs_succeeded, 0u);
+    EXPECT_EQ(s.totals.jobs_cancelled, 1u);
+  }
+}
+
 TEST_F(Daemon, DaemonKilledMidJob)
 {
   constexpr std::uint64_t n = long_count;
@@ -498,7 +567,12 @@ TEST_F(Daemon, SigtermWithShutdownCancel)
   client::job j = submit_running(
       c, {.type = dtype::u64, .count = long_count, .keys = client::array_ref::in(keys)});
   d.signal(SIGTERM);
-  EXPECT_EQ(code_of([&] { j.wait(); }), status_code::cancelled);
+  // Issue 43: CANCELLED looked like the client's own doing or a failure; SHUTTING_DOWN says
+  // that the daemon stops and the job can run again once it is back.
+  const std::string why = message_of([&] { j.wait(); });
+  EXPECT_TRUE(why.starts_with("SHUTTING_DOWN: the daemon is shutting down (shutdown: cancel)"))
+      << why;
+  EXPECT_NE(why.find("run it again"), std::string::npos) << why;
   EXPECT_EQ(fingerprint_of(key_array{keys.data(), long_count, dtype::u64}), before);
   EXPECT_EQ(d.wait(20s), 0) << d.log();
 }
@@ -512,7 +586,7 @@ TEST_F(Daemon, ShutdownTimeoutCancelsWhatIsLeft)
   client::job j = submit_running(
       c, {.type = dtype::u64, .count = long_count, .keys = client::array_ref::in(keys)});
   d.signal(SIGTERM);
-  EXPECT_EQ(code_of([&] { j.wait(); }), status_code::cancelled);
+  EXPECT_EQ(code_of([&] { j.wait(); }), status_code::shutting_down);
   EXPECT_EQ(fingerprint_of(key_array{keys.data(), long_count, dtype::u64}), before);
   EXPECT_EQ(d.wait(20s), 0) << d.log();
   EXPECT_NE(d.log().find("timeout 0 s"), std::string::npos) << d.log();
@@ -593,6 +667,74 @@ TEST_F(Daemon, StaleSocketReplacedLiveDaemonRefused)
   EXPECT_NO_THROW(c.status());
 }
 
+/// gpusortd run to its end with `args`, its stdout and stderr in files of `dir`.
+struct daemon_run {
+  int code{-1};
+  std::string out;
+  std::string err;
+};
+
+daemon_run run_gpusortd(const fs::path& dir, const std::vector<std::string>& args)
+{
+  const fs::path out = dir / "run.out", err = dir / "run.err";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(o, STDOUT_FILENO);
+    ::dup2(e, STDERR_FILENO);
+    std::vector<std::string> all{GPUSORTD};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(GPUSORTD, argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+}
+
+// Issue 43: --check-config passed `devices: [0]` on a host without that GPU, which start then
+// refused (78), and printed every key (about 90 lines) into the journal at each ExecStartPre
+// and ExecReload. It checks what start checks and prints the configuration when asked.
+TEST_F(Daemon, CheckConfigChecksWhatStartChecksAndPrintsOnlyWhenAsked)
+{
+  const std::string socket = (dir() / "gpusortd.sock").string();
+  const fs::path bad = dir() / "bad.yaml", good = dir() / "good.yaml";
+  spit(bad, "devices: [4096]\nsocket: " + socket + "\n");
+  spit(good, "devices: cpu\nsocket: " + socket + "\n");
+  daemon_run r = run_gpusortd(dir(), {"--config", bad.string(), "--check-config"});
+  EXPECT_EQ(r.code, 78) << r.err;
+  EXPECT_NE(r.err.find("GPU 4096 is not on this host"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.out, "");
+  // What start says of the same file.
+  EXPECT_EQ(run_gpusortd(dir(), {"--config", bad.string()}).code, 78);
+
+  r = run_gpusortd(dir(), {"--config", good.string(), "--check-config"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "gpusortd: " + good.string() + ": the configuration is valid\n");
+  r = run_gpusortd(dir(), {"--config", good.string(), "--print-config"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("socket: " + socket), std::string::npos) << r.out;
+  EXPECT_GT(std::count(r.out.begin(), r.out.end(), '\n'), 20) << r.out;
+
+  // Something other than a socket at the socket's path: start refuses it, and so does the check.
+  spit(socket, "not a socket");
+  r = run_gpusortd(dir(), {"--config", good.string(), "--check-config"});
+  EXPECT_EQ(r.code, 78) << r.err;
+  EXPECT_NE(r.err.find("exists and is not a socket"), std::string::npos) << r.err;
+  fs::remove(socket);
+  // A daemon answering on the socket is no error: the check runs before a reload too.
+  daemon_process d{dir()};
+  EXPECT_EQ(run_gpusortd(dir(), {"--config", (dir() / "gpusortd.yaml").string(),
+                                 "--check-config"})
+                .code,
+            0);
+}
+
 TEST_F(Daemon, PeerNotAllowedIsRefused)
 {
   const std::uint32_t other = static_cast<std::uint32_t>(::geteuid()) + 4242;
@@ -606,6 +748,45 @@ TEST_F(Daemon, PeerNotAllowedIsRefused)
   EXPECT_EQ(status_of(f).code(), wire::UNAUTHORIZED);
   EXPECT_NE(status_of(f).message().find("not allowed"), std::string::npos);
   EXPECT_TRUE(raw.closed_by_daemon());
+}
+
+// Issue 43: a user who may not open the socket (not in the daemon's group) was told that no
+// daemon answers (CONNECTION_LOST: "start gpusortd"); it is UNAUTHORIZED, with what to do.
+TEST_F(Daemon, AUserWhoMayNotOpenTheSocketIsToldToJoinTheDaemonsGroup)
+{
+  daemon_process d{dir()};
+  deny_socket(d.socket());
+  int answer[2];
+  ASSERT_EQ(::pipe(answer), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(answer[0]);
+    become_stranger();
+    std::string said = "connected";
+    try {
+      client::connection::connect(d.socket());
+    } catch (const client::error& e) {
+      said = std::to_string(static_cast<int>(e.code())) + " " + e.what();
+    }
+    static_cast<void>(::write(answer[1], said.data(), said.size()));
+    ::_exit(0);
+  }
+  ::close(answer[1]);
+  std::string said;
+  char buf[512];
+  for (ssize_t n = 0; (n = ::read(answer[0], buf, sizeof buf)) > 0;)
+    said.append(buf, static_cast<std::size_t>(n));
+  ::close(answer[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(said.substr(0, said.find(' ')),
+            std::to_string(static_cast<int>(status_code::unauthorized)))
+      << said;
+  EXPECT_NE(said.find("no permission to open the daemon's socket (Permission denied): join "
+                      "the daemon's group"),
+            std::string::npos)
+      << said;
 }
 
 TEST_F(Daemon, ConnectionLimit)

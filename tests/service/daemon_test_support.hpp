@@ -15,9 +15,11 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -101,6 +103,19 @@ inline void expect_still_serving(const std::string& socket)
   const fingerprint before = fill(keys.data(), dtype::u32, keys.size(), 1);
   c.sort(keys);
   EXPECT_TRUE(sorted(keys.data(), dtype::u32, keys.size(), order::ascending, before));
+}
+
+/// Makes `socket` one the test's clients may not open, as a user outside the daemon's group
+/// meets it (issue 43): mode 0 stops a test that is not root (the daemon runs as the test's
+/// user); root, whom modes do not stop, takes become_stranger() in the client's process.
+inline void deny_socket(const std::string& socket) { ::chmod(socket.c_str(), 0); }
+
+/// In a child process about to be a client: when root, becomes nobody (uid and gid 65534, no
+/// supplementary groups), for whom the socket's mode applies; exits 123 when that fails.
+inline void become_stranger()
+{
+  if (::geteuid() != 0) return;
+  if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(123);
 }
 
 /// A datagram socket bound in `dir`, as systemd's NOTIFY_SOCKET.
