@@ -1263,7 +1263,11 @@ std::optional<sort_report> sort_in_place_lean(const config& cfg, const file_sort
     premade.emplace(one_shot(cfg));
     timeline.mark("engine started (devices opened)");
     const memory_estimate e = premade->estimate_memory(sort, options);
-    return temporary + e.fast_bytes > limit || detail::switch_flag("GPUSORT_LEAN", false);
+    // A fast path the devices' budget cannot plan fails with that budget's own error; lean
+    // would not mend it.
+    if (e.fast_bytes == std::numeric_limits<std::uint64_t>::max()) return false;
+    return temporary > limit || e.fast_bytes > limit - temporary ||
+           detail::switch_flag("GPUSORT_LEAN", false);
   });
   if (!lean) return std::nullopt;
   std::optional<lean_journal> journal{std::in_place, keys_path};
@@ -1901,7 +1905,9 @@ int run_status(const std::vector<std::string>& args)
                           {"bytes_done", j.bytes_done},
                           {"bytes_total", j.bytes_total},
                           {"seconds", j.seconds},
-                          {"client_pid", j.client_pid}};
+                          {"client_pid", j.client_pid},
+                          {"host_memory", j.host_memory},
+                          {"lean", j.lean}};
   };
   if (a.has("json") && a.has("prometheus"))
     throw cli_error{exit_usage, "--json and --prometheus are two formats: choose one"};
@@ -1971,7 +1977,8 @@ int run_status(const std::vector<std::string>& args)
       fmt::print("position {}, ", j.queue_position);
     else
       fmt::print("round {} {:.0f}%, ", j.round, percent);
-    fmt::print("{:.1f} s\n", j.seconds);
+    fmt::print("host memory {}{}, {:.1f} s\n", format_bytes(j.host_memory),
+               j.lean ? " (lean)" : "", j.seconds);
   }
   const auto& t = st.totals;
   fmt::print("totals: {} submitted, {} succeeded, {} failed, {} cancelled, {} rejected, {} "

@@ -1,5 +1,7 @@
 #include "client/progress.hpp"
 
+#include <algorithm>
+
 #include <string>
 
 namespace gpusort::cli {
@@ -27,17 +29,28 @@ void progress_bar::update(const progress_event& event)
   const double rate =
       seconds > 0 ? static_cast<double>(event.bytes_done) / seconds / gibibyte : 0.0;
   // Round 0 is the direct in-core sort; a job of one round (rounds 1) is a round trip through
-  // the GPUs; 1 and 2 of 2 are the passes of the out-of-core sort. A daemon that does not say
-  // how many rounds there are sends rounds 0.
-  const std::string label = event.round == 0 || event.rounds == 1
-                                ? "in-core sort"
-                                : "round " + std::to_string(event.round) + "/2";
-  // The job's share done: both rounds move the same bytes, so each is half of a two-round job.
+  // the GPUs; 1 and 2 of 2 are the passes of the out-of-core sort; the lean path's three are
+  // its two rounds with the permutation between them. A daemon that does not say how many
+  // rounds there are sends rounds 0.
+  const bool lean = event.rounds == 3;
+  const std::string label =
+      event.round == 0 || event.rounds == 1 ? "in-core sort"
+      : lean && event.round == 2            ? "permutation"
+      : "round " + std::to_string(lean && event.round == 3 ? 2 : event.round) + "/2";
+  // The job's share done: both rounds move the same bytes, so each is half of a two-round job;
+  // the lean path's permutation, a host pass, took about a third of a round on the H200 host
+  // (bench/results/h200-20261129-lean/), a seventh of the job.
   double job_fraction = -1.0;  // unknown: no estimate
-  if (event.rounds == 2)
+  if (event.rounds == 2) {
     job_fraction = (event.round - 1 + fraction) / 2.0;
-  else if (event.rounds == 1 || event.round == 0)
+  } else if (lean) {
+    constexpr double share[] = {0.0, 3.0 / 7, 1.0 / 7, 3.0 / 7};
+    const int r = std::clamp(event.round, 1, 3);
+    job_fraction = share[r] * fraction;
+    for (int earlier = 1; earlier < r; ++earlier) job_fraction += share[earlier];
+  } else if (event.rounds == 1 || event.round == 0) {
     job_fraction = fraction;
+  }
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   std::string times = " " + std::to_string(static_cast<long long>(elapsed)) + " s";
   if (job_fraction >= 0.05 && job_fraction < 1.0) {

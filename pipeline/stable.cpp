@@ -82,7 +82,7 @@ void order_ties(const K* keys, I* idx, std::uint64_t n)
     cpu_sort<I, no_value>(idx + r.offset, nullptr, r.length, scratch.data(), 0);
 }
 
-/// Key i of an input in memory or in a file window.
+/// Element i of an array in memory or in a file window.
 template <typename K>
 K input_key(const void* keys, std::uint64_t i)
 {
@@ -93,16 +93,17 @@ K input_key(const void* keys, std::uint64_t i)
   return k;
 }
 
-/// First position in [0, n) whose code is not below `code` (codes ascend along the keys).
-template <typename K>
-std::uint64_t first_code_at_least(const K* keys, std::uint64_t n, const key_map<K>& forward,
-                                  K code)
+/// First position in [0, n) whose code is not below `code` (codes ascend along the keys), the
+/// keys read by `key_at(i)` (memory, or a file window's positioned reads).
+template <typename K, typename KeyAt>
+std::uint64_t first_code_at_least(std::uint64_t n, const key_map<K>& forward, K code,
+                                  KeyAt&& key_at)
 {
   std::uint64_t lo = 0;
   std::uint64_t hi = n;
   while (lo < hi) {
     const std::uint64_t mid = lo + (hi - lo) / 2;
-    if (forward(keys[mid]) < code)
+    if (forward(key_at(mid)) < code)
       lo = mid + 1;
     else
       hi = mid;
@@ -119,8 +120,10 @@ void restore_canonical(K* sorted, const I* idx, std::uint64_t n, const key_order
 {
   const key_map<K> forward = ordered_map<K>(canonical, true);
   for (const K code : {forward.zero_to, forward.nan_code}) {
-    const std::uint64_t lo = first_code_at_least(sorted, n, forward, code);
-    const std::uint64_t hi = first_code_at_least(sorted, n, forward, static_cast<K>(code + 1));
+    const auto key_at = [sorted](std::uint64_t i) { return sorted[i]; };
+    const std::uint64_t lo = first_code_at_least<K>(n, forward, code, key_at);
+    const std::uint64_t hi =
+        first_code_at_least<K>(n, forward, static_cast<K>(code + 1), key_at);
     const auto first = static_cast<std::int64_t>(lo);
     const auto last = static_cast<std::int64_t>(code == forward.nan_code ? n : hi);
     if (in_memory(input)) {
@@ -420,33 +423,14 @@ namespace gpusort::detail {
 
 namespace {
 
-/// Element i of an array in memory or a file window.
-template <typename T>
-T element_at(const void* array, std::uint64_t i)
-{
-  const auto* at = static_cast<const T*>(array) + i;
-  if (in_memory(array)) return *at;
-  T v{};
-  host_read(&v, at, sizeof(T));
-  return v;
-}
-
 template <typename K, typename I>
 void restore_canonical_runs(K* sorted, const I* idx, std::uint64_t n, const key_order& canonical,
                             const void* input)
 {
   const key_map<K> forward = ordered_map<K>(canonical, true);
   const auto first_at_least = [&](K code) {
-    std::uint64_t lo = 0;
-    std::uint64_t hi = n;
-    while (lo < hi) {
-      const std::uint64_t mid = lo + (hi - lo) / 2;
-      if (forward(element_at<K>(sorted, mid)) < code)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    return lo;
+    return first_code_at_least<K>(n, forward, code,
+                                  [&](std::uint64_t i) { return input_key<K>(sorted, i); });
   };
   constexpr std::uint64_t piece = std::uint64_t{1} << 20;
   std::vector<I> positions;
@@ -461,7 +445,7 @@ void restore_canonical_runs(K* sorted, const I* idx, std::uint64_t n, const key_
       keys.resize(len);
       host_read(positions.data(), idx + at, len * sizeof(I));
       for (std::uint64_t i = 0; i < len; ++i)
-        keys[i] = element_at<K>(input, static_cast<std::uint64_t>(positions[i]));
+        keys[i] = input_key<K>(input, static_cast<std::uint64_t>(positions[i]));
       host_write(sorted + at, keys.data(), len * sizeof(K));
     }
   }

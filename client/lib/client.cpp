@@ -229,6 +229,8 @@ job_info info_of(const wire::JobInfo& j)
   out.bytes_total = j.bytes_total();
   out.seconds = j.seconds();
   out.client_pid = j.client_pid();
+  out.host_memory = j.host_memory();
+  out.lean = j.lean();
   return out;
 }
 

@@ -88,6 +88,8 @@ struct job_info {
   std::uint64_t bytes_total{};
   double seconds{};
   std::uint32_t client_pid{};
+  std::uint64_t host_memory{};  ///< what admission counts for it against host_memory_budget
+  bool lean{};                  ///< it sorts in place on the lean path, within host_memory
 };
 
 struct device_status {

@@ -52,8 +52,9 @@ std::optional<plan> plan_for(const plan_request& r, std::uint64_t wanted, std::u
   if (p.room >= r.n) return std::nullopt;  // the room would hold the array: not a lean job
   p.chunks = ceil_div(r.n, p.chunk);
   if (p.chunks > max_chunks || p.chunks < 2) return std::nullopt;
-  p.bucket_limit = p.room / 2;
-  if (p.bucket_limit > r.capacity) return std::nullopt;
+  // Buckets of at most half the room (round 2's shift) and what a device holds; a room larger
+  // than twice that is storage for the permutation's fragments (small devices, many chunks).
+  p.bucket_limit = std::min(p.room / 2, r.capacity);
   // 32 candidates per chunk and chunk keep the sample's slack near 1/16 of a bucket (the
   // bound below); more only cost reads and the candidates' sort.
   p.samples = std::min({p.chunk, 32 * p.chunks,
@@ -67,14 +68,15 @@ std::optional<plan> plan_for(const plan_request& r, std::uint64_t wanted, std::u
   const std::uint64_t candidates = (p.chunks - 1) * p.samples + p.samples_of(p.chunks - 1);
   p.intervals = std::max<std::uint64_t>(ceil_div(candidates, per_interval - p.chunks), 1);
 
-  // Blocks: the storage at the array's end (at least half a bucket_limit of free room, see
-  // permute.hpp) takes the mixed blocks (one at most per piece) and the blocks a bucket has
-  // beyond its targets (two at most), with spares for the movers. The permutation picks its
-  // block once it knows the pieces (this is the worst case); the tables are planned for it.
+  // Blocks: the storage at the array's end (at least the room less a bucket_limit, see
+  // buckets.hpp; half of it counted here) takes the mixed blocks (one at most per piece) and the
+  // blocks a bucket has beyond its targets (two at most), with spares for the movers. The
+  // permutation picks its block once it knows the pieces (this is the worst case); the tables
+  // are planned for it.
   const std::uint64_t buckets = p.most_buckets();
   const std::uint64_t pieces = p.chunks * buckets;
   const std::uint64_t takers = pieces + 2 * buckets + 2 * r.movers + 4;
-  p.block = std::min(block_cap, pow2_floor(p.bucket_limit / 2 / takers));
+  p.block = std::min(block_cap, pow2_floor((p.room - p.bucket_limit) / 2 / takers));
   if (p.block == 0) return std::nullopt;
 
   const bool stable = r.layout.stable;
@@ -97,6 +99,9 @@ std::optional<plan> plan_for(const plan_request& r, std::uint64_t wanted, std::u
   return p;
 }
 
+/// Rooms to try, in chunks per device.
+constexpr std::uint64_t room_multiples[] = {1, 2, 4, 8, 16, 32, 64};
+
 /// Chunk sizes to try, from the largest that could work down, about 6% apart.
 template <typename F>
 void for_each_chunk_size(const plan_request& r, F&& f)
@@ -117,11 +122,11 @@ void for_each_chunk_size(const plan_request& r, F&& f)
 plan make_plan(const plan_request& r)
 {
   GPUSORT_EXPECTS(r.n >= 2 && r.capacity >= 1, "a lean job needs elements and a device");
-  // A room of one chunk per device, or two: the second costs a chunk of memory and buys
-  // larger blocks (the storage grows with the room, the pieces shrink with the buckets); the
-  // larger chunks win.
+  // A room of one chunk per device, or more: more costs memory and buys larger blocks (the
+  // storage grows with the room, the pieces shrink with the buckets), and where the devices are
+  // small against the array, room for the fragments at all; the larger chunks win.
   std::optional<plan> best;
-  for (const std::uint64_t rooms : {1, 2}) {
+  for (const std::uint64_t rooms : room_multiples) {
     for_each_chunk_size(r, [&](std::uint64_t m) {
       const std::optional<plan> p = plan_for(r, m, rooms);
       if (p && p->host_bytes <= r.host_limit) {
@@ -147,7 +152,7 @@ plan make_plan(const plan_request& r)
 std::uint64_t least_host_bytes(const plan_request& r)
 {
   std::uint64_t least = 0;
-  for (const std::uint64_t rooms : {1, 2})
+  for (const std::uint64_t rooms : room_multiples)
     for_each_chunk_size(r, [&](std::uint64_t m) {
       if (const std::optional<plan> p = plan_for(r, m, rooms))
         if (least == 0 || p->host_bytes < least) least = p->host_bytes;

@@ -19,7 +19,7 @@ struct plan {
   std::uint64_t chunk{};         ///< m: elements of a round-1 chunk, a multiple of `block`
   std::uint64_t chunks{};        ///< d
   std::uint64_t room{};          ///< F: a multiple of `chunk`, at least 2 * bucket_limit
-  std::uint64_t bucket_limit{};  ///< L: the most elements one bucket of round 2 holds
+  std::uint64_t bucket_limit{};  ///< L: the most elements one bucket of round 2 holds (<= F/2)
   std::uint64_t samples{};       ///< s: sample candidates per chunk (fewer in a shorter chunk)
   std::uint64_t intervals{};     ///< B: splitter intervals
   std::uint64_t block{};         ///< b: elements of one block of the permutation

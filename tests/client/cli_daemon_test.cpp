@@ -111,9 +111,22 @@ TEST_F(CliDaemon, AFileOverTheDaemonsHostBudgetIsSortedInPlaceLeanAndAJobItCanno
   // round-1 buffer would not fit, so the CLI hands the daemon the files in place with a journal.
   daemon_process d{dir_.path(), "host_memory_budget: 24MiB\n"};
   const fingerprint before = write_input(dtype::u64, 2'000'000, "k.bin", "v.bin");
-  run_result r = run({"sort", path("k.bin"), "--dtype", "u64", "--values", path("v.bin"),
-                      "--socket", d.socket(), "--json"});
+  const fs::path out = dir_.path() / "lean-out.txt", err = dir_.path() / "lean-err.txt";
+  const pid_t sorting = test_support::start_cli(test_support::cli_command{
+      .args = {"sort", path("k.bin"), "--dtype", "u64", "--values", path("v.bin"), "--socket",
+               d.socket(), "--json"},
+      .stdout_path = out.string(),
+      .stderr_path = err.string()});
+  // While it runs, the daemon's status shows the job lean, with the budget admitted for it.
+  bool seen = false;
+  for (int i = 0; i < 500 && !seen; ++i) {
+    const run_result st = run({"status", "--socket", d.socket(), "--json"});
+    seen = st.out.find("\"host_memory\":25165824,\"lean\":true") != std::string::npos;
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds{5});
+  }
+  run_result r = test_support::wait_cli(sorting, out, err);
   ASSERT_EQ(r.code, 0) << r.err << d.log();
+  EXPECT_TRUE(seen) << "no status showed the job running lean";
   EXPECT_NE(r.out.find("\"path\":\"lean\""), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"host_memory_limit\":25165824"), std::string::npos) << r.out;
   EXPECT_TRUE(sorted_file(dtype::u64, "k.bin", order::ascending, before, "v.bin"));

@@ -485,12 +485,17 @@ TEST_F(Cli, JsonReportIsOneObjectWithEveryField)
   const auto json = parse_flat_json(s.out);
   ASSERT_TRUE(json.has_value()) << s.out;
   for (const char* key : {"elements", "bytes", "seconds", "wall_seconds", "peak_rss_bytes",
-                          "rate", "chunks", "rounds", "compensated_chunks"}) {
+                          "rate", "chunks", "rounds", "compensated_chunks", "host_memory_limit",
+                          "host_memory_bytes"}) {
     ASSERT_TRUE(json->contains(key) && json->at(key).number) << key << " in " << s.out;
   }
   ASSERT_TRUE(json->contains("engine") && json->at("engine").text) << s.out;
+  ASSERT_TRUE(json->contains("path") && json->at("path").text) << s.out;
   ASSERT_TRUE(json->contains("devices") && json->at("devices").strings) << s.out;
-  EXPECT_EQ(json->size(), 11U) << s.out;
+  EXPECT_EQ(json->size(), 14U) << s.out;
+  // Within the default budget (half the RAM), the fast path, whose memory it names.
+  EXPECT_NE(*json->at("path").text, "lean") << s.out;
+  EXPECT_GT(*json->at("host_memory_limit").number, *json->at("host_memory_bytes").number);
   const auto num = [&](const char* key) { return *json->at(key).number; };
   // The command's own time holds the sort's, and reading and publishing the files.
   EXPECT_GE(num("wall_seconds"), num("seconds"));
@@ -732,6 +737,18 @@ TEST_F(Terminal, ProgressBarOnATerminalUnlessQuietOrJson)
     EXPECT_NE(shown.find("in-core sort"), std::string::npos) << shown;
   }
   EXPECT_EQ(count_lines(slurp(dir_ / "stdout.txt")), 1) << "the summary";
+  // In place on the lean path (a budget that leaves the temporary no room): its permutation
+  // between its two rounds has a bar too.
+  {
+    std::vector<std::string> args{"sort", path("d.bin"), "--dtype", "u64", "--local", "--config",
+                                  config_.string()};
+    const std::string lean = run_on_terminal(*this, [&](int tty) {
+      return start_cli(command(args, {{"GPUSORT_LEAN", "1"}}, tty));
+    });
+    EXPECT_NE(lean.find("round 1/2"), std::string::npos) << lean;
+    EXPECT_NE(lean.find("permutation"), std::string::npos) << lean;
+    EXPECT_NE(lean.find("round 2/2"), std::string::npos) << lean;
+  }
   EXPECT_EQ(sort_on_terminal({"--quiet"}), "");
   EXPECT_EQ(sort_on_terminal({"--json"}), "");
   EXPECT_EQ(reference_check(type_named("u64"), slurp(path("d.bin")), slurp(path("s.bin")), false),

@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -273,38 +274,40 @@ TEST(Lean, AFailureOrACancellationLeavesThePairsOfTheInput)
     for (std::uint64_t i = 0; i < n; ++i)
       ASSERT_EQ(k[i], original[v[i]]) << what << ": pair torn at " << i;
   };
+  // The input's pairs (the values are the positions) as a lean job within its least limit.
+  struct pairs_job {
+    std::vector<std::uint64_t> k, v;
+    sort_options options;
+    sort_job job;
+  };
+  const auto make = [&] {
+    auto p = std::make_unique<pairs_job>();
+    p->k = original;
+    p->v.resize(n);
+    std::iota(p->v.begin(), p->v.end(), std::uint64_t{0});
+    p->job = sort_job{.keys = {p->k.data(), n, dtype::u64},
+                      .values = value_array{p->v.data(), n, 8}};
+    p->options.host_memory_limit = lean_limit(eng, p->job, p->options);
+    return p;
+  };
   // Cancelled in each of its three rounds (progress reports them: 1, 2 the permutation, 3).
   for (const int round : {1, 2, 3}) {
-    std::vector<std::uint64_t> k = original;
-    std::vector<std::uint64_t> v(n);
-    std::iota(v.begin(), v.end(), std::uint64_t{0});
-    sort_options options;
-    const sort_job job{.keys = {k.data(), n, dtype::u64}, .values = value_array{v.data(), n, 8}};
-    options.host_memory_limit = lean_limit(eng, job, options);
-    std::atomic<int> rounds_seen{0};
-    options.on_progress = [&, token = options.cancel](const progress_event& e) {
-      rounds_seen = std::max(rounds_seen.load(), e.round);
+    const auto p = make();
+    p->options.on_progress = [round, token = p->options.cancel](const progress_event& e) {
       if (e.round == round && e.bytes_done > 0) token.cancel();
     };
-    EXPECT_THROW(eng.sort(job, options), cancelled) << "round " << round;
-    check_pairs(k, v, "cancelled in round " + std::to_string(round));
+    EXPECT_THROW(eng.sort(p->job, p->options), cancelled) << "round " << round;
+    check_pairs(p->k, p->v, "cancelled in round " + std::to_string(round));
   }
-  // A device failure at each of round 1's and round 2's sorts.
+  // A device failure at its first, third and twelfth sort (round 1, and round 2's buckets).
   for (const std::uint64_t at : {std::uint64_t{1}, std::uint64_t{3}, std::uint64_t{12}}) {
-    std::vector<std::uint64_t> k = original;
-    std::vector<std::uint64_t> v(n);
-    std::iota(v.begin(), v.end(), std::uint64_t{0});
-    sort_options options;
-    const sort_job job{.keys = {k.data(), n, dtype::u64}, .values = value_array{v.data(), n, 8}};
-    options.host_memory_limit = lean_limit(eng, job, options);
+    const auto p = make();
     detail::fault::arm(detail::fault::plan{
         .group = detail::fault::scope::one, .target = detail::fault::site::launch, .nth = at});
-    try {
-      eng.sort(job, options);
-    } catch (const std::exception&) {
-    }
+    EXPECT_ANY_THROW(eng.sort(p->job, p->options)) << "a failure at launch " << at;
+    EXPECT_EQ(detail::fault::injected(), 1U);
     detail::fault::disarm();
-    check_pairs(k, v, "a failure at launch " + std::to_string(at));
+    check_pairs(p->k, p->v, "a failure at launch " + std::to_string(at));
   }
 }
 

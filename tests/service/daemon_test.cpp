@@ -811,10 +811,27 @@ TEST_F(Daemon, ConnectionLimit)
   EXPECT_EQ(c.status().clients, 2u);
 }
 
+TEST_F(Daemon, AJobOverTheHostBudgetRunsLeanWithinIt)
+{
+  // 4 MiB of host memory: a 1M-key u64 job's fast path needs 8 MiB; it sorts in place on the
+  // lean path (issue 39), within the budget.
+  daemon_process d{dir(), "host_memory_budget: 4MiB\n"};
+  auto c = client::connection::connect(d.socket());
+  auto big = c.allocate<std::uint64_t>(1 << 20);
+  const fingerprint before = fill(big.data(), dtype::u64, big.size(), 3);
+  const sort_report r = c.sort(big);
+  EXPECT_EQ(r.path, "lean");
+  EXPECT_EQ(r.host_memory_limit, std::uint64_t{4} << 20);
+  EXPECT_LE(r.host_memory_bytes, std::uint64_t{4} << 20);
+  EXPECT_TRUE(sorted(big.data(), dtype::u64, big.size(), order::ascending, before));
+  EXPECT_NE(d.log().find("path lean, host memory"), std::string::npos) << d.log();
+}
+
 TEST_F(Daemon, HostBudgetAdmission)
 {
-  // 4 MiB of host memory: a 1M-key u64 job (8 MiB working memory) can never run.
-  daemon_process d{dir(), "host_memory_budget: 4MiB\n"};
+  // 1 MiB of host memory: a 1M-key u64 job (8 MiB on its fast path, more than 1 MiB on the
+  // lean path) can never run.
+  daemon_process d{dir(), "host_memory_budget: 1MiB\n"};
   auto c = client::connection::connect(d.socket());
   auto big = c.allocate<std::uint64_t>(1 << 20);
   EXPECT_EQ(code_of([&] { c.sort(big); }), status_code::too_large);
@@ -933,9 +950,9 @@ TEST_F(Daemon, SighupAppliesTheLogLevelAndThePeerLists)
 
 TEST_F(Daemon, SighupAppliesJobLimits)
 {
-  daemon_process d{dir(), "host_memory_budget: 4MiB\n"};
+  daemon_process d{dir(), "host_memory_budget: 1MiB\n"};
   auto c = client::connection::connect(d.socket());
-  auto big = c.allocate<std::uint64_t>(1 << 20);  // 8 MiB of working memory
+  auto big = c.allocate<std::uint64_t>(1 << 20);  // 8 MiB of working memory, over 1 MiB lean
   EXPECT_EQ(code_of([&] { c.sort(big); }), status_code::too_large);
   d.write_config("host_memory_budget: 64MiB\n");
   ASSERT_TRUE(d.reload()) << d.log();
