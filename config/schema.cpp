@@ -420,8 +420,8 @@ const std::vector<key_spec>& config_keys()
                   "Jobs waiting to run; a job over the limit is refused with REJECTED_BUSY."),
       admission_key("A job that fits `host_memory_budget` but not beside the jobs running "
                     "now: `wait` queues it until memory frees up, `reject` refuses it with "
-                    "REJECTED_BUSY. A job larger than the whole budget is always refused "
-                    "(TOO_LARGE)."),
+                    "REJECTED_BUSY. A job that cannot run within the whole budget, even on "
+                    "the lean path, is always refused (TOO_LARGE)."),
       optional_size_key("host_memory_budget", &config::host_memory_budget, 1024 * 1024,
                         "Host memory that jobs may use beyond their arrays: in the daemon its "
                         "jobs' together (staging copies of files and the sort's working "
