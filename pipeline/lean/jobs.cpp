@@ -10,23 +10,27 @@
 #include <gpusort/error.hpp>
 #include <gpusort/units.hpp>
 
-#include <omp.h>
-
 #include <algorithm>
 #include <chrono>
 #include <limits>
 #include <numeric>
 #include <optional>
 #include <string>
+#include <thread>
 
 namespace gpusort::detail::lean {
 
 namespace {
 
+/// The permutation's movers: the configured host threads, else one per core. Not OpenMP's
+/// count: an estimate must not start the OpenMP runtime (LLVM's registers itself in a shared
+/// memory file, which a process under RLIMIT_FSIZE, like the CLI's tests of a full disk, then
+/// faults on before the command can say what it could not write).
 unsigned movers_of(const engine_parts& parts)
 {
-  const int threads = parts.threads != 0 ? static_cast<int>(parts.threads) : omp_get_max_threads();
-  return static_cast<unsigned>(std::clamp(threads, 1, 64));
+  const unsigned threads =
+      parts.threads != 0 ? parts.threads : std::max(1U, std::thread::hardware_concurrency());
+  return std::clamp(threads, 1U, 64U);
 }
 
 plan_request request_for(const engine_parts& parts, std::uint64_t n,
