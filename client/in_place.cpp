@@ -67,6 +67,16 @@ lean_journal::lean_journal(const fs::path& keys) : path_{journal_path_of(keys)}
     throw cli_error{denied_or(err, exit_cant_create),
                     "cannot create the journal " + path_.string() + ": " + std::strerror(err)};
   }
+  // Held while the sort runs: a second command finds the journal locked and leaves it alone
+  // (restore_interrupted), where it would otherwise take it for a killed sort's.
+  if (::lockf(fd_, F_TLOCK, 0) != 0) {
+    const int err = errno;
+    ::unlink(path_.c_str());
+    ::close(fd_);
+    fd_ = -1;
+    throw cli_error{exit_try_later, "cannot lock the journal " + path_.string() + ": " +
+                                        std::strerror(err)};
+  }
 }
 
 lean_journal::~lean_journal()

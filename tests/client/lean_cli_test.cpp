@@ -277,6 +277,30 @@ TEST_P(LeanCli, AJournalOfAnotherFileIsRefusedAndNothingIsWritten)
   expect_input_pairs("after the refusals");
 }
 
+TEST_P(LeanCli, ASecondCommandLeavesARunningSortsJournalAlone)
+{
+  // A sort stopped (SIGSTOP) right after its journal exists: the next sort of the file must not
+  // restore from a journal in use, and the first one, continued, finishes.
+  write_input();
+  const fs::path out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
+  const pid_t first = start_cli(cli_command{.args = sort_args(),
+                                            .env = {{"GPUSORT_LEAN", "1"}},
+                                            .stdout_path = out.string(),
+                                            .stderr_path = err.string()});
+  for (int i = 0; i < 2000 && !fs::exists(journal_path()); ++i)
+    std::this_thread::sleep_for(std::chrono::microseconds{200});
+  ::kill(first, SIGSTOP);
+  // The sort takes a few hundred milliseconds past its journal's making: it is stopped midway.
+  EXPECT_TRUE(fs::exists(journal_path())) << "the first sort ended before it was stopped";
+  const test_support::cli_result second = run_cli(dir_, sort_args(), {{"GPUSORT_LEAN", "1"}});
+  EXPECT_EQ(second.code, 75) << second.err;
+  EXPECT_NE(second.err.find("being sorted by another command"), std::string::npos) << second.err;
+  ::kill(first, SIGCONT);
+  const test_support::cli_result r = wait_cli(first, out, err);
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_sorted("the first sort, after the second was refused");
+}
+
 // A disk-like folder and tmpfs, where the journal's room is memory.
 INSTANTIATE_TEST_SUITE_P(Folders, LeanCli, ::testing::Values("/tmp", "/dev/shm"),
                          [](const ::testing::TestParamInfo<const char*>& folder) {
