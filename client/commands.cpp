@@ -266,7 +266,7 @@ const command_spec& recover_spec()
           "journal. Afterwards the files hold the elements they held before that sort, each\n"
           "key with its value, not sorted. gpusort sort FILE does the same by itself before\n"
           "it sorts. A journal of other files, or a damaged one, is refused and nothing is\n"
-          "written. Says nothing and exits 0 where FILE has no journal.\n",
+          "written. Where FILE has no journal it says so (nothing with --quiet) and exits 0.\n",
       .options = {
           {"values", "FILE", "the values file that was sorted with FILE"},
           {"quiet", "", "say nothing but errors (also -q)"},
