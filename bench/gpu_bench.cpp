@@ -17,6 +17,7 @@
 #include "core/cpu_sort.hpp"
 #include "core/cuda/chunk_ops.cuh"
 #include "core/generate.hpp"
+#include "core/stream_copy.hpp"
 #include "core/verify.hpp"
 #include "pipeline/cuda/cuda_device.hpp"
 #include "pipeline/cuda/resources.hpp"
@@ -29,6 +30,7 @@
 #include <omp.h>
 #include <parallel/algorithm>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -41,6 +43,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -365,6 +368,79 @@ std::uint64_t host_memory_bytes()
   return 0;
 }
 
+/// The permutation's block copies (1 MiB, streaming stores, from every core) alone and while
+/// GPU 0 copies both ways from registered memory, and the link alone: whether host memory has
+/// room for the permutation beside a round's copies, which is what overlapping them could save.
+void measure_copies_beside_link(std::ostringstream& raw)
+{
+  constexpr std::uint64_t bytes = std::uint64_t{2} << 30;
+  constexpr std::uint64_t block = std::uint64_t{1} << 20;
+  host_buffer from{bytes}, to{bytes};
+  from.populate();
+  to.populate();
+  std::memset(from.data(), 1, bytes);
+  const auto copy_for = [&](double seconds) {  // GB/s of data copied
+    std::uint64_t copied = 0;
+    const auto t0 = clock_type::now();
+    while (seconds_since(t0) < seconds) {
+      const auto blocks = static_cast<std::int64_t>(bytes / block);
+#pragma omp parallel for schedule(dynamic, 16)
+      for (std::int64_t i = 0; i < blocks; ++i)
+        gpusort::detail::stream_copy(to.as<char>() + i * block, from.as<char>() + i * block,
+                                     block);
+      copied += bytes;
+    }
+    return static_cast<double>(copied) / 1e9 / seconds_since(t0);
+  };
+  const gpusort::cuda::set_device_guard guard{0};
+  host_buffer in = gpusort::detail::pinned_host_buffer(bytes);
+  host_buffer out = gpusort::detail::pinned_host_buffer(bytes);
+  std::memset(in.data(), 1, bytes);
+  std::memset(out.data(), 1, bytes);
+  gpusort::cuda::device_buffer d_a{bytes}, d_b{bytes};
+  gpusort::cuda::cuda_stream s1, s2;
+  std::atomic<bool> stop{false};
+  const auto link_until_stopped = [&] {  // GB/s each way
+    std::uint64_t moved = 0;
+    const auto t0 = clock_type::now();
+    while (!stop.load()) {
+      GPUSORT_CUDA_TRY(
+          cudaMemcpyAsync(d_a.data(), in.data(), bytes, cudaMemcpyHostToDevice, s1.value()));
+      GPUSORT_CUDA_TRY(
+          cudaMemcpyAsync(out.data(), d_b.data(), bytes, cudaMemcpyDeviceToHost, s2.value()));
+      s1.synchronize();
+      s2.synchronize();
+      moved += bytes;
+    }
+    return static_cast<double>(moved) / 1e9 / seconds_since(t0);
+  };
+  const double alone = copy_for(1.0);
+  double link_alone = 0;
+  {
+    std::thread t{[&] { link_alone = link_until_stopped(); }};
+    std::this_thread::sleep_for(std::chrono::seconds{1});
+    stop = true;
+    t.join();
+  }
+  stop = false;
+  double link_beside = 0;
+  double beside = 0;
+  {
+    std::thread t{[&] { link_beside = link_until_stopped(); }};
+    beside = copy_for(1.5);
+    stop = true;
+    t.join();
+  }
+  std::printf("host memory beside the link: 1 MiB streaming block copies %.1f GB/s alone, %.1f "
+              "GB/s while GPU 0 copies both ways; the link %.1f GB/s each way alone, %.1f "
+              "beside the copies; host memory moved %.1f GB/s alone, %.1f together\n",
+              alone, beside, link_alone, link_beside, 2 * alone,
+              2 * beside + 2 * link_beside);
+  raw << "{\"block_copy_gbps\": " << alone << ", \"block_copy_beside_link_gbps\": " << beside
+      << ", \"link_each_gbps\": " << link_alone << ", \"link_each_beside_copies_gbps\": "
+      << link_beside << "},";
+}
+
 /// The lean path (issue 39): each size sorted in place within o.host_limit, from plain memory
 /// or memory registered with the engine, against the 4N floor and (where two arrays fit the
 /// host) the two-round path at budget 1/8, with the peak resident memory beyond the array.
@@ -389,6 +465,7 @@ void run_lean(const options& o, double sum_both, std::vector<target>& targets,
                 "threads\n",
                 copy_gbps, 2 * copy_gbps, omp_get_max_threads());
     raw << "{\"host_copy_gbps\": " << copy_gbps << "},";
+    measure_copies_beside_link(raw);
   }
   for (const std::uint64_t bytes : o.lean_bytes) {
     const std::uint64_t n = bytes / 8;
