@@ -1,6 +1,5 @@
 #include "pipeline/lean/space.hpp"
 
-#include "core/stream_copy.hpp"
 #include "core/sys_io.hpp"
 #include "pipeline/file_window.hpp"
 
@@ -50,9 +49,7 @@ void copy_bytes(char* to, const char* from, std::uint64_t bytes, bounce_buffer& 
   const std::optional<file_place> src = find_file_window(from);
   const std::optional<file_place> dst = find_file_window(to);
   if (!src && !dst) {
-    // Blocks of up to 1 MiB, read once and written once, far larger together than the cache:
-    // streaming stores skip the read for ownership, a third of a plain copy's memory traffic.
-    stream_copy(to, from, bytes);
+    std::memcpy(to, from, bytes);
     return;
   }
   if (src && dst && !dst->mapped && kernel_copy(*dst, *src, bytes)) return;
