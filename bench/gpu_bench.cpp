@@ -256,6 +256,7 @@ constexpr const char* usage =
     "                 [--dists uniform,gaussian,sorted,fewunique,bits] [--json FILE] ...\n"
     "       gpu_bench --lean yes [--lean-bytes 32Gi,100Gi] [--host-limit 3584Mi]\n"
     "                 [--lean-memory pageable,pinned] [--repeat 3] [--json FILE] ...\n"
+    "       gpu_bench --chunks yes [--chunk-bytes 8Gi,32Gi] [--gpus 1,2] [--repeat 1] ...\n"
     "\n"
     "The GPU executor on u64 uniform keys (--sizes: counts of keys) against the PCIe floor, the\n"
     "copy-in / CUB radix sort / copy-out baseline and the parallel CPU sort (--cpu-count keys):\n"
@@ -269,6 +270,11 @@ constexpr const char* usage =
     "memory (--lean-memory: plain, or registered with the engine), sorted in place within\n"
     "--host-limit beyond the array, against the PCIe floor, the two-round path at budget 1/8\n"
     "where twice the array fits the host, and with the peak resident memory beyond the array.\n"
+    "--chunks yes: only the many-chunks benchmark (issue 44): u64 and f64 uniform keys of\n"
+    "--chunk-bytes each in registered memory, stable and not, out of core on the first --gpus\n"
+    "GPUs with device_memory_budget at 1/8 of the data, 1/256 of it and (for the smallest\n"
+    "size) the smallest budget the planner accepts; the median of --repeat runs after a\n"
+    "warm-up, each with its chunk count, and the profile of the last.\n"
     "exit codes: 0 done, 1 a failure (one line says which), 64 a bad command line\n";
 
 struct options {
@@ -284,6 +290,9 @@ struct options {
   std::vector<std::uint64_t> lean_bytes{std::uint64_t{32} << 30};
   std::uint64_t host_limit = std::uint64_t{3584} << 20;
   std::vector<std::string> lean_memory{"pageable"};
+  bool chunks = false;
+  std::vector<std::uint64_t> chunk_bytes{std::uint64_t{8} << 30, std::uint64_t{32} << 30};
+  std::vector<std::uint64_t> chunk_gpus{1};
   gpusort::bench::results_options results;
 };
 
@@ -308,6 +317,13 @@ void set_option(options& o, std::string_view flag, const std::string& v)
   } else if (flag == "--lean") {
     if (v != "yes" && v != "no") throw usage_error{"--lean takes yes or no"};
     o.lean = v == "yes";
+  } else if (flag == "--chunks") {
+    if (v != "yes" && v != "no") throw usage_error{"--chunks takes yes or no"};
+    o.chunks = v == "yes";
+  } else if (flag == "--chunk-bytes") {
+    o.chunk_bytes = parse_counts(flag, v);
+  } else if (flag == "--gpus") {
+    o.chunk_gpus = parse_counts(flag, v);
   } else if (flag == "--lean-bytes") {
     o.lean_bytes = parse_counts(flag, v);
   } else if (flag == "--host-limit") {
@@ -366,6 +382,104 @@ std::uint64_t host_memory_bytes()
   while (in >> key >> kib >> unit)
     if (key == "MemTotal:") return kib << 10;
   return 0;
+}
+
+/// The many-chunks benchmark (issue 44): out of core at device budgets of 1/8 and 1/256 of the
+/// data and the smallest the planner accepts, u64 and f64, stable and not, on 1 or 2 GPUs; the
+/// rate at each small budget against the rate at 1/8 in the same run.
+void run_chunks(const options& o, int gpus, std::vector<target>& targets,
+                std::ostringstream& raw)
+{
+  using gpusort::detail::cuda_device;
+  for (const std::uint64_t bytes : o.chunk_bytes) {
+    const std::uint64_t n = bytes / 8;
+    const double gb = static_cast<double>(n) * 8 / 1e9;
+    const std::string tag = gpusort::format_bytes(n * 8);
+    host_buffer array = gpusort::detail::pinned_host_buffer(n * 8);
+    for (const std::uint64_t g : o.chunk_gpus) {
+      if (g > static_cast<std::uint64_t>(gpus)) {
+        std::printf("%s: %llu GPUs: not measured, the host has %d\n", tag.c_str(),
+                    static_cast<unsigned long long>(g), gpus);
+        continue;
+      }
+      gpusort::config base;
+      base.devices = gpusort::device_selection::listed;
+      for (std::uint64_t i = 0; i < g; ++i) base.gpu_ids.push_back(static_cast<int>(i));
+      for (const char* type : {"u64", "f64"}) {
+        for (const bool stable : {false, true}) {
+          const std::string kind = std::string{type} + (stable ? ".stable" : "");
+          const bool f64 = std::string_view{type} == "f64";
+          const gpusort::key_array view{array.data(), n, f64 ? gpusort::dtype::f64
+                                                             : gpusort::dtype::u64};
+          auto regenerate = [&] {
+            if (f64)
+              gpusort::generate(std::span<double>{array.as<double>(), n},
+                                gpusort::distribution::uniform, 3);
+            else
+              gpusort::generate(std::span<std::uint64_t>{array.as<std::uint64_t>(), n},
+                                gpusort::distribution::uniform, 3);
+          };
+          regenerate();
+          const gpusort::fingerprint before = gpusort::fingerprint_of(view);
+          // The smallest budget: the capacity the planner needs, as GPU 0 budgets it.
+          const cuda_device probe{{.id = 0}};
+          // A stable sort of f64 keys in NumPy's order sorts (code, position) pairs; u64 keys
+          // alone are equal only where their bits are, so stable changes nothing for them.
+          gpusort::detail::element_layout layout{.type = view.type, .key_bytes = 8,
+                                                 .stable = stable};
+          if (stable && f64) layout.value_bytes = n <= (std::uint64_t{1} << 32) ? 4 : 8;
+          const std::uint64_t smallest = probe.capacity(layout).budget_for(
+              gpusort::detail::min_feasible_capacity(n, layout.key_bytes));
+          std::vector<std::pair<std::string, std::uint64_t>> budgets{{"1/8", bytes / 8},
+                                                                     {"1/256", bytes / 256}};
+          if (bytes == o.chunk_bytes.front())
+            budgets.emplace_back("smallest", smallest);
+          double rate_eighth = 0;
+          for (const auto& [name, budget] : budgets) {
+            gpusort::config cfg = base;
+            cfg.device_memory_budget = budget;
+            gpusort::engine e{cfg};
+            gpusort::sort_options opts;
+            opts.stable = stable;
+            if (f64) opts.floats = gpusort::float_order::numpy;
+            std::vector<double> times;
+            gpusort::sort_report r;
+            for (int rep = 0; rep <= o.repeat; ++rep) {
+              regenerate();
+              opts.profile = rep == o.repeat;
+              r = f64 ? e.sort(std::span<double>{array.as<double>(), n}, opts)
+                      : e.sort(std::span<std::uint64_t>{array.as<std::uint64_t>(), n}, opts);
+              const auto v =
+                  gpusort::verify(view, std::nullopt, gpusort::order::ascending, before);
+              if (!v.ok) throw std::runtime_error{tag + " " + kind + " wrong: " + v.message};
+              if (rep > 0) times.push_back(r.seconds);
+            }
+            const double t = median(times);
+            const double rate = gb / t;
+            if (name == "1/8") rate_eighth = rate;
+            std::printf("%s %s on %llu GPU(s), budget %s (%s): median %.3f s (%.2f GB/s, %.2f "
+                        "of 1/8) of %zu, d=%llu\n",
+                        tag.c_str(), kind.c_str(), static_cast<unsigned long long>(g),
+                        name.c_str(), gpusort::format_bytes(budget).c_str(), t, rate,
+                        rate / rate_eighth, times.size(),
+                        static_cast<unsigned long long>(r.chunks));
+            print_profile(r);
+            raw << "{\"size\": \"" << tag << "\", \"kind\": \"" << kind
+                << "\", \"gpus\": " << g << ", \"budget\": \"" << name
+                << "\", \"budget_bytes\": " << budget << ", \"seconds\": " << t
+                << ", \"chunks\": " << r.chunks << ", \"profile\": " << profile_json(r)
+                << "},";
+            if (name == "1/8") continue;
+            const std::string key = "chunks.rate_vs_eighth." + kind + "." + tag + "." +
+                                    std::to_string(g) + "gpu.budget_" +
+                                    (name == "1/256" ? std::string{"1_256"} : name);
+            targets.push_back({key, "speed ratio", "the same job at device budget 1/8", t,
+                               rate / rate_eighth, name == "1/256" ? 0.7 : 0.5, true});
+          }
+        }
+      }
+    }
+  }
 }
 
 /// The permutation's block copies (1 MiB, streaming stores, from every core) alone and while
@@ -710,6 +824,11 @@ int run(const options& o)
     gpusort::bench::report_results(o.results, targets, raw.str());
     return 0;
   }
+  if (o.chunks) {
+    run_chunks(o, gpus, targets, raw);
+    gpusort::bench::report_results(o.results, targets, raw.str());
+    return 0;
+  }
   if (o.compress) {
     run_compress(o, sum_both, targets, raw);
     gpusort::bench::report_results(o.results, targets, raw.str());
@@ -891,7 +1010,8 @@ int main(int argc, char** argv)
   return gpusort::bench::run_main<options>(
       "gpu_bench", usage, argc, argv,
       {"--sizes", "--cpu-count", "--repeat", "--sweep-chunks", "--compare-gather", "--compress",
-       "--compress-bytes", "--dists", "--lean", "--lean-bytes", "--host-limit", "--lean-memory"},
+       "--compress-bytes", "--dists", "--lean", "--lean-bytes", "--host-limit", "--lean-memory",
+       "--chunks", "--chunk-bytes", "--gpus"},
       set_option,
       run);
 }

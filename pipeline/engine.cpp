@@ -320,7 +320,8 @@ detail::execution_stats engine::impl::sort_on_gpus(const detail::job_arrays& arr
                                   min_pipeline_chunk_bytes / layout.bytes());
       const std::uint64_t limit = max_chunk ? std::min(*max_chunk, pipelined) : pipelined;
       const detail::chunk_plan plan =
-          detail::make_plan(arrays.n, detail::common_capacity(devs, layout), limit);
+          detail::make_plan(arrays.n, detail::common_capacity(devs, layout), limit,
+                            layout.key_bytes);
       const bool compressed = detail::compresses(cfg.compress_runs, plan);
       const std::uint64_t round1_bytes = detail::round1_bytes(plan, layout, compressed);
       if (!plan.in_core() && round1_cache.size() < round1_bytes) {
@@ -502,10 +503,10 @@ std::uint64_t engine::impl::fast_bytes(std::uint64_t n, const detail::element_la
     try {
       const detail::chunk_plan plan = detail::make_plan(
           n, detail::common_capacity(devs, layout),
-          max_chunk ? std::min(*max_chunk, pipelined) : pipelined);
+          max_chunk ? std::min(*max_chunk, pipelined) : pipelined, layout.key_bytes);
       if (plan.in_core()) return staging(n, 1);
       return detail::round1_bytes(plan, layout, detail::compresses(cfg.compress_runs, plan)) +
-             staging(plan.capacity, plan.d * plan.d);
+             staging(plan.capacity, plan.d * plan.runs_per_chunk());
     } catch (const config_error&) {
       return std::numeric_limits<std::uint64_t>::max();
     }
@@ -515,9 +516,9 @@ std::uint64_t engine::impl::fast_bytes(std::uint64_t n, const detail::element_la
   if (!cfg.device_memory_budget && !cfg.chunk_bytes) return read_in + data;  // direct: scratch
   try {
     const detail::chunk_plan plan =
-        detail::make_plan(n, detail::common_capacity(devs, layout), max_chunk);
+        detail::make_plan(n, detail::common_capacity(devs, layout), max_chunk, layout.key_bytes);
     if (plan.in_core()) return read_in + staging(n, 1);
-    return read_in + data + staging(plan.capacity, plan.d * plan.d);
+    return read_in + data + staging(plan.capacity, plan.d * plan.runs_per_chunk());
   } catch (const config_error&) {
     return std::numeric_limits<std::uint64_t>::max();
   }
@@ -738,7 +739,8 @@ sort_report engine::impl::run(const sort_job& job, const sort_options& options, 
     const auto sort_on_cpu = [&](const detail::job_arrays& in_memory) {
       if (direct) return detail::sort_direct(in_memory, layout, cfg.host_threads, ctx);
       const detail::chunk_plan plan =
-          detail::make_plan(in_memory.n, detail::common_capacity(devs, layout), max_chunk);
+          detail::make_plan(in_memory.n, detail::common_capacity(devs, layout), max_chunk,
+                            layout.key_bytes);
       return detail::execute(in_memory, layout, plan, devs, ctx, nullptr, cfg.compress_runs);
     };
     stats = in_files(arrays) ? sort_files_in_memory(arrays, layout, sort_on_cpu)

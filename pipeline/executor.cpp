@@ -118,7 +118,8 @@ class round1_encoding {
         continue;
       }
       stats.round1_stored_bytes +=
-          outcomes_[i].stream_bytes + codec::dealt_blocks(m, plan.d) * sizeof(codec::run_block);
+          outcomes_[i].stream_bytes +
+          codec::dealt_blocks(m, plan.runs_per_chunk()) * sizeof(codec::run_block);
       ++stats.encoded_chunks;
     }
   }
@@ -148,7 +149,7 @@ std::vector<chunk_task> round1_tasks(const job_arrays& a, const chunk_plan& plan
     t.dst_keys = out.keys() + begin;
     t.dst_values = static_cast<char*>(out.values()) + begin * value_size;
     t.dst_ordered = true;
-    t.deal_bins = plan.d;
+    t.deal_bins = plan.runs_per_chunk();
     if (encoding != nullptr) t.encode = encoding->target(i);
   }
   return tasks;
@@ -249,7 +250,7 @@ void sort_round2(const job_arrays& a, const element_layout& layout, const chunk_
 {
   const auto between = std::chrono::steady_clock::now();
   const std::vector<run> runs = make_run_table(plan);
-  const std::vector<run> new_chunks = transpose(runs, plan.d);
+  const std::vector<run> new_chunks = transpose(runs, plan.d, plan.runs_per_chunk());
   const std::span<const run> sampled{new_chunks.data() + plan.sampled_chunk * plan.d, plan.d};
   const splitter_set<K> splitters = choose_splitters(source, sampled, plan.s, plan.d);
   ctx.check();
@@ -380,8 +381,9 @@ std::uint64_t round1_index_entry(const chunk_plan& plan, std::uint64_t i) noexce
 {
   // Chunks take two sizes, the larger ones first (chunk_plan::chunk_size).
   const std::uint64_t larger = std::min(i, plan.n % plan.d);
-  return larger * codec::dealt_blocks(plan.n / plan.d + 1, plan.d) +
-         (i - larger) * codec::dealt_blocks(plan.n / plan.d, plan.d);
+  const std::uint64_t g = plan.runs_per_chunk();
+  return larger * codec::dealt_blocks(plan.n / plan.d + 1, g) +
+         (i - larger) * codec::dealt_blocks(plan.n / plan.d, g);
 }
 
 std::uint64_t round1_bytes(const chunk_plan& plan, const element_layout& layout, bool compressed)

@@ -190,17 +190,22 @@ void run_task(const chunk_task& task, const element_layout& layout, chunk_buffer
   if (fault::hit(fault::site::launch)) fault::throw_device_fault(fault::site::launch, "cpu");
   cpu_sort<K, V>(a_keys, a_values, task.count, buf.scratch(), threads);
   queue.wait_to_write(task, ctx);
+  // The sorted (and dealt) elements, and a free buffer of keys for a stream.
+  K* keys = a_keys;
+  V* values = a_values;
+  K* free_keys = buf.b_keys();
   if (task.deal_bins > 1) {
-    K* b_keys = buf.b_keys();
-    V* b_values = buf.b_values();
-    deal<K, V>(a_keys, a_values, task.count, task.deal_bins, b_keys, b_values);
-    if (task.encode != nullptr)
-      write_encoded<K, V>(task, layout, b_keys, b_values, a_keys);
-    else
-      write_out<K, V>(task, layout, b_keys, b_values, task.count);
-  } else {
-    write_out<K, V>(task, layout, a_keys, a_values, task.count);
+    deal<K, V>(a_keys, a_values, task.count, task.deal_bins, buf.b_keys(), buf.b_values());
+    keys = buf.b_keys();
+    values = buf.b_values();
+    free_keys = a_keys;
   }
+  // Round 1 of a compressed job encodes its runs, dealt or not (a plan of many chunks deals
+  // into one bin: chunk_plan::bins).
+  if (task.encode != nullptr)
+    write_encoded<K, V>(task, layout, keys, values, free_keys);
+  else
+    write_out<K, V>(task, layout, keys, values, task.count);
   write_equal_tail(task, layout);
 }
 

@@ -24,33 +24,58 @@ constexpr std::uint64_t saturate(uint128 v) noexcept
   return v > max ? max : static_cast<std::uint64_t>(v);
 }
 
-/// Candidates per run for d chunks: as many as the shortest run and the sample cap allow.
-std::uint64_t candidates_per_run(std::uint64_t n, std::uint64_t d) noexcept
+/// Candidates per run for d chunks of g runs: as many as the shortest run and the sample cap
+/// allow.
+std::uint64_t candidates_per_run(std::uint64_t n, std::uint64_t d, std::uint64_t g) noexcept
 {
-  return std::min(shortest_sampled_run(n, d), plan_tuning::max_total_candidates / d);
+  return std::min(shortest_sampled_run(n, d, g), plan_tuning::max_total_candidates / d);
+}
+
+/// The plan for exactly d chunks, or nullopt where its sample or its bound does not fit.
+std::optional<chunk_plan> plan_for(std::uint64_t n, std::uint64_t d, std::uint64_t capacity,
+                                   std::uint64_t element_bytes) noexcept
+{
+  const std::uint64_t g = bins_for(n, d, element_bytes);
+  const std::uint64_t s = candidates_per_run(n, d, g);
+  if (s == 0) return std::nullopt;
+  const std::uint64_t bound = strict_interval_bound(n, d, s, g);
+  if (ceil_div(n, d) > capacity || bound >= capacity) return std::nullopt;
+  return chunk_plan{.n = n, .capacity = capacity, .d = d, .bins = g, .s = s, .bound = bound,
+                    .sampled_chunk = g - 1};
 }
 
 }  // namespace
 
-std::uint64_t shortest_sampled_run(std::uint64_t n, std::uint64_t d) noexcept
+std::uint64_t shortest_sampled_run(std::uint64_t n, std::uint64_t d, std::uint64_t g) noexcept
 {
-  return d == 0 ? 0 : (n / d) / d;
+  return d == 0 || g == 0 ? 0 : (n / d) / g;
 }
 
-std::uint64_t strict_interval_bound(std::uint64_t n, std::uint64_t d, std::uint64_t s) noexcept
+std::uint64_t strict_interval_bound(std::uint64_t n, std::uint64_t d, std::uint64_t s,
+                                    std::uint64_t g) noexcept
 {
   if (d <= 1) return n;
-  if (s == 0) return n;
-  const std::uint64_t longest_run = ceil_div(n, d) / d;
+  if (s == 0 || g == 0) return n;
+  const std::uint64_t longest_run = ceil_div(ceil_div(n, d), g);
   const std::uint64_t gap = ceil_div(longest_run, s);
   // Elements of the sampled new chunk strictly inside one splitter interval.
   const uint128 in_sampled =
       static_cast<uint128>(s + d) * gap - std::min<uint128>(d, (s + d) * gap);
-  return std::min(n, saturate(in_sampled * d + static_cast<uint128>(d) * (d - 1)));
+  return std::min(n, saturate(in_sampled * g + static_cast<uint128>(d) * (g - 1)));
+}
+
+std::uint64_t bins_for(std::uint64_t n, std::uint64_t d, std::uint64_t element_bytes) noexcept
+{
+  if (element_bytes == 0 || d == 0) return d;
+  // Elements of one (chunk, final chunk) pair, which g runs share.
+  const std::uint64_t pair = n / d / d;
+  const std::uint64_t slice =
+      std::max<std::uint64_t>(plan_tuning::min_slice_bytes / element_bytes, 1);
+  return std::clamp<std::uint64_t>(pair / slice, 1, d);
 }
 
 chunk_plan make_plan(std::uint64_t n, const device_capacity& cap,
-                     std::optional<std::uint64_t> max_chunk_elements)
+                     std::optional<std::uint64_t> max_chunk_elements, std::uint64_t element_bytes)
 {
   GPUSORT_EXPECTS(cap.elements > 0, "a device must hold at least one element");
   const std::uint64_t chunk_limit =
@@ -64,19 +89,17 @@ chunk_plan make_plan(std::uint64_t n, const device_capacity& cap,
       std::max(plan_tuning::min_out_of_core_chunks, ceil_div(n, chunk_limit));
   std::optional<chunk_plan> fallback;
   for (std::uint64_t d = plan_tuning::min_out_of_core_chunks; d <= plan_tuning::max_chunks; ++d) {
-    const std::uint64_t s = candidates_per_run(n, d);
-    if (s == 0) break;  // runs only get shorter with more chunks
-    const std::uint64_t bound = strict_interval_bound(n, d, s);
-    if (ceil_div(n, d) > cap.elements || bound >= cap.elements) continue;
-    const chunk_plan plan{.n = n, .capacity = cap.elements, .d = d, .s = s, .bound = bound,
-                          .sampled_chunk = d - 1};
-    if (d >= wanted_d) return plan;
+    // Runs only get shorter with more chunks.
+    if (candidates_per_run(n, d, bins_for(n, d, element_bytes)) == 0) break;
+    const std::optional<chunk_plan> plan = plan_for(n, d, cap.elements, element_bytes);
+    if (!plan) continue;
+    if (d >= wanted_d) return *plan;
     fallback = plan;
   }
   if (fallback) return *fallback;
   if (n <= cap.elements) return chunk_plan{.n = n, .capacity = cap.elements, .d = 1};
 
-  const std::uint64_t need = min_feasible_capacity(n);
+  const std::uint64_t need = min_feasible_capacity(n, element_bytes);
   throw config_error{"device_memory_budget: " + format_bytes(cap.budget_for(cap.elements)) +
                      " per device cannot sort " + std::to_string(n) +
                      " elements in two rounds; the smallest budget that works is " +
@@ -84,14 +107,16 @@ chunk_plan make_plan(std::uint64_t n, const device_capacity& cap,
                      std::to_string(cap.budget_for(need)) + " bytes)"};
 }
 
-std::uint64_t min_feasible_capacity(std::uint64_t n)
+std::uint64_t min_feasible_capacity(std::uint64_t n, std::uint64_t element_bytes)
 {
   std::uint64_t best = std::max<std::uint64_t>(n, 1);
   for (std::uint64_t d = plan_tuning::min_out_of_core_chunks; d <= plan_tuning::max_chunks; ++d) {
-    const std::uint64_t s = candidates_per_run(n, d);
+    const std::uint64_t g = bins_for(n, d, element_bytes);
+    const std::uint64_t s = candidates_per_run(n, d, g);
     if (s == 0) break;
     // Capacity c works for this d when the chunks fit and the bound stays below c.
-    const std::uint64_t need = std::max(ceil_div(n, d), strict_interval_bound(n, d, s) + 1);
+    const std::uint64_t need =
+        std::max(ceil_div(n, d), strict_interval_bound(n, d, s, g) + 1);
     best = std::min(best, need);
   }
   return best;

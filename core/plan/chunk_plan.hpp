@@ -32,11 +32,16 @@ struct chunk_plan {
   std::uint64_t n{};         ///< elements to sort
   std::uint64_t capacity{};  ///< Theta: elements one device sorts at once
   std::uint64_t d{1};        ///< chunks; 1 means one in-core sort
+  /// g: runs round 1 deals each chunk into; 0 means d. Round 2 gathers d * g slices per final
+  /// chunk, n / (d^2 g) elements each on average: fewer bins keep them long where d is large.
+  std::uint64_t bins{};
   std::uint64_t s{};         ///< sample candidates per run of the sampled chunk
   std::uint64_t bound{};     ///< elements strictly between two splitters, at most
-  std::uint64_t sampled_chunk{};  ///< the new chunk j whose runs give the candidates
+  std::uint64_t sampled_chunk{};  ///< the new chunk j < g whose runs give the candidates
 
   [[nodiscard]] bool in_core() const noexcept { return d == 1; }
+  /// g: the runs of each chunk (bins, or d where bins is 0).
+  [[nodiscard]] std::uint64_t runs_per_chunk() const noexcept { return bins == 0 ? d : bins; }
   [[nodiscard]] std::uint64_t chunk_begin(std::uint64_t i) const noexcept
   {
     return i * (n / d) + (i < n % d ? i : n % d);
@@ -51,25 +56,46 @@ struct chunk_plan {
 };
 
 /// Upper bound on the elements of the whole input strictly between two consecutive splitters
-/// (or below the first, above the last), for n elements in d chunks with s candidates per run.
-/// Derivation: in the sampled new chunk, a run of length L with candidates every ceil(L/s)
-/// positions holds at most (c+1)*ceil(L/s) - 1 elements of an open splitter interval that
-/// contains c of its candidates; the d runs hold at most s such candidates together. Dealing
-/// makes every other new chunk hold at most one element more per sorted chunk.
-std::uint64_t strict_interval_bound(std::uint64_t n, std::uint64_t d, std::uint64_t s) noexcept;
+/// (or below the first, above the last), for n elements in d chunks dealt into g runs each
+/// (g = d: DSPS's dealing) with s candidates per run of one new chunk.
+/// Derivation: in the sampled new chunk (d runs, one per chunk), a run of length L with
+/// candidates every ceil(L/s) positions holds at most (c+1)*ceil(L/s) - 1 elements of an open
+/// splitter interval that contains c of its candidates; the d runs hold at most s such
+/// candidates together. Dealing makes every other new chunk hold at most one element more per
+/// sorted chunk, whatever g is (the bins of one chunk take its elements in turn).
+std::uint64_t strict_interval_bound(std::uint64_t n, std::uint64_t d, std::uint64_t s,
+                                    std::uint64_t g) noexcept;
+inline std::uint64_t strict_interval_bound(std::uint64_t n, std::uint64_t d,
+                                           std::uint64_t s) noexcept
+{
+  return strict_interval_bound(n, d, s, d);
+}
 
-/// Shortest run of the sampled new chunk (j = d - 1): every run must give s candidates.
-std::uint64_t shortest_sampled_run(std::uint64_t n, std::uint64_t d) noexcept;
+/// Shortest run of the sampled new chunk (j = g - 1): every run must give s candidates.
+std::uint64_t shortest_sampled_run(std::uint64_t n, std::uint64_t d, std::uint64_t g) noexcept;
+inline std::uint64_t shortest_sampled_run(std::uint64_t n, std::uint64_t d) noexcept
+{
+  return shortest_sampled_run(n, d, d);
+}
 
-/// Chooses d and s for n elements on devices of capacity `cap`: the fewest chunks such that a
-/// chunk fits, the sample fits every run and the final-chunk bound fits the capacity.
+/// g for n elements in d chunks: d (every new chunk a regular sample, the fewest candidate
+/// reads), or fewer where round 2's slices would average below plan_tuning::min_slice_bytes of
+/// `element_bytes` elements (0: always d). A slice crosses PCIe in one copy or one gather
+/// block; below a few hundred KiB each one's cost outgrows its bytes (issue 44: d = 377 with
+/// g = d gathered 40-byte slices at 0.3 GB/s).
+std::uint64_t bins_for(std::uint64_t n, std::uint64_t d, std::uint64_t element_bytes) noexcept;
+
+/// Chooses d, g and s for n elements on devices of capacity `cap`: the fewest chunks such that
+/// a chunk fits, the sample fits every run and the final-chunk bound fits the capacity; g by
+/// bins_for(n, d, element_bytes).
 /// `max_chunk_elements` (from chunk_bytes) caps the chunk size where two rounds allow it; where
 /// it asks for chunks too small to sample, the smallest chunks that work are used instead.
 /// Throws gpusort::config_error naming the smallest budget that works when no plan exists.
 chunk_plan make_plan(std::uint64_t n, const device_capacity& cap,
-                     std::optional<std::uint64_t> max_chunk_elements = std::nullopt);
+                     std::optional<std::uint64_t> max_chunk_elements = std::nullopt,
+                     std::uint64_t element_bytes = 0);
 
 /// The smallest capacity (elements) for which make_plan succeeds on n elements.
-std::uint64_t min_feasible_capacity(std::uint64_t n);
+std::uint64_t min_feasible_capacity(std::uint64_t n, std::uint64_t element_bytes = 0);
 
 }  // namespace gpusort::detail

@@ -10,22 +10,23 @@ namespace gpusort::detail {
 std::vector<run> make_run_table(const chunk_plan& plan)
 {
   const std::uint64_t d = plan.d;
-  std::vector<run> table(d * d);
+  const std::uint64_t g = plan.runs_per_chunk();
+  std::vector<run> table(d * g);
   for (std::uint64_t i = 0; i < d; ++i) {
     const std::uint64_t begin = plan.chunk_begin(i);
     const std::uint64_t m = plan.chunk_size(i);
-    for (std::uint64_t j = 0; j < d; ++j)
-      table[i * d + j] = run{begin + bin_offset(m, d, j), bin_size(m, d, j)};
+    for (std::uint64_t j = 0; j < g; ++j)
+      table[i * g + j] = run{begin + bin_offset(m, g, j), bin_size(m, g, j)};
   }
   return table;
 }
 
-std::vector<run> transpose(const std::vector<run>& table, std::uint64_t d)
+std::vector<run> transpose(const std::vector<run>& table, std::uint64_t d, std::uint64_t g)
 {
-  GPUSORT_EXPECTS(table.size() == d * d, "a run table holds d*d runs");
+  GPUSORT_EXPECTS(table.size() == d * g, "a run table holds d*g runs");
   std::vector<run> out(table.size());
   for (std::uint64_t i = 0; i < d; ++i)
-    for (std::uint64_t j = 0; j < d; ++j) out[j * d + i] = table[i * d + j];
+    for (std::uint64_t j = 0; j < g; ++j) out[j * d + i] = table[i * g + j];
   return out;
 }
 

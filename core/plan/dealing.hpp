@@ -1,7 +1,9 @@
-// Round 1 dealing (design.md section 2): element x of sorted chunk i goes to Bin[i][x mod d],
-// the d bins laid out one after another, so every bin is a sorted run and every new chunk
+// Round 1 dealing (design.md section 3): element x of sorted chunk i goes to Bin[i][x mod g],
+// the g bins laid out one after another, so every bin is a sorted run and every new chunk
 // {Bin[0][j], ..., Bin[d-1][j]} is a regular sample of the whole input. The swap of the paper
-// is a transpose of the run table: no data moves.
+// is a transpose of the run table: no data moves. DSPS deals into g = d bins; a plan with many
+// chunks deals into fewer (chunk_plan::bins) so that round 2's d*g slices per final chunk stay
+// long, down to g = 1 (no dealing: the candidates then come from every chunk).
 #pragma once
 
 #include "core/plan/chunk_plan.hpp"
@@ -30,11 +32,12 @@ constexpr std::uint64_t bin_offset(std::uint64_t m, std::uint64_t d, std::uint64
   return j * (m / d) + (j < m % d ? j : m % d);
 }
 
-/// Bin[i][j] of every chunk, row-major: runs[i * d + j].
+/// Bin[i][j] of every chunk (j < g = plan.runs_per_chunk()), row-major: runs[i * g + j].
 std::vector<run> make_run_table(const chunk_plan& plan);
 
-/// The pointer-table transpose: result[j * d + i] = table[i * d + j].
-std::vector<run> transpose(const std::vector<run>& table, std::uint64_t d);
+/// The pointer-table transpose of d rows of g runs: result[j * d + i] = table[i * g + j], new
+/// chunk j's runs one after another.
+std::vector<run> transpose(const std::vector<run>& table, std::uint64_t d, std::uint64_t g);
 
 /// Deals the m sorted elements of `in` into d bins at `out` (host reference implementation;
 /// devices deal with their own kernels). Value arrays may be null.

@@ -24,7 +24,8 @@ encoded_runs<K>::encoded_runs(const chunk_plan& plan, const K* keys,
     : plan_{plan}, raw_{keys}, chunks_{std::move(chunks)}
 {
   GPUSORT_EXPECTS(chunks_.size() == plan.d, "an encoded round-1 output needs one entry a chunk");
-  GPUSORT_EXPECTS(plan.n >= plan.d * plan.d, "every run of an out-of-core plan holds a key");
+  GPUSORT_EXPECTS(plan.n >= plan.d * plan.runs_per_chunk(),
+                  "every run of an out-of-core plan holds a key");
 }
 
 template <typename K>
@@ -32,23 +33,25 @@ typename encoded_runs<K>::place encoded_runs<K>::locate(std::uint64_t offset) co
 {
   GPUSORT_EXPECTS(offset < plan_.n, "a position past the round-1 output");
   const std::uint64_t d = plan_.d;
+  const std::uint64_t g = plan_.runs_per_chunk();
   const std::uint64_t i = part_of(offset, plan_.n / d, plan_.n % d);
   const std::uint64_t begin = plan_.chunk_begin(i);
   const std::uint64_t m = plan_.chunk_size(i);
-  const std::uint64_t j = part_of(offset - begin, m / d, m % d);
-  const std::uint64_t run_begin = begin + bin_offset(m, d, j);
+  const std::uint64_t j = part_of(offset - begin, m / g, m % g);
+  const std::uint64_t run_begin = begin + bin_offset(m, g, j);
   return place{.chunk = chunks_[i],
                .chunk_keys = m,
                .bin = j,
                .run_begin = run_begin,
-               .run_length = bin_size(m, d, j),
+               .run_length = bin_size(m, g, j),
                .in_run = offset - run_begin};
 }
 
 template <typename K>
 std::span<const codec::run_block> encoded_runs<K>::run_index(const place& p) const
 {
-  return {p.chunk.index + codec::dealt_first_block(p.chunk_keys, plan_.d, p.bin),
+  const std::uint64_t g = plan_.runs_per_chunk();
+  return {p.chunk.index + codec::dealt_first_block(p.chunk_keys, g, p.bin),
           codec::blocks_of(p.run_length)};
 }
 

@@ -12,6 +12,11 @@ struct plan_tuning {
   static constexpr std::uint64_t max_total_candidates = std::uint64_t{1} << 20;
   /// Upper limit on d: the slice table holds d^3 entries.
   static constexpr std::uint64_t max_chunks = 4096;
+  /// Round 2's slices average at least this many bytes where d allows: below it round 1 deals
+  /// each chunk into fewer than d runs (bins_for). 256 KiB: what a copy engine moves in about
+  /// the few microseconds one copy call costs, the gather's own threshold (cuda_device_options::
+  /// gather_copy_min_bytes).
+  static constexpr std::uint64_t min_slice_bytes = std::uint64_t{256} << 10;
   /// Fewest chunks of an out-of-core plan: with d == 1 everything is one in-core sort.
   static constexpr std::uint64_t min_out_of_core_chunks = 2;
 };

@@ -61,9 +61,10 @@ keys_t simulate_round1(const keys_t& input, const chunk_plan& plan)
                  input.begin() + static_cast<std::ptrdiff_t>(b + m));
     std::sort(chunk.begin(), chunk.end());
     // Naive dealing written out by position, independent of deal()'s bin arithmetic.
+    const std::uint64_t g = plan.runs_per_chunk();
     std::uint64_t at = b;
-    for (std::uint64_t j = 0; j < plan.d; ++j)
-      for (std::uint64_t x = j; x < m; x += plan.d) out[at++] = chunk[x];
+    for (std::uint64_t j = 0; j < g; ++j)
+      for (std::uint64_t x = j; x < m; x += g) out[at++] = chunk[x];
   }
   return out;
 }
@@ -89,15 +90,16 @@ encoded_output encode_round1(const keys_t& t, const chunk_plan& plan,
     out.streams[i].resize(m + 1);
     out.chunks[i].stream = reinterpret_cast<const std::byte*>(out.streams[i].data());
     if (std::find(raw.begin(), raw.end(), i) != raw.end()) continue;
-    out.index[i].resize(codec::dealt_blocks(m, plan.d));
+    const std::uint64_t g = plan.runs_per_chunk();
+    out.index[i].resize(codec::dealt_blocks(m, g));
     auto* stream = reinterpret_cast<std::byte*>(out.streams[i].data());
     std::uint64_t at = 0;
-    for (std::uint64_t j = 0; j < plan.d; ++j) {
-      const std::uint64_t len = bin_size(m, plan.d, j);
+    for (std::uint64_t j = 0; j < g; ++j) {
+      const std::uint64_t len = bin_size(m, g, j);
       const std::span<codec::run_block> entries{
-          out.index[i].data() + codec::dealt_first_block(m, plan.d, j), codec::blocks_of(len)};
+          out.index[i].data() + codec::dealt_first_block(m, g, j), codec::blocks_of(len)};
       const std::uint64_t bytes = codec::encode(
-          std::span<const std::uint64_t>{t.data() + plan.chunk_begin(i) + bin_offset(m, plan.d, j),
+          std::span<const std::uint64_t>{t.data() + plan.chunk_begin(i) + bin_offset(m, g, j),
                                          len},
           entries, std::span<std::byte>{stream + at, (m + 1) * 8 - at});
       for (codec::run_block& e : entries) e.byte_offset += at;
@@ -116,48 +118,64 @@ struct planned {
   std::vector<final_chunk> finals;
 };
 
-planned plan_and_slice(const keys_t& input, std::uint64_t capacity)
+/// The sampled new chunk's runs.
+std::span<const run> sampled_runs(const std::vector<run>& new_chunks, const chunk_plan& plan)
+{
+  return {new_chunks.data() + plan.sampled_chunk * plan.d, plan.d};
+}
+
+/// Element sizes that make the planner deal into d bins (0), into one (8: the short runs of
+/// these tests' sizes are far below plan_tuning::min_slice_bytes) and into a few (64 KiB: slices
+/// of 4 elements count as long enough).
+constexpr std::uint64_t dealing_sizes[] = {0, 8, std::uint64_t{64} << 10};
+
+planned plan_and_slice(const keys_t& input, std::uint64_t capacity, std::uint64_t element_bytes)
 {
   planned p;
-  p.plan = make_plan(input.size(), device_capacity{.elements = capacity, .bytes_per_element = 8});
+  p.plan = make_plan(input.size(), device_capacity{.elements = capacity, .bytes_per_element = 8},
+                     std::nullopt, element_bytes);
   if (p.plan.in_core()) return p;
   p.t = simulate_round1(input, p.plan);
   p.runs = make_run_table(p.plan);
-  const auto new_chunks = transpose(p.runs, p.plan.d);
-  p.splitters = choose_splitters(
-      raw_runs<std::uint64_t>{p.t.data()}, std::span<const run>{new_chunks.data() + p.plan.sampled_chunk * p.plan.d,
-                                       p.plan.d},
-      p.plan.s, p.plan.d);
+  const auto new_chunks = transpose(p.runs, p.plan.d, p.plan.runs_per_chunk());
+  p.splitters = choose_splitters(raw_runs<std::uint64_t>{p.t.data()},
+                                 sampled_runs(new_chunks, p.plan), p.plan.s, p.plan.d);
   p.finals = slice_runs(raw_runs<std::uint64_t>{p.t.data()}, p.runs, p.splitters);
   return p;
 }
 
 TEST(ChunkPlan, ChunksCoverTheInputAndFit)
 {
-  for (std::uint64_t n : {0ULL, 1ULL, 7ULL, 1000ULL, 65'537ULL, 1'000'003ULL, 50'000'000ULL}) {
-    for (std::uint64_t cap : {n + 1, n, n / 2 + 1, n / 3 + 7, n / 16 + 5}) {
-      if (cap == 0) continue;
-      chunk_plan plan;
-      try {
-        plan = make_plan(n, device_capacity{.elements = cap, .bytes_per_element = 8});
-      } catch (const config_error&) {
-        EXPECT_LT(cap, min_feasible_capacity(n)) << n << " " << cap;
-        continue;
-      }
-      EXPECT_EQ(plan.in_core(), n <= cap);
-      std::uint64_t next = 0;
-      for (std::uint64_t i = 0; i < plan.d; ++i) {
-        EXPECT_EQ(plan.chunk_begin(i), next);
-        EXPECT_LE(plan.chunk_size(i), cap);
-        next += plan.chunk_size(i);
-      }
-      EXPECT_EQ(next, n);
-      if (!plan.in_core()) {
-        EXPECT_GE(plan.s, 1U);
-        EXPECT_LE(plan.s, shortest_sampled_run(n, plan.d));
-        EXPECT_LE(plan.s * plan.d, plan_tuning::max_total_candidates);
-        EXPECT_LT(plan.bound, cap);
-        EXPECT_EQ(plan.bound, strict_interval_bound(n, plan.d, plan.s));
+  for (const std::uint64_t bytes : dealing_sizes) {
+    for (std::uint64_t n : {0ULL, 1ULL, 7ULL, 1000ULL, 65'537ULL, 1'000'003ULL, 50'000'000ULL}) {
+      for (std::uint64_t cap : {n + 1, n, n / 2 + 1, n / 3 + 7, n / 16 + 5}) {
+        if (cap == 0) continue;
+        chunk_plan plan;
+        try {
+          plan = make_plan(n, device_capacity{.elements = cap, .bytes_per_element = 8},
+                           std::nullopt, bytes);
+        } catch (const config_error&) {
+          EXPECT_LT(cap, min_feasible_capacity(n, bytes)) << n << " " << cap;
+          continue;
+        }
+        EXPECT_EQ(plan.in_core(), n <= cap);
+        std::uint64_t next = 0;
+        for (std::uint64_t i = 0; i < plan.d; ++i) {
+          EXPECT_EQ(plan.chunk_begin(i), next);
+          EXPECT_LE(plan.chunk_size(i), cap);
+          next += plan.chunk_size(i);
+        }
+        EXPECT_EQ(next, n);
+        if (!plan.in_core()) {
+          EXPECT_GE(plan.s, 1U);
+          const std::uint64_t g = plan.runs_per_chunk();
+          EXPECT_EQ(g, bins_for(n, plan.d, bytes));
+          EXPECT_EQ(plan.sampled_chunk, g - 1);
+          EXPECT_LE(plan.s, shortest_sampled_run(n, plan.d, g));
+          EXPECT_LE(plan.s * plan.d, plan_tuning::max_total_candidates);
+          EXPECT_LT(plan.bound, cap);
+          EXPECT_EQ(plan.bound, strict_interval_bound(n, plan.d, plan.s, g));
+        }
       }
     }
   }
@@ -165,26 +183,59 @@ TEST(ChunkPlan, ChunksCoverTheInputAndFit)
 
 TEST(ChunkPlan, TooSmallABudgetNamesTheSmallestThatWorks)
 {
-  for (std::uint64_t n : {5'000ULL, 123'457ULL, 10'000'000ULL, 1ULL << 33}) {
-    const std::uint64_t need = min_feasible_capacity(n);
-    ASSERT_LT(need, n);
-    const device_capacity ok{.elements = need, .bytes_per_element = 16, .fixed_bytes = 4096};
-    EXPECT_NO_THROW(make_plan(n, ok));
-    const device_capacity short_by_one{.elements = need - 1, .bytes_per_element = 16,
-                                       .fixed_bytes = 4096};
-    try {
-      make_plan(n, short_by_one);
-      ADD_FAILURE() << "a capacity below the minimum must be refused for n = " << n;
-    } catch (const config_error& e) {
-      const std::string msg = e.what();
-      EXPECT_NE(msg.find("smallest budget that works"), std::string::npos) << msg;
-      EXPECT_NE(msg.find(std::to_string(ok.budget_for(need)) + " bytes"), std::string::npos)
-          << msg;
+  for (const std::uint64_t bytes : dealing_sizes) {
+    for (std::uint64_t n : {5'000ULL, 123'457ULL, 10'000'000ULL, 1ULL << 33}) {
+      const std::uint64_t need = min_feasible_capacity(n, bytes);
+      ASSERT_LT(need, n);
+      const device_capacity ok{.elements = need, .bytes_per_element = 16, .fixed_bytes = 4096};
+      EXPECT_NO_THROW(make_plan(n, ok, std::nullopt, bytes));
+      const device_capacity short_by_one{.elements = need - 1, .bytes_per_element = 16,
+                                         .fixed_bytes = 4096};
+      try {
+        make_plan(n, short_by_one, std::nullopt, bytes);
+        ADD_FAILURE() << "a capacity below the minimum must be refused for n = " << n;
+      } catch (const config_error& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("smallest budget that works"), std::string::npos) << msg;
+        EXPECT_NE(msg.find(std::to_string(ok.budget_for(need)) + " bytes"), std::string::npos)
+            << msg;
+      }
     }
   }
   // Feasibility needs roughly 2 N^(2/3) elements (design.md section 2), not a fraction of N.
   const double n = std::ldexp(1.0, 33);
   EXPECT_LT(static_cast<double>(min_feasible_capacity(1ULL << 33)), 4.0 * std::cbrt(n * n));
+}
+
+// Issue 44: many chunks deal into fewer bins so that round 2's slices stay long; few chunks of
+// long runs keep DSPS's d bins.
+TEST(ChunkPlan, ManyChunksDealIntoFewerBinsSoThatSlicesStayLong)
+{
+  const std::uint64_t slice = plan_tuning::min_slice_bytes;
+  for (const std::uint64_t bytes : {4ULL, 8ULL, 16ULL})
+    for (const std::uint64_t n : {1ULL << 20, 1ULL << 27, 1ULL << 30, 1ULL << 32})
+      for (const std::uint64_t d : {2ULL, 8ULL, 32ULL, 100ULL, 377ULL, 683ULL, 4096ULL}) {
+        const std::uint64_t g = bins_for(n, d, bytes);
+        ASSERT_GE(g, 1U);
+        ASSERT_LE(g, d);
+        // Long enough where dealing at all (an average slice of n / (d^2 g) elements) ...
+        if (g > 1) {
+          EXPECT_GE(n / d / d / g * bytes, slice) << n << " " << d << " " << bytes;
+        }
+        // ... and no fewer bins than that allows.
+        if (g < d) {
+          EXPECT_LT(n / d / d / (g + 1) * bytes, slice) << n << " " << d << " " << bytes;
+        }
+      }
+  EXPECT_EQ(bins_for(1ULL << 30, 32, 8), 32U);  // 8 GiB of u64 in 32 chunks: DSPS as it was
+  EXPECT_EQ(bins_for(1ULL << 28, 377, 8), 1U);   // the issue's 2 GiB of f64 in 377 chunks
+  EXPECT_EQ(bins_for(1ULL << 30, 377, 0), 377U);  // no element size: always d
+  // The issue's case planned: d * g slices per final chunk instead of d^2, and still a plan.
+  const chunk_plan p = make_plan(1ULL << 28, device_capacity{.elements = 1ULL << 20},
+                                 std::nullopt, 8);
+  EXPECT_GE(p.d, 256U);
+  EXPECT_EQ(p.runs_per_chunk(), 1U);
+  EXPECT_LT(p.bound, p.capacity);
 }
 
 TEST(ChunkPlan, ChunkLimitRaisesTheChunkCount)
@@ -248,23 +299,27 @@ TEST(Dealing, DealMatchesTheDefinition)
 
 TEST(Dealing, TransposeSwapsTheRunTable)
 {
-  const chunk_plan plan = make_plan(100'000, device_capacity{.elements = 20'000});
-  const auto table = make_run_table(plan);
-  ASSERT_EQ(table.size(), plan.d * plan.d);
-  const auto t = transpose(table, plan.d);
-  for (std::uint64_t i = 0; i < plan.d; ++i)
-    for (std::uint64_t j = 0; j < plan.d; ++j) EXPECT_EQ(t[j * plan.d + i], table[i * plan.d + j]);
-  EXPECT_EQ(transpose(t, plan.d), table);
-  // The runs tile the round-1 output exactly.
-  std::vector<run> sorted_runs = table;
-  std::sort(sorted_runs.begin(), sorted_runs.end(),
-            [](const run& a, const run& b) { return a.offset < b.offset; });
-  std::uint64_t next = 0;
-  for (const run& r : sorted_runs) {
-    EXPECT_EQ(r.offset, next);
-    next += r.length;
+  for (const std::uint64_t g : {0ULL, 1ULL, 3ULL}) {
+    chunk_plan plan = make_plan(100'000, device_capacity{.elements = 20'000});
+    plan.bins = g;
+    const std::uint64_t bins = plan.runs_per_chunk();
+    const auto table = make_run_table(plan);
+    ASSERT_EQ(table.size(), plan.d * bins);
+    const auto t = transpose(table, plan.d, bins);
+    for (std::uint64_t i = 0; i < plan.d; ++i)
+      for (std::uint64_t j = 0; j < bins; ++j) EXPECT_EQ(t[j * plan.d + i], table[i * bins + j]);
+    EXPECT_EQ(transpose(t, bins, plan.d), table);
+    // The runs tile the round-1 output exactly.
+    std::vector<run> sorted_runs = table;
+    std::sort(sorted_runs.begin(), sorted_runs.end(),
+              [](const run& a, const run& b) { return a.offset < b.offset; });
+    std::uint64_t next = 0;
+    for (const run& r : sorted_runs) {
+      EXPECT_EQ(r.offset, next);
+      next += r.length;
+    }
+    EXPECT_EQ(next, plan.n);
   }
-  EXPECT_EQ(next, plan.n);
 }
 
 TEST(Splitters, CandidatesAreEquidistantAndEndAtTheRunEnd)
@@ -304,91 +359,92 @@ TEST_P(PlannerInvariants, EveryElementLandsOnceInOrderedBoundedFinalChunks)
 {
   const shape sh = GetParam();
   std::uint64_t compensated_total = 0;
-  for (std::uint64_t n : {1'000ULL, 4'099ULL, 30'011ULL, 200'003ULL}) {
-    const std::uint64_t minimum = min_feasible_capacity(n);
-    for (std::uint64_t cap : {minimum, minimum + 17, minimum * 2, n / 2}) {
-      if (cap < minimum || cap >= n) continue;
-      const keys_t input = make_keys(n, sh, n * 31 + cap);
-      const planned p = plan_and_slice(input, cap);
-      ASSERT_FALSE(p.plan.in_core());
-      ASSERT_EQ(p.finals.size(), p.plan.d);
+  for (const std::uint64_t bytes : dealing_sizes) {
+    for (std::uint64_t n : {1'000ULL, 4'099ULL, 30'011ULL, 200'003ULL}) {
+      const std::uint64_t minimum = min_feasible_capacity(n, bytes);
+      for (std::uint64_t cap : {minimum, minimum + 17, minimum * 2, n / 2}) {
+        if (cap < minimum || cap >= n) continue;
+        const keys_t input = make_keys(n, sh, n * 31 + cap);
+        const planned p = plan_and_slice(input, cap, bytes);
+        ASSERT_FALSE(p.plan.in_core());
+        ASSERT_EQ(p.finals.size(), p.plan.d);
 
-      // Every element lands in exactly one final chunk: the slices tile the round-1 output.
-      std::vector<std::uint8_t> hit(n, 0);
-      std::uint64_t offset = 0;
-      for (const final_chunk& fc : p.finals) {
-        EXPECT_EQ(fc.out_offset, offset);
-        std::uint64_t size = 0;
-        for (const slice& sl : fc.slices)
-          for (std::uint64_t x = sl.offset; x < sl.offset + sl.length; ++x) {
-            ASSERT_EQ(hit[x], 0) << "element " << x << " in two final chunks";
-            hit[x] = 1;
-            ++size;
-          }
-        EXPECT_EQ(size, fc.size);
-        offset += fc.size;
-      }
-      EXPECT_EQ(offset, n);
-      EXPECT_TRUE(std::all_of(hit.begin(), hit.end(), [](std::uint8_t h) { return h == 1; }));
-
-      // Final chunks are ordered: chunk k holds keys in (splitter[k-1], splitter[k]].
-      for (const final_chunk& fc : p.finals)
-        for (const slice& sl : fc.slices)
-          for (std::uint64_t x = sl.offset; x < sl.offset + sl.length; ++x) {
-            if (fc.index > 0) { ASSERT_GT(p.t[x], p.splitters.values[fc.index - 1]); }
-            if (fc.index + 1 < p.plan.d) { ASSERT_LE(p.t[x], p.splitters.values[fc.index]); }
-          }
-
-      // The same planning on the runs compressed (chunk 0 left raw) gives the same answers.
-      const encoded_output enc = encode_round1(p.t, p.plan, {0});
-      const encoded_runs<std::uint64_t> source{p.plan, p.t.data(), enc.chunks};
-      const auto new_chunks = transpose(p.runs, p.plan.d);
-      const splitter_set<std::uint64_t> splitters = choose_splitters(
-          source,
-          std::span<const run>{new_chunks.data() + p.plan.sampled_chunk * p.plan.d, p.plan.d},
-          p.plan.s, p.plan.d);
-      EXPECT_EQ(splitters.values, p.splitters.values);
-      EXPECT_EQ(splitters.est, p.splitters.est);
-      const std::vector<final_chunk> finals = slice_runs(source, p.runs, p.splitters);
-      ASSERT_EQ(finals.size(), p.finals.size());
-      for (std::uint64_t k = 0; k < finals.size(); ++k) {
-        EXPECT_EQ(finals[k].size, p.finals[k].size);
-        EXPECT_EQ(finals[k].out_offset, p.finals[k].out_offset);
-        EXPECT_EQ(finals[k].slices, p.finals[k].slices);
-        if (needs_compensation(p.finals[k], cap)) {
-          const auto on_raw =
-              split_equal(raw_runs<std::uint64_t>{p.t.data()}, p.finals[k], p.splitters, cap);
-          const auto on_encoded = split_equal(source, p.finals[k], p.splitters, cap);
-          EXPECT_EQ(on_encoded.rest, on_raw.rest);
-          EXPECT_EQ(on_encoded.equal, on_raw.equal);
+        // Every element lands in exactly one final chunk: the slices tile the round-1 output.
+        std::vector<std::uint8_t> hit(n, 0);
+        std::uint64_t offset = 0;
+        for (const final_chunk& fc : p.finals) {
+          EXPECT_EQ(fc.out_offset, offset);
+          std::uint64_t size = 0;
+          for (const slice& sl : fc.slices)
+            for (std::uint64_t x = sl.offset; x < sl.offset + sl.length; ++x) {
+              ASSERT_EQ(hit[x], 0) << "element " << x << " in two final chunks";
+              hit[x] = 1;
+              ++size;
+            }
+          EXPECT_EQ(size, fc.size);
+          offset += fc.size;
         }
-      }
+        EXPECT_EQ(offset, n);
+        EXPECT_TRUE(std::all_of(hit.begin(), hit.end(), [](std::uint8_t h) { return h == 1; }));
 
-      for (const final_chunk& fc : p.finals) {
-        // The bound holds on keys strictly between splitters, whatever the duplicates.
-        std::uint64_t strict = 0;
-        for (const slice& sl : fc.slices)
-          for (std::uint64_t x = sl.offset; x < sl.offset + sl.length; ++x)
-            if (fc.index + 1 == p.plan.d || p.t[x] < p.splitters.values[fc.index]) ++strict;
-        EXPECT_LE(strict, p.plan.bound);
-        if (sh == shape::distinct || sh == shape::sorted_distinct) {
-          EXPECT_LE(fc.size, p.plan.final_bound());
-          EXPECT_FALSE(needs_compensation(fc, cap)) << "distinct keys never compensate";
+        // Final chunks are ordered: chunk k holds keys in (splitter[k-1], splitter[k]].
+        for (const final_chunk& fc : p.finals)
+          for (const slice& sl : fc.slices)
+            for (std::uint64_t x = sl.offset; x < sl.offset + sl.length; ++x) {
+              if (fc.index > 0) { ASSERT_GT(p.t[x], p.splitters.values[fc.index - 1]); }
+              if (fc.index + 1 < p.plan.d) { ASSERT_LE(p.t[x], p.splitters.values[fc.index]); }
+            }
+
+        // The same planning on the runs compressed (chunk 0 left raw) gives the same answers.
+        const encoded_output enc = encode_round1(p.t, p.plan, {0});
+        const encoded_runs<std::uint64_t> source{p.plan, p.t.data(), enc.chunks};
+        const auto new_chunks = transpose(p.runs, p.plan.d, p.plan.runs_per_chunk());
+        const splitter_set<std::uint64_t> splitters =
+            choose_splitters(source, sampled_runs(new_chunks, p.plan), p.plan.s, p.plan.d);
+        EXPECT_EQ(splitters.values, p.splitters.values);
+        EXPECT_EQ(splitters.est, p.splitters.est);
+        const std::vector<final_chunk> finals = slice_runs(source, p.runs, p.splitters);
+        ASSERT_EQ(finals.size(), p.finals.size());
+        for (std::uint64_t k = 0; k < finals.size(); ++k) {
+          EXPECT_EQ(finals[k].size, p.finals[k].size);
+          EXPECT_EQ(finals[k].out_offset, p.finals[k].out_offset);
+          EXPECT_EQ(finals[k].slices, p.finals[k].slices);
+          if (needs_compensation(p.finals[k], cap)) {
+            const auto on_raw =
+                split_equal(raw_runs<std::uint64_t>{p.t.data()}, p.finals[k], p.splitters, cap);
+            const auto on_encoded = split_equal(source, p.finals[k], p.splitters, cap);
+            EXPECT_EQ(on_encoded.rest, on_raw.rest);
+            EXPECT_EQ(on_encoded.equal, on_raw.equal);
+          }
         }
-        // Compensation exactly when the chunk would overflow the device.
-        EXPECT_EQ(needs_compensation(fc, cap), fc.size > cap);
-        if (needs_compensation(fc, cap)) {
-          ++compensated_total;
-          const auto split = split_equal(raw_runs<std::uint64_t>{p.t.data()}, fc, p.splitters, cap);
-          EXPECT_EQ(split.rest_count, strict);
-          EXPECT_LE(split.rest_count, cap);
-          EXPECT_EQ(split.rest_count + split.equal_count, fc.size);
-          for (const slice& sl : split.equal)
+
+        for (const final_chunk& fc : p.finals) {
+          // The bound holds on keys strictly between splitters, whatever the duplicates.
+          std::uint64_t strict = 0;
+          for (const slice& sl : fc.slices)
             for (std::uint64_t x = sl.offset; x < sl.offset + sl.length; ++x)
-              ASSERT_EQ(p.t[x], p.splitters.values[fc.index]);
-          for (const slice& sl : split.rest)
-            for (std::uint64_t x = sl.offset; x < sl.offset + sl.length; ++x)
-              ASSERT_LT(p.t[x], p.splitters.values[fc.index]);
+              if (fc.index + 1 == p.plan.d || p.t[x] < p.splitters.values[fc.index]) ++strict;
+          EXPECT_LE(strict, p.plan.bound);
+          if (sh == shape::distinct || sh == shape::sorted_distinct) {
+            EXPECT_LE(fc.size, p.plan.final_bound());
+            EXPECT_FALSE(needs_compensation(fc, cap)) << "distinct keys never compensate";
+          }
+          // Compensation exactly when the chunk would overflow the device.
+          EXPECT_EQ(needs_compensation(fc, cap), fc.size > cap);
+          if (needs_compensation(fc, cap)) {
+            ++compensated_total;
+            const auto split =
+                split_equal(raw_runs<std::uint64_t>{p.t.data()}, fc, p.splitters, cap);
+            EXPECT_EQ(split.rest_count, strict);
+            EXPECT_LE(split.rest_count, cap);
+            EXPECT_EQ(split.rest_count + split.equal_count, fc.size);
+            for (const slice& sl : split.equal)
+              for (std::uint64_t x = sl.offset; x < sl.offset + sl.length; ++x)
+                ASSERT_EQ(p.t[x], p.splitters.values[fc.index]);
+            for (const slice& sl : split.rest)
+              for (std::uint64_t x = sl.offset; x < sl.offset + sl.length; ++x)
+                ASSERT_LT(p.t[x], p.splitters.values[fc.index]);
+          }
         }
       }
     }
@@ -409,10 +465,13 @@ TEST(EncodedRuns, ReadSearchAndDecodeLikeThePlainArray)
 {
   for (const shape sh : {shape::random, shape::few_unique, shape::sorted_distinct}) {
     // Runs of 1, 2047, 2048, 2049 and many blocks: d = 2 and 3 over 4 * 2048 * d^2 + 3 keys.
-    for (const std::uint64_t d : {2ULL, 3ULL}) {
+    // Dealt into d bins, into one (no dealing) and into two of three.
+    for (const auto& [d, g] : {std::pair{2ULL, 0ULL}, std::pair{3ULL, 0ULL}, std::pair{3ULL, 1ULL},
+                              std::pair{3ULL, 2ULL}}) {
       const std::uint64_t n = 4 * codec::block_keys * d * d + 3;
-      SCOPED_TRACE("d=" + std::to_string(d) + " shape " + std::to_string(static_cast<int>(sh)));
-      const chunk_plan plan{.n = n, .capacity = n, .d = d};
+      SCOPED_TRACE("d=" + std::to_string(d) + " g=" + std::to_string(g) + " shape " +
+                   std::to_string(static_cast<int>(sh)));
+      const chunk_plan plan{.n = n, .capacity = n, .d = d, .bins = g};
       const keys_t t = simulate_round1(make_keys(n, sh, n + d), plan);
       const encoded_output enc = encode_round1(t, plan, {d - 1});
       const encoded_runs<std::uint64_t> source{plan, t.data(), enc.chunks};

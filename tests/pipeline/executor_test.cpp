@@ -1,5 +1,6 @@
 // The executor's scheduling over several devices, and its behaviour when a device fails.
 #include "core/generate.hpp"
+#include "core/plan/chunk_plan.hpp"
 #include "core/verify.hpp"
 #include "pipeline/executor.hpp"
 #include "pipeline/host_device.hpp"
@@ -193,6 +194,51 @@ TEST(Executor, CompressedRunsSortWhateverEachChunkStores)
         EXPECT_EQ(stats.encoded_chunks, plan.d);
         if (!extremes) { EXPECT_LT(stats.round1_stored_bytes, n * 8 * 9 / 10); }
         if (k == kind::few) { EXPECT_LT(stats.round1_stored_bytes, n * 8 / 10); }
+      }
+    }
+  }
+}
+
+// Issue 44: round 1 deals into g bins, from d (DSPS) down to 1 (no dealing), raw and
+// compressed, on two host devices; every (key, value) pair checked against std::sort.
+TEST(Executor, EveryDealingWidthSortsPairs)
+{
+  const std::uint64_t n = 400'009;  // prime: chunks and bins of two sizes
+  std::vector<std::uint64_t> input(n);
+  generate(std::span<std::uint64_t>{input}, distribution::staggered, 31);
+  for (std::uint64_t i = 0; i < n; i += 7) input[i] %= 16;  // duplicates across chunks
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> expected(n);
+  for (std::uint64_t i = 0; i < n; ++i) expected[i] = {input[i], static_cast<std::uint32_t>(i)};
+  std::sort(expected.begin(), expected.end());
+  host_device a{std::uint64_t{1} << 20, 1, 0};
+  host_device b{std::uint64_t{1} << 20, 1, 1};
+  const std::vector<device*> devs{&a, &b};
+  const element_layout layout{.type = dtype::u64, .key_bytes = 8, .value_bytes = 4};
+  const chunk_plan dsps = make_plan(n, common_capacity(devs, layout));
+  ASSERT_GE(dsps.d, 8U);
+  for (const run_compression mode : {run_compression::off, run_compression::on}) {
+    for (const std::uint64_t g : {dsps.d, std::uint64_t{1}, std::uint64_t{2}, dsps.d / 2 + 1}) {
+      SCOPED_TRACE("g=" + std::to_string(g) + " of d=" + std::to_string(dsps.d) +
+                   (mode == run_compression::on ? ", compressed" : ""));
+      // The bound for these bins, with the candidates their runs allow.
+      chunk_plan plan = dsps;
+      plan.bins = g;
+      plan.s = std::min(shortest_sampled_run(n, plan.d, g), plan.s);
+      plan.bound = strict_interval_bound(n, plan.d, plan.s, g);
+      plan.sampled_chunk = g - 1;
+      ASSERT_LT(plan.bound, plan.capacity);
+      std::vector<std::uint64_t> keys = input;
+      std::vector<std::uint32_t> values(n);
+      std::iota(values.begin(), values.end(), 0U);
+      sort_options opt;
+      job_context ctx{opt, layout.bytes()};
+      const execution_stats stats =
+          execute(job_arrays{keys.data(), values.data(), keys.data(), values.data(), n}, layout,
+                  plan, devs, ctx, nullptr, mode);
+      EXPECT_EQ(stats.rounds, 2);
+      for (std::uint64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(keys[i], expected[i].first) << i;
+        ASSERT_EQ(input[values[i]], keys[i]) << i;
       }
     }
   }
