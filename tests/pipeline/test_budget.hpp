@@ -53,6 +53,30 @@ inline std::uint64_t host_budget_for(std::uint64_t capacity, std::uint64_t eleme
   return capacity * 2 * element_bytes;  // host_device keeps two buffers per chunk
 }
 
+/// Elements of a chunk of n elements in tiny mode: n/16.
+inline std::uint64_t tiny_chunk(std::uint64_t n)
+{
+  return std::max<std::uint64_t>(1, (n + 15) / 16);
+}
+
+/// The device capacity (elements) of tiny mode for n elements: the smallest that takes chunks of
+/// tiny_chunk(n) in two rounds. The planner only sizes the configuration here, the verifier
+/// judges the result.
+inline std::uint64_t tiny_capacity_for(std::uint64_t n)
+{
+  std::uint64_t cap = 16;
+  for (;;) {
+    try {
+      const detail::chunk_plan plan =
+          detail::make_plan(n, detail::device_capacity{.elements = cap}, tiny_chunk(n));
+      if (plan.d >= 16 || plan.in_core() || cap >= n) break;
+    } catch (const config_error&) {
+    }
+    cap += cap / 8 + 1;
+  }
+  return cap;
+}
+
 /// A configuration for sorting n elements of `element_bytes` on the CPU: the default one, or in
 /// tiny mode a budget so small that the planner needs at least 16 chunks (where n allows it);
 /// `at_tiny_capacity`: the fixed budget of tiny_capacity elements, for sizes around it.
@@ -67,21 +91,8 @@ inline config config_for(std::uint64_t n, std::uint64_t element_bytes,
     cfg.device_memory_budget = test::host_budget_for(test::tiny_capacity, element_bytes);
     return cfg;
   }
-  // Chunks of n/16 elements, on the smallest capacity that can take them in two rounds; the
-  // planner only sizes the configuration here, the verifier judges the result.
-  const std::uint64_t chunk = std::max<std::uint64_t>(1, (n + 15) / 16);
-  cfg.chunk_bytes = chunk * element_bytes;
-  std::uint64_t cap = 16;
-  for (;;) {
-    try {
-      const detail::chunk_plan plan =
-          detail::make_plan(n, detail::device_capacity{.elements = cap}, chunk);
-      if (plan.d >= 16 || plan.in_core() || cap >= n) break;
-    } catch (const config_error&) {
-    }
-    cap += cap / 8 + 1;
-  }
-  cfg.device_memory_budget = test::host_budget_for(cap, element_bytes);
+  cfg.chunk_bytes = tiny_chunk(n) * element_bytes;
+  cfg.device_memory_budget = test::host_budget_for(tiny_capacity_for(n), element_bytes);
   return cfg;
 }
 
