@@ -506,6 +506,7 @@ std::uint64_t engine::impl::fast_bytes(std::uint64_t n, const detail::element_la
           max_chunk ? std::min(*max_chunk, pipelined) : pipelined, layout.key_bytes);
       if (plan.in_core()) return staging(n, 1);
       return detail::round1_bytes(plan, layout, detail::compresses(cfg.compress_runs, plan)) +
+             detail::planning_bytes(plan, layout) +
              staging(plan.capacity, plan.d * plan.runs_per_chunk());
     } catch (const config_error&) {
       return std::numeric_limits<std::uint64_t>::max();
@@ -518,7 +519,8 @@ std::uint64_t engine::impl::fast_bytes(std::uint64_t n, const detail::element_la
     const detail::chunk_plan plan =
         detail::make_plan(n, detail::common_capacity(devs, layout), max_chunk, layout.key_bytes);
     if (plan.in_core()) return read_in + staging(n, 1);
-    return read_in + data + staging(plan.capacity, plan.d * plan.runs_per_chunk());
+    return read_in + data + detail::planning_bytes(plan, layout) +
+           staging(plan.capacity, plan.d * plan.runs_per_chunk());
   } catch (const config_error&) {
     return std::numeric_limits<std::uint64_t>::max();
   }

@@ -393,6 +393,15 @@ std::uint64_t round1_bytes(const chunk_plan& plan, const element_layout& layout,
          round1_index_entry(plan, plan.d) * sizeof(codec::run_block);
 }
 
+std::uint64_t planning_bytes(const chunk_plan& plan, const element_layout& layout) noexcept
+{
+  if (plan.in_core()) return 0;
+  const std::uint64_t candidates = plan.d * plan.s;
+  const std::uint64_t pieces = plan.d * plan.runs_per_chunk() * plan.d;
+  return 2 * candidates * layout.key_bytes +
+         pieces * (sizeof(std::uint64_t) + 2 * sizeof(slice));
+}
+
 execution_stats execute(const job_arrays& arrays, const element_layout& layout,
                         const chunk_plan& plan, const std::vector<device*>& devices,
                         job_context& ctx, const host_buffer* round1_scratch,

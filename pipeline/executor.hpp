@@ -88,6 +88,10 @@ constexpr std::uint64_t round1_index_offset(std::uint64_t n, const element_layou
 std::uint64_t round1_index_entry(const chunk_plan& plan, std::uint64_t i) noexcept;
 /// Bytes of the round-1 output of a job of `plan`, compressed or not.
 std::uint64_t round1_bytes(const chunk_plan& plan, const element_layout& layout, bool compressed);
+/// Host memory a job of `plan` takes between the rounds: the candidates and their merge, the
+/// cut of every run and the slices of every final chunk and its task, d * g * d of each (issue
+/// 44: 260 MB at d = 3300, where a 2^20-candidate plan at d = 32 took under 30 MB).
+std::uint64_t planning_bytes(const chunk_plan& plan, const element_layout& layout) noexcept;
 
 /// Sorts `arrays` on `devices` by `plan` (in core when plan.d == 1), compressing round 1's runs
 /// as `compress_runs` says (compresses()). The round-1 output goes to `round1_scratch` when it

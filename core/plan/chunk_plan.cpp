@@ -25,23 +25,38 @@ constexpr std::uint64_t saturate(uint128 v) noexcept
 }
 
 /// Candidates per run for d chunks of g runs: as many as the shortest run and the sample cap
-/// allow.
-std::uint64_t candidates_per_run(std::uint64_t n, std::uint64_t d, std::uint64_t g) noexcept
+/// allow (`total`: the cap on all runs together).
+std::uint64_t candidates_per_run(
+    std::uint64_t n, std::uint64_t d, std::uint64_t g,
+    std::uint64_t total = plan_tuning::max_total_candidates) noexcept
 {
-  return std::min(shortest_sampled_run(n, d, g), plan_tuning::max_total_candidates / d);
+  return std::min(shortest_sampled_run(n, d, g), total / d);
 }
 
-/// The plan for exactly d chunks, or nullopt where its sample or its bound does not fit.
+/// The plan for exactly d chunks, or nullopt where its sample or its bound does not fit: the
+/// usual candidates where their bound fits the capacity, else the fewest more (up to
+/// max_total_candidates_small_budget) whose bound does.
 std::optional<chunk_plan> plan_for(std::uint64_t n, std::uint64_t d, std::uint64_t capacity,
                                    std::uint64_t element_bytes) noexcept
 {
+  if (ceil_div(n, d) > capacity) return std::nullopt;
   const std::uint64_t g = bins_for(n, d, element_bytes);
-  const std::uint64_t s = candidates_per_run(n, d, g);
+  std::uint64_t s = candidates_per_run(n, d, g);
   if (s == 0) return std::nullopt;
-  const std::uint64_t bound = strict_interval_bound(n, d, s, g);
-  if (ceil_div(n, d) > capacity || bound >= capacity) return std::nullopt;
-  return chunk_plan{.n = n, .capacity = capacity, .d = d, .bins = g, .s = s, .bound = bound,
-                    .sampled_chunk = g - 1};
+  if (strict_interval_bound(n, d, s, g) >= capacity) {
+    // The bound only falls as s grows: the least s in (s, most] that fits.
+    std::uint64_t lo = s;
+    std::uint64_t hi =
+        candidates_per_run(n, d, g, plan_tuning::max_total_candidates_small_budget);
+    if (strict_interval_bound(n, d, hi, g) >= capacity) return std::nullopt;
+    while (lo + 1 < hi) {
+      const std::uint64_t mid = lo + (hi - lo) / 2;
+      (strict_interval_bound(n, d, mid, g) < capacity ? hi : lo) = mid;
+    }
+    s = hi;
+  }
+  return chunk_plan{.n = n, .capacity = capacity, .d = d, .bins = g, .s = s,
+                    .bound = strict_interval_bound(n, d, s, g), .sampled_chunk = g - 1};
 }
 
 }  // namespace
@@ -112,9 +127,11 @@ std::uint64_t min_feasible_capacity(std::uint64_t n, std::uint64_t element_bytes
   std::uint64_t best = std::max<std::uint64_t>(n, 1);
   for (std::uint64_t d = plan_tuning::min_out_of_core_chunks; d <= plan_tuning::max_chunks; ++d) {
     const std::uint64_t g = bins_for(n, d, element_bytes);
-    const std::uint64_t s = candidates_per_run(n, d, g);
+    const std::uint64_t s =
+        candidates_per_run(n, d, g, plan_tuning::max_total_candidates_small_budget);
     if (s == 0) break;
-    // Capacity c works for this d when the chunks fit and the bound stays below c.
+    // Capacity c works for this d when the chunks fit and the bound (with the most candidates
+    // plan_for may take) stays below c.
     const std::uint64_t need =
         std::max(ceil_div(n, d), strict_interval_bound(n, d, s, g) + 1);
     best = std::min(best, need);

@@ -7,6 +7,28 @@
 
 namespace gpusort::detail {
 
+namespace {
+
+/// upper_bound of `key` in run r from `from`, searched first in the `step` positions after it,
+/// then in windows four times larger: consecutive splitters cut a run about length / d apart,
+/// so the first window mostly holds the answer and the search stays within a few cache lines
+/// instead of crossing the whole run (d^2 g searches: 11M at d = 3300, issue 44).
+template <typename Source>
+std::uint64_t upper_bound_near(const Source& source, const run& r, std::uint64_t from,
+                               typename Source::key_type key, std::uint64_t step)
+{
+  for (;;) {
+    const std::uint64_t end = r.length - from > step ? from + step : r.length;
+    // A prefix of the run is a piece of it: the source searches [from, end).
+    const std::uint64_t at = source.upper_bound(run{r.offset, end}, from, key);
+    if (at < end || end == r.length) return at;
+    from = end;
+    step *= 4;
+  }
+}
+
+}  // namespace
+
 template <typename Source>
 std::vector<final_chunk> slice_runs(const Source& source, std::span<const run> runs,
                                     const splitter_set<typename Source::key_type>& splitters)
@@ -22,9 +44,10 @@ std::vector<final_chunk> slice_runs(const Source& source, std::span<const run> r
     std::uint64_t* c = &cut[r * (d + 1)];
     c[0] = 0;
     std::uint64_t from = 0;
+    const std::uint64_t step = std::max<std::uint64_t>(runs[r].length / d, 64);
     for (std::uint64_t k = 0; k + 1 < d; ++k) {
       // Splitters are non-decreasing, so each search starts where the last one ended.
-      from = source.upper_bound(runs[r], from, splitters.values[k]);
+      from = upper_bound_near(source, runs[r], from, splitters.values[k], step);
       c[k + 1] = from;
     }
     c[d] = runs[r].length;

@@ -867,9 +867,9 @@ void cuda_device::shrink_budget() noexcept
 namespace {
 
 /// Besides its buffers of `per_element` bytes an element, the budget holds scratch that grows
-/// with the element count and a margin for gather tables, staging and what CUB and the runtime
-/// take: the largest count c with margin + c * per_element + scratch(c) <= budget, by bisection.
-constexpr std::uint64_t budget_margin = std::uint64_t{64} << 20;
+/// with the element count and cuda_device::budget_margin: the largest count c with margin +
+/// c * per_element + scratch(c) <= budget, by bisection.
+constexpr std::uint64_t budget_margin = cuda_device::budget_margin;
 
 /// The capacity below which no budget goes: jobs this small sort in core on any GPU.
 constexpr std::uint64_t small_job_elements = 4096;
@@ -911,7 +911,7 @@ device_capacity cuda_device::capacity(const element_layout& layout) const
   };
   // A small job always sorts, whatever the budget: a few thousand elements take far less than
   // any GPU has, where a budget under the margin would leave no capacity at all (a 2-element
-  // job with a 24 MiB budget was refused, naming a "smallest budget" of 64.03 MiB).
+  // job with a budget below the margin was refused, naming a "smallest budget" just above it).
   const std::uint64_t fitting = state_->fitting(
       {.resident = false,
        .key_bytes = layout.key_bytes,

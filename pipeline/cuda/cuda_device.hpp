@@ -116,6 +116,12 @@ class cuda_device final : public device {
                                          std::uint64_t task_elements,
                                          std::uint64_t slices) const override;
 
+  /// Device memory a budget keeps besides the chunk buffers and the sort's scratch: the gather
+  /// tables (a slot's d*g slices, under 1 MiB as plans keep slices long), buffers rounded up to
+  /// the allocator's 2 MiB pages, what CUB and the runtime take. 16 MiB, not the 64 it was: a
+  /// device budget of 1/256 of 32 GiB (128 MiB) lost half of itself to it (issue 44). Where no
+  /// budget is given, reserve_bytes (1 GiB) stays free on the GPU besides.
+  static constexpr std::uint64_t budget_margin = std::uint64_t{16} << 20;
   /// Chunk slots in the ring: one copying in, one sorting, one copying out.
   static constexpr unsigned ring_slots = 3;
   /// Budget bytes per element of capacity: the ring slots plus the sort's alternate buffer.

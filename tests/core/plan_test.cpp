@@ -172,7 +172,15 @@ TEST(ChunkPlan, ChunksCoverTheInputAndFit)
           EXPECT_EQ(g, bins_for(n, plan.d, bytes));
           EXPECT_EQ(plan.sampled_chunk, g - 1);
           EXPECT_LE(plan.s, shortest_sampled_run(n, plan.d, g));
-          EXPECT_LE(plan.s * plan.d, plan_tuning::max_total_candidates);
+          // The usual sample where its bound fits, else the fewest more that fit.
+          const std::uint64_t usual = std::min(shortest_sampled_run(n, plan.d, g),
+                                               plan_tuning::max_total_candidates / plan.d);
+          if (strict_interval_bound(n, plan.d, usual, g) < cap) {
+            EXPECT_EQ(plan.s, usual);
+          } else {
+            EXPECT_LE(plan.s * plan.d, plan_tuning::max_total_candidates_small_budget);
+            EXPECT_GE(strict_interval_bound(n, plan.d, plan.s - 1, g), cap);
+          }
           EXPECT_LT(plan.bound, cap);
           EXPECT_EQ(plan.bound, strict_interval_bound(n, plan.d, plan.s, g));
         }
@@ -230,6 +238,15 @@ TEST(ChunkPlan, ManyChunksDealIntoFewerBinsSoThatSlicesStayLong)
   EXPECT_EQ(bins_for(1ULL << 30, 32, 8), 32U);  // 8 GiB of u64 in 32 chunks: DSPS as it was
   EXPECT_EQ(bins_for(1ULL << 28, 377, 8), 1U);   // the 2 GiB of f64 in 377 chunks
   EXPECT_EQ(bins_for(1ULL << 30, 377, 0), 377U);  // no element size: always d
+  // A budget too small for the usual 2^20 candidates takes more, as few as its bound needs:
+  // 32 GiB of u64 on 3M elements of capacity (about a 128 MiB GPU budget).
+  const std::uint64_t big = std::uint64_t{1} << 32;
+  const chunk_plan small = make_plan(big, device_capacity{.elements = 3'000'000}, std::nullopt, 8);
+  EXPECT_GT(small.s * small.d, plan_tuning::max_total_candidates);
+  EXPECT_LE(small.s * small.d, plan_tuning::max_total_candidates_small_budget);
+  EXPECT_LT(small.bound, small.capacity);
+  EXPECT_GE(strict_interval_bound(big, small.d, small.s - 1, small.runs_per_chunk()),
+            small.capacity);
   // The case planned: d * g slices per final chunk instead of d^2, and still a plan.
   const chunk_plan p = make_plan(1ULL << 28, device_capacity{.elements = 1ULL << 20},
                                  std::nullopt, 8);
@@ -254,7 +271,7 @@ TEST(ChunkPlan, AChunkLimitTooSmallToSampleFallsBackToTheSmallestChunksThatWork)
   // No plan with more chunks exists at this capacity.
   for (std::uint64_t d = p.d + 1; d <= plan_tuning::max_chunks; ++d) {
     const std::uint64_t s = std::min(shortest_sampled_run(1000, d),
-                                     plan_tuning::max_total_candidates / d);
+                                     plan_tuning::max_total_candidates_small_budget / d);
     if (s == 0) break;
     EXPECT_GE(strict_interval_bound(1000, d, s), 500U) << d;
   }

@@ -45,7 +45,7 @@ bool small_only() { return std::getenv("GPUSORT_TEST_SMALL") != nullptr; }
 
 /// A GPU configuration whose chunk limit forces at least 16 chunks for n elements and whose
 /// budget leaves a capacity of about n/8 elements, so that heavy duplicates must compensate.
-/// The budget covers what cuda_device reserves besides chunks: 64 MiB and the sort's scratch
+/// The budget covers what cuda_device reserves besides chunks: its margin and the sort's scratch
 /// for that capacity (the larger of the two in-core sorters'). Scratch for all n elements, as
 /// this once reserved, left a capacity of a third of n or more, and grew with the sorters'
 /// scratch until no chunk of detdupes overflowed.
@@ -60,7 +60,7 @@ config forced_out_of_core(std::uint64_t n, unsigned key_bytes, unsigned value_by
   const std::uint64_t scratch =
       std::max(cuda::radix_sort_scratch_bytes(capacity, key_bytes, value_bytes),
                cuda::sample_sort_scratch_bytes(capacity, key_bytes, value_bytes));
-  cfg.device_memory_budget = (std::uint64_t{64} << 20) + scratch +
+  cfg.device_memory_budget = detail::cuda_device::budget_margin + scratch +
                              detail::cuda_device::buffers_per_element * element_bytes * capacity;
   return cfg;
 }
@@ -658,7 +658,7 @@ TEST_F(gpu_test, ASmallJobAlwaysSortsAndTheNamedBudgetWorks)
     SCOPED_TRACE(with == incore_engine::radix ? "radix" : "sample");
     config cfg;
     cfg.incore = with;
-    cfg.device_memory_budget = std::uint64_t{24} << 20;  // below the GPU's 64 MiB margin
+    cfg.device_memory_budget = detail::cuda_device::budget_margin / 2;  // below the margin
     // Two elements, any budget.
     std::vector<std::uint64_t> two{7, 3};
     engine{cfg}.sort(std::span<std::uint64_t>{two});

@@ -43,7 +43,7 @@ using detail::fault::site;
 
 constexpr std::uint64_t n = std::uint64_t{1} << 20;
 
-/// GPU 0 alone; out of core: chunks of n/16 pairs and a budget for n/4 of them (64 MiB that
+/// GPU 0 alone; out of core: chunks of n/16 pairs and a budget for n/4 of them (the margin that
 /// cuda_device reserves, the larger sorter's scratch and its ring of chunk buffers), as
 /// executor_test's forced_out_of_core sizes it, so that the planner needs two rounds.
 config gpu_config(bool out_of_core)
@@ -56,7 +56,7 @@ config gpu_config(bool out_of_core)
     cfg.chunk_bytes = n / 16 * pair_bytes;
     const std::uint64_t scratch = std::max(cuda::radix_sort_scratch_bytes(capacity, 8, 8),
                                            cuda::sample_sort_scratch_bytes(capacity, 8, 8));
-    cfg.device_memory_budget = (std::uint64_t{64} << 20) + scratch +
+    cfg.device_memory_budget = detail::cuda_device::budget_margin + scratch +
                                detail::cuda_device::buffers_per_element * pair_bytes * capacity;
   }
   return cfg;
