@@ -426,7 +426,7 @@ void run_chunks(const options& o, int gpus, std::vector<target>& targets,
           // A stable sort of f64 keys in NumPy's order sorts (code, position) pairs; u64 keys
           // alone are equal only where their bits are, so stable changes nothing for them.
           gpusort::detail::element_layout layout{.type = view.type, .key_bytes = 8,
-                                                 .stable = stable};
+                                                 .stable = stable && f64};
           if (stable && f64) layout.value_bytes = n <= (std::uint64_t{1} << 32) ? 4 : 8;
           const std::uint64_t smallest = probe.capacity(layout).budget_for(
               gpusort::detail::min_feasible_capacity(n, layout.key_bytes));

@@ -160,14 +160,14 @@ std::vector<chunk_task> round1_tasks(const job_arrays& a, const chunk_plan& plan
 template <typename K, typename V, typename Source>
 std::vector<chunk_task> round2_tasks(const job_arrays& a, const chunk_plan& plan,
                                      const round1_output<K, V>& in, const Source& source,
-                                     const std::vector<final_chunk>& finals,
+                                     std::vector<final_chunk>& finals,
                                      const splitter_set<K>& splitters, execution_stats& stats)
 {
   constexpr std::size_t value_size = std::is_same_v<V, no_value> ? 0 : sizeof(V);
   std::vector<chunk_task> tasks;
   tasks.reserve(finals.size());
   for (const std::uint64_t k : largest_first(finals)) {
-    const final_chunk& fc = finals[k];
+    final_chunk& fc = finals[k];
     if (fc.size == 0) continue;
     chunk_task t;
     t.src_keys = in.keys();
@@ -186,7 +186,7 @@ std::vector<chunk_task> round2_tasks(const job_arrays& a, const chunk_plan& plan
       t.splitter_bits = splitters.values[k];
       ++stats.compensated_chunks;
     } else {
-      t.slices = fc.slices;
+      t.slices = std::move(fc.slices);  // d * g slices: moved, not copied (issue 44)
       t.count = fc.size;
     }
     if constexpr (std::is_same_v<Source, encoded_runs<K>>) {
@@ -255,7 +255,7 @@ void sort_round2(const job_arrays& a, const element_layout& layout, const chunk_
   const splitter_set<K> splitters = choose_splitters(source, sampled, plan.s, plan.d);
   ctx.check();
 
-  const std::vector<final_chunk> finals = slice_runs(source, runs, splitters);
+  std::vector<final_chunk> finals = slice_runs(source, runs, splitters);
   std::vector<chunk_task> tasks = round2_tasks(a, plan, r1, source, finals, splitters, stats);
   if (ctx.profiling()) {
     const double spent = seconds_since(between);

@@ -53,18 +53,26 @@ std::vector<final_chunk> slice_runs(const Source& source, std::span<const run> r
     c[d] = runs[r].length;
   }
 
+  // Each final chunk from its column of the cut table, on every core: d^2 g slices in all,
+  // read with a stride of d + 1 words (16.7M at d = 4096 took a second on one thread).
   std::vector<final_chunk> chunks(d);
-  std::uint64_t offset = 0;
-  for (std::uint64_t k = 0; k < d; ++k) {
+  const auto d_signed = static_cast<std::int64_t>(d);
+#pragma omp parallel for schedule(dynamic, 4)
+  for (std::int64_t kk = 0; kk < d_signed; ++kk) {
+    const auto k = static_cast<std::uint64_t>(kk);
     final_chunk& fc = chunks[k];
     fc.index = k;
-    fc.out_offset = offset;
+    fc.slices.reserve(nruns);
     for (std::uint64_t r = 0; r < nruns; ++r) {
       const std::uint64_t lo = cut[r * (d + 1) + k];
       const std::uint64_t hi = cut[r * (d + 1) + k + 1];
       if (hi > lo) fc.slices.push_back(slice{runs[r].offset + lo, hi - lo});
       fc.size += hi - lo;
     }
+  }
+  std::uint64_t offset = 0;
+  for (final_chunk& fc : chunks) {
+    fc.out_offset = offset;
     offset += fc.size;
   }
   return chunks;
