@@ -97,13 +97,16 @@ chunk_plan make_plan(std::uint64_t n, const device_capacity& cap,
       std::min(cap.elements, max_chunk_elements.value_or(cap.elements));
   GPUSORT_EXPECTS(chunk_limit > 0, "chunks must hold at least one element");
   if (n <= chunk_limit) return chunk_plan{.n = n, .capacity = cap.elements, .d = 1};
+  if (cap.whole_jobs_only && n <= cap.elements)
+    return chunk_plan{.n = n, .capacity = cap.elements, .d = 1};
 
   // The fewest chunks that respect the chunk limit; where the limit asks for more chunks than
   // two rounds can sample (runs too short), the most chunks that still work.
   const std::uint64_t wanted_d =
       std::max(plan_tuning::min_out_of_core_chunks, ceil_div(n, chunk_limit));
   std::optional<chunk_plan> fallback;
-  for (std::uint64_t d = plan_tuning::min_out_of_core_chunks; d <= plan_tuning::max_chunks; ++d) {
+  for (std::uint64_t d = plan_tuning::min_out_of_core_chunks;
+       d <= plan_tuning::max_chunks && !cap.whole_jobs_only; ++d) {
     // Runs only get shorter with more chunks.
     if (candidates_per_run(n, d, bins_for(n, d, element_bytes)) == 0) break;
     const std::optional<chunk_plan> plan = plan_for(n, d, cap.elements, element_bytes);
@@ -113,8 +116,9 @@ chunk_plan make_plan(std::uint64_t n, const device_capacity& cap,
   }
   if (fallback) return *fallback;
   if (n <= cap.elements) return chunk_plan{.n = n, .capacity = cap.elements, .d = 1};
-
-  const std::uint64_t need = min_feasible_capacity(n, element_bytes);
+  // Below a floor the budget does not afford, the smallest budget must afford the floor too.
+  const std::uint64_t least = min_feasible_capacity(n, element_bytes);
+  const std::uint64_t need = cap.whole_jobs_only ? std::max(least, cap.elements) : least;
   throw config_error{"device_memory_budget: " + format_bytes(cap.budget_for(cap.elements)) +
                      " per device cannot sort " + std::to_string(n) +
                      " elements in two rounds; the smallest budget that works is " +

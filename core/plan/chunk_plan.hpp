@@ -21,6 +21,10 @@ struct device_capacity {
   /// sort scratch): the smallest budget whose capacity is at least the argument. Without it,
   /// fixed_bytes + capacity * bytes_per_element.
   std::function<std::uint64_t(std::uint64_t)> exact_budget{};
+  /// `elements` is a floor the device grants small jobs whatever the budget (a GPU's budget
+  /// below its margin), not what the budget affords: a job of more elements is refused rather
+  /// than cut into thousands of chunks beyond the budget.
+  bool whole_jobs_only{false};
   [[nodiscard]] std::uint64_t budget_for(std::uint64_t capacity) const
   {
     if (exact_budget) return exact_budget(capacity);

@@ -928,7 +928,8 @@ device_capacity cuda_device::capacity(const element_layout& layout) const
       // work when retried (it named 66.12, then 66.15, then 66.54 MiB for 20000003 u32 keys).
       .exact_budget = [per_element, scratch](std::uint64_t c) {
         return budget_margin + per_element * c + scratch(c);
-      }};
+      },
+      .whole_jobs_only = fitting < small_job_elements};
 }
 
 std::uint64_t cuda_device::resident_capacity(const element_layout& layout) const
