@@ -892,7 +892,9 @@ TEST_F(Cli, ErrorsGiveOneLineAndTheirExitCode)
   spit(dir_ / "broken.yaml", "devices: [cpu\n");
   spit(dir_ / "small.yaml", "devices: cpu\ndevice_memory_budget: 1KiB\n");
   spit(dir_ / "budget.yaml", "devices: cpu\ndevice_memory_budget: 64KiB\n");
-  gen("u64", "uniform", "1M", path("big.bin"), path("bigv.bin"));
+  // 17M: more than 64 KiB (the configuration's least budget, 4096 keys a chunk) sorts in two
+  // rounds, which is up to 4096 chunks of 4096 since a small budget samples every key it needs.
+  gen("u64", "uniform", "17M", path("big.bin"), path("bigv.bin"));
   const std::vector<std::string> before = work_files();
   std::map<std::string, bytes> contents;
   for (const std::string& f : before) contents[f] = slurp(path(f));
@@ -942,8 +944,8 @@ TEST_F(Cli, ErrorsGiveOneLineAndTheirExitCode)
       {{"sort", d, "--dtype", "u64", "--config", (dir_ / "absent.yaml").string()}, 78},
       {{"sort", d, "--dtype", "u64"}, 78, {{"GPUSORT_CONFIG", (dir_ / "bad.yaml").string()}}},
       {{"sort", d, "--dtype", "u64", "--config", (dir_ / "small.yaml").string()}, 78},
-      // a budget too small for a million elements: the engine's configuration error, raised after
-      // the temporaries exist, in place and into --out
+      // a budget too small for 17M elements: the engine's configuration error, raised after the
+      // temporaries exist, in place and into --out
       {{"sort", path("big.bin"), "--dtype", "u64", "--config", (dir_ / "budget.yaml").string()},
        78},
       {{"sort", path("big.bin"), "--dtype", "u64", "--values", path("bigv.bin"), "--config",

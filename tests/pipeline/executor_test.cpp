@@ -138,6 +138,27 @@ TEST(Executor, AFailingDeviceFailsTheJobAndRestoresAnInPlaceInput)
   }
 }
 
+/// Sorts (keys, values) in place on `devs` by `plan` in two rounds and checks every key against
+/// `expected` (std::sort's pairs) and that each value, an input position, came with its own key
+/// of `input`: equal keys may hold their values in any order.
+void sort_pairs_checked(std::vector<std::uint64_t>& keys, std::vector<std::uint32_t>& values,
+                        const std::vector<std::pair<std::uint64_t, std::uint32_t>>& expected,
+                        const std::vector<std::uint64_t>& input, const element_layout& layout,
+                        const chunk_plan& plan, const std::vector<device*>& devs,
+                        run_compression mode, execution_stats& stats)
+{
+  const std::uint64_t n = keys.size();
+  sort_options opt;
+  job_context ctx{opt, layout.bytes()};
+  stats = execute(job_arrays{keys.data(), values.data(), keys.data(), values.data(), n}, layout,
+                  plan, devs, ctx, nullptr, mode);
+  EXPECT_EQ(stats.rounds, 2);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(keys[i], expected[i].first) << i;
+    ASSERT_EQ(input[values[i]], keys[i]) << i;
+  }
+}
+
 /// Sorted runs of these keys do not pay for compression: half near 0, half near 2^64, so every
 /// run of one block has a delta of 64 bits and keeps (c - 1)/c of its bytes encoded.
 std::vector<std::uint64_t> extreme_keys(std::uint64_t n)
@@ -174,17 +195,8 @@ TEST(Executor, CompressedRunsSortWhateverEachChunkStores)
       const element_layout layout{.type = dtype::u64, .key_bytes = 8, .value_bytes = 4};
       const chunk_plan plan = make_plan(n, common_capacity(devs, layout));
       ASSERT_LE(n / plan.d / plan.d, codec::block_keys) << "extreme runs need one block each";
-      sort_options opt;
-      job_context ctx{opt, layout.bytes()};
-      const execution_stats stats =
-          execute(job_arrays{keys.data(), values.data(), keys.data(), values.data(), n}, layout,
-                  plan, devs, ctx, nullptr, mode);
-      EXPECT_EQ(stats.rounds, 2);
-      for (std::uint64_t i = 0; i < n; ++i) {
-        ASSERT_EQ(keys[i], expected[i].first) << i;
-        // Equal keys may hold their values in any order: check the key each value came with.
-        ASSERT_EQ(original[values[i]], keys[i]) << i;
-      }
+      execution_stats stats;
+      sort_pairs_checked(keys, values, expected, original, layout, plan, devs, mode, stats);
       EXPECT_EQ(stats.round1_key_bytes, n * 8);
       if (mode == run_compression::automatic && k != kind::few) {
         // Uniform keys keep far more than auto_compress_percent of their bytes here.
@@ -230,16 +242,8 @@ TEST(Executor, EveryDealingWidthSortsPairs)
       std::vector<std::uint64_t> keys = input;
       std::vector<std::uint32_t> values(n);
       std::iota(values.begin(), values.end(), 0U);
-      sort_options opt;
-      job_context ctx{opt, layout.bytes()};
-      const execution_stats stats =
-          execute(job_arrays{keys.data(), values.data(), keys.data(), values.data(), n}, layout,
-                  plan, devs, ctx, nullptr, mode);
-      EXPECT_EQ(stats.rounds, 2);
-      for (std::uint64_t i = 0; i < n; ++i) {
-        ASSERT_EQ(keys[i], expected[i].first) << i;
-        ASSERT_EQ(input[values[i]], keys[i]) << i;
-      }
+      execution_stats stats;
+      sort_pairs_checked(keys, values, expected, input, layout, plan, devs, mode, stats);
     }
   }
 }
