@@ -86,7 +86,7 @@ finished run(const std::vector<std::string>& argv, const std::vector<std::string
 
 std::vector<std::string> benches()
 {
-  std::vector<std::string> all{SERVICE_BENCH};
+  std::vector<std::string> all{SERVICE_BENCH, PLAN_BENCH};
 #ifdef GPU_BENCH
   all.emplace_back(GPU_BENCH);
   all.emplace_back(SAMPLE_BENCH);
@@ -119,6 +119,20 @@ TEST(BenchCli, BadCommandLinesAreOneLineAndExitCode64)
       EXPECT_NE(f.err.find("(see --help)"), std::string::npos) << f.err;
     }
   }
+}
+
+// plan_bench plans and times on the CPUs: a capacity with a plan prints its shape and times, one
+// below the smallest says so and names it.
+TEST(BenchCli, PlanBenchTimesThePlanningAndNamesTheSmallestCapacity)
+{
+  const finished f =
+      run({PLAN_BENCH, "--keys", "4Mi", "--capacities", "64Ki,256", "--repeat", "1"}, {});
+  EXPECT_EQ(f.code, 0) << f.err;
+  EXPECT_NE(f.out.find("capacity 65536: d="), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("cuts "), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("capacity 256: no two-round plan; the smallest capacity is "),
+            std::string::npos)
+      << f.out;
 }
 
 #ifdef GPU_BENCH
