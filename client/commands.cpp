@@ -967,13 +967,11 @@ int sort_in_memory(const parsed_args& a, const std::optional<dtype>& type_option
   const std::string shown = from_stdin ? std::string{"standard input"} : input_path.string();
   const stream_input in{from_stdin ? STDIN_FILENO : file_in->fd(), shown};
   const array_layout layout = layout_of(shown, in.data(), in.size());
-  const key_layout k = keys_of(layout, {type_option}, shown);
-  const dtype t = k.type;
-  const std::uint64_t n = k.count;
+  const auto [t, n, swapped] = keys_of(layout, {type_option}, shown);
   const float_order floats =
       float_order_option(a).value_or(layout.npy ? float_order::numpy : float_order::total);
   char* const data = in.data() + layout.offset();
-  if (k.swapped) swap_bytes(data, n, size_of(t));
+  if (swapped) swap_bytes(data, n, size_of(t));
   timeline.mark("input read");
   const std::string header =
       output_header(layout, to_stdout ? std::string{} : *out, npy_descr_of(t), n);
@@ -1015,7 +1013,7 @@ int sort_in_memory(const parsed_args& a, const std::optional<dtype>& type_option
     sorted = reinterpret_cast<char*>(shared->data());
     timeline.mark("sorted by the daemon");
   }
-  if (k.swapped) swap_bytes(sorted, n, size_of(t));
+  if (swapped) swap_bytes(sorted, n, size_of(t));
   if (to_stdout) {
     write_all(STDOUT_FILENO, header.data(), header.size(), "standard output");
     write_all(STDOUT_FILENO, sorted, layout.bytes, "standard output");

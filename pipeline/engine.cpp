@@ -194,6 +194,16 @@ bool round1_pinned(const config& cfg)
   return detail::switch_flag("GPUSORT_ROUND1_PINNED",
                              cfg.round1_buffer != round1_memory::pageable);
 }
+
+/// Grows a buffer the engine keeps from job to job (the round-1 buffer, the lean path's room)
+/// to at least `bytes`, pinned as round1_pinned says; false where it was large enough.
+bool keep_at_least(detail::host_buffer& kept, std::uint64_t bytes, const config& cfg)
+{
+  if (kept.size() >= bytes) return false;
+  kept = detail::host_buffer{};  // the old one's memory goes first
+  kept = round1_pinned(cfg) ? detail::pinned_host_buffer(bytes) : detail::host_buffer{bytes};
+  return true;
+}
 #endif
 
 }  // namespace
@@ -324,11 +334,8 @@ detail::execution_stats engine::impl::sort_on_gpus(const detail::job_arrays& arr
                             layout.key_bytes);
       const bool compressed = detail::compresses(cfg.compress_runs, plan);
       const std::uint64_t round1_bytes = detail::round1_bytes(plan, layout, compressed);
-      if (!plan.in_core() && round1_cache.size() < round1_bytes) {
-        const auto allocation_start = std::chrono::steady_clock::now();
-        round1_cache = detail::host_buffer{};
-        round1_cache = round1_pinned(cfg) ? detail::pinned_host_buffer(round1_bytes)
-                                          : detail::host_buffer{round1_bytes};
+      const auto allocation_start = std::chrono::steady_clock::now();
+      if (!plan.in_core() && keep_at_least(round1_cache, round1_bytes, cfg)) {
         // Pinning is paid once per engine: the daemon keeps the buffer, a one-shot CLI would
         // pay it every run (it keeps it pageable), so the profile shows it beside the rounds.
         if (ctx.profiling()) {
@@ -466,11 +473,7 @@ detail::lean::engine_parts engine::impl::lean_parts()
 #if GPUSORT_WITH_CUDA
   if (gpus)
     parts.room = [this](std::uint64_t bytes) {
-      if (room_cache.size() < bytes) {
-        room_cache = detail::host_buffer{};
-        room_cache = round1_pinned(cfg) ? detail::pinned_host_buffer(bytes)
-                                        : detail::host_buffer{bytes};
-      }
+      keep_at_least(room_cache, bytes, cfg);
       return &room_cache;
     };
 #endif

@@ -97,14 +97,13 @@ chunk_plan make_plan(std::uint64_t n, const device_capacity& cap,
       std::min(cap.elements, max_chunk_elements.value_or(cap.elements));
   GPUSORT_EXPECTS(chunk_limit > 0, "chunks must hold at least one element");
   if (n <= chunk_limit) return chunk_plan{.n = n, .capacity = cap.elements, .d = 1};
-  if (cap.whole_jobs_only && n <= cap.elements)
-    return chunk_plan{.n = n, .capacity = cap.elements, .d = 1};
 
   // The fewest chunks that respect the chunk limit; where the limit asks for more chunks than
   // two rounds can sample (runs too short), the most chunks that still work.
   const std::uint64_t wanted_d =
       std::max(plan_tuning::min_out_of_core_chunks, ceil_div(n, chunk_limit));
   std::optional<chunk_plan> fallback;
+  // A floor the budget does not afford takes no chunks: such a job sorts in core or not at all.
   for (std::uint64_t d = plan_tuning::min_out_of_core_chunks;
        d <= plan_tuning::max_chunks && !cap.whole_jobs_only; ++d) {
     // Runs only get shorter with more chunks.

@@ -97,10 +97,8 @@ lean_stats run_arrays(const engine_parts& parts, const job_arrays& a,
   std::unique_lock<std::mutex> lock;
   if (parts.gpus && parts.gpu_mutex != nullptr) lock = std::unique_lock{*parts.gpu_mutex};
   host_buffer* room = nullptr;
-  if (file == nullptr && parts.room && lock.owns_lock()) {
-    const std::uint64_t values_at = (p.room * layout.key_bytes + 255) / 256 * 256;
-    room = parts.room(values_at + p.room * layout.value_bytes);
-  }
+  if (file == nullptr && parts.room && lock.owns_lock())
+    room = parts.room(room_bytes(p, layout.key_bytes, layout.value_bytes));
   const lean_stats stats =
       sort_lean(a, layout, p, parts.devices, ctx, file, movers_of(parts), room);
   lock = {};

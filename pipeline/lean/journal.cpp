@@ -152,11 +152,9 @@ journal::journal(const plan& p, std::uint32_t key_bytes, std::uint32_t value_byt
   std::memset(state_->meta_memory.data(), 0, layout.meta_bytes);
   state_->h = state_->meta_memory.as<header>();
   *state_->h = layout;
-  // The values from a 256-byte boundary after the keys, as in the round-1 buffer.
-  const std::uint64_t values_at = (p.room * key_bytes + 255) / 256 * 256;
-  if (room != nullptr && room->size() >= values_at + p.room * value_bytes) {
+  if (room != nullptr && room->size() >= room_bytes(p, key_bytes, value_bytes)) {
     state_->room_keys = room->as<char>();
-    state_->room_values = room->as<char>() + values_at;
+    state_->room_values = room->as<char>() + room_values_offset(p, key_bytes);
     return;
   }
   state_->room_keys_memory = host_buffer{p.room * key_bytes};

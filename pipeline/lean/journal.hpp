@@ -59,6 +59,20 @@ struct bucket_place {
   std::uint64_t source{};
 };
 
+/// Where a memory journal's room keeps its values: after its p.room keys, from a 256-byte
+/// boundary (as the round-1 buffer does).
+constexpr std::uint64_t room_values_offset(const plan& p, std::uint32_t key_bytes) noexcept
+{
+  return (p.room * key_bytes + 255) / 256 * 256;
+}
+
+/// Bytes a caller's room buffer holds for `p` (journal's `room`): the keys, then the values.
+constexpr std::uint64_t room_bytes(const plan& p, std::uint32_t key_bytes,
+                                   std::uint32_t value_bytes) noexcept
+{
+  return room_values_offset(p, key_bytes) + p.room * value_bytes;
+}
+
 class journal {
  public:
   /// In host memory, with the room in host memory too: in `room` where it holds the room's
