@@ -126,24 +126,45 @@ std::vector<stage_profile> job_context::take_profile()
   return std::exchange(profile_, {});
 }
 
+const chunk_task* task_queue::pop()
+{
+  if (!hooks_.prepare) {
+    const std::size_t i = next_.fetch_add(1, std::memory_order_relaxed);
+    return i < tasks_.size() ? &tasks_[i] : nullptr;
+  }
+  const std::lock_guard lock{pop_mutex_};
+  const std::size_t i = next_.fetch_add(1, std::memory_order_relaxed);
+  if (i >= tasks_.size()) return nullptr;
+  hooks_.prepare(i, tasks_[i]);
+  return &tasks_[i];
+}
+
+std::size_t task_queue::index_of(const chunk_task& task) const
+{
+  const auto index = static_cast<std::size_t>(&task - tasks_.data());
+  GPUSORT_EXPECTS(index < tasks_.size(), "a task of another queue");
+  return index;
+}
+
 void task_queue::wait_to_write(const chunk_task& task, const job_context& ctx)
 {
-  if (task.write_after == 0) return;
-  std::unique_lock lock{written_mutex_};
-  while (written_prefix_ < task.write_after) {
-    // Woken by written(); the timeout lets a cancelled job or a failed device stop the wait.
-    written_changed_.wait_for(lock, std::chrono::milliseconds{20});
-    lock.unlock();
-    ctx.check();
-    lock.lock();
+  if (task.write_after != 0) {
+    std::unique_lock lock{written_mutex_};
+    while (written_prefix_ < task.write_after) {
+      // Woken by written(); the timeout lets a cancelled job or a failed device stop the wait.
+      written_changed_.wait_for(lock, std::chrono::milliseconds{20});
+      lock.unlock();
+      ctx.check();
+      lock.lock();
+    }
   }
+  if (hooks_.ready) hooks_.ready(index_of(task));
 }
 
 void task_queue::written(const chunk_task& task)
 {
-  const auto index = static_cast<std::size_t>(&task - tasks_.data());
-  GPUSORT_EXPECTS(index < tasks_.size(), "a task of another queue");
-  if (on_written_) on_written_(index);
+  const std::size_t index = index_of(task);
+  if (hooks_.written) hooks_.written(index);
   {
     const std::lock_guard lock{written_mutex_};
     written_[index] = true;
@@ -163,7 +184,7 @@ std::size_t task_queue::most_slices() const noexcept
 {
   std::size_t m = 0;
   for (const chunk_task& t : tasks_) m = std::max(m, t.slices.size());
-  return m;
+  return std::max(m, hooks_.most_slices);
 }
 
 }  // namespace gpusort::detail

@@ -95,7 +95,24 @@ struct chunk_task {
   /// sources of earlier tasks of its round, so it writes only once tasks [0, write_after) of
   /// the round are written (task_queue::wait_to_write). 0: it writes whenever it is ready.
   std::uint64_t write_after{};
+  /// The lean path's gathering round 2 (pipeline/lean/gather.hpp) reads a bucket where round 1
+  /// and the evictions left it, in two parts of its space (the room and the array): slice i
+  /// reads from alt_src_keys and alt_src_values where from_alt[i] is set. Empty: every slice
+  /// reads from src_keys and src_values.
+  const void* alt_src_keys{};
+  const void* alt_src_values{};
+  std::vector<std::uint8_t> from_alt;
   [[nodiscard]] std::uint64_t total() const noexcept { return count + equal_count; }
+  /// Where slice i begins in its source: its keys, or (`values`) its values, of
+  /// `element_bytes` each.
+  [[nodiscard]] const char* slice_source(std::size_t i, bool values,
+                                         std::uint64_t element_bytes) const noexcept
+  {
+    const bool alt = !from_alt.empty() && from_alt[i] != 0;
+    const void* base = values ? (alt ? alt_src_values : src_values)
+                              : (alt ? alt_src_keys : src_keys);
+    return static_cast<const char*>(base) + slices[i].offset * element_bytes;
+  }
 };
 
 /// Writes a compensated task's tail behind its `count` sorted elements: the splitter's key
@@ -143,29 +160,38 @@ class job_context {
   std::uint64_t total_{};
 };
 
+/// What a round's owner learns of and adds to its tasks as the devices take them (the lean
+/// path's gathering round 2 builds each task's slices only when a device takes it, and lets it
+/// write only once its place is cleared: pipeline/lean/gather.hpp).
+struct task_hooks {
+  /// Called once a task's destination holds its result, before the tasks that wait for it
+  /// may write (the lean path journals it there: pipeline/lean/journal.hpp).
+  std::function<void(std::size_t task)> written{};
+  /// Called as a device takes a task, in task order, before it reads a byte: may fill in the
+  /// task's slices (at most `most_slices` of them).
+  std::function<void(std::size_t task, chunk_task& t)> prepare{};
+  /// Called before a device writes a byte of a task's destination, after the tasks it waits
+  /// for are written: returns once it may write (throws gpusort::cancelled to stop).
+  std::function<void(std::size_t task)> ready{};
+  /// Most slices `prepare` gives a task (0: the tasks hold their slices from the start).
+  std::size_t most_slices{};
+};
+
 /// Tasks of one round, pulled by every device's worker.
 class task_queue {
  public:
-  /// Called once a task's destination holds its result, before the tasks that wait for it
-  /// may write (the lean path journals it there: pipeline/lean/journal.hpp).
-  using written_fn = std::function<void(std::size_t task)>;
-
   /// `reserve`: the largest task of any round of the job (the plan's capacity), so that a
   /// device sizes its buffers once for both rounds.
   explicit task_queue(std::vector<chunk_task> tasks, std::uint64_t reserve = 0,
-                      written_fn on_written = {})
+                      task_hooks hooks = {})
       : tasks_{std::move(tasks)},
         reserve_{reserve},
-        on_written_{std::move(on_written)},
+        hooks_{std::move(hooks)},
         written_(tasks_.size(), false)
   {
   }
   /// The next task, or nullptr when the round is done.
-  const chunk_task* pop() noexcept
-  {
-    const std::size_t i = next_.fetch_add(1, std::memory_order_relaxed);
-    return i < tasks_.size() ? &tasks_[i] : nullptr;
-  }
+  const chunk_task* pop();
   /// Largest task, so that devices size their buffers for this round only.
   [[nodiscard]] std::uint64_t largest() const noexcept;
   /// Most slices to gather for one task, for sizing gather tables (equal slices are written by
@@ -176,19 +202,23 @@ class task_queue {
   [[nodiscard]] std::uint64_t reserve() const noexcept { return std::max(largest(), reserve_); }
 
   /// Before a device writes any byte of `task`'s destination: returns once tasks [0,
-  /// task.write_after) are written, at once when write_after is 0. Tasks are taken in order and
-  /// each waits only for earlier ones, so the earliest unwritten task never waits. Throws
-  /// gpusort::cancelled when `ctx` is cancelled or another device failed meanwhile.
+  /// task.write_after) are written (at once when write_after is 0) and hooks.ready allows it.
+  /// Tasks are taken in order and each waits only for earlier ones, so the earliest unwritten
+  /// task never waits. Throws gpusort::cancelled when `ctx` is cancelled or another device
+  /// failed meanwhile.
   void wait_to_write(const chunk_task& task, const job_context& ctx);
-  /// After `task`'s destination holds its result: calls on_written, then releases the tasks
+  /// After `task`'s destination holds its result: calls hooks.written, then releases the tasks
   /// that wait for it.
   void written(const chunk_task& task);
 
  private:
+  [[nodiscard]] std::size_t index_of(const chunk_task& task) const;
+
   std::vector<chunk_task> tasks_;
   std::uint64_t reserve_{};
   std::atomic<std::size_t> next_{0};
-  written_fn on_written_;
+  task_hooks hooks_;
+  std::mutex pop_mutex_;               ///< orders hooks.prepare with the taking of tasks
   std::mutex written_mutex_;
   std::condition_variable written_changed_;
   std::vector<bool> written_;          ///< under written_mutex_

@@ -328,13 +328,13 @@ execution_stats sort_in_core(const job_arrays& a, const element_layout& layout,
 
 void run_round(int round, int rounds, std::vector<chunk_task> tasks,
                const element_layout& layout, const std::vector<device*>& devices,
-               job_context& ctx, std::uint64_t reserve, task_queue::written_fn on_written)
+               job_context& ctx, std::uint64_t reserve, task_hooks hooks)
 {
   std::uint64_t elements = 0;
   for (const chunk_task& t : tasks) elements += t.total();
   ctx.begin_round(round, elements, rounds);
   const std::size_t chunks = tasks.size();
-  task_queue queue{std::move(tasks), reserve, std::move(on_written)};
+  task_queue queue{std::move(tasks), reserve, std::move(hooks)};
   const auto start = std::chrono::steady_clock::now();
   const auto profile_round = [&] {
     if (!ctx.profiling()) return;

@@ -37,11 +37,11 @@ struct execution_stats {
 
 /// Runs one round: every device pulls tasks until the queue is empty. The first failure stops
 /// the other devices at their next task and is rethrown here. `reserve`: see task_queue;
-/// `on_written`: called as each task's destination is written (task_queue::written).
+/// `hooks`: what the caller learns of and adds to the tasks as the devices take them.
 void run_round(int round, int rounds, std::vector<chunk_task> tasks,
                const element_layout& layout, const std::vector<device*>& devices,
                job_context& ctx, std::uint64_t reserve = 0,
-               task_queue::written_fn on_written = {});
+               task_hooks hooks = {});
 
 /// The capacity every device offers for `layout`: the smallest of them.
 device_capacity common_capacity(const std::vector<device*>& devices,

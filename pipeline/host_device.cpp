@@ -62,7 +62,7 @@ void gather(const chunk_task& task, const element_layout& layout, K* keys, V* va
   std::uint64_t at = 0;
   for (std::size_t i = 0; i < task.slices.size(); ++i) {
     const run& sl = task.slices[i];
-    const K* src = static_cast<const K*>(task.src_keys) + sl.offset;
+    const auto* src = reinterpret_cast<const K*>(task.slice_source(i, false, sizeof(K)));
     if (encoded_slice_at(task, i)) {
       // decoded below
     } else if (task.src_ordered) {
@@ -75,8 +75,7 @@ void gather(const chunk_task& task, const element_layout& layout, K* keys, V* va
       to_ordered_bits<K>(src, keys + at, sl.length, layout.keys());
     }
     if constexpr (!std::is_same_v<V, no_value>)
-      host_read(values + at, static_cast<const V*>(task.src_values) + sl.offset,
-                sl.length * sizeof(V));
+      host_read(values + at, task.slice_source(i, true, sizeof(V)), sl.length * sizeof(V));
     at += sl.length;
   }
   if (task.encoded.empty()) return;

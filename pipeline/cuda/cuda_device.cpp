@@ -323,12 +323,16 @@ struct round_state {
     gather_table(table.data<cuda::gather_slice>(), slices.size(), longest, element_bytes, d_out);
   }
 
-  /// One array of a task onto the device: slice by slice through the copy engine (staged when
-  /// the source is not pinned), or in one gather kernel over mapped memory for short slices.
-  void load_array(const chunk_task& t, const void* src, std::uint64_t element_bytes,
-                  char* d_out, cuda::pinned_buffer& table_host, cuda::device_buffer& table)
+  /// One array of a task (its keys, or `values`) onto the device: slice by slice through the
+  /// copy engine (staged when the source is not pinned), or in one gather kernel over mapped
+  /// memory for short slices. A task that reads two parts (chunk_task::from_alt) takes the copy
+  /// engines: its slices are a block or more each.
+  void load_array(const chunk_task& t, bool values, std::uint64_t element_bytes, char* d_out,
+                  cuda::pinned_buffer& table_host, cuda::device_buffer& table)
   {
-    const char* mapped = t.src_ordered ? mapped_address(src) : nullptr;
+    const void* src = values ? t.src_values : t.src_keys;
+    const bool two_parts = !t.from_alt.empty();
+    const char* mapped = t.src_ordered && !two_parts ? mapped_address(src) : nullptr;
     const std::uint64_t average_bytes =
         t.slices.empty() ? 0 : t.count * element_bytes / t.slices.size();
     const bool short_slices = average_bytes < gather_copy_min_bytes;
@@ -338,24 +342,24 @@ struct round_state {
       gather_mapped(t.slices, mapped, element_bytes, d_out, table_host, table);
       return;
     }
-    if (t.slices.size() > 1 && mapped != nullptr &&
-        batch_copies(t.slices, src, element_bytes, d_out))
+    if (t.slices.size() > 1 && mapped != nullptr && batch_copies(t, values, element_bytes, d_out))
       return;
-    if (t.slices.size() > 1 && !is_pinned(src)) {  // a pageable round-1 buffer: packed pieces
+    const bool pinned =
+        is_pinned(src) && (!two_parts || is_pinned(values ? t.alt_src_values : t.alt_src_keys));
+    if (t.slices.size() > 1 && !pinned) {  // a pageable round-1 buffer: packed pieces
       gather_runs.clear();
-      for (const run& sl : t.slices)
-        if (sl.length > 0)
-          gather_runs.push_back({.data = static_cast<const char*>(src) + sl.offset * element_bytes,
-                                 .bytes = sl.length * element_bytes});
+      for (std::size_t i = 0; i < t.slices.size(); ++i)
+        if (t.slices[i].length > 0)
+          gather_runs.push_back({.data = t.slice_source(i, values, element_bytes),
+                                 .bytes = t.slices[i].length * element_bytes});
       in_staging.gather_in(d_out, gather_runs, h2d.value());
       return;
     }
     std::uint64_t at = 0;
-    for (const run& sl : t.slices) {
-      copy_to_device(d_out + at * element_bytes,
-                     static_cast<const char*>(src) + sl.offset * element_bytes,
-                     sl.length * element_bytes, h2d.value(), in_staging);
-      at += sl.length;
+    for (std::size_t i = 0; i < t.slices.size(); ++i) {
+      copy_to_device(d_out + at * element_bytes, t.slice_source(i, values, element_bytes),
+                     t.slices[i].length * element_bytes, h2d.value(), in_staging);
+      at += t.slices[i].length;
     }
   }
 
@@ -363,20 +367,20 @@ struct round_state {
   /// and issuing one copy call each (about 5 us) held the copy engine back (measured: round 2
   /// at 34 GB/s against round 1's 51 GB/s with d = 32 on an H200). False where the driver lacks
   /// batches (the caller copies slice by slice).
-  bool batch_copies(const std::vector<run>& slices, const void* src, std::uint64_t element_bytes,
-                    char* d_out)
+  bool batch_copies(const chunk_task& t, bool values, std::uint64_t element_bytes, char* d_out)
   {
     if (!batch_supported) return false;
     batch_dst.clear();
     batch_src.clear();
     batch_size.clear();
     std::uint64_t at = 0;
-    for (const run& sl : slices) {
-      if (sl.length == 0) continue;
+    for (std::size_t i = 0; i < t.slices.size(); ++i) {
+      const std::uint64_t length = t.slices[i].length;
+      if (length == 0) continue;
       batch_dst.push_back(d_out + at * element_bytes);
-      batch_src.push_back(static_cast<const char*>(src) + sl.offset * element_bytes);
-      batch_size.push_back(sl.length * element_bytes);
-      at += sl.length;
+      batch_src.push_back(t.slice_source(i, values, element_bytes));
+      batch_size.push_back(length * element_bytes);
+      at += length;
     }
     if (batch_dst.empty()) return true;
     cudaMemcpyAttributes attributes{};
@@ -559,7 +563,7 @@ struct round_state {
         std::any_of(t.encoded.begin(), t.encoded.end(),
                     [](const codec::encoded_slice& e) { return e.index != nullptr; });
     if (!decode) {
-      load_array(t, t.src_keys, kb, s.keys.data<char>(), s.key_table_host, s.key_table);
+      load_array(t, false, kb, s.keys.data<char>(), s.key_table_host, s.key_table);
       in_bytes += t.count * kb;
     } else {
       GPUSORT_EXPECTS(t.encoded.size() == t.slices.size(), "one encoded entry per slice");
@@ -570,7 +574,7 @@ struct round_state {
       in_bytes += *read;
     }
     if (vb > 0)
-      load_array(t, t.src_values, vb, s.values.data<char>(), s.value_table_host, s.value_table);
+      load_array(t, true, vb, s.values.data<char>(), s.value_table_host, s.value_table);
     end(s, gpu_stage::copy_in, st, in_bytes);
     s.loaded.record(st);
   }

@@ -3,6 +3,7 @@
 #include "core/checks.hpp"
 #include "core/cpu_sort.hpp"
 #include "core/keys.hpp"
+#include "core/switches.hpp"
 #include "pipeline/executor.hpp"
 #include "pipeline/lean/lean.hpp"
 #include "pipeline/stable.hpp"
@@ -43,6 +44,7 @@ plan_request request_for(const engine_parts& parts, std::uint64_t n,
   r.devices = parts.devices.size();
   r.host_limit = limit;
   r.movers = movers_of(parts);
+  r.gather = switch_word("GPUSORT_LEAN_ROUND2", {"gather", "permute"}) != "permute";
   r.device_host_bytes = [devices = parts.devices, layout](std::uint64_t elements,
                                                           std::uint64_t slices) {
     std::uint64_t sum = 0;

@@ -23,7 +23,7 @@ namespace gpusort::detail::lean {
 namespace {
 
 constexpr char magic[8] = {'G', 'P', 'U', 'S', 'O', 'R', 'T', 'J'};
-constexpr std::uint32_t format_version = 1;
+constexpr std::uint32_t format_version = 2;
 /// The room starts on a huge page of the journal file, so that tmpfs can back it with them.
 constexpr std::uint64_t room_alignment = std::uint64_t{2} << 20;
 
@@ -39,6 +39,10 @@ struct header {
   std::uint64_t has_values;
   std::uint64_t r1_offset, cls_offset, slots_offset, table_offset, r2_offset;
   std::uint64_t meta_bytes, room_keys_offset, room_values_offset, total_bytes;
+  // The gathering round 2: round 1's blocks (of `block` elements) and where each lies, and
+  // every bucket's pieces with the index of each bucket's first.
+  std::uint64_t gather_blocks, most_pieces, pieces;
+  std::uint64_t where_offset, pieces_offset, first_offset;
 };
 static_assert(sizeof(header) <= 1024);
 
@@ -70,7 +74,14 @@ header layout_for(const plan& p, std::uint32_t key_bytes, std::uint32_t value_by
   h.slots_offset = align_up(h.cls_offset + (h.plan_blocks + 63) / 64 * 8, 64);
   h.table_offset = align_up(h.slots_offset + h.movers * sizeof(move_slot), 64);
   h.r2_offset = h.table_offset + h.most_buckets * sizeof(bucket_place);
-  h.meta_bytes = align_up(h.r2_offset + h.most_buckets, 4096);
+  // Each bucket holds a piece of each chunk, and cutting the equal keys to bucket_limit adds
+  // one piece per bucket made; a permuting job keeps no such tables.
+  h.gather_blocks = p.gather ? (p.n + p.block - 1) / p.block : 0;
+  h.most_pieces = p.gather ? (p.chunks + 1) * h.most_buckets : 0;
+  h.where_offset = align_up(h.r2_offset + h.most_buckets, 64);
+  h.pieces_offset = h.where_offset + h.gather_blocks * sizeof(std::uint64_t);
+  h.first_offset = h.pieces_offset + h.most_pieces * sizeof(run);
+  h.meta_bytes = align_up(h.first_offset + (h.most_buckets + 1) * sizeof(std::uint64_t), 4096);
   h.room_keys_offset = align_up(h.meta_bytes, room_alignment);
   h.room_values_offset = align_up(h.room_keys_offset + p.room * key_bytes, room_alignment);
   h.total_bytes = h.room_values_offset + p.room * value_bytes;
@@ -220,6 +231,8 @@ journal journal::open(int fd, std::string name)
                    std::to_string(h.version) + ")"};
   if (static_cast<std::uint64_t>(st.st_size) < h.total_bytes || h.meta_bytes > h.total_bytes ||
       h.r2_offset + h.most_buckets > h.meta_bytes || h.blocks > h.plan_blocks ||
+      h.first_offset + (h.most_buckets + 1) * sizeof(std::uint64_t) > h.meta_bytes ||
+      h.pieces > h.most_pieces || h.block == 0 ||
       h.buckets > h.most_buckets || h.key_bytes == 0)
     throw io_error{s->name + " is damaged (its sizes do not agree)"};
   s->map(h.meta_bytes);
@@ -353,6 +366,38 @@ void journal::bucket_written(std::uint64_t k) noexcept
   atomic(state_->at<std::uint8_t>(state_->h->r2_offset)[k]).store(1, std::memory_order_release);
 }
 
+void journal::set_pieces(const std::vector<run>& pieces, const std::vector<std::uint64_t>& first)
+{
+  header& h = *state_->h;
+  GPUSORT_EXPECTS(pieces.size() <= h.most_pieces && first.size() == h.buckets + 1 &&
+                      first.back() == pieces.size(),
+                  "more pieces than planned");
+  std::copy(pieces.begin(), pieces.end(), state_->at<run>(h.pieces_offset));
+  std::copy(first.begin(), first.end(), state_->at<std::uint64_t>(h.first_offset));
+  atomic(h.pieces).store(pieces.size(), std::memory_order_release);
+}
+
+void journal::start_gathering() noexcept
+{
+  auto* where = state_->at<std::uint64_t>(state_->h->where_offset);
+  for (std::uint64_t o = 0; o < state_->h->gather_blocks; ++o) where[o] = o;
+  std::atomic_thread_fence(std::memory_order_release);
+  set_phase(phase::gathering);
+}
+
+std::uint64_t journal::where(std::uint64_t o) const noexcept
+{
+  return atomic(state_->at<std::uint64_t>(state_->h->where_offset)[o])
+      .load(std::memory_order_acquire);
+}
+
+void journal::set_where(std::uint64_t o, std::uint64_t q) noexcept
+{
+  crash_point();
+  atomic(state_->at<std::uint64_t>(state_->h->where_offset)[o])
+      .store(q, std::memory_order_release);
+}
+
 std::vector<run> journal::live_ranges() const
 {
   const header& h = *state_->h;
@@ -395,6 +440,31 @@ std::vector<run> journal::live_ranges() const
       for (std::uint64_t p = 0; p < h.blocks; ++p)
         if (full[p]) add(p * h.block, h.block);
       add(h.storage_begin, atomic(const_cast<std::uint64_t&>(h.storage_used)).load());
+      break;
+    }
+    case phase::gathering: {
+      // A written bucket is in its place; the others' pieces lie in round 1's blocks, wherever
+      // those are now.
+      const auto* done = state_->at<const std::uint8_t>(h.r2_offset);
+      const auto* pieces = state_->at<const run>(h.pieces_offset);
+      const auto* first = state_->at<const std::uint64_t>(h.first_offset);
+      const std::uint64_t blocks_total = (n + room + h.block - 1) / h.block;
+      for (std::uint64_t k = 0; k < h.buckets; ++k) {
+        const bucket_place b = bucket(k);
+        if (atomic(const_cast<std::uint8_t&>(done[k])).load() != 0) {
+          add(room + b.out, b.size);
+          continue;
+        }
+        if (first[k] > first[k + 1] || first[k + 1] > h.pieces)
+          throw io_error{state_->name + " is damaged (its piece table)"};
+        for (std::uint64_t i = first[k]; i < first[k + 1]; ++i)
+          for_each_block_run(pieces[i], h.block, [&](std::uint64_t o, std::uint64_t from,
+                                                      std::uint64_t len) {
+            const std::uint64_t q = o < h.gather_blocks ? where(o) : blocks_total;
+            if (q >= blocks_total) throw io_error{state_->name + " is damaged (a block's place)"};
+            add(q * h.block + from, len);
+          });
+      }
       break;
     }
     case phase::round2: {

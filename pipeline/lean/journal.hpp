@@ -40,6 +40,8 @@ enum class phase : std::uint32_t {
   round2 = 5,      ///< buckets move into the array, sorted
   finished = 6,    ///< the array is sorted
   restored = 7,    ///< the array holds the input's elements again, in another order
+  gathering = 8,   ///< round 2 reads each bucket where round 1 left it (gather.hpp): round 1's
+                   ///< blocks move out of each bucket's place before it is written
 };
 
 /// A mover's move in flight: `from` to `to`, block indices. Once copied (state 2) the move
@@ -71,6 +73,21 @@ constexpr std::uint64_t room_bytes(const plan& p, std::uint32_t key_bytes,
                                    std::uint32_t value_bytes) noexcept
 {
   return room_values_offset(p, key_bytes) + p.room * value_bytes;
+}
+
+/// Calls f(o, from, length) for each part of `r` (an x range of round 1's output, [0, n)) that
+/// lies in round 1's block o (of `block` elements), `from` elements into it.
+template <typename F>
+void for_each_block_run(run r, std::uint64_t block, F&& f)
+{
+  while (r.length > 0) {
+    const std::uint64_t o = r.offset / block;
+    const std::uint64_t from = r.offset % block;
+    const std::uint64_t length = r.length < block - from ? r.length : block - from;
+    f(o, from, length);
+    r.offset += length;
+    r.length -= length;
+  }
 }
 
 class journal {
@@ -134,6 +151,18 @@ class journal {
   [[nodiscard]] bucket_place bucket(std::uint64_t k) const noexcept;
   /// Round 2: bucket k is sorted in the array.
   void bucket_written(std::uint64_t k) noexcept;
+
+  /// The gathering round 2 (gather.hpp): every bucket's pieces as round 1 left them (x ranges
+  /// of [0, n), in chunk order), bucket k's at pieces[first[k], first[k + 1]); written once,
+  /// after set_buckets and before the phase.
+  void set_pieces(const std::vector<run>& pieces, const std::vector<std::uint64_t>& first);
+  /// Round 1's blocks (x in [o * block, ...) of [0, n)) at the blocks of the space they lie
+  /// in now: where(o) = o until set_where moves one. `start_gathering` sets them so and then
+  /// the phase.
+  void start_gathering() noexcept;
+  [[nodiscard]] std::uint64_t where(std::uint64_t o) const noexcept;
+  /// Block o now lies at block q (its elements copied there first).
+  void set_where(std::uint64_t o, std::uint64_t q) noexcept;
 
   /// The x ranges that hold live elements now, sorted, adding up to n: where the journal
   /// says every element is. Throws io_error where they do not add up (a damaged journal).

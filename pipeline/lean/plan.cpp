@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <bit>
 #include <optional>
+#include <span>
 #include <string>
 
 namespace gpusort::detail::lean {
@@ -38,7 +39,8 @@ constexpr std::uint64_t max_block_bytes = std::uint64_t{1} << 20;
 
 /// The plan for chunks of about `wanted` elements, or nullopt where none exists for them (too
 /// many chunks, or a sample too thin for buckets of bucket_limit).
-std::optional<plan> plan_for(const plan_request& r, std::uint64_t wanted, std::uint64_t rooms)
+std::optional<plan> plan_for(const plan_request& r, std::uint64_t wanted, std::uint64_t rooms,
+                             std::uint64_t per_room)
 {
   const std::uint64_t e = r.layout.bytes();
   const std::uint64_t g = std::max<std::uint64_t>(r.devices, 1);
@@ -52,9 +54,12 @@ std::optional<plan> plan_for(const plan_request& r, std::uint64_t wanted, std::u
   if (p.room >= r.n) return std::nullopt;  // the room would hold the array: not a lean job
   p.chunks = ceil_div(r.n, p.chunk);
   if (p.chunks > max_chunks || p.chunks < 2) return std::nullopt;
-  // Buckets of at most half the room (round 2's shift) and what a device holds; a room larger
-  // than twice that is storage for the permutation's fragments (small devices, many chunks).
-  p.bucket_limit = std::min(p.room / 2, r.capacity);
+  // Buckets of at most half the room (the permutation's round-2 shift; a quarter where the
+  // gathering round 2 clears places ahead: gather_buckets_per_room) and what a device holds; a
+  // room larger than that is storage for the permutation's fragments (small devices, many
+  // chunks).
+  p.gather = r.gather;
+  p.bucket_limit = std::min(p.room / per_room, r.capacity);
   // 32 candidates per chunk and chunk keep the sample's slack near 1/16 of a bucket (the
   // bound below); more only cost reads and the candidates' sort.
   p.samples = std::min({p.chunk, 32 * p.chunks,
@@ -76,13 +81,19 @@ std::optional<plan> plan_for(const plan_request& r, std::uint64_t wanted, std::u
   const std::uint64_t buckets = p.most_buckets();
   const std::uint64_t pieces = p.chunks * buckets;
   const std::uint64_t takers = pieces + 2 * buckets + 2 * r.movers + 4;
-  p.block = std::min(block_cap, pow2_floor((p.room - p.bucket_limit) / 2 / takers));
+  // Gathering needs below each place a bucket's blocks, one more per chunk (a block that holds
+  // the bucket's first elements and the next bucket's last) and a few at the ends: the room
+  // less a bucket holds twice that (gather.cpp, clear).
+  p.block = std::min(block_cap, pow2_floor((p.room - p.bucket_limit) / 2 /
+                                           (p.gather ? p.chunks + 4 : takers)));
   if (p.block == 0) return std::nullopt;
 
   const bool stable = r.layout.stable;
   const std::uint64_t blocks = p.blocks();
-  // Slices of one round-2 task: one, or (stable) its blocks and fragments in input order.
-  const std::uint64_t slices = stable ? p.bucket_limit / p.block + 2 * p.chunks + 2 : 1;
+  // Slices of one round-2 task: one, or (stable, gathering) its blocks and pieces in input
+  // order.
+  const std::uint64_t slices =
+      stable || p.gather ? p.bucket_limit / p.block + 2 * p.chunks + 2 : 1;
   const std::uint64_t device =
       r.device_host_bytes ? r.device_host_bytes(std::max(p.chunk, p.bucket_limit), slices) : 0;
   // Three bits per block (the journal's map, the movers' two); the empty blocks of the places
@@ -90,13 +101,28 @@ std::optional<plan> plan_for(const plan_request& r, std::uint64_t wanted, std::u
   // sequence, its index entry, its fragment (48); with (stable) each block's round-2 slice and
   // part (16 + 24); the candidates and their sort; the bucket table; a bounce buffer per
   // mover; slack for small tables.
+  // Gathering: in the journal the place of every block of round 1 and every piece (8 and 16,
+  // and 8 per bucket); per block its place, occupant, lowest bucket, a free list entry and the
+  // index by bucket (40), and every task's slices (24 per block and piece).
+  const std::uint64_t gathering =
+      p.gather ? blocks * (8 + 40 + 24) + (p.chunks + 1) * buckets * 16 + buckets * 8 +
+                     pieces * (24 + 24)
+               : 0;
   const std::uint64_t tables = blocks / 2 + (p.room / p.block + pieces) * 8 + pieces * 48 +
-                               (stable ? blocks * 40 : 0) +
+                               (stable ? blocks * 40 : 0) + gathering +
                                2 * candidates * r.layout.key_bytes + buckets * 96 +
                                r.movers * std::min(bounce_bytes, block_cap * e) +
                                (std::uint64_t{64} << 10);
   p.host_bytes = p.room * e + device + tables;
   return p;
+}
+
+/// Buckets per room to try (plan.hpp, gather_buckets_per_room).
+std::span<const std::uint64_t> buckets_per_room(const plan_request& r) noexcept
+{
+  static constexpr std::uint64_t permuting[] = {2};
+  if (r.gather) return gather_buckets_per_room;
+  return permuting;
 }
 
 /// Rooms to try, in chunks per device.
@@ -124,17 +150,20 @@ plan make_plan(const plan_request& r)
   GPUSORT_EXPECTS(r.n >= 2 && r.capacity >= 1, "a lean job needs elements and a device");
   // A room of one chunk per device, or more: more costs memory and buys larger blocks (the
   // storage grows with the room, the pieces shrink with the buckets), and where the devices are
-  // small against the array, room for the fragments at all; the larger chunks win.
+  // small against the array, room for the fragments at all; the larger chunks win, and among
+  // equal chunks the smaller buckets (tried first) that let a gathering round 2 run ahead.
   std::optional<plan> best;
   for (const std::uint64_t rooms : room_multiples) {
-    for_each_chunk_size(r, [&](std::uint64_t m) {
-      const std::optional<plan> p = plan_for(r, m, rooms);
-      if (p && p->host_bytes <= r.host_limit) {
-        if (!best || p->chunk > best->chunk) best = p;
-        return false;
-      }
-      return true;
-    });
+    for (const std::uint64_t per_room : buckets_per_room(r)) {
+      for_each_chunk_size(r, [&](std::uint64_t m) {
+        const std::optional<plan> p = plan_for(r, m, rooms, per_room);
+        if (p && p->host_bytes <= r.host_limit) {
+          if (!best || p->chunk > best->chunk) best = p;
+          return false;
+        }
+        return true;
+      });
+    }
   }
   if (best) return *best;
   const std::uint64_t least = least_host_bytes(r);
@@ -153,11 +182,12 @@ std::uint64_t least_host_bytes(const plan_request& r)
 {
   std::uint64_t least = 0;
   for (const std::uint64_t rooms : room_multiples)
-    for_each_chunk_size(r, [&](std::uint64_t m) {
-      if (const std::optional<plan> p = plan_for(r, m, rooms))
-        if (least == 0 || p->host_bytes < least) least = p->host_bytes;
-      return true;
-    });
+    for (const std::uint64_t per_room : buckets_per_room(r))
+      for_each_chunk_size(r, [&](std::uint64_t m) {
+        if (const std::optional<plan> p = plan_for(r, m, rooms, per_room))
+          if (least == 0 || p->host_bytes < least) least = p->host_bytes;
+        return true;
+      });
   return least;
 }
 

@@ -24,6 +24,9 @@ struct plan {
   std::uint64_t intervals{};     ///< B: splitter intervals
   std::uint64_t block{};         ///< b: elements of one block of the permutation
   std::uint64_t host_bytes{};    ///< host memory the job takes beyond its arrays
+  /// Round 2 gathers each bucket where round 1 left it, moving only what lies in a bucket's
+  /// place (gather.hpp), rather than after a permutation (permute.hpp).
+  bool gather{};
 
   [[nodiscard]] std::uint64_t chunk_begin(std::uint64_t j) const noexcept { return j * chunk; }
   [[nodiscard]] std::uint64_t chunk_size(std::uint64_t j) const noexcept
@@ -60,7 +63,17 @@ struct plan_request {
   std::function<std::uint64_t(std::uint64_t elements, std::uint64_t slices)> device_host_bytes{};
   /// Threads that move blocks: each may hold a spare block while it breaks a cycle.
   std::uint64_t movers{16};
+  /// plan::gather (GPUSORT_LEAN_ROUND2=permute turns it off, for measuring one against the
+  /// other).
+  bool gather{true};
 };
+
+/// Buckets per room: a bucket is at most room / rooms_per_bucket. The permutation's round 2
+/// writes each bucket at most half the room above its source (2); the gathering round 2 needs
+/// a bucket and a few blocks per chunk free below each place, and with a room of 4 buckets keeps
+/// the places of about three cleared ahead of the devices (the planner prefers 4 and takes 2
+/// where only that fits the limit).
+inline constexpr std::uint64_t gather_buckets_per_room[] = {4, 2};
 
 /// The plan with the largest chunks whose host memory fits request.host_limit. Throws
 /// gpusort::config_error naming the smallest limit that works (least_host_bytes) when none does.

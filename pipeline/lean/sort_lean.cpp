@@ -6,6 +6,7 @@
 #include "core/sys_io.hpp"
 #include "pipeline/file_window.hpp"
 #include "pipeline/lean/buckets.hpp"
+#include "pipeline/lean/gather.hpp"
 #include "pipeline/lean/permute.hpp"
 
 #include <gpusort/error.hpp>
@@ -154,43 +155,55 @@ lean_stats sort_lean(const job_arrays& a, const element_layout& layout, const pl
   host_stage(1, "journal and room", 1, p.room * layout.bytes(), seconds_since(made));
   try {
     // Round 1: every chunk sorted into its place moved down by the room.
+    const int rounds = p.gather ? 2 : 3;
     j.set_phase(phase::round1);
-    run_round(1, 3, round1_tasks(a, p, s), layout, devices, ctx, reserve,
-              [&j](std::size_t t) { j.chunk_written(t); });
+    run_round(1, rounds, round1_tasks(a, p, s), layout, devices, ctx, reserve,
+              task_hooks{.written = [&j](std::size_t t) { j.chunk_written(t); }});
 
     // The buckets from regular samples, and where round 2 will read each.
     const auto cut = std::chrono::steady_clock::now();
     std::vector<bucket> buckets = visit_layout(layout.key_bytes, 0, [&]<typename K, typename>() {
       return make_buckets<K>(p, s, layout.keys());
     });
-    const std::uint64_t storage = layout_buckets(p, buckets);
+    const std::uint64_t storage = p.gather ? 0 : layout_buckets(p, buckets);
     j.set_buckets(places_of(buckets));
     stats.buckets = buckets.size();
     host_stage(2, "buckets", buckets.size(), 0, seconds_since(cut));
     ctx.check();
 
-    // The permutation: every bucket into its place.
-    ctx.begin_round(2, p.n, 3);
-    std::vector<std::vector<placed>> parts;
-    const permutation_stats moved =
-        permute(p, s, buckets, storage, j, ctx, movers, layout.stable ? &parts : nullptr);
-    stats.block = moved.block;
-    stats.moves = moved.moves;
-    stats.parked = moved.parked;
-    stats.evacuated = moved.evacuated;
-    stats.permutation_seconds = moved.seconds;
-    host_stage(2, "evacuation", 1, moved.evacuated * layout.bytes(), moved.evacuate_seconds);
-    host_stage(2, "block moves", moved.moves, moved.moves * moved.block * layout.bytes(),
-               moved.permute_seconds);
-    host_stage(2, "cleanup", buckets.size(), moved.evacuated * layout.bytes(),
-               moved.cleanup_seconds);
+    if (p.gather) {
+      // Round 2 where round 1 left every bucket, the places cleared just ahead of the devices.
+      const gather_stats g = gather_round(p, s, buckets, j, layout, devices, ctx, reserve, movers);
+      stats.block = p.block;
+      stats.moves = g.moved_blocks;
+      stats.permutation_seconds = g.move_seconds;
+      host_stage(2, "evictions", g.moved_blocks, g.moved_elements * layout.bytes(),
+                 g.move_seconds);
+      host_stage(2, "eviction waits", g.moved_blocks, 0, g.wait_seconds);
+    } else {
+      // The permutation: every bucket into its place.
+      ctx.begin_round(2, p.n, 3);
+      std::vector<std::vector<placed>> parts;
+      const permutation_stats moved =
+          permute(p, s, buckets, storage, j, ctx, movers, layout.stable ? &parts : nullptr);
+      stats.block = moved.block;
+      stats.moves = moved.moves;
+      stats.parked = moved.parked;
+      stats.evacuated = moved.evacuated;
+      stats.permutation_seconds = moved.seconds;
+      host_stage(2, "evacuation", 1, moved.evacuated * layout.bytes(), moved.evacuate_seconds);
+      host_stage(2, "block moves", moved.moves, moved.moves * moved.block * layout.bytes(),
+                 moved.permute_seconds);
+      host_stage(2, "cleanup", buckets.size(), moved.evacuated * layout.bytes(),
+                 moved.cleanup_seconds);
 
-    // Round 2: every bucket sorted into the array, the last first.
-    std::vector<std::uint64_t> order;
-    std::vector<chunk_task> tasks =
-        round2_tasks(s, buckets, layout.stable ? &parts : nullptr, order);
-    run_round(3, 3, std::move(tasks), layout, devices, ctx, reserve,
-              [&j, &order](std::size_t t) { j.bucket_written(order[t]); });
+      // Round 2: every bucket sorted into the array, the last first.
+      std::vector<std::uint64_t> order;
+      std::vector<chunk_task> tasks =
+          round2_tasks(s, buckets, layout.stable ? &parts : nullptr, order);
+      run_round(3, 3, std::move(tasks), layout, devices, ctx, reserve,
+                task_hooks{.written = [&j, &order](std::size_t t) { j.bucket_written(order[t]); }});
+    }
     j.set_phase(phase::finished);
   } catch (...) {
     if (a.in_place()) restore_after_failure(j, s);

@@ -94,7 +94,7 @@ class LeanCli : public ::testing::TestWithParam<const char*> {
   {
     return {"sort",    keys_path().string(), "--dtype",   "u64",
             "--values", values_path().string(), "--value-bytes", "8",
-            "--local", "--host-memory-budget", "1Gi", "--no-sync", "--quiet"};
+            "--local", "--host-memory-budget", "3Mi", "--no-sync", "--quiet"};
   }
 
   /// The files hold the input's pairs, each key with its own value, in some order.
