@@ -93,7 +93,7 @@ std::optional<plan> plan_for(const plan_request& r, std::uint64_t wanted, std::u
   // Slices of one round-2 task: one, or (stable, gathering) its blocks and pieces in input
   // order.
   const std::uint64_t slices =
-      stable || p.gather ? p.bucket_limit / p.block + 2 * p.chunks + 2 : 1;
+      stable || p.gather ? p.bucket_limit / p.block + 2 * p.chunks + 4 : 1;
   const std::uint64_t device =
       r.device_host_bytes ? r.device_host_bytes(std::max(p.chunk, p.bucket_limit), slices) : 0;
   // Three bits per block (the journal's map, the movers' two); the empty blocks of the places
