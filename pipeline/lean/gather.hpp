@@ -3,10 +3,10 @@
 // wherever round 1's blocks lie, and before it writes a bucket's sorted elements to their place
 // only the blocks that lie there and still hold elements of unwritten buckets move out, into
 // blocks whose elements are all written (the free end of the space at first). So:
-//  - about half the elements move once (a block in the place of bucket k holds elements of a
-//    lower bucket about half the time: the others are read already), where the permutation
-//    moved every one; a block goes to the lowest free block, below the places still to come
-//    as far as there are such, so few move twice;
+//  - fewer elements move (a block in the place of bucket k holds elements of a lower bucket
+//    about half the time: the others are read already), where the permutation moved every
+//    one; a block goes to the lowest free block, below the places still to come as far as
+//    there are such, but some move twice (measured: 0.66 N at 32 GiB, 0.86 N at 100 GiB);
 //  - the moves run on the host beside the devices' round: an evictor clears the places of the
 //    next buckets while the devices sort the current ones (as far ahead as the room allows:
 //    bucket_limit is a quarter of it).
