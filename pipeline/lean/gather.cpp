@@ -44,7 +44,9 @@ class gatherer {
         where_(blocks_),
         occupant_(space_blocks_ + 1, nobody),
         lowest_(blocks_, nobody),
-        cleared_{buckets.size()}
+        cleared_{buckets.size()},
+        reads_(buckets.size()),
+        written_(buckets.size(), false)
   {
     GPUSORT_EXPECTS(p.room % b_ == 0, "the room is a whole number of blocks");
     for (std::uint64_t o = 0; o < blocks_; ++o) {
@@ -83,8 +85,10 @@ class gatherer {
   }
 
   /// prepare(t): bucket k's slices where its pieces lie now, once every place above it is
-  /// cleared (so none of them lies where an earlier task writes); the task writes after every
-  /// earlier one (whose reads may lie in its place).
+  /// cleared (so none of them lies where an earlier task writes); the task writes after the
+  /// earlier ones that read in its place (all of them written: task_queue's prefix), which on
+  /// one device is at once and on several lets a device write while another still reads
+  /// elsewhere.
   void prepare(std::size_t t, chunk_task& task)
   {
     const std::uint64_t k = buckets_.size() - 1 - t;
@@ -92,6 +96,7 @@ class gatherer {
     wait(lock, [&] { return cleared_ <= k + 1; });
     task.slices.clear();
     task.from_alt.clear();
+    std::vector<run>& reads = reads_[t];
     std::uint64_t last_end = nobody;
     for (const piece& pc : buckets_[k].pieces)
       for_each_block_run(run{pc.x, pc.length}, b_,
@@ -100,13 +105,27 @@ class gatherer {
                            const std::uint8_t alt = x < s_.room ? 1 : 0;
                            if (x == last_end && task.from_alt.back() == alt) {
                              task.slices.back().length += length;
+                             reads.back().length += length;
                            } else {
                              task.slices.push_back(run{s_.offset_in_part(x), length});
                              task.from_alt.push_back(alt);
+                             reads.push_back(run{x, length});
                            }
                            last_end = x + length;
                          });
-    task.write_after = t;
+    const std::uint64_t begin = s_.room + buckets_[k].out;
+    const std::uint64_t end = begin + buckets_[k].size;
+    task.write_after = 0;
+    for (std::size_t e = t; e-- > written_prefix_;) {
+      if (written_[e]) continue;
+      const bool meets = std::any_of(reads_[e].begin(), reads_[e].end(), [&](const run& r) {
+        return r.offset < end && begin < r.offset + r.length;
+      });
+      if (meets) {
+        task.write_after = e + 1;
+        break;
+      }
+    }
   }
 
   /// ready(t): bucket k's place is cleared.
@@ -117,17 +136,22 @@ class gatherer {
     wait(lock, [&] { return cleared_ <= k; });
   }
 
-  /// written(t): bucket k is in its place; the blocks whose lowest bucket it is are free.
+  /// written(t): bucket k is in its place. Once every bucket above it is too (devices may write
+  /// out of order), the blocks whose lowest bucket it is are free.
   void written(std::size_t t)
   {
-    const std::uint64_t k = buckets_.size() - 1 - t;
-    j_.bucket_written(k);
+    j_.bucket_written(buckets_.size() - 1 - t);
     {
       const std::lock_guard lock{m_};
-      for (std::uint64_t i = by_lowest_first_[k]; i < by_lowest_first_[k + 1]; ++i) {
-        const std::uint64_t q = where_[by_lowest_[i]];
-        occupant_[q] = nobody;
-        if (q < frontier_ && q < space_blocks_) free_.push(q);
+      written_[t] = true;
+      std::vector<run>().swap(reads_[t]);
+      for (; written_prefix_ < written_.size() && written_[written_prefix_]; ++written_prefix_) {
+        const std::uint64_t k = buckets_.size() - 1 - written_prefix_;
+        for (std::uint64_t i = by_lowest_first_[k]; i < by_lowest_first_[k + 1]; ++i) {
+          const std::uint64_t q = where_[by_lowest_[i]];
+          occupant_[q] = nobody;
+          if (q < frontier_ && q < space_blocks_) free_.push(q);
+        }
       }
     }
     changed_.notify_all();
@@ -280,6 +304,9 @@ class gatherer {
   std::priority_queue<std::uint64_t, std::vector<std::uint64_t>, std::greater<>> free_;
   std::uint64_t frontier_{};
   std::uint64_t cleared_;  ///< places of buckets [cleared_, count) are cleared
+  std::vector<std::vector<run>> reads_;  ///< x ranges each task reads, until it is written
+  std::vector<bool> written_;            ///< tasks written
+  std::size_t written_prefix_{};         ///< tasks [0, this) are written
   bool stopped_{};
   gather_stats stats_;
 };

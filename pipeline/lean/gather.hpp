@@ -12,7 +12,7 @@
 //    bucket_limit is a quarter of it).
 // Every move copies a whole block of round 1 and then records its new place in the journal
 // (journal::set_where), so a kill at any moment loses nothing; a bucket is written only once its
-// place holds nothing live, and after every earlier bucket (whose reads may lie there).
+// place holds nothing live, and after every earlier bucket whose reads lie there.
 #pragma once
 
 #include "pipeline/device.hpp"

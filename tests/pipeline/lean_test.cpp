@@ -9,6 +9,9 @@
 
 #include "core/fault.hpp"
 #include "core/generate.hpp"
+#include "pipeline/executor.hpp"
+#include "pipeline/host_device.hpp"
+#include "pipeline/lean/lean.hpp"
 #include "pipeline/lean/plan.hpp"
 
 #include <gpusort/error.hpp>
@@ -332,11 +335,73 @@ TEST(LeanPlan, ItsHostMemoryStaysWithinTheLimitAndItsBucketsWithinTheRoom)
         const detail::lean::plan p = detail::lean::make_plan(r);
         EXPECT_LE(p.host_bytes, limit);
         EXPECT_GE(p.room, 2 * p.bucket_limit);
+        // Gathering: below each place room for a bucket's blocks and two per chunk and end.
+        if (p.gather) { EXPECT_GE(p.room - p.bucket_limit, 2 * (p.chunks + 4) * p.block); }
         EXPECT_EQ(p.chunk % p.block, 0U);
         EXPECT_EQ(p.room % p.chunk, 0U);
         EXPECT_LT(p.room, n);
       } catch (const config_error& e) {
         EXPECT_GT(detail::lean::least_host_bytes(r), limit) << e.what();
+      }
+    }
+  }
+}
+
+// Two devices take round 2's buckets side by side, each writing once its place is cleared and
+// the buckets read there are written, whichever device holds them: gathering and permuting,
+// stable or not, every (key, value) pair checked against std::stable_sort.
+TEST(Lean, TwoDevicesSortInPlaceWithEitherRound2)
+{
+  const std::uint64_t n = test_support::under_sanitizer() ? 100'003 : 1'000'003;  // primes
+  std::vector<std::uint64_t> input(n);
+  generate(std::span<std::uint64_t>{input}, distribution::staggered, 5);
+  for (std::uint64_t i = 0; i < n; i += 5) input[i] %= 64;  // equal keys across chunks
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> expected(n);
+  for (std::uint64_t i = 0; i < n; ++i) expected[i] = {input[i], i};
+  std::stable_sort(expected.begin(), expected.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const bool gather : {true, false}) {
+    for (const bool stable : {false, true}) {
+      SCOPED_TRACE(std::string{gather ? "gathering" : "permuting"} + (stable ? ", stable" : ""));
+      std::vector<std::uint64_t> keys = input;
+      std::vector<std::uint64_t> values(n);
+      std::iota(values.begin(), values.end(), std::uint64_t{0});
+      // Devices of 32K elements: some 60 chunks, and buckets of a few thousand.
+      detail::host_device a{std::uint64_t{1} << 20, 1, 0};
+      detail::host_device b{std::uint64_t{1} << 20, 1, 1};
+      const std::vector<detail::device*> devs{&a, &b};
+      const detail::element_layout layout{
+          .type = dtype::u64, .key_bytes = 8, .value_bytes = 8, .stable = stable};
+      const detail::lean::plan p = detail::lean::make_plan(detail::lean::plan_request{
+          .n = n,
+          .layout = layout,
+          .capacity = detail::common_capacity(devs, layout).elements,
+          .devices = 2,
+          .host_limit = std::uint64_t{1} << 30,
+          .device_host_bytes = [](std::uint64_t e, std::uint64_t) { return 2 * 2 * e * 16; },
+          .movers = 2,
+          .gather = gather});
+      ASSERT_EQ(p.gather, gather);
+      ASSERT_GE(p.chunks, 16U);
+      const detail::job_arrays arrays{.src_keys = keys.data(),
+                                      .src_values = values.data(),
+                                      .dst_keys = keys.data(),
+                                      .dst_values = values.data(),
+                                      .n = n};
+      const sort_options options;  // the context keeps a reference
+      detail::job_context ctx{options, layout.bytes()};
+      const detail::lean::lean_stats stats =
+          detail::lean::sort_lean(arrays, layout, p, devs, ctx, nullptr, 2);
+      EXPECT_GT(stats.buckets, 8U);
+      if (gather) { EXPECT_GT(stats.moves, 0U) << "no block moved out of a place"; }
+      std::vector<bool> seen(n, false);
+      for (std::uint64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(keys[i], expected[i].first) << "key at " << i;
+        if (stable) { ASSERT_EQ(values[i], expected[i].second) << "input order at " << i; }
+        ASSERT_LT(values[i], n);
+        ASSERT_FALSE(seen[values[i]]) << "value " << values[i] << " twice";
+        seen[values[i]] = true;
+        ASSERT_EQ(input[values[i]], keys[i]) << "the pair at " << i << " is torn";
       }
     }
   }
