@@ -65,7 +65,8 @@ std::vector<chunk_task> round2_tasks(const space& s, const std::vector<bucket>& 
     t.src_keys = s.key_part(b.source);
     t.src_values = s.value_part(b.source);
     if (parts != nullptr) {
-      for (const placed& pl : (*parts)[k]) t.slices.push_back(run{s.offset_in_part(pl.x), pl.length});
+      for (const placed& pl : (*parts)[k])
+        t.slices.push_back(run{s.offset_in_part(pl.x), pl.length});
     } else {
       t.slices = {run{s.offset_in_part(b.source), b.size}};
     }
