@@ -366,9 +366,11 @@ TEST(Lean, TwoDevicesSortInPlaceWithEitherRound2)
       std::vector<std::uint64_t> keys = input;
       std::vector<std::uint64_t> values(n);
       std::iota(values.begin(), values.end(), std::uint64_t{0});
-      // Devices of 32K elements: some 60 chunks, and buckets of a few thousand.
-      detail::host_device a{std::uint64_t{1} << 20, 1, 0};
-      detail::host_device b{std::uint64_t{1} << 20, 1, 1};
+      // Devices of n / 64 elements (two buffers of 16-byte elements): some 60 chunks, and
+      // buckets of a few hundred to a few thousand.
+      const std::uint64_t budget = n / 64 * 2 * 16;
+      detail::host_device a{budget, 1, 0};
+      detail::host_device b{budget, 1, 1};
       const std::vector<detail::device*> devs{&a, &b};
       const detail::element_layout layout{
           .type = dtype::u64, .key_bytes = 8, .value_bytes = 8, .stable = stable};
