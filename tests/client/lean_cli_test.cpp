@@ -191,8 +191,14 @@ TEST_P(LeanCli, AKillAtAnyStepOfTheJournalLosesNothing)
       beyond = mid;
     }
   }
-  // The first and the last 40 steps (round 1's chunks and the permutation's start; round 2's
-  // buckets and the end), and kills() more drawn across the whole sort.
+  // The first and the last 40 steps (round 1's chunks and round 2's start; round 2's last
+  // buckets and the end), and kills() more drawn across the whole sort. A run's steps vary
+  // with the threads' timing (the blocks a place's clearing finds free, and so how many move;
+  // the permutation's cycles park a block more or less): on the 2-core VM 691-712 steps where
+  // this search found one of them. So the steps within `spread` of the end may lie beyond a
+  // run's; a point that is not reached must leave the files sorted, and only the points below
+  // them must nearly all kill.
+  constexpr std::uint64_t spread = 40;
   std::vector<std::uint64_t> points;
   for (std::uint64_t i = 0; i < std::min<std::uint64_t>(40, last); ++i) {
     points.push_back(1 + i);
@@ -201,7 +207,11 @@ TEST_P(LeanCli, AKillAtAnyStepOfTheJournalLosesNothing)
   std::mt19937_64 rng{7};
   for (int i = 0; i < kills(); ++i) points.push_back(1 + rng() % last);
   int killed = 0;
+  int below = 0;         // points at least `spread` steps before the end
+  int killed_below = 0;  // of them, those that killed the sort
   for (const std::uint64_t at : points) {
+    const bool early = last < 2 * spread || at + spread <= last;
+    below += early ? 1 : 0;
     write_input();
     const std::string what = "killed at step " + std::to_string(at);
     const test_support::cli_result r = run_cli(
@@ -212,13 +222,15 @@ TEST_P(LeanCli, AKillAtAnyStepOfTheJournalLosesNothing)
       continue;
     }
     ++killed;
+    killed_below += early ? 1 : 0;
     ASSERT_TRUE(fs::exists(journal_path())) << what;
     recover(what);
     expect_input_pairs(what);
     if (HasFatalFailure()) return;
   }
-  // A run's steps vary a little with the movers' order (a cycle parks a block more or less).
-  EXPECT_GE(killed * 10, static_cast<int>(points.size()) * 9) << "the steps up to the last kill";
+  EXPECT_GE(killed_below * 10, below * 9)
+      << killed << " of " << points.size() << " points killed, " << killed_below << " of the "
+      << below << " before the last " << spread << " steps (of " << last << ")";
 }
 
 TEST_P(LeanCli, AKillAtARandomMomentLosesNothingAndTheNextSortFinishes)
