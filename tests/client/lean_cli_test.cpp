@@ -70,9 +70,16 @@ class LeanCli : public ::testing::TestWithParam<const char*> {
                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
+    make_input(n_);
+  }
+
+  /// The input's pairs: n keys with ties (stability is not asked here), values their positions.
+  void make_input(std::uint64_t n)
+  {
+    n_ = n;
     std::mt19937_64 rng{42};
     keys_.resize(n_);
-    for (std::uint64_t& k : keys_) k = rng() % (n_ / 8);  // ties: stability is not asked here
+    for (std::uint64_t& k : keys_) k = rng() % (n_ / 8);
     values_.resize(n_);
     std::iota(values_.begin(), values_.end(), std::uint64_t{0});
   }
@@ -303,10 +310,15 @@ TEST_P(LeanCli, AJournalOfAnotherFileIsRefusedAndNothingIsWritten)
 TEST_P(LeanCli, ASecondCommandLeavesARunningSortsJournalAlone)
 {
   // A sort stopped (SIGSTOP) right after its journal exists: the next sort of the file must not
-  // restore from a journal in use, and the first one, continued, finishes.
+  // restore from a journal in use, and the first one, continued, finishes. Ten times the
+  // fixture's pairs, so that the sort outlasts the poll for its journal on a loaded machine
+  // (at 400K pairs it took some 50 ms and sometimes ended before the stop).
+  make_input(10 * n_);
   write_input();
+  std::vector<std::string> args = sort_args();
+  *(std::find(args.begin(), args.end(), "--host-memory-budget") + 1) = "64Mi";
   const fs::path out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
-  const pid_t first = start_cli(cli_command{.args = sort_args(),
+  const pid_t first = start_cli(cli_command{.args = args,
                                             .env = {{"GPUSORT_LEAN", "1"}},
                                             .stdout_path = out.string(),
                                             .stderr_path = err.string()});
@@ -315,7 +327,7 @@ TEST_P(LeanCli, ASecondCommandLeavesARunningSortsJournalAlone)
   ::kill(first, SIGSTOP);
   // The sort takes a few hundred milliseconds past its journal's making: it is stopped midway.
   EXPECT_TRUE(fs::exists(journal_path())) << "the first sort ended before it was stopped";
-  const test_support::cli_result second = run_cli(dir_, sort_args(), {{"GPUSORT_LEAN", "1"}});
+  const test_support::cli_result second = run_cli(dir_, args, {{"GPUSORT_LEAN", "1"}});
   EXPECT_EQ(second.code, 75) << second.err;
   EXPECT_NE(second.err.find("being sorted by another command"), std::string::npos) << second.err;
   ::kill(first, SIGCONT);
