@@ -15,6 +15,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <random>
+#include <string>
 
 namespace gpusort::cli {
 
@@ -57,26 +59,44 @@ void writable_file::sync(bool durable) const
 
 lean_journal::lean_journal(const fs::path& keys) : path_{journal_path_of(keys)}
 {
-  fd_ = sys::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd_ < 0) {
-    const int err = errno;
-    if (err == EEXIST)
-      throw cli_error{exit_try_later, keys.string() + " is being sorted by another command (its "
-                                                      "journal " +
-                                          path_.string() + " exists)"};
-    throw cli_error{denied_or(err, exit_cant_create),
-                    "cannot create the journal " + path_.string() + ": " + std::strerror(err)};
+  // Made under a temporary name (".NAME.gpusort-PID-N.tmp", which the next command removes if
+  // this one dies before it is gone) and locked before it takes the journal's name: a second
+  // command must never find the journal unlocked while this sort lives, or it would take it for
+  // a killed sort's, put the elements "back" and sort the file beside this one.
+  const fs::path dir = path_.has_parent_path() ? path_.parent_path() : fs::path{"."};
+  std::random_device random;
+  fs::path temporary;
+  for (int attempt = 0; fd_ < 0; ++attempt) {
+    temporary = dir / ("." + keys.filename().string() + ".gpusort-" +
+                       std::to_string(::getpid()) + "-" + std::to_string(random()) + ".tmp");
+    fd_ = sys::open(temporary.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd_ < 0 && (errno != EEXIST || attempt == 16)) {
+      const int err = errno;
+      throw cli_error{denied_or(err, exit_cant_create),
+                      "cannot create the journal " + path_.string() + ": " + std::strerror(err)};
+    }
   }
-  // Held while the sort runs: a second command finds the journal locked and leaves it alone
-  // (restore_interrupted), where it would otherwise take it for a killed sort's.
-  if (::lockf(fd_, F_TLOCK, 0) != 0) {
-    const int err = errno;
-    ::unlink(path_.c_str());
+  const auto give_up = [&](exit_code code, const std::string& why) {
+    ::unlink(temporary.c_str());
     ::close(fd_);
     fd_ = -1;
-    throw cli_error{exit_try_later, "cannot lock the journal " + path_.string() + ": " +
-                                        std::strerror(err)};
+    throw cli_error{code, why};
+  };
+  // Held while the sort runs: a second command finds the journal locked and leaves it alone
+  // (restore_interrupted).
+  if (::lockf(fd_, F_TLOCK, 0) != 0)
+    give_up(exit_try_later, "cannot lock the journal " + path_.string() + ": " +
+                                std::strerror(errno));
+  if (::link(temporary.c_str(), path_.c_str()) != 0) {
+    const int err = errno;
+    if (err == EEXIST)
+      give_up(exit_try_later, keys.string() + " is being sorted by another command (its "
+                                              "journal " +
+                                  path_.string() + " exists)");
+    give_up(denied_or(err, exit_cant_create),
+            "cannot create the journal " + path_.string() + ": " + std::strerror(err));
   }
+  ::unlink(temporary.c_str());
 }
 
 lean_journal::~lean_journal()
