@@ -169,6 +169,15 @@ void remove_stale_temporaries(const fs::path& path)
 
 }  // namespace
 
+int create_temporary_beside(const fs::path& path, std::string& name, int& slot)
+{
+  return create_beside(path, ".tmp", name, slot, [](const char* n) {
+    return sys::open(n, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  });
+}
+
+void release_temporary(int slot) noexcept { unregister_temporary(slot); }
+
 mapped_input::mapped_input(const fs::path& path) : path_{path}
 {
   const int fd = sys::open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -81,6 +81,14 @@ void write_all(int fd, const void* data, std::uint64_t bytes, const std::string&
 void write_all_at(int fd, const void* data, std::uint64_t bytes, std::uint64_t offset,
                   const std::string& shown);
 
+/// Creates an empty file beside `path` under a temporary name (".NAME.gpusort-PID-N.tmp",
+/// in `name`, which must outlive `slot`), open read-write, private to this user: a fatal signal
+/// removes it until release_temporary(slot), and a later command removes it if this process
+/// died with it (remove_stale_temporaries). Returns the descriptor, or -1 with errno set.
+int create_temporary_beside(const std::filesystem::path& path, std::string& name, int& slot);
+/// The signal cleanup forgets the temporary of `slot` (removed or renamed by the caller).
+void release_temporary(int slot) noexcept;
+
 /// An output of `size` bytes that lives in a temporary file in the final path's folder until
 /// publish() renames it over the final path. Until then the final path is untouched; the
 /// destructor removes an unpublished temporary, and so does a fatal signal (SIGINT, SIGTERM,

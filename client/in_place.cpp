@@ -1,6 +1,7 @@
 #include "client/in_place.hpp"
 
 #include "client/args.hpp"
+#include "client/files.hpp"
 #include "core/sys_io.hpp"
 
 #include <gpusort/error.hpp>
@@ -15,7 +16,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <random>
 #include <string>
 
 namespace gpusort::cli {
@@ -59,25 +59,22 @@ void writable_file::sync(bool durable) const
 
 lean_journal::lean_journal(const fs::path& keys) : path_{journal_path_of(keys)}
 {
-  // Made under a temporary name (".NAME.gpusort-PID-N.tmp", which the next command removes if
-  // this one dies before it is gone) and locked before it takes the journal's name: a second
-  // command must never find the journal unlocked while this sort lives, or it would take it for
-  // a killed sort's, put the elements "back" and sort the file beside this one.
-  const fs::path dir = path_.has_parent_path() ? path_.parent_path() : fs::path{"."};
-  std::random_device random;
-  fs::path temporary;
-  for (int attempt = 0; fd_ < 0; ++attempt) {
-    temporary = dir / ("." + keys.filename().string() + ".gpusort-" +
-                       std::to_string(::getpid()) + "-" + std::to_string(random()) + ".tmp");
-    fd_ = sys::open(temporary.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd_ < 0 && (errno != EEXIST || attempt == 16)) {
-      const int err = errno;
-      throw cli_error{denied_or(err, exit_cant_create),
-                      "cannot create the journal " + path_.string() + ": " + std::strerror(err)};
-    }
+  // Made under a temporary name (create_temporary_beside: removed by a fatal signal, or by the
+  // next command if this one dies before it is gone) and locked before it takes the journal's
+  // name: a second command must never find the journal unlocked while this sort lives, or it
+  // would take it for a killed sort's, put the elements "back" and sort the file beside this
+  // one.
+  std::string temporary;
+  int slot = -1;
+  fd_ = create_temporary_beside(keys, temporary, slot);
+  if (fd_ < 0) {
+    const int err = errno;
+    throw cli_error{denied_or(err, exit_cant_create),
+                    "cannot create the journal " + path_.string() + ": " + std::strerror(err)};
   }
   const auto give_up = [&](exit_code code, const std::string& why) {
     ::unlink(temporary.c_str());
+    release_temporary(slot);
     ::close(fd_);
     fd_ = -1;
     throw cli_error{code, why};
@@ -97,6 +94,7 @@ lean_journal::lean_journal(const fs::path& keys) : path_{journal_path_of(keys)}
             "cannot create the journal " + path_.string() + ": " + std::strerror(err));
   }
   ::unlink(temporary.c_str());
+  release_temporary(slot);
 }
 
 lean_journal::~lean_journal()

@@ -98,11 +98,11 @@ class LeanCli : public ::testing::TestWithParam<const char*> {
     write_all(values_path(), values_);
   }
 
-  [[nodiscard]] std::vector<std::string> sort_args() const
+  [[nodiscard]] std::vector<std::string> sort_args(const std::string& host_budget = budget()) const
   {
     return {"sort",    keys_path().string(), "--dtype",   "u64",
             "--values", values_path().string(), "--value-bytes", "8",
-            "--local", "--host-memory-budget", budget(), "--no-sync", "--quiet"};
+            "--local", "--host-memory-budget", host_budget, "--no-sync", "--quiet"};
   }
 
   /// A limit near the least that works here, so that the sort takes many chunks and round 2
@@ -315,8 +315,7 @@ TEST_P(LeanCli, ASecondCommandLeavesARunningSortsJournalAlone)
   // (at 400K pairs it took some 50 ms and sometimes ended before the stop).
   make_input(10 * n_);
   write_input();
-  std::vector<std::string> args = sort_args();
-  *(std::find(args.begin(), args.end(), "--host-memory-budget") + 1) = "64Mi";
+  const std::vector<std::string> args = sort_args("64Mi");
   const fs::path out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
   const pid_t first = start_cli(cli_command{.args = args,
                                             .env = {{"GPUSORT_LEAN", "1"}},
