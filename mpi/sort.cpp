@@ -44,38 +44,6 @@ double since(std::chrono::steady_clock::time_point t)
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-/// Runs `step` on every rank; where it threw on any, throws on every rank: the failing rank
-/// its own exception, the others an error naming the lowest failing rank and its message.
-template <typename F>
-void agree(MPI_Comm comm, const char* what, F&& step)
-{
-  std::exception_ptr failure;
-  std::string message;
-  try {
-    step();
-  } catch (const std::exception& e) {
-    failure = std::current_exception();
-    message = e.what();
-  } catch (...) {
-    failure = std::current_exception();
-    message = "an unknown error";
-  }
-  const place me = place_of(comm);
-  const int mine = failure ? me.rank : me.ranks;
-  int lowest = me.ranks;
-  check(MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce (agreement)");
-  if (lowest == me.ranks) return;
-  // The lowest failing rank's message, for everyone's error.
-  int length = lowest == me.rank ? static_cast<int>(message.size()) : 0;
-  check(MPI_Bcast(&length, 1, MPI_INT, lowest, comm), "MPI_Bcast (the error's length)");
-  std::string text(static_cast<std::size_t>(length), '\0');
-  if (lowest == me.rank) text = message;
-  check(MPI_Bcast(text.data(), length, MPI_CHAR, lowest, comm), "MPI_Bcast (the error)");
-  if (failure) std::rethrow_exception(failure);
-  throw gpusort::mpi::mpi_error{"mpi::sort: " + std::string{what} + " failed on rank " +
-                                std::to_string(lowest) + ": " + text};
-}
-
 /// What every rank must agree on: the key type, the value width and the options that order.
 struct signature {
   std::int32_t type, value_bytes, direction, floats, stable;
