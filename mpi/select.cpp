@@ -1,7 +1,7 @@
 // The exact splitters (phases.hpp): a selection over the sorted shards, one bisection of the
 // key space per rank boundary, all boundaries in one MPI_Allreduce per step, then ties shared
 // out in rank order (MPI_Exscan), so that every rank receives exactly as many elements as it
-// gave, whatever the duplicates (one rank with everything, every key equal).
+// is to hold, whatever the duplicates (one rank with everything, every key equal).
 #include "mpi/phases.hpp"
 
 #include <algorithm>
@@ -26,20 +26,19 @@ std::uint64_t count_below(std::span<const K> shard, const key_map<K>& map, K v, 
 }  // namespace
 
 template <typename K>
-std::vector<std::uint64_t> select_cuts(MPI_Comm comm, std::span<const K> shard,
+std::vector<std::uint64_t> select_cuts(const group& g, std::span<const K> shard,
                                        const key_map<K>& map,
-                                       std::span<const std::uint64_t> counts)
+                                       std::span<const std::uint64_t> targets)
 {
-  const place me = place_of(comm);
-  const auto boundaries = static_cast<std::size_t>(me.ranks - 1);
-  std::vector<std::uint64_t> cuts(static_cast<std::size_t>(me.ranks) + 1, 0);
+  const auto boundaries = static_cast<std::size_t>(g.ranks - 1);
+  std::vector<std::uint64_t> cuts(static_cast<std::size_t>(g.ranks) + 1, 0);
   cuts.back() = shard.size();
   if (boundaries == 0) return cuts;
-  const std::uint64_t total = std::accumulate(counts.begin(), counts.end(), std::uint64_t{0});
+  const std::uint64_t total = std::accumulate(targets.begin(), targets.end(), std::uint64_t{0});
   // Boundary i (between ranks i and i + 1) lies at global position target[i].
   std::vector<std::uint64_t> target(boundaries);
   std::uint64_t prefix = 0;
-  for (std::size_t i = 0; i < boundaries; ++i) target[i] = prefix += counts[i];
+  for (std::size_t i = 0; i < boundaries; ++i) target[i] = prefix += targets[i];
 
   // The key at each target: the least v with more than target[i] elements at most v. The key
   // space halves every step: as many steps as K has bits.
@@ -51,9 +50,8 @@ std::vector<std::uint64_t> select_cuts(MPI_Comm comm, std::span<const K> shard,
       const K mid = static_cast<K>(lo[i] + (hi[i] - lo[i]) / 2);
       local[i] = lo[i] < hi[i] ? count_below(shard, map, mid, true) : 0;
     }
-    check(MPI_Allreduce(local.data(), global.data(), static_cast<int>(boundaries),
-                        MPI_UINT64_T, MPI_SUM, comm),
-          "MPI_Allreduce (the splitters' counts)");
+    allreduce(g, local.data(), global.data(), static_cast<int>(boundaries), MPI_UINT64_T,
+              MPI_SUM, "MPI_Allreduce (the splitters' counts)");
     for (std::size_t i = 0; i < boundaries; ++i) {
       if (lo[i] >= hi[i]) continue;
       const K mid = static_cast<K>(lo[i] + (hi[i] - lo[i]) / 2);
@@ -71,13 +69,10 @@ std::vector<std::uint64_t> select_cuts(MPI_Comm comm, std::span<const K> shard,
     local[i] = count_below(shard, map, lo[i], false);
     equal[i] = count_below(shard, map, lo[i], true) - local[i];
   }
-  check(MPI_Allreduce(local.data(), less.data(), static_cast<int>(boundaries), MPI_UINT64_T,
-                      MPI_SUM, comm),
-        "MPI_Allreduce (the keys below the splitters)");
-  check(MPI_Exscan(equal.data(), equal_below.data(), static_cast<int>(boundaries), MPI_UINT64_T,
-                   MPI_SUM, comm),
-        "MPI_Exscan (the keys equal to the splitters)");
-  if (me.rank == 0) std::fill(equal_below.begin(), equal_below.end(), 0);  // undefined there
+  allreduce(g, local.data(), less.data(), static_cast<int>(boundaries), MPI_UINT64_T, MPI_SUM,
+            "MPI_Allreduce (the keys below the splitters)");
+  exscan_sum(g, equal.data(), equal_below.data(), static_cast<int>(boundaries),
+             "MPI_Exscan (the keys equal to the splitters)");
   for (std::size_t i = 0; i < boundaries; ++i) {
     if (target[i] >= total) {  // every rank above holds nothing: all of this one goes below
       cuts[i + 1] = shard.size();
@@ -91,10 +86,10 @@ std::vector<std::uint64_t> select_cuts(MPI_Comm comm, std::span<const K> shard,
 }
 
 template std::vector<std::uint64_t> select_cuts<std::uint32_t>(
-    MPI_Comm, std::span<const std::uint32_t>, const key_map<std::uint32_t>&,
+    const group&, std::span<const std::uint32_t>, const key_map<std::uint32_t>&,
     std::span<const std::uint64_t>);
 template std::vector<std::uint64_t> select_cuts<std::uint64_t>(
-    MPI_Comm, std::span<const std::uint64_t>, const key_map<std::uint64_t>&,
+    const group&, std::span<const std::uint64_t>, const key_map<std::uint64_t>&,
     std::span<const std::uint64_t>);
 
 }  // namespace gpusort::detail::mpi

@@ -4,7 +4,6 @@
 #include "mpi/phases.hpp"
 
 #include "core/keys.hpp"
-#include "pipeline/host_memory.hpp"
 
 #include <gpusort/error.hpp>
 #include <gpusort/mpi.hpp>
@@ -13,29 +12,12 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
-#include <exception>
+#include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace gpusort::detail::mpi {
-
-void check(int rc, const char* what)
-{
-  if (rc == MPI_SUCCESS) return;
-  char message[MPI_MAX_ERROR_STRING] = {};
-  int length = 0;
-  MPI_Error_string(rc, message, &length);
-  throw gpusort::mpi::mpi_error{std::string{"mpi::sort: "} + what + " failed: " +
-                                std::string(message, static_cast<std::size_t>(length))};
-}
-
-place place_of(MPI_Comm comm)
-{
-  place p;
-  check(MPI_Comm_rank(comm, &p.rank), "MPI_Comm_rank");
-  check(MPI_Comm_size(comm, &p.ranks), "MPI_Comm_size");
-  return p;
-}
 
 namespace {
 
@@ -46,61 +28,29 @@ double since(std::chrono::steady_clock::time_point t)
 
 /// What every rank must agree on: the key type, the value width and the options that order.
 struct signature {
-  std::int32_t type, value_bytes, direction, floats, stable;
+  std::int32_t type, value_bytes, direction, floats, stable, balanced;
   bool operator==(const signature&) const = default;
 };
 
-template <typename K, typename V>
-void exchange_and_merge(MPI_Comm comm, const sort_job& job, const key_map<K>& map,
-                        const std::vector<std::uint64_t>& cuts,
-                        const std::vector<std::uint64_t>& recv_counts,
-                        const gpusort::mpi::mpi_options& how, gpusort::mpi::mpi_report& report)
+std::vector<std::uint64_t> counts_of(const group& g, std::uint64_t count)
 {
-  const std::uint64_t n = job.keys.count;
-  auto* keys = static_cast<K*>(const_cast<void*>(job.keys.data));
-  V* values = nullptr;
-  if constexpr (!std::is_same_v<V, no_value>)
-    values = static_cast<V*>(const_cast<void*>(job.values->data));
-  std::vector<K> got_keys;
-  std::vector<V> got_values;
-  auto start = std::chrono::steady_clock::now();
-  agree(comm, "making the exchange's buffers", [&] {
-    got_keys.resize(n);
-    if constexpr (!std::is_same_v<V, no_value>) got_values.resize(n);
-  });
-  report.exchange_rounds = exchange(comm, reinterpret_cast<const char*>(keys),
-                                    reinterpret_cast<char*>(got_keys.data()), sizeof(K), cuts,
-                                    recv_counts, how.round_bytes);
-  if constexpr (!std::is_same_v<V, no_value>)
-    exchange(comm, reinterpret_cast<const char*>(values),
-             reinterpret_cast<char*>(got_values.data()), sizeof(V), cuts, recv_counts,
-             how.round_bytes);
-  report.exchange_seconds = since(start);
-  start = std::chrono::steady_clock::now();
-  std::vector<std::uint64_t> first(recv_counts.size() + 1, 0);
-  for (std::size_t r = 0; r < recv_counts.size(); ++r) first[r + 1] = first[r] + recv_counts[r];
-  merge_runs<K, V>(got_keys, std::span<const V>{got_values}, first, map, keys, values);
-  report.merge_seconds = since(start);
+  std::vector<std::uint64_t> counts(static_cast<std::size_t>(g.ranks));
+  allgather(g, &count, counts.data(), 1, MPI_UINT64_T, "MPI_Allgather (the shards' sizes)");
+  return counts;
 }
 
-}  // namespace
-
-}  // namespace gpusort::detail::mpi
-
-namespace gpusort::mpi {
-
-mpi_report sort(MPI_Comm comm, engine& eng, const sort_job& job, const sort_options& options,
-                const mpi_options& how)
+/// Rank r's share of `total` elements in a balanced sort.
+std::uint64_t share_of(std::uint64_t total, int ranks, int r)
 {
-  using namespace gpusort::detail::mpi;
-  using gpusort::detail::key_map;
-  const auto start = std::chrono::steady_clock::now();
-  const place me = place_of(comm);
-  mpi_report report;
-  report.elements = job.keys.count;
+  const auto n = static_cast<std::uint64_t>(ranks);
+  return total / n + (static_cast<std::uint64_t>(r) < total % n ? 1 : 0);
+}
 
-  // The job, checked on every rank and agreed: one refusal fails them all alike.
-  agree(comm, "checking the job", [&] {
+/// The checks every rank makes of its own job, agreed.
+void check_job(const group& g, const sort_job& job, const gpusort::mpi::mpi_options& how,
+               std::uint64_t share)
+{
+  agree(g, "checking the job", [&] {
     if (job.keys_out != nullptr || job.values_out != nullptr)
       throw invalid_argument{"mpi::sort sorts each shard in place: keys_out must be null"};
     if (job.keys.count > 0 && job.keys.data == nullptr)
@@ -109,65 +59,169 @@ mpi_report sort(MPI_Comm comm, engine& eng, const sort_job& job, const sort_opti
                        (job.values->value_bytes != 4 && job.values->value_bytes != 8) ||
                        (job.keys.count > 0 && job.values->data == nullptr)))
       throw invalid_argument{"mpi::sort: values must be as many as the keys, of 4 or 8 bytes"};
-    if (how.round_bytes == 0) throw invalid_argument{"mpi::sort: round_bytes must be positive"};
+    if (how.round_bytes == 0 || how.block_bytes == 0)
+      throw invalid_argument{"mpi::sort: round_bytes and block_bytes must be positive"};
+    if (how.timeout_seconds < 0)
+      throw invalid_argument{"mpi::sort: timeout_seconds must not be negative"};
+    const std::uint64_t capacity = how.capacity == 0 ? job.keys.count : how.capacity;
+    if (capacity < job.keys.count)
+      throw invalid_argument{"mpi::sort: capacity " + std::to_string(capacity) +
+                             " is below the shard's " + std::to_string(job.keys.count) +
+                             " elements"};
+    if (capacity < share)
+      throw invalid_argument{"mpi::sort: rank " + std::to_string(g.rank) + "'s buffers hold " +
+                             std::to_string(capacity) + " elements, short of its balanced " +
+                             "share of " + std::to_string(share) + " (mpi_options::capacity)"};
+    if (capacity > 0 && job.keys.data == nullptr)
+      throw invalid_argument{"mpi::sort: keys.data is null"};
     // MPI_Alltoallv's displacements are ints (in elements): a shard of up to 2^31 - 1.
-    if (job.keys.count > static_cast<std::uint64_t>(INT_MAX))
+    if (capacity > static_cast<std::uint64_t>(INT_MAX))
       throw invalid_argument{"mpi::sort: a shard of more than 2^31 - 1 elements"};
   });
+}
+
+/// The exchange's block, in elements: block_bytes, or less where the shard is small (the
+/// blocks of its own then take at most a quarter of it).
+std::uint64_t block_of(const gpusort::mpi::mpi_options& how, std::uint64_t capacity,
+                       std::uint64_t element_bytes, std::uint64_t extra_blocks)
+{
+  const std::uint64_t most = std::max<std::uint64_t>(1, how.block_bytes / element_bytes);
+  const std::uint64_t small = (capacity + 4 * extra_blocks - 1) / (4 * extra_blocks);
+  return std::clamp<std::uint64_t>(small, 1, most);
+}
+
+}  // namespace
+
+}  // namespace gpusort::detail::mpi
+
+namespace gpusort::mpi {
+
+std::uint64_t balanced_share(MPI_Comm comm, std::uint64_t count)
+{
+  using namespace gpusort::detail::mpi;
+  const group g = group_of(comm, 0);
+  const std::vector<std::uint64_t> counts = counts_of(g, count);
+  return share_of(std::accumulate(counts.begin(), counts.end(), std::uint64_t{0}), g.ranks,
+                  g.rank);
+}
+
+mpi_report sort(MPI_Comm comm, engine& eng, const sort_job& job, const sort_options& options,
+                const mpi_options& how)
+{
+  using namespace gpusort::detail::mpi;
+  using gpusort::detail::key_map;
+  const auto start = std::chrono::steady_clock::now();
+  const group g = group_of(comm, how.timeout_seconds);
+  mpi_report report;
+  report.elements = job.keys.count;
+
+  // Every rank's count, and the count each is to end with.
+  const std::vector<std::uint64_t> counts = counts_of(g, report.elements);
+  report.total = std::accumulate(counts.begin(), counts.end(), std::uint64_t{0});
+  std::vector<std::uint64_t> targets = counts;
+  if (how.balanced)
+    for (int r = 0; r < g.ranks; ++r)
+      targets[static_cast<std::size_t>(r)] = share_of(report.total, g.ranks, r);
+  report.elements_after = targets[static_cast<std::size_t>(g.rank)];
+
+  // The job, checked on every rank and agreed: one refusal fails them all alike.
+  check_job(g, job, how, report.elements_after);
   const signature mine{static_cast<std::int32_t>(job.keys.type),
                        static_cast<std::int32_t>(job.values ? job.values->value_bytes : 0),
                        static_cast<std::int32_t>(options.direction),
-                       static_cast<std::int32_t>(options.floats), options.stable ? 1 : 0};
-  std::vector<signature> all(static_cast<std::size_t>(me.ranks));
-  check(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, comm),
-        "MPI_Allgather (the jobs' types and options)");
-  agree(comm, "checking the ranks agree", [&] {
+                       static_cast<std::int32_t>(options.floats), options.stable ? 1 : 0,
+                       how.balanced ? 1 : 0};
+  std::vector<signature> all(static_cast<std::size_t>(g.ranks));
+  allgather(g, &mine, all.data(), sizeof mine, MPI_BYTE,
+            "MPI_Allgather (the jobs' types and options)");
+  agree(g, "checking the ranks agree", [&] {
     if (std::any_of(all.begin(), all.end(), [&](const signature& s) { return !(s == mine); }))
       throw invalid_argument{"mpi::sort: every rank must give the same key type, value width "
                              "and order options"};
   });
 
   // 1. Each rank sorts its shard on its host's engine.
-  agree(comm, "the local sort", [&] { report.local = eng.sort(job, options); });
-
-  // 2. Every rank's count: rank r ends with as many as it started with.
-  std::vector<std::uint64_t> counts(static_cast<std::size_t>(me.ranks));
-  check(MPI_Allgather(&report.elements, 1, MPI_UINT64_T, counts.data(), 1, MPI_UINT64_T, comm),
-        "MPI_Allgather (the shards' sizes)");
-  for (const std::uint64_t c : counts) report.total += c;
+  agree(g, "the local sort", [&] { report.local = eng.sort(job, options); });
 
   const std::size_t key_bytes = size_of(job.keys.type);
   const std::size_t value_bytes = job.values ? job.values->value_bytes : 0;
   detail::visit_layout(key_bytes, value_bytes, [&]<typename K, typename V>() {
-    // 3. The exact splitters: where this rank's sorted shard is cut for every rank.
+    // 2. The exact splitters: where this rank's sorted shard is cut for every rank.
     const key_map<K> map = detail::ordered_map<K>(
         {.type = job.keys.type, .dir = options.direction, .floats = options.floats,
          .canonical = true},
         true);
     auto t = std::chrono::steady_clock::now();
     const std::span<const K> shard{static_cast<const K*>(job.keys.data), job.keys.count};
-    const std::vector<std::uint64_t> cuts = select_cuts<K>(comm, shard, map, counts);
-    std::vector<std::uint64_t> send(static_cast<std::size_t>(me.ranks));
+    const std::vector<std::uint64_t> cuts = select_cuts<K>(g, shard, map, targets);
+    std::vector<std::uint64_t> send(static_cast<std::size_t>(g.ranks));
     std::vector<std::uint64_t> recv(send.size());
     for (std::size_t r = 0; r < send.size(); ++r) send[r] = cuts[r + 1] - cuts[r];
-    check(MPI_Alltoall(send.data(), 1, MPI_UINT64_T, recv.data(), 1, MPI_UINT64_T, comm),
-          "MPI_Alltoall (the exchange's counts)");
+    alltoall(g, send.data(), recv.data(), 1, MPI_UINT64_T, "MPI_Alltoall (the exchange's counts)");
     report.select_seconds = since(t);
     // What the selection promises, checked before a byte moves: this rank receives exactly
-    // as many elements as it gave (its buffers are sized so).
-    agree(comm, "the splitters", [&] {
-      std::uint64_t receiving = 0;
-      for (const std::uint64_t c : recv) receiving += c;
-      if (receiving != report.elements)
-        throw logic_error{"mpi::sort: rank " + std::to_string(me.rank) + " would receive " +
+    // its target.
+    agree(g, "the splitters", [&] {
+      const std::uint64_t receiving = std::accumulate(recv.begin(), recv.end(), std::uint64_t{0});
+      if (receiving != report.elements_after)
+        throw logic_error{"mpi::sort: rank " + std::to_string(g.rank) + " would receive " +
                           std::to_string(receiving) + " elements for its " +
-                          std::to_string(report.elements)};
+                          std::to_string(report.elements_after)};
     });
-    report.sent = report.elements - send[static_cast<std::size_t>(me.rank)];
-    // 4. The exchange, and 5. the merge of the received runs into the shard.
-    exchange_and_merge<K, V>(comm, job, map, cuts, recv, how, report);
+    report.sent = report.elements - send[static_cast<std::size_t>(g.rank)];
+
+    // 3. The exchange into blocks of the shard's buffers, and 4. the merge of the received
+    // runs back into the shard.
+    const std::uint64_t capacity = how.capacity == 0 ? job.keys.count : how.capacity;
+    const std::uint64_t extra_blocks = 2 * static_cast<std::uint64_t>(g.ranks) + 4;
+    std::optional<block_space> space;
+    agree(g, "making the exchange's blocks", [&] {
+      space.emplace(static_cast<char*>(const_cast<void*>(job.keys.data)),
+                    job.values ? static_cast<char*>(const_cast<void*>(job.values->data)) : nullptr, capacity,
+                    static_cast<std::uint32_t>(sizeof(K)),
+                    static_cast<std::uint32_t>(value_bytes),
+                    block_of(how, capacity, sizeof(K) + value_bytes, extra_blocks),
+                    extra_blocks);
+    });
+    t = std::chrono::steady_clock::now();
+    exchange_counts moved;
+    std::vector<run> runs = exchange(g, *space, cuts, recv, how.round_bytes, moved);
+    report.exchange_rounds = moved.rounds;
+    report.extra_bytes = space->extra_bytes() + moved.staging_bytes;
+    report.exchange_seconds = since(t);
+    t = std::chrono::steady_clock::now();
+    merge_runs<K, V>(*space, runs, report.elements_after, map);
+    report.merge_seconds = since(t);
   });
   report.seconds = since(start);
+  return report;
+}
+
+mpi_report argsort(MPI_Comm comm, engine& eng, const key_array& keys, std::int64_t* indices,
+                   const sort_options& options, const mpi_options& how)
+{
+  using namespace gpusort::detail::mpi;
+  const group g = group_of(comm, how.timeout_seconds);
+  const std::uint64_t n = keys.count;
+  const std::uint64_t capacity = std::max(n, how.capacity);
+  std::vector<char> scratch;
+  agree(g, "copying the keys", [&] {
+    if (n > 0 && (keys.data == nullptr || indices == nullptr))
+      throw invalid_argument{"mpi::argsort: keys.data and indices must not be null"};
+    scratch.resize(capacity * size_of(keys.type));
+    if (n > 0) std::memcpy(scratch.data(), keys.data, n * size_of(keys.type));
+  });
+  std::uint64_t before = 0;
+  exscan_sum(g, &n, &before, 1, "MPI_Exscan (the shards' offsets)");
+  for (std::uint64_t i = 0; i < n; ++i) indices[i] = static_cast<std::int64_t>(before + i);
+  sort_options stable = options;
+  stable.stable = true;
+  mpi_options with_capacity = how;
+  with_capacity.capacity = capacity;
+  const sort_job job{.keys = {scratch.data(), n, keys.type},
+                     .values = value_array{indices, n, 8}};
+  mpi_report report = sort(comm, eng, job, stable, with_capacity);
+  report.extra_bytes += scratch.size();
   return report;
 }
 

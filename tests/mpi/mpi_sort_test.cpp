@@ -124,46 +124,98 @@ std::vector<K> shard_for(shape s, std::uint64_t seed)
   return keys;
 }
 
-/// Sorts the shards of `keys` (and values: each element's global input position) across the
-/// ranks and checks the result on rank 0 against std::stable_sort of the gathered input.
+/// How a check runs the distributed sort: as a sort (values: each element's global input
+/// position, when asked) or as the global argsort.
+enum class mode { sort, pairs, argsort };
+
+/// The exchange in many rounds and blocks even at these sizes.
+constexpr mpi::mpi_options small_rounds{.round_bytes = 4096, .block_bytes = 256};
+
+/// Sorts the shards of `keys` across the ranks (`how`; with `balanced`, into equal shares) and
+/// checks the result on rank 0 against std::stable_sort of the gathered input: the keys in
+/// order, the counts each rank ends with, the pairs whole and, for a stable sort or an argsort,
+/// every position exactly.
 template <typename K>
-std::string sort_and_check(std::vector<K> keys, bool with_values, const sort_options& options)
+std::string sort_and_check(std::vector<K> keys, mode m, const sort_options& options,
+                           mpi::mpi_options how = small_rounds)
 {
   const std::uint64_t mine = keys.size();
   std::uint64_t before_me = 0;
   MPI_Exscan(&mine, &before_me, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
   if (rank_of() == 0) before_me = 0;
-  std::vector<std::uint64_t> values(mine);
-  for (std::uint64_t i = 0; i < mine; ++i) values[i] = before_me + i;
+  std::uint64_t total = 0;
+  MPI_Allreduce(&mine, &total, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  const auto r = static_cast<std::uint64_t>(rank_of());
+  const std::uint64_t after =
+      how.balanced ? total / ranks() + (r < total % ranks() ? 1 : 0) : mine;
+  how.capacity = std::max(mine, after);
   const std::vector<K> input = gather(keys);
 
-  sort_job job{.keys = {keys.data(), mine, dtype_of_v<K>}};
-  if (with_values) job.values = value_array{values.data(), mine, 8};
+  std::vector<std::uint64_t> values(how.capacity);
+  for (std::uint64_t i = 0; i < mine; ++i) values[i] = before_me + i;
+  std::vector<K> sorted = keys;  // the argsort's keys stay as they were
+  sorted.resize(how.capacity);
   mpi::mpi_report report;
   std::string error;
   try {
-    report = mpi::sort(MPI_COMM_WORLD, cpu_engine(), job, options,
-                       {.round_bytes = 4096});  // many rounds even at these sizes
+    if (m == mode::argsort) {
+      report = mpi::argsort(MPI_COMM_WORLD, cpu_engine(), {keys.data(), mine, dtype_of_v<K>},
+                            reinterpret_cast<std::int64_t*>(values.data()), options, how);
+    } else {
+      sort_job job{.keys = {sorted.data(), mine, dtype_of_v<K>}};
+      if (m == mode::pairs) job.values = value_array{values.data(), mine, 8};
+      report = mpi::sort(MPI_COMM_WORLD, cpu_engine(), job, options, how);
+    }
   } catch (const std::exception& e) {
     error = e.what();
   }
   if (!error.empty()) return "rank " + std::to_string(rank_of()) + ": " + error;
+  if (report.elements_after != after)
+    return "rank " + std::to_string(rank_of()) + " reports " +
+           std::to_string(report.elements_after) + " elements after, not " +
+           std::to_string(after);
+  // Beside the shard: the staging and at most 2 * ranks + 4 blocks (the argsort's copy of the
+  // keys besides).
+  const std::uint64_t bound = how.round_bytes +
+                              (2 * static_cast<std::uint64_t>(ranks()) + 4) * how.block_bytes +
+                              (m == mode::argsort ? how.capacity * sizeof(K) : 0);
+  if (report.extra_bytes > bound)
+    return "rank " + std::to_string(rank_of()) + " took " + std::to_string(report.extra_bytes) +
+           " bytes beside its shard, over " + std::to_string(bound);
 
-  const std::vector<K> out = gather(keys);
+  sorted.resize(after);
+  values.resize(after);
+  const bool with_values = m != mode::sort;
+  const std::vector<K> out = gather(m == mode::argsort ? keys : sorted);
   const std::vector<std::uint64_t> out_values = with_values ? gather(values) : values;
-  const std::vector<std::uint64_t> sizes = gather(std::vector<std::uint64_t>{keys.size()});
-  const std::vector<std::uint64_t> given = gather(std::vector<std::uint64_t>{mine});
+  const std::vector<std::uint64_t> sizes = gather(std::vector<std::uint64_t>{after});
   std::string verdict;
   if (rank_of() == 0) {
-    if (sizes != given) verdict = "a rank ended with another count than it started with";
+    if (m == mode::argsort && (out.size() != input.size() ||
+                               std::memcmp(out.data(), input.data(), out.size() * sizeof(K)) != 0))
+      verdict = "the argsort wrote its keys";  // (bytes: NaNs are never == themselves)
     std::vector<std::uint64_t> order(input.size());
     for (std::uint64_t i = 0; i < order.size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(), [&](std::uint64_t a, std::uint64_t b) {
       return before(input[a], input[b], options.direction);
     });
+    const bool exact = options.stable || m == mode::argsort;
+    std::uint64_t at = 0;
+    for (std::size_t rank = 0; rank < sizes.size() && verdict.empty(); ++rank) {
+      const std::uint64_t want = how.balanced ? total / sizes.size() +
+                                                    (rank < total % sizes.size() ? 1 : 0)
+                                              : 0;
+      if (how.balanced && sizes[rank] != want)
+        verdict = "rank " + std::to_string(rank) + " ended with " + std::to_string(sizes[rank]) +
+                  " elements, not its share " + std::to_string(want);
+      at += sizes[rank];
+    }
+    if (verdict.empty() && at != input.size()) verdict = "the ranks' counts changed the total";
     for (std::uint64_t i = 0; verdict.empty() && i < order.size(); ++i) {
       const K want = input[order[i]];
-      const K got = out[i];
+      const K got = m == mode::argsort ? input[std::min<std::uint64_t>(out_values[i],
+                                                                       input.size() - 1)]
+                                       : out[i];
       const bool same_key = !before(want, got, options.direction) &&
                             !before(got, want, options.direction);
       if (!same_key) {
@@ -171,7 +223,7 @@ std::string sort_and_check(std::vector<K> keys, bool with_values, const sort_opt
       } else if (with_values && (out_values[i] >= input.size() ||
                                  std::memcmp(&input[out_values[i]], &got, sizeof(K)) != 0)) {
         verdict = "the pair at global position " + std::to_string(i) + " is torn";
-      } else if (with_values && options.stable && out_values[i] != order[i]) {
+      } else if (with_values && exact && out_values[i] != order[i]) {
         verdict = "equal keys left their input order at global position " + std::to_string(i);
       }
     }
@@ -197,7 +249,7 @@ TYPED_TEST(MpiSort, EveryShapeAndOrderEndsInRankOrderWithTheSameCounts)
                         shape::few_keys}) {
     for (const order dir : {order::ascending, order::descending}) {
       const sort_options options{.direction = dir, .floats = float_order::numpy};
-      EXPECT_EQ(sort_and_check(shard_for<TypeParam>(s, 3), false, options), "")
+      EXPECT_EQ(sort_and_check(shard_for<TypeParam>(s, 3), mode::sort, options), "")
           << "shape " << static_cast<int>(s)
           << (dir == order::ascending ? " ascending" : " descending");
     }
@@ -209,9 +261,47 @@ TYPED_TEST(MpiSort, PairsKeepTheirValuesAndAStableSortTheInputOrder)
   for (const shape s : {shape::uneven, shape::few_keys, shape::all_equal}) {
     for (const bool stable : {false, true}) {
       const sort_options options{.stable = stable, .floats = float_order::numpy};
-      EXPECT_EQ(sort_and_check(shard_for<TypeParam>(s, 5), true, options), "")
+      EXPECT_EQ(sort_and_check(shard_for<TypeParam>(s, 5), mode::pairs, options), "")
           << "shape " << static_cast<int>(s) << (stable ? " stable" : "");
     }
+  }
+}
+
+TYPED_TEST(MpiSort, TheArgsortGivesEveryElementsGlobalInputPosition)
+{
+  for (const shape s : {shape::uneven, shape::one_rank_has_all, shape::few_keys}) {
+    for (const order dir : {order::ascending, order::descending}) {
+      const sort_options options{.direction = dir, .floats = float_order::numpy};
+      EXPECT_EQ(sort_and_check(shard_for<TypeParam>(s, 7), mode::argsort, options), "")
+          << "shape " << static_cast<int>(s)
+          << (dir == order::ascending ? " ascending" : " descending");
+    }
+  }
+}
+
+TYPED_TEST(MpiSort, BalancedSharesWhateverTheShardsWere)
+{
+  for (const shape s : {shape::uneven, shape::one_rank_has_all, shape::all_equal}) {
+    for (const mode m : {mode::sort, mode::pairs, mode::argsort}) {
+      mpi::mpi_options how = small_rounds;
+      how.balanced = true;
+      const sort_options options{.stable = m != mode::sort, .floats = float_order::numpy};
+      EXPECT_EQ(sort_and_check(shard_for<TypeParam>(s, 9), m, options, how), "")
+          << "shape " << static_cast<int>(s) << " mode " << static_cast<int>(m);
+    }
+  }
+}
+
+TEST(MpiSortMemory, BlocksOfOneElementAndTinyRoundsStillMoveEverything)
+{
+  // The tightest space the exchange and the merge get: blocks of one pair and a staging of
+  // a few, so that nearly every round waits on blocks freed by the sends before it.
+  const mpi::mpi_options how{.round_bytes = 256, .block_bytes = 16};
+  for (const shape s : {shape::uneven, shape::one_rank_has_all}) {
+    std::vector<std::uint64_t> keys = shard_for<std::uint64_t>(s, 11);
+    keys.resize(std::min<std::size_t>(keys.size(), 3001));
+    EXPECT_EQ(sort_and_check(keys, mode::pairs, {.stable = true}, how), "")
+        << "shape " << static_cast<int>(s);
   }
 }
 
