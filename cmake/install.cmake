@@ -1,8 +1,10 @@
-# The installed package (cmake --install): the programs, the public headers, and two libraries,
-# each a component of the CMake package and a pkg-config file of its own:
+# The installed package (cmake --install): the programs, the public headers, and two libraries
+# (three where an MPI was found), each a component of the CMake package and a pkg-config file of
+# its own:
 #
 #   find_package(gpusort CONFIG REQUIRED COMPONENTS client)  # gpusort::client, gpusort-client.pc
 #   find_package(gpusort CONFIG REQUIRED COMPONENTS engine)  # gpusort::engine, gpusort-engine.pc
+#   find_package(gpusort CONFIG REQUIRED COMPONENTS mpi)     # gpusort::mpi, gpusort-mpi.pc
 #
 # Issue 20, item 1. The installed libraries are shared and carry what they need, so a consumer
 # finds no other package and sees nothing of ours but <gpusort/...> and the two targets:
@@ -11,6 +13,9 @@
 #   libgpusort_engine.so  pipeline/, config/, core/, and where CUDA builds the CUDA libraries
 #                         with cudart linked statically (as in the programs: a consumer needs the
 #                         driver only, no toolkit); links the system's shared yaml-cpp and OpenMP.
+#   libgpusort_mpi.so     mpi/ (issue 41): the distributed sort over libgpusort_engine.so and the
+#                         system's MPI, both of which its consumers link too (<gpusort/mpi.hpp>
+#                         includes <mpi.h>): the package looks for MPI when asked for it.
 # spdlog and fmt are header-only inside both, and both export only the gpusort namespace
 # (exports.map), so that a consumer's own spdlog, fmt or protobuf never meets ours.
 #
@@ -23,19 +28,20 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-# gpusort_package_library(NAME OBJECTS_OF target... LINK item...): libgpusort_NAME.so from the
-# object files of the given build-tree libraries, linked with the given items (archives of the
-# build tree whose needed members go in, and the shared system libraries), exported as
-# gpusort::NAME. A dependency left out is a link error here (--no-undefined), not a consumer's.
+# gpusort_package_library(NAME OBJECTS_OF target... LINK item... [PUBLIC_LINK item...]):
+# libgpusort_NAME.so from the object files of the given build-tree libraries, linked with the
+# given items (archives of the build tree whose needed members go in, and the shared system
+# libraries; PUBLIC_LINK: those its consumers link too), exported as gpusort::NAME. A dependency
+# left out is a link error here (--no-undefined), not a consumer's.
 set(GPUSORT_PACKAGE_COMPONENTS "")
 function(gpusort_package_library name)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "OBJECTS_OF;LINK")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "OBJECTS_OF;LINK;PUBLIC_LINK")
   set(target gpusort_${name}_package)
   add_library(${target} SHARED)
   foreach(t IN LISTS arg_OBJECTS_OF)
     target_sources(${target} PRIVATE $<TARGET_OBJECTS:${t}>)
   endforeach()
-  target_link_libraries(${target} PRIVATE ${arg_LINK})
+  target_link_libraries(${target} PRIVATE ${arg_LINK} PUBLIC ${arg_PUBLIC_LINK})
   # Not with clang's sanitizers: clang links their runtimes into programs only, so a sanitized
   # library leaves the runtime's symbols to the program that loads it.
   if(NOT (GPUSORT_SANITIZE AND CMAKE_CXX_COMPILER_ID STREQUAL "Clang"))
@@ -86,6 +92,13 @@ gpusort_package_library(engine
   OBJECTS_OF gpusort_pipeline gpusort_config
   LINK ${gpusort_engine_archives} $<TARGET_FILE:yaml-cpp> OpenMP::OpenMP_CXX Threads::Threads)
 
+if(TARGET gpusort_mpi)
+  gpusort_package_library(mpi
+    OBJECTS_OF gpusort_mpi
+    LINK gpusort_core Threads::Threads
+    PUBLIC_LINK gpusort_engine_package MPI::MPI_CXX)
+endif()
+
 install(TARGETS gpusort_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 if(TARGET gpusortd)
   install(TARGETS gpusortd RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
@@ -105,7 +118,7 @@ install(FILES "${PROJECT_BINARY_DIR}/gpusortConfig.cmake"
               "${PROJECT_BINARY_DIR}/gpusortConfigVersion.cmake"
         DESTINATION ${GPUSORT_CMAKE_DIR})
 
-# gpusort-client.pc and gpusort-engine.pc, relative to their own folder, so that
+# gpusort-client.pc, gpusort-engine.pc (and gpusort-mpi.pc), relative to their own folder, so that
 # `cmake --install --prefix` anywhere works. The libraries are shared, so a program links them
 # alone; what they link themselves is Requires.private/Libs.private (for pkg-config --static and
 # for the Cflags of those packages).

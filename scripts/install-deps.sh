@@ -5,6 +5,8 @@ packages=(build-essential cmake ninja-build pkg-config libboost-dev libspdlog-de
           libyaml-cpp-dev libgtest-dev libgmock-dev libprotobuf-dev protobuf-compiler liburing-dev
           python3-numpy python3-protobuf python3-pytest nlohmann-json3-dev
           python3-matplotlib            # bench/report.py's plots (ctest bench.report)
+          libopenmpi-dev openmpi-bin    # mpi/: gpusort::mpi and gpusort-mpi (ctest mpi.*)
+          python3-dask python3-distributed python3-pandas  # python/gpusort/dask.py's tests
           dpkg-dev man-db groff-base    # the .deb and its man pages (ctest deploy.package)
           clang libclang-rt-14-dev      # libFuzzer for fuzz/ (ctest fuzz.*)
           libomp-dev)                   # the tsan preset: clang's libomp with Archer
