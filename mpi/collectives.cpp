@@ -81,14 +81,14 @@ void alltoall(const group& g, const void* send, void* recv, int count, MPI_Datat
   wait(g, MPI_Ialltoall(send, count, type, recv, count, type, g.comm, &r), r, what);
 }
 
-void alltoallv(const group& g, const void* send, const int* send_counts, const int* send_at,
-               void* recv, const int* recv_counts, const int* recv_at, MPI_Datatype type,
-               const char* what)
+void alltoallw(const group& g, const int* send_counts, const int* send_at,
+               const MPI_Datatype* send_types, const int* recv_counts, const int* recv_at,
+               const MPI_Datatype* recv_types, const char* what)
 {
   MPI_Request r{};
   wait(g,
-       MPI_Ialltoallv(send, send_counts, send_at, type, recv, recv_counts, recv_at, type, g.comm,
-                      &r),
+       MPI_Ialltoallw(MPI_BOTTOM, send_counts, send_at, send_types, MPI_BOTTOM, recv_counts,
+                      recv_at, recv_types, g.comm, &r),
        r, what);
 }
 

@@ -1,9 +1,9 @@
-// The exchange (phases.hpp): MPI_Alltoallv in rounds into blocks, so that a rank holds its shard
-// plus a bound (a round's staging and a few blocks) however much it receives. Each round the
-// receivers grant their senders what their free blocks hold (MPI_Alltoall of the grants), the
-// senders send that much from the front of each of their segments, and every shard block whose
-// elements have all left becomes free for what arrives next. design.md section 6a shows that
-// some rank can always grant while anything is left to move, so the rounds end.
+// The exchange (phases.hpp): MPI_Alltoallw in rounds straight into blocks, so that a rank holds
+// its shard plus a bound (a few blocks) however much it receives, and nothing is copied twice.
+// Each round the receivers grant their senders what their free blocks hold (MPI_Alltoall of the
+// grants), the senders send that much from the front of each of their segments, and every shard
+// block whose elements have all left becomes free for what arrives next. design.md section 6a
+// shows that some rank can always grant while anything is left to move, so the rounds end.
 #include "mpi/phases.hpp"
 
 #include <gpusort/error.hpp>
@@ -11,68 +11,73 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
-#include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 
 namespace gpusort::detail::mpi {
 
 namespace {
 
-/// An MPI datatype of one element (`bytes` contiguous bytes), freed with the exchange.
-class element_type {
+/// The pieces of memory one peer's part of a round sends or receives, as one MPI datatype over
+/// absolute addresses (MPI_BOTTOM): keys first, then values, so that both arrays and any number
+/// of blocks travel in one MPI_Ialltoallw without a staging copy. Freed with the round.
+class pieces {
  public:
-  explicit element_type(std::uint64_t bytes)
+  pieces() = default;
+  ~pieces()
   {
-    check(MPI_Type_contiguous(static_cast<int>(bytes), MPI_BYTE, &type_), "MPI_Type_contiguous");
-    check(MPI_Type_commit(&type_), "MPI_Type_commit");
+    if (type_ != MPI_DATATYPE_NULL) MPI_Type_free(&type_);
   }
-  ~element_type() { MPI_Type_free(&type_); }
-  element_type(const element_type&) = delete;
-  element_type& operator=(const element_type&) = delete;
-  [[nodiscard]] MPI_Datatype get() const noexcept { return type_; }
+  pieces(const pieces&) = delete;
+  pieces& operator=(const pieces&) = delete;
+
+  void add_key(const char* at, std::uint64_t bytes) { add(keys_, at, bytes); }
+  void add_value(const char* at, std::uint64_t bytes) { add(values_, at, bytes); }
+
+  /// The datatype (MPI_BYTE where there is nothing) and its count (0 or 1).
+  std::pair<MPI_Datatype, int> commit()
+  {
+    std::vector<int> lengths;
+    std::vector<MPI_Aint> at;
+    for (const auto* l : {&keys_, &values_}) {
+      for (const auto& [address, bytes] : *l) {
+        at.push_back(address);
+        lengths.push_back(bytes);
+      }
+    }
+    if (lengths.empty()) return {MPI_BYTE, 0};
+    check(MPI_Type_create_hindexed(static_cast<int>(lengths.size()), lengths.data(), at.data(),
+                                   MPI_BYTE, &type_),
+          "MPI_Type_create_hindexed");
+    check(MPI_Type_commit(&type_), "MPI_Type_commit");
+    return {type_, 1};
+  }
 
  private:
+  using piece_list = std::vector<std::pair<MPI_Aint, int>>;
+  static void add(piece_list& l, const char* at, std::uint64_t bytes)
+  {
+    if (bytes == 0) return;
+    MPI_Aint address{};
+    check(MPI_Get_address(at, &address), "MPI_Get_address");
+    l.emplace_back(address, static_cast<int>(bytes));  // at most round_bytes < 2^31
+  }
+  piece_list keys_, values_;
   MPI_Datatype type_{MPI_DATATYPE_NULL};
 };
 
-/// Appends `count` elements of the staging buffers at `at` to run `r`, block by block.
-void append(block_space& space, run& r, const char* keys, const char* values, std::uint64_t at,
-            std::uint64_t count)
-{
-  const std::uint64_t b = space.block();
-  const std::uint32_t kb = space.key_bytes(), vb = space.value_bytes();
-  while (count > 0) {
-    const std::uint64_t fill = r.length % b;
-    if (fill == 0) r.blocks.push_back(space.take());
-    const std::uint64_t n = std::min(count, b - fill);
-    const std::uint64_t id = r.blocks.back();
-    std::memcpy(space.keys(id) + fill * kb, keys + at * kb, n * kb);
-    if (vb > 0) std::memcpy(space.values(id) + fill * vb, values + at * vb, n * vb);
-    r.length += n;
-    at += n;
-    count -= n;
-  }
-}
-
 }  // namespace
 
-std::vector<run> exchange(const group& g, block_space& space, std::span<const std::uint64_t> cuts,
+std::vector<run> exchange(const group& g, block_space& space,
+                          std::span<const std::uint64_t> cuts,
                           std::span<const std::uint64_t> recv_counts, std::uint64_t round_bytes,
                           exchange_counts& counts)
 {
   const auto ranks = static_cast<std::size_t>(g.ranks);
   const std::uint64_t b = space.block();
   const std::uint32_t kb = space.key_bytes(), vb = space.value_bytes();
-  const element_type key_type{kb};
-  std::optional<element_type> value_type;
-  if (vb > 0) value_type.emplace(vb);
-  // The staging: round_bytes, or what this rank receives in all where that is less.
-  std::uint64_t receiving = 0;
-  for (const std::uint64_t c : recv_counts) receiving += c;
-  const std::uint64_t stage = std::clamp<std::uint64_t>(std::min(round_bytes / (kb + vb), receiving),
-                                                        1, static_cast<std::uint64_t>(INT_MAX));
-  std::vector<char> stage_keys(stage * kb), stage_values(stage * vb);
-  counts.staging_bytes = stage * (kb + vb);
+  const std::uint64_t round_cap = std::max<std::uint64_t>(1, round_bytes / (kb + vb));
 
   // Elements of each shard block not sent yet; blocks beyond the shard's data are free now.
   const std::uint64_t shard = cuts.back();
@@ -96,12 +101,13 @@ std::vector<run> exchange(const group& g, block_space& space, std::span<const st
   std::vector<std::uint64_t> left(recv_counts.begin(), recv_counts.end());
   std::vector<std::uint64_t> next(cuts.begin(), cuts.end() - 1);  // each segment's front
   std::vector<std::uint64_t> grant(ranks), allowed(ranks);
-  std::vector<int> send_counts(ranks), send_at(ranks), recv_now(ranks), recv_at(ranks);
+  std::vector<int> send_count(ranks), recv_count(ranks), zeros(ranks, 0);
+  std::vector<MPI_Datatype> send_type(ranks), recv_type(ranks);
   for (std::uint64_t round = 0;; ++round) {
     // What this rank takes from each sender this round: what its free blocks (and the room
-    // left in each run's last block) hold, within the staging; the first sender asked turns
+    // left in each run's last block) hold, within round_bytes; the first sender asked turns
     // with the round, so that no sender waits on the others' grants for long.
-    std::uint64_t blocks = space.free_blocks(), room = stage;
+    std::uint64_t blocks = space.free_blocks(), room = round_cap;
     std::uint64_t local[2] = {0, 0};  // elements left to receive, granted now
     for (std::size_t k = 0; k < ranks; ++k) {
       const std::size_t s = (round + k) % ranks;
@@ -120,27 +126,32 @@ std::vector<run> exchange(const group& g, block_space& space, std::span<const st
                         std::to_string(round) + " with " + std::to_string(global[0]) +
                         " elements left to move"};
     alltoall(g, grant.data(), allowed.data(), 1, MPI_UINT64_T, "MPI_Alltoall (the grants)");
-    int at = 0;
+
+    // Where everything goes: each sender's part from the front of its segment, each
+    // receiver's into its run's last block and then blocks taken now (the grants fit them).
+    std::vector<pieces> out(ranks), in(ranks);
     for (std::size_t r = 0; r < ranks; ++r) {
-      send_counts[r] = static_cast<int>(allowed[r]);
-      send_at[r] = static_cast<int>(next[r]);  // a shard has at most INT_MAX elements
-      recv_now[r] = static_cast<int>(grant[r]);
-      recv_at[r] = at;
-      at += recv_now[r];
+      out[r].add_key(space.shard_keys() + next[r] * kb, allowed[r] * kb);
+      if (vb > 0) out[r].add_value(space.shard_values() + next[r] * vb, allowed[r] * vb);
+      for (std::uint64_t todo = grant[r]; todo > 0;) {
+        const std::uint64_t fill = runs[r].length % b;
+        if (fill == 0) runs[r].blocks.push_back(space.take());
+        const std::uint64_t n = std::min(todo, b - fill);
+        const std::uint64_t id = runs[r].blocks.back();
+        in[r].add_key(space.keys(id) + fill * kb, n * kb);
+        if (vb > 0) in[r].add_value(space.values(id) + fill * vb, n * vb);
+        runs[r].length += n;
+        todo -= n;
+      }
+      std::tie(send_type[r], send_count[r]) = out[r].commit();
+      std::tie(recv_type[r], recv_count[r]) = in[r].commit();
     }
-    alltoallv(g, space.shard_keys(), send_counts.data(), send_at.data(), stage_keys.data(),
-              recv_now.data(), recv_at.data(), key_type.get(), "MPI_Alltoallv (the keys)");
-    if (vb > 0)
-      alltoallv(g, space.shard_values(), send_counts.data(), send_at.data(), stage_values.data(),
-                recv_now.data(), recv_at.data(), value_type->get(), "MPI_Alltoallv (the values)");
+    alltoallw(g, send_count.data(), zeros.data(), send_type.data(), recv_count.data(),
+              zeros.data(), recv_type.data(), "MPI_Alltoallw (the elements)");
     for (std::size_t r = 0; r < ranks; ++r) {
       sent(next[r], allowed[r]);
       next[r] += allowed[r];
-    }
-    for (std::size_t s = 0; s < ranks; ++s) {
-      append(space, runs[s], stage_keys.data(), stage_values.data(),
-             static_cast<std::uint64_t>(recv_at[s]), grant[s]);
-      left[s] -= grant[s];
+      left[r] -= grant[r];
     }
     counts.rounds = round + 1;
   }

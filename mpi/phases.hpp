@@ -42,9 +42,10 @@ void allgather(const group& g, const void* send, void* recv, int count, MPI_Data
                const char* what);
 void alltoall(const group& g, const void* send, void* recv, int count, MPI_Datatype type,
               const char* what);
-void alltoallv(const group& g, const void* send, const int* send_counts, const int* send_at,
-               void* recv, const int* recv_counts, const int* recv_at, MPI_Datatype type,
-               const char* what);
+/// MPI_Alltoallw from and into MPI_BOTTOM: each peer's datatype names absolute addresses.
+void alltoallw(const group& g, const int* send_counts, const int* send_at,
+               const MPI_Datatype* send_types, const int* recv_counts, const int* recv_at,
+               const MPI_Datatype* recv_types, const char* what);
 void bcast(const group& g, void* data, int count, MPI_Datatype type, int root, const char* what);
 /// MPI_Exscan, with rank 0's result defined: zeros (of unsigned 64-bit sums).
 void exscan_sum(const group& g, const std::uint64_t* send, std::uint64_t* recv, int count,
@@ -83,7 +84,10 @@ class block_space {
   [[nodiscard]] char* shard_values() const noexcept { return values_; }
   [[nodiscard]] char* keys(std::uint64_t id) const noexcept;
   [[nodiscard]] char* values(std::uint64_t id) const noexcept;
-  [[nodiscard]] char* tail_keys() const noexcept { return keys_ + shard_blocks_ * block_ * key_bytes_; }
+  [[nodiscard]] char* tail_keys() const noexcept
+  {
+    return keys_ + shard_blocks_ * block_ * key_bytes_;
+  }
   [[nodiscard]] char* tail_values() const noexcept
   {
     return values_ + shard_blocks_ * block_ * value_bytes_;
@@ -122,7 +126,6 @@ struct run {
 /// What the exchange did on this rank.
 struct exchange_counts {
   std::uint64_t rounds{};
-  std::uint64_t staging_bytes{};
 };
 
 /// Sends [cuts[r], cuts[r + 1]) of the sorted shard (the first cuts.back() elements of the
@@ -130,7 +133,8 @@ struct exchange_counts {
 /// elements into blocks of `space`, in rounds of at most `round_bytes` received per rank: each
 /// rank grants its senders only as much as its free blocks hold, and a shard block is free
 /// once every element in it was sent. Returns the runs, in rank order. Collective.
-std::vector<run> exchange(const group& g, block_space& space, std::span<const std::uint64_t> cuts,
+std::vector<run> exchange(const group& g, block_space& space,
+                          std::span<const std::uint64_t> cuts,
                           std::span<const std::uint64_t> recv_counts, std::uint64_t round_bytes,
                           exchange_counts& counts);
 

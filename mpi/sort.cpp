@@ -59,8 +59,10 @@ void check_job(const group& g, const sort_job& job, const gpusort::mpi::mpi_opti
                        (job.values->value_bytes != 4 && job.values->value_bytes != 8) ||
                        (job.keys.count > 0 && job.values->data == nullptr)))
       throw invalid_argument{"mpi::sort: values must be as many as the keys, of 4 or 8 bytes"};
-    if (how.round_bytes == 0 || how.block_bytes == 0)
-      throw invalid_argument{"mpi::sort: round_bytes and block_bytes must be positive"};
+    // A round's and a block's bytes are MPI int counts.
+    if (how.round_bytes == 0 || how.block_bytes == 0 || how.round_bytes > INT_MAX ||
+        how.block_bytes > INT_MAX)
+      throw invalid_argument{"mpi::sort: round_bytes and block_bytes must be from 1 to 2^31 - 1"};
     if (how.timeout_seconds < 0)
       throw invalid_argument{"mpi::sort: timeout_seconds must not be negative"};
     const std::uint64_t capacity = how.capacity == 0 ? job.keys.count : how.capacity;
@@ -74,9 +76,6 @@ void check_job(const group& g, const sort_job& job, const gpusort::mpi::mpi_opti
                              "share of " + std::to_string(share) + " (mpi_options::capacity)"};
     if (capacity > 0 && job.keys.data == nullptr)
       throw invalid_argument{"mpi::sort: keys.data is null"};
-    // MPI_Alltoallv's displacements are ints (in elements): a shard of up to 2^31 - 1.
-    if (capacity > static_cast<std::uint64_t>(INT_MAX))
-      throw invalid_argument{"mpi::sort: a shard of more than 2^31 - 1 elements"};
   });
 }
 
@@ -142,6 +141,10 @@ mpi_report sort(MPI_Comm comm, engine& eng, const sort_job& job, const sort_opti
 
   // 1. Each rank sorts its shard on its host's engine.
   agree(g, "the local sort", [&] { report.local = eng.sort(job, options); });
+  if (g.ranks == 1) {  // the shard is the array
+    report.seconds = since(start);
+    return report;
+  }
 
   const std::size_t key_bytes = size_of(job.keys.type);
   const std::size_t value_bytes = job.values ? job.values->value_bytes : 0;
@@ -177,7 +180,9 @@ mpi_report sort(MPI_Comm comm, engine& eng, const sort_job& job, const sort_opti
     std::optional<block_space> space;
     agree(g, "making the exchange's blocks", [&] {
       space.emplace(static_cast<char*>(const_cast<void*>(job.keys.data)),
-                    job.values ? static_cast<char*>(const_cast<void*>(job.values->data)) : nullptr, capacity,
+                    job.values ? static_cast<char*>(const_cast<void*>(job.values->data))
+                               : nullptr,
+                    capacity,
                     static_cast<std::uint32_t>(sizeof(K)),
                     static_cast<std::uint32_t>(value_bytes),
                     block_of(how, capacity, sizeof(K) + value_bytes, extra_blocks),
@@ -187,7 +192,7 @@ mpi_report sort(MPI_Comm comm, engine& eng, const sort_job& job, const sort_opti
     exchange_counts moved;
     std::vector<run> runs = exchange(g, *space, cuts, recv, how.round_bytes, moved);
     report.exchange_rounds = moved.rounds;
-    report.extra_bytes = space->extra_bytes() + moved.staging_bytes;
+    report.extra_bytes = space->extra_bytes();
     report.exchange_seconds = since(t);
     t = std::chrono::steady_clock::now();
     merge_runs<K, V>(*space, runs, report.elements_after, map);

@@ -4,16 +4,18 @@
 // `balanced`, an equal share).
 //
 //   gpusort::engine eng{cfg};                       // this host's engine: its GPUs or the CPU
-//   gpusort::mpi::sort(MPI_COMM_WORLD, eng, {.keys = {shard.data(), shard.size(), gpusort::dtype::u64}});
+//   gpusort::mpi::sort(MPI_COMM_WORLD, eng,
+//                      {.keys = {shard.data(), shard.size(), gpusort::dtype::u64}});
 //
 // The field's scheme on this host's engine: each rank sorts its shard, exact splitters come
 // from a distributed selection over the sorted shards, the elements move to their ranks with
-// MPI_Alltoallv in rounds, and each rank merges the runs it received back into its shard. With
+// MPI_Alltoallw in rounds, and each rank merges the runs it received back into its shard. With
 // `stable`, equal keys keep their global input order (rank, then position).
 //
-// Memory: beside the shard a rank holds at most round_bytes of staging plus 2 * ranks + 4
-// blocks of block_bytes (mpi_report::extra_bytes says how much it took), and what the local sort
-// takes (the engine's; its host_memory_budget bounds it). Collective: every rank of `comm` calls
+// Memory: beside the shard a rank holds 2 * ranks + 4 blocks of at most block_bytes
+// (mpi_report::extra_bytes says how much it took; the exchange receives into the blocks its own
+// sends freed, the merge writes into the blocks it consumed), and what the local sort takes (the
+// engine's; its host_memory_budget bounds it). Collective: every rank of `comm` calls
 // it with the same options and key type. Every wait for the other ranks ends within
 // timeout_seconds; after an mpi_timeout (or an mpi_error from MPI itself) the ranks are out of
 // step, and the caller ends the job (MPI_Abort). Errors one rank meets on its own (a bad job, a
@@ -42,11 +44,12 @@ struct mpi_timeout : mpi_error {
 };
 
 struct mpi_options {
-  /// Bytes (keys and values) one rank receives in one round of the exchange: its staging.
+  /// Bytes (keys and values) one rank receives at most in one round of the exchange (below
+  /// 2^31); a round also moves at most what the free blocks hold.
   std::uint64_t round_bytes{std::uint64_t{256} << 20};
-  /// The exchange's and the merge's block (smaller for small shards: a quarter of the shard
-  /// over all the blocks of its own at most).
-  std::uint64_t block_bytes{std::uint64_t{1} << 20};
+  /// The exchange's and the merge's block (below 2^31; smaller for small shards, so that the
+  /// blocks of its own take a quarter of the shard at most). Bigger blocks: fewer rounds.
+  std::uint64_t block_bytes{std::uint64_t{2} << 20};
   /// The longest one wait for the other ranks may last (they may still be sorting their
   /// shards); 0: no limit.
   double timeout_seconds{900};
@@ -65,7 +68,7 @@ struct mpi_report {
   std::uint64_t total{};        ///< every rank's
   std::uint64_t sent{};         ///< elements this rank sent to other ranks
   std::uint64_t exchange_rounds{};
-  std::uint64_t extra_bytes{};  ///< host memory beside the shard: staging and blocks
+  std::uint64_t extra_bytes{};  ///< host memory beside the shard: the blocks of its own
   double select_seconds{};      ///< finding the splitters
   double exchange_seconds{};
   double merge_seconds{};

@@ -174,10 +174,8 @@ std::string sort_and_check(std::vector<K> keys, mode m, const sort_options& opti
     return "rank " + std::to_string(rank_of()) + " reports " +
            std::to_string(report.elements_after) + " elements after, not " +
            std::to_string(after);
-  // Beside the shard: the staging and at most 2 * ranks + 4 blocks (the argsort's copy of the
-  // keys besides).
-  const std::uint64_t bound = how.round_bytes +
-                              (2 * static_cast<std::uint64_t>(ranks()) + 4) * how.block_bytes +
+  // Beside the shard: at most 2 * ranks + 4 blocks (the argsort's copy of the keys besides).
+  const std::uint64_t bound = (2 * static_cast<std::uint64_t>(ranks()) + 4) * how.block_bytes +
                               (m == mode::argsort ? how.capacity * sizeof(K) : 0);
   if (report.extra_bytes > bound)
     return "rank " + std::to_string(rank_of()) + " took " + std::to_string(report.extra_bytes) +

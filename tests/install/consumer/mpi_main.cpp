@@ -22,7 +22,8 @@ int main(int argc, char** argv)
   gpusort::config cfg;
   cfg.devices = gpusort::device_selection::cpu;
   gpusort::engine eng{cfg};
-  gpusort::mpi::sort(MPI_COMM_WORLD, eng, {.keys = {keys.data(), keys.size(), gpusort::dtype::u64}});
+  gpusort::mpi::sort(MPI_COMM_WORLD, eng,
+                     {.keys = {keys.data(), keys.size(), gpusort::dtype::u64}});
   // Each rank's first key to the rank below, which checks it against its own last.
   std::uint64_t above = UINT64_MAX;
   MPI_Sendrecv(keys.data(), 1, MPI_UINT64_T, rank > 0 ? rank - 1 : MPI_PROC_NULL, 0, &above, 1,
