@@ -11,7 +11,9 @@
 #include <chrono>
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <string>
+#include <vector>
 
 namespace gpusort::detail::mpi {
 
@@ -104,6 +106,22 @@ void exscan_sum(const group& g, const std::uint64_t* send, std::uint64_t* recv, 
   MPI_Request r{};
   wait(g, MPI_Iexscan(send, recv, count, MPI_UINT64_T, MPI_SUM, g.comm, &r), r, what);
   if (g.rank == 0) std::fill(recv, recv + count, std::uint64_t{0});  // undefined there
+}
+
+std::uint64_t ranks_on_this_host(const group& g)
+{
+  char mine[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  check(MPI_Get_processor_name(mine, &length), "MPI_Get_processor_name");
+  std::vector<char> all(static_cast<std::size_t>(g.ranks) * MPI_MAX_PROCESSOR_NAME);
+  allgather(g, mine, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+            "MPI_Allgather (the ranks' hosts)");
+  std::uint64_t here = 0;
+  for (int r = 0; r < g.ranks; ++r)
+    if (std::strncmp(mine, all.data() + static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME,
+                     MPI_MAX_PROCESSOR_NAME) == 0)
+      ++here;
+  return here;
 }
 
 void agree(const group& g, const char* what, const std::function<void()>& step)

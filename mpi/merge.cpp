@@ -1,15 +1,24 @@
 // The merge (phases.hpp): the runs a rank received, one per rank and each sorted, back into its
-// shard without a second copy of it. A heap of the runs' heads, ordered by key bits and then
-// run (equal keys keep the order (rank, position) a stable sort promises), writes whole output
-// blocks into blocks the runs have freed; a permutation of the output blocks, one block copy or
-// two each, then puts them in place.
+// shard without a second copy of it, on several threads. The output is cut at whole blocks, one
+// stretch per thread; where each stretch begins in every run comes from a bisection of the key
+// space (as select.cpp does across ranks), with equal keys taken in run order, so the output is
+// ordered by (key bits, run) and a stable sort stays stable. Each thread merges its stretch with
+// a heap of the runs' heads into output blocks taken from the free ones; an input block is given
+// back once every thread that reads it is done with it. A permutation of the output blocks, one
+// block copy or two each, then puts them in place.
 #include "mpi/phases.hpp"
 
+#include <gpusort/error.hpp>
+
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <queue>
+#include <thread>
 #include <type_traits>
 
 namespace gpusort::detail::mpi {
@@ -61,76 +70,205 @@ void place(block_space& space, const std::vector<std::uint64_t>& out, std::uint6
                 tail * space.value_bytes());
 }
 
+/// The runs as sorted sequences of ordered bits, read through their blocks.
+template <typename K>
+class run_view {
+ public:
+  run_view(const block_space& space, const std::vector<run>& runs, const key_map<K>& map)
+      : space_{space}, runs_{runs}, map_{map}
+  {
+  }
+  [[nodiscard]] std::size_t runs() const noexcept { return runs_.size(); }
+  [[nodiscard]] std::uint64_t length(std::size_t r) const noexcept { return runs_[r].length; }
+  [[nodiscard]] std::uint64_t block_of(std::size_t r, std::uint64_t at) const noexcept
+  {
+    return runs_[r].blocks[at / space_.block()];
+  }
+  [[nodiscard]] K raw(std::size_t r, std::uint64_t at) const noexcept
+  {
+    return load<K>(space_.keys(block_of(r, at)) + at % space_.block() * sizeof(K));
+  }
+  [[nodiscard]] K bits(std::size_t r, std::uint64_t at) const noexcept { return map_(raw(r, at)); }
+  /// Elements of run r with bits below v (`or_equal`: at most v).
+  [[nodiscard]] std::uint64_t below(std::size_t r, K v, bool or_equal) const noexcept
+  {
+    std::uint64_t lo = 0, hi = runs_[r].length;
+    while (lo < hi) {
+      const std::uint64_t mid = lo + (hi - lo) / 2;
+      const K k = bits(r, mid);
+      if (or_equal ? k <= v : k < v)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    return lo;
+  }
+
+ private:
+  const block_space& space_;
+  const std::vector<run>& runs_;
+  const key_map<K>& map_;
+};
+
+/// Where output position `at` falls in each run: cuts summing to `at`, in (bits, run) order.
+template <typename K>
+std::vector<std::uint64_t> cut_at(const run_view<K>& view, std::uint64_t at)
+{
+  const std::size_t runs = view.runs();
+  // The least v with more than `at` elements at most v (none: every run whole).
+  K lo = 0, hi = std::numeric_limits<K>::max();
+  std::uint64_t total = 0;
+  for (std::size_t r = 0; r < runs; ++r) total += view.length(r);
+  std::vector<std::uint64_t> cuts(runs);
+  if (at >= total) {
+    for (std::size_t r = 0; r < runs; ++r) cuts[r] = view.length(r);
+    return cuts;
+  }
+  while (lo < hi) {
+    const K mid = static_cast<K>(lo + (hi - lo) / 2);
+    std::uint64_t n = 0;
+    for (std::size_t r = 0; r < runs; ++r) n += view.below(r, mid, true);
+    if (n > at)
+      hi = mid;
+    else
+      lo = static_cast<K>(mid + 1);
+  }
+  // Below lo whole; the keys equal to lo from the first runs on, up to `at`.
+  std::uint64_t taken = 0;
+  for (std::size_t r = 0; r < runs; ++r) taken += cuts[r] = view.below(r, lo, false);
+  for (std::size_t r = 0; r < runs && taken < at; ++r) {
+    const std::uint64_t equal = view.below(r, lo, true) - cuts[r];
+    const std::uint64_t more = std::min(equal, at - taken);
+    cuts[r] += more;
+    taken += more;
+  }
+  return cuts;
+}
+
 }  // namespace
+
+std::uint64_t merge_threads(unsigned asked, std::uint64_t ranks_here)
+{
+  const std::uint64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::uint64_t share =
+      std::max<std::uint64_t>(1, cores / std::max<std::uint64_t>(1, ranks_here));
+  return std::clamp<std::uint64_t>(asked == 0 ? std::min<std::uint64_t>(share, 16) : asked, 1,
+                                   256);
+}
 
 template <typename K, typename V>
 void merge_runs(block_space& space, std::vector<run>& runs, std::uint64_t total,
-                const key_map<K>& map)
+                const key_map<K>& map, std::uint64_t threads)
 {
   constexpr bool has_values = !std::is_same_v<V, no_value>;
-  struct head {
-    K bits;
-    std::uint32_t run;
-    bool operator>(const head& o) const noexcept
-    {
-      return bits != o.bits ? bits > o.bits : run > o.run;
-    }
-  };
-  struct cursor {
-    std::uint64_t block{};  ///< index into the run's blocks
-    std::uint64_t at{};     ///< element within that block
-    std::uint64_t left{};
-  };
   const std::uint64_t b = space.block();
-  std::vector<cursor> cur(runs.size());
-  std::priority_queue<head, std::vector<head>, std::greater<>> heads;
-  const auto key_of = [&](std::uint32_t r) {
-    return load<K>(space.keys(runs[r].blocks[cur[r].block]) + cur[r].at * sizeof(K));
-  };
-  for (std::uint32_t r = 0; r < runs.size(); ++r) {
-    cur[r].left = runs[r].length;
-    if (cur[r].left > 0) heads.push(head{map(key_of(r)), r});
+  const std::uint64_t out_blocks = (total + b - 1) / b;
+  const run_view<K> view{space, runs, map};
+  const std::size_t nruns = runs.size();
+  const std::uint64_t parts = std::max<std::uint64_t>(1, std::min(threads, out_blocks));
+  // Part p writes output blocks [first[p], first[p + 1]) and reads from cuts[p] to cuts[p + 1].
+  std::vector<std::uint64_t> first(parts + 1);
+  std::vector<std::vector<std::uint64_t>> cuts(parts + 1);
+  for (std::uint64_t p = 0; p <= parts; ++p) {
+    first[p] = out_blocks * p / parts;
+    cuts[p] = cut_at(view, std::min(first[p] * b, total));
   }
 
-  std::vector<std::uint64_t> out;
-  std::uint64_t fill = b;  // elements in the last output block: none is open yet
-  const auto emit = [&](std::uint32_t r) {
-    if (fill == b) {
-      out.push_back(space.take());
-      fill = 0;
-    }
-    const std::uint64_t from = runs[r].blocks[cur[r].block];
-    std::memcpy(space.keys(out.back()) + fill * sizeof(K), space.keys(from) + cur[r].at * sizeof(K),
-                sizeof(K));
-    if constexpr (has_values)
-      std::memcpy(space.values(out.back()) + fill * sizeof(V),
-                  space.values(from) + cur[r].at * sizeof(V), sizeof(V));
-    ++fill;
-    --cur[r].left;
-    if (++cur[r].at == b || cur[r].left == 0) {  // the run is done with this block
-      space.give(from);
-      ++cur[r].block;
-      cur[r].at = 0;
+  // Elements each input block holds, and how many of them have been merged: the block is free
+  // once all have (several parts may read one block).
+  std::vector<std::uint64_t> holds(space.blocks(), 0);
+  for (const run& r : runs)
+    for (std::uint64_t j = 0; j < r.blocks.size(); ++j)
+      holds[r.blocks[j]] = std::min(b, r.length - j * b);
+  std::vector<std::atomic<std::uint64_t>> merged(space.blocks());
+  std::vector<std::uint64_t> out(out_blocks);
+  std::mutex pool;  // the block space's free list
+  const auto take = [&] {
+    const std::lock_guard lock{pool};
+    return space.take();
+  };
+  const auto done_with = [&](std::uint64_t id, std::uint64_t n) {
+    if (n == 0 || merged[id].fetch_add(n) + n != holds[id]) return;
+    const std::lock_guard lock{pool};
+    space.give(id);
+  };
+
+  const auto merge_part = [&](std::uint64_t p) {
+    struct head {
+      K bits;
+      std::uint32_t run;
+      bool operator>(const head& o) const noexcept
+      {
+        return bits != o.bits ? bits > o.bits : run > o.run;
+      }
+    };
+    std::vector<std::uint64_t> at = cuts[p];
+    const std::vector<std::uint64_t>& end = cuts[p + 1];
+    std::vector<std::uint64_t> pending(nruns, 0);  // merged from the run's current block
+    std::priority_queue<head, std::vector<head>, std::greater<>> heads;
+    for (std::uint32_t r = 0; r < nruns; ++r)
+      if (at[r] < end[r]) heads.push(head{view.bits(r, at[r]), r});
+    std::uint64_t block = first[p], fill = b;  // no output block open yet
+    char* out_keys = nullptr;
+    char* out_values = nullptr;
+    const auto emit = [&](std::uint32_t r) {
+      if (fill == b) {
+        out[block] = take();
+        out_keys = space.keys(out[block]);
+        out_values = space.values(out[block]);
+        ++block;
+        fill = 0;
+      }
+      const std::uint64_t id = view.block_of(r, at[r]);
+      const std::uint64_t in = at[r] % b;
+      std::memcpy(out_keys + fill * sizeof(K), space.keys(id) + in * sizeof(K), sizeof(K));
+      if constexpr (has_values)
+        std::memcpy(out_values + fill * sizeof(V), space.values(id) + in * sizeof(V),
+                    sizeof(V));
+      ++fill;
+      ++pending[r];
+      if (++at[r] % b == 0 || at[r] == end[r]) {  // done with this block, as far as p goes
+        done_with(id, pending[r]);
+        pending[r] = 0;
+      }
+    };
+    while (!heads.empty()) {
+      const std::uint32_t r = heads.top().run;
+      heads.pop();
+      // Take the run's elements while they stay below every other head (whole stretches of
+      // one run, the common case for a few runs, without a heap operation each).
+      const bool alone = heads.empty();
+      const head next = alone ? head{} : heads.top();
+      do {
+        emit(r);
+      } while (at[r] < end[r] && (alone || !(head{view.bits(r, at[r]), r} > next)));
+      if (at[r] < end[r]) heads.push(head{view.bits(r, at[r]), r});
     }
   };
-  while (!heads.empty()) {
-    const std::uint32_t r = heads.top().run;
-    heads.pop();
-    // Take the run's elements while they stay below every other head (whole stretches of one
-    // run, the common case for a few runs, without a heap operation each).
-    const bool alone = heads.empty();
-    const head next = alone ? head{} : heads.top();
-    do {
-      emit(r);
-    } while (cur[r].left > 0 && (alone || !(head{map(key_of(r)), r} > next)));
-    if (cur[r].left > 0) heads.push(head{map(key_of(r)), r});
+
+  if (parts == 1) {
+    merge_part(0);
+  } else {
+    std::vector<std::thread> workers;
+    std::vector<std::exception_ptr> failed(parts);
+    for (std::uint64_t p = 0; p < parts; ++p)
+      workers.emplace_back([&, p] {
+        try {
+          merge_part(p);
+        } catch (...) {
+          failed[p] = std::current_exception();
+        }
+      });
+    for (std::thread& w : workers) w.join();
+    for (const std::exception_ptr& e : failed)
+      if (e) std::rethrow_exception(e);
   }
   place(space, out, total / b, total % b);
 }
 
 #define GPUSORT_MPI_MERGE(K, V)                                                            \
   template void merge_runs<K, V>(block_space&, std::vector<run>&, std::uint64_t,          \
-                                 const key_map<K>&);
+                                 const key_map<K>&, std::uint64_t);
 GPUSORT_FOR_EACH_LAYOUT(GPUSORT_MPI_MERGE)
 #undef GPUSORT_MPI_MERGE
 

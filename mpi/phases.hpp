@@ -138,11 +138,18 @@ std::vector<run> exchange(const group& g, block_space& space,
                           std::span<const std::uint64_t> recv_counts, std::uint64_t round_bytes,
                           exchange_counts& counts);
 
+/// The merge's threads: `asked`, or (0) this host's cores over the ranks on it, at most 16.
+std::uint64_t merge_threads(unsigned asked, std::uint64_t ranks_here);
+
+/// How many ranks of the group run on this host (by MPI_Get_processor_name). Collective.
+std::uint64_t ranks_on_this_host(const group& g);
+
 /// Merges the sorted `runs` of `space` by ordered bits and then run (equal keys keep the runs'
-/// order) into the first `total` elements of the space's buffers: into free blocks first, then
-/// a permutation of those blocks into place.
+/// order) into the first `total` elements of the space's buffers, on `threads` threads: into
+/// free blocks first, then a permutation of those blocks into place. The space needs
+/// (2 * runs + 1) blocks per thread beyond one, and about runs + 2, free besides.
 template <typename K, typename V>
 void merge_runs(block_space& space, std::vector<run>& runs, std::uint64_t total,
-                const key_map<K>& map);
+                const key_map<K>& map, std::uint64_t threads);
 
 }  // namespace gpusort::detail::mpi

@@ -176,7 +176,12 @@ mpi_report sort(MPI_Comm comm, engine& eng, const sort_job& job, const sort_opti
     // 3. The exchange into blocks of the shard's buffers, and 4. the merge of the received
     // runs back into the shard.
     const std::uint64_t capacity = how.capacity == 0 ? job.keys.count : how.capacity;
-    const std::uint64_t extra_blocks = 2 * static_cast<std::uint64_t>(g.ranks) + 4;
+    // The exchange needs 2 * ranks + 4 blocks of its own to always progress, the merge's
+    // threads 2 * ranks + 1 each beyond one (design.md section 6a counts them).
+    const auto ranks = static_cast<std::uint64_t>(g.ranks);
+    const std::uint64_t threads = merge_threads(how.merge_threads, ranks_on_this_host(g));
+    const std::uint64_t extra_blocks =
+        2 * ranks + 4 + (threads > 1 ? threads * (2 * ranks + 1) : 0);
     std::optional<block_space> space;
     agree(g, "making the exchange's blocks", [&] {
       space.emplace(static_cast<char*>(const_cast<void*>(job.keys.data)),
@@ -195,7 +200,7 @@ mpi_report sort(MPI_Comm comm, engine& eng, const sort_job& job, const sort_opti
     report.extra_bytes = space->extra_bytes();
     report.exchange_seconds = since(t);
     t = std::chrono::steady_clock::now();
-    merge_runs<K, V>(*space, runs, report.elements_after, map);
+    merge_runs<K, V>(*space, runs, report.elements_after, map, threads);
     report.merge_seconds = since(t);
   });
   report.seconds = since(start);

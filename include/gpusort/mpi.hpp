@@ -12,7 +12,8 @@
 // MPI_Alltoallw in rounds, and each rank merges the runs it received back into its shard. With
 // `stable`, equal keys keep their global input order (rank, then position).
 //
-// Memory: beside the shard a rank holds 2 * ranks + 4 blocks of at most block_bytes
+// Memory: beside the shard a rank holds 2 * ranks + 4 blocks of at most block_bytes, and
+// 2 * ranks + 1 more for each thread of the merge beyond one
 // (mpi_report::extra_bytes says how much it took; the exchange receives into the blocks its own
 // sends freed, the merge writes into the blocks it consumed), and what the local sort takes (the
 // engine's; its host_memory_budget bounds it). Collective: every rank of `comm` calls
@@ -50,6 +51,9 @@ struct mpi_options {
   /// The exchange's and the merge's block (below 2^31; smaller for small shards, so that the
   /// blocks of its own take a quarter of the shard at most). Bigger blocks: fewer rounds.
   std::uint64_t block_bytes{std::uint64_t{2} << 20};
+  /// Threads of the merge of the received runs; 0: the host's cores over the ranks on it, at
+  /// most 16. Each thread beyond one takes 2 * ranks + 1 blocks more.
+  unsigned merge_threads{0};
   /// The longest one wait for the other ranks may last (they may still be sorting their
   /// shards); 0: no limit.
   double timeout_seconds{900};

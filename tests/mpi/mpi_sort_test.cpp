@@ -129,7 +129,8 @@ std::vector<K> shard_for(shape s, std::uint64_t seed)
 enum class mode { sort, pairs, argsort };
 
 /// The exchange in many rounds and blocks even at these sizes.
-constexpr mpi::mpi_options small_rounds{.round_bytes = 4096, .block_bytes = 256};
+constexpr mpi::mpi_options small_rounds{.round_bytes = 4096, .block_bytes = 256,
+                                        .merge_threads = 3};
 
 /// Sorts the shards of `keys` across the ranks (`how`; with `balanced`, into equal shares) and
 /// checks the result on rank 0 against std::stable_sort of the gathered input: the keys in
@@ -174,8 +175,12 @@ std::string sort_and_check(std::vector<K> keys, mode m, const sort_options& opti
     return "rank " + std::to_string(rank_of()) + " reports " +
            std::to_string(report.elements_after) + " elements after, not " +
            std::to_string(after);
-  // Beside the shard: at most 2 * ranks + 4 blocks (the argsort's copy of the keys besides).
-  const std::uint64_t bound = (2 * static_cast<std::uint64_t>(ranks()) + 4) * how.block_bytes +
+  // Beside the shard: at most 2 * ranks + 4 blocks, 2 * ranks + 1 more per merge thread beyond
+  // one (the argsort's copy of the keys besides).
+  const auto n_ranks = static_cast<std::uint64_t>(ranks());
+  const std::uint64_t threads = how.merge_threads;
+  const std::uint64_t bound = (2 * n_ranks + 4 + (threads > 1 ? threads * (2 * n_ranks + 1) : 0)) *
+                                  how.block_bytes +
                               (m == mode::argsort ? how.capacity * sizeof(K) : 0);
   if (report.extra_bytes > bound)
     return "rank " + std::to_string(rank_of()) + " took " + std::to_string(report.extra_bytes) +
@@ -294,12 +299,15 @@ TEST(MpiSortMemory, BlocksOfOneElementAndTinyRoundsStillMoveEverything)
 {
   // The tightest space the exchange and the merge get: blocks of one pair and a staging of
   // a few, so that nearly every round waits on blocks freed by the sends before it.
-  const mpi::mpi_options how{.round_bytes = 256, .block_bytes = 16};
-  for (const shape s : {shape::uneven, shape::one_rank_has_all}) {
-    std::vector<std::uint64_t> keys = shard_for<std::uint64_t>(s, 11);
-    keys.resize(std::min<std::size_t>(keys.size(), 3001));
-    EXPECT_EQ(sort_and_check(keys, mode::pairs, {.stable = true}, how), "")
-        << "shape " << static_cast<int>(s);
+  mpi::mpi_options how{.round_bytes = 256, .block_bytes = 16};
+  for (const unsigned threads : {1u, 4u}) {
+    how.merge_threads = threads;
+    for (const shape s : {shape::uneven, shape::one_rank_has_all, shape::few_keys}) {
+      std::vector<std::uint64_t> keys = shard_for<std::uint64_t>(s, 11);
+      keys.resize(std::min<std::size_t>(keys.size(), 3001));
+      EXPECT_EQ(sort_and_check(keys, mode::pairs, {.stable = true}, how), "")
+          << "shape " << static_cast<int>(s) << ", " << threads << " merge threads";
+    }
   }
 }
 
