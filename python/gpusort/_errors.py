@@ -17,6 +17,12 @@ class Error(Exception):
         self.status = status
         self.message = message
 
+    def __reduce__(self):
+        # Exception pickles only the one string it was given, which __init__ cannot take back:
+        # without this, distributed (which pickles a task's exception and checks that it loads)
+        # hands the caller a bare Exception holding the error's repr.
+        return type(self), (self.status, self.message)
+
 
 class ConnectionLost(Error):
     """The connection to the daemon ended (the daemon stopped or was killed, or closed the
