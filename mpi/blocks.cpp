@@ -17,8 +17,8 @@ block_space::block_space(char* keys, char* values, std::uint64_t capacity,
       block_{block},
       shard_blocks_{capacity / block},
       extra_{extra_blocks},
-      extra_keys_{new char[extra_blocks * block * key_bytes]},
-      extra_values_{value_bytes > 0 ? new char[extra_blocks * block * value_bytes] : nullptr}
+      extra_keys_{new std::byte[extra_blocks * block * key_bytes]},
+      extra_values_{value_bytes > 0 ? new std::byte[extra_blocks * block * value_bytes] : nullptr}
 {
   // Taken from the top first: the blocks of its own before the shard's, which free up later.
   is_free_.assign(blocks(), false);
@@ -28,14 +28,16 @@ block_space::block_space(char* keys, char* values, std::uint64_t capacity,
 char* block_space::keys(std::uint64_t id) const noexcept
 {
   return id < shard_blocks_ ? keys_ + id * block_ * key_bytes_
-                            : extra_keys_.get() + (id - shard_blocks_) * block_ * key_bytes_;
+                            : reinterpret_cast<char*>(extra_keys_.get()) +
+                                  (id - shard_blocks_) * block_ * key_bytes_;
 }
 
 char* block_space::values(std::uint64_t id) const noexcept
 {
   if (value_bytes_ == 0) return nullptr;
   return id < shard_blocks_ ? values_ + id * block_ * value_bytes_
-                            : extra_values_.get() + (id - shard_blocks_) * block_ * value_bytes_;
+                            : reinterpret_cast<char*>(extra_values_.get()) +
+                                  (id - shard_blocks_) * block_ * value_bytes_;
 }
 
 std::uint64_t block_space::take()

@@ -202,36 +202,37 @@ void merge_runs(block_space& space, std::vector<run>& runs, std::uint64_t total,
         return bits != o.bits ? bits > o.bits : run > o.run;
       }
     };
-    std::vector<std::uint64_t> at = cuts[p];
-    const std::vector<std::uint64_t>& end = cuts[p + 1];
-    std::vector<std::uint64_t> pending(nruns, 0);  // merged from the run's current block
-    std::priority_queue<head, std::vector<head>, std::greater<>> heads;
-    for (std::uint32_t r = 0; r < nruns; ++r)
-      if (at[r] < end[r]) heads.push(head{view.bits(r, at[r]), r});
-    std::uint64_t block = first[p], fill = b;  // no output block open yet
-    char* out_keys = nullptr;
-    char* out_values = nullptr;
-    const auto emit = [&](std::uint32_t r) {
-      if (fill == b) {
-        out[block] = take();
-        out_keys = space.keys(out[block]);
-        out_values = space.values(out[block]);
-        ++block;
-        fill = 0;
-      }
-      const std::uint64_t id = view.block_of(r, at[r]);
-      const std::uint64_t in = at[r] % b;
-      std::memcpy(out_keys + fill * sizeof(K), space.keys(id) + in * sizeof(K), sizeof(K));
-      if constexpr (has_values)
-        std::memcpy(out_values + fill * sizeof(V), space.values(id) + in * sizeof(V),
-                    sizeof(V));
-      ++fill;
-      ++pending[r];
-      if (++at[r] % b == 0 || at[r] == end[r]) {  // done with this block, as far as p goes
-        done_with(id, pending[r]);
-        pending[r] = 0;
-      }
+    // A run's reading place: pointers into its current block, so that the inner loop does no
+    // division to find an element (blocks are not powers of two).
+    struct cursor {
+      std::uint64_t at{}, end{};  ///< positions in the run
+      std::uint64_t id{};         ///< the current block
+      const K* key{};
+      const V* value{};
+      std::uint64_t left{};       ///< elements of the current block from `key` on, up to `end`
+      std::uint64_t merged{};     ///< merged from the current block
     };
+    std::vector<cursor> cur(nruns);
+    const auto enter = [&](cursor& c, std::uint32_t r) {  // the block that holds c.at
+      c.id = view.block_of(r, c.at);
+      const std::uint64_t in = c.at % b;
+      c.key = reinterpret_cast<const K*>(space.keys(c.id)) + in;
+      if constexpr (has_values) c.value = reinterpret_cast<const V*>(space.values(c.id)) + in;
+      c.left = std::min(b - in, c.end - c.at);
+      c.merged = 0;
+    };
+    std::priority_queue<head, std::vector<head>, std::greater<>> heads;
+    for (std::uint32_t r = 0; r < nruns; ++r) {
+      cur[r].at = cuts[p][r];
+      cur[r].end = cuts[p + 1][r];
+      if (cur[r].at == cur[r].end) continue;
+      enter(cur[r], r);
+      heads.push(head{map(*cur[r].key), r});
+    }
+    std::uint64_t block = first[p];
+    K* out_key = nullptr;
+    V* out_value = nullptr;
+    std::uint64_t room = 0;  // left in the open output block
     while (!heads.empty()) {
       const std::uint32_t r = heads.top().run;
       heads.pop();
@@ -239,10 +240,28 @@ void merge_runs(block_space& space, std::vector<run>& runs, std::uint64_t total,
       // one run, the common case for a few runs, without a heap operation each).
       const bool alone = heads.empty();
       const head next = alone ? head{} : heads.top();
-      do {
-        emit(r);
-      } while (at[r] < end[r] && (alone || !(head{view.bits(r, at[r]), r} > next)));
-      if (at[r] < end[r]) heads.push(head{view.bits(r, at[r]), r});
+      cursor& c = cur[r];
+      for (;;) {
+        if (room == 0) {
+          out[block] = take();
+          out_key = reinterpret_cast<K*>(space.keys(out[block]));
+          if constexpr (has_values) out_value = reinterpret_cast<V*>(space.values(out[block]));
+          ++block;
+          room = b;
+        }
+        *out_key++ = *c.key++;
+        if constexpr (has_values) *out_value++ = *c.value++;
+        --room;
+        ++c.merged;
+        ++c.at;
+        if (--c.left == 0) {  // done with this block, as far as part p goes
+          done_with(c.id, c.merged);
+          if (c.at == c.end) break;
+          enter(c, r);
+        }
+        if (!alone && head{map(*c.key), r} > next) break;
+      }
+      if (c.at < c.end) heads.push(head{map(*c.key), r});
     }
   };
 

@@ -11,6 +11,7 @@
 
 #include <mpi.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -110,7 +111,8 @@ class block_space {
   char* values_;
   std::uint32_t key_bytes_, value_bytes_;
   std::uint64_t block_, shard_blocks_, extra_;
-  std::unique_ptr<char[]> extra_keys_, extra_values_;
+  // std::byte: storage in which the merge's keys and values (K, V) begin their lives.
+  std::unique_ptr<std::byte[]> extra_keys_, extra_values_;
   // The free list: ids, some stale (claimed since given), and which ids are free now.
   std::vector<std::uint64_t> free_;
   std::vector<bool> is_free_;
