@@ -6,8 +6,8 @@ the fetched report.json).
   bench/report.py IN [--out DIR] [--no-plots]
 
 IN is the folder gpusort-bench.sh wrote (machine.txt, steps.tsv, gpu.json, sample.json, mem.json,
-cpu.json, e2e-<size>.json, python.json; any of them may be missing) or a report.json made from
-one. DIR (default: IN's folder) receives:
+cpu.json, e2e-<size>.json, python.json, mpi-<ranks>.json from bench/mpi_bench; any of them may be
+missing) or a report.json made from one. DIR (default: IN's folder) receives:
   report.json       every result gathered in one file (the input of a later rendering)
   report.md         the report: physics, baselines, the engine in and out of core, every user
                     path, each with its ratio against its baseline and the PCIe floor; every
@@ -65,6 +65,9 @@ def collect(folder: Path) -> dict:
     e2e = [read_json(p) for p in sorted(folder.glob("e2e-*.json"))]
     if e2e:
         results["e2e"] = sorted(e2e, key=lambda r: r.get("bytes", 0))
+    mpi = [read_json(p) for p in sorted(folder.glob("mpi-*.json"))]
+    if mpi:
+        results["mpi"] = sorted(mpi, key=lambda r: r.get("ranks", 0))
     if not results:
         raise InputError(f"{folder}: no benchmark results (gpu.json, e2e-*.json, ...)")
     machine_txt = (folder / "machine.txt").read_text() if (folder / "machine.txt").exists() else ""
@@ -141,6 +144,7 @@ class Model:
         self.cpu = r.get("cpu") or {}
         self.e2e = r.get("e2e") or []
         self.python = r.get("python") or {}
+        self.mpi = r.get("mpi") or []
         raw = self.gpu.get("raw", [])
         links = [x for x in raw if "gpu" in x and "h2d" in x]
         self.links = [x for x in links if not x.get("registered")]
@@ -392,6 +396,98 @@ def python_section(m: Model) -> list[str]:
     return out + table(("size", "dtype", "path", "seconds", "GB/s", "x numpy", "x floor"), rows)
 
 
+# The distributed sort's model: phases that add up, each at a rate of the host.
+NETWORKS = (("100 Gb/s", 12.5e9), ("400 Gb/s", 50e9))
+HOSTS = (1, 2, 4, 8, 16)
+SHARD_PER_HOST = 32 * 2**30  # bytes of keys per host in the predictions
+
+
+def mpi_rates(runs: list[dict]):
+    """The host's rates from the runs of two ranks or more (the first two of them): L, the
+    local sorts' bytes/s (every rank of the host together), and the merge's seconds per byte
+    m(R) = m0 + m1 log2(R) for R runs (a heap of R heads; m1 = 0 from one run alone)."""
+    several = sorted((x for x in runs if x.get("ranks", 0) >= 2 and x.get("local_seconds")
+                      and x.get("merge_seconds")), key=lambda x: x["ranks"])
+    if not several:
+        return None
+    ref = several[:2]
+    total = [x["ranks"] * x["count_per_rank"] * 8 for x in ref]
+    local = total[0] / ref[0]["local_seconds"]
+    per_byte = [x["merge_seconds"] / t for x, t in zip(ref, total)]
+    logs = [math.log2(x["ranks"]) for x in ref]
+    if len(ref) == 2 and logs[1] != logs[0]:
+        m1 = (per_byte[1] - per_byte[0]) / (logs[1] - logs[0])
+    else:
+        m1 = 0.0
+    m0 = per_byte[0] - m1 * logs[0]
+    return local, m0, m1, [x["ranks"] for x in ref]
+
+
+def mpi_predicted(total: float, ranks: int, local: float, m0: float, m1: float,
+                  transport: float, select: float) -> float:
+    """Seconds for `total` bytes on `ranks` ranks of one host: the local sorts and the merges
+    share the host (its rates), the exchange moves (ranks - 1) / ranks of the bytes at the
+    transport's measured all-to-all rate."""
+    return (total / local + select + total * (ranks - 1) / ranks / transport
+            + total * (m0 + m1 * math.log2(ranks)))
+
+
+def distributed_section(m: Model) -> list[str]:
+    out = ["## Across hosts: the distributed sort (MPI)", ""]
+    if not m.mpi:
+        return out + ["Not measured (no mpi-*.json from bench/mpi_bench).", ""]
+    out += ["`mpi_bench` on one host, u64 keys, best of its runs: the transport's own "
+            "MPI_Alltoall of the same bytes between ranks, and the sort's phases (the slowest "
+            "rank's). exchange / all-to-all: the exchange's rate over the plain all-to-all's "
+            "(the issue's target: at least 0.70).", ""]
+    rows = []
+    for x in m.mpi:
+        total = x["ranks"] * x["count_per_rank"] * 8
+        rows.append((x["ranks"], human(total), fmt(x["sort_seconds"], 3),
+                     fmt(x["local_seconds"], 3), fmt(x["select_seconds"], 4),
+                     fmt(x["exchange_seconds"], 3), fmt(x["merge_seconds"], 3),
+                     fmt(gbs(total, x["sort_seconds"])),
+                     fmt(x["alltoall_rate"] / 1e9) if x["ranks"] > 1 else "-",
+                     fmt(x["exchange_vs_alltoall"]) if x["ranks"] > 1 else "-",
+                     human(x.get("extra_bytes", 0))))
+    out += table(("ranks", "data", "seconds", "local sort", "select", "exchange", "merge",
+                  "GB/s", "all-to-all GB/s", "exchange / all-to-all", "beside a shard"), rows)
+    rates = mpi_rates(m.mpi)
+    if rates is None:
+        return out
+    local, m0, m1, ref = rates
+    out += ["**The model.** T = D / L + S + D (R - 1) / R / A + D (m0 + m1 log2 R) for D bytes on "
+            f"R ranks of one host: L = {fmt(local / 1e9)} GB/s the host's local sorts, m0 = "
+            f"{fmt(m0 * 1e9, 3)} and m1 = {fmt(m1 * 1e9, 3)} s/GB its merge of R runs (from the "
+            f"runs of {' and '.join(str(r) for r in ref)} ranks), A the all-to-all rate and S the "
+            "selection measured in each run. Checked against each run (those not used for the "
+            "rates are the check):", ""]
+    rows = []
+    for x in m.mpi:
+        if x["ranks"] < 2:
+            continue
+        total = x["ranks"] * x["count_per_rank"] * 8
+        t = mpi_predicted(total, x["ranks"], local, m0, m1, x["alltoall_rate"],
+                          x["select_seconds"])
+        rows.append((x["ranks"], human(total), fmt(x["sort_seconds"], 3), fmt(t, 3),
+                     fmt(t / x["sort_seconds"]), "yes" if x["ranks"] in ref else "no"))
+    out += table(("ranks", "data", "measured s", "model s", "model / measured",
+                  "fitted on it"), rows)
+    out += [f"On H hosts like this one, {human(SHARD_PER_HOST)} of keys each, one rank per host "
+            "exchanging at the network's rate B per host: T = D / L + D (H - 1) / H / B + "
+            "D (m0 + m1 log2 H) (D the bytes per host; one host only sorts; the selection's "
+            "milliseconds left out).",
+            ""]
+    rows = []
+    for h in HOSTS:
+        d = SHARD_PER_HOST
+        merge = d * (m0 + m1 * math.log2(h)) if h > 1 else 0.0  # one host: its sort is all
+        rows.append((h, human(h * d)) + tuple(
+            fmt(d / local + d * (h - 1) / h / b + merge, 2) for _, b in NETWORKS))
+    out += table(("hosts", "data") + tuple(f"seconds at {n}" for n, _ in NETWORKS), rows)
+    return out
+
+
 def targets_section(m: Model) -> list[str]:
     rows = [(src, t["name"], fmt(t["value"], 3), t.get("unit", ""), t.get("baseline", ""),
              fmt(t["ratio"], 3), fmt(t["target"], 2), "yes" if t["met"] else "**no**")
@@ -421,7 +517,7 @@ def markdown(report: dict, plots: list[str]) -> str:
     if plots:
         out += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
     for section in (physics_section, engine_section, incore_section, cpu_section, e2e_section,
-                    python_section, targets_section):
+                    python_section, distributed_section, targets_section):
         out += section(m)
     return "\n".join(out)
 

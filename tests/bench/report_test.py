@@ -7,6 +7,7 @@ Run by ctest as bench.report; needs matplotlib (Debian: python3-matplotlib)."""
 from __future__ import annotations
 
 import json
+import math
 import struct
 import subprocess
 import sys
@@ -21,7 +22,8 @@ PLOTS = ("rate_vs_size.png", "timeline.png", "memory.png", "incore.png")
 SECTIONS = ("## Machine", "## Steps", "## Plots", "## Physics",
             "## The engine out of core and fitting, against its baselines",
             "## In-core sorters per key type and distribution", "## CPU sorts",
-            "## Every user path", "## Python", "## Targets")
+            "## Every user path", "## Python", "## Across hosts: the distributed sort (MPI)",
+            "## Targets")
 
 
 def render(src: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -175,6 +177,39 @@ class RenderedFromTheRecordedResults(unittest.TestCase):
                        r["dtype"] == x["dtype"] and r["path"] == "zero copy")
             best = min(x["zero_copy_seconds"])
             self.assertEqual(row["x numpy"], f"{x['numpy_seconds'] / best:.2f}")
+
+    def test_the_distributed_model_is_fitted_on_two_runs_and_checked_on_the_others(self):
+        runs = sorted((load(p.name) for p in DATA.glob("mpi-*.json")), key=lambda x: x["ranks"])
+        self.assertGreaterEqual(len(runs), 3, "the recorded data has runs of 1, 2, 4, 8 ranks")
+        several = [x for x in runs if x["ranks"] >= 2]
+        a, b = several[0], several[1]
+        da = a["ranks"] * a["count_per_rank"] * 8
+        db = b["ranks"] * b["count_per_rank"] * 8
+        local = da / a["local_seconds"]
+        pa, pb = a["merge_seconds"] / da, b["merge_seconds"] / db
+        la, lb = math.log2(a["ranks"]), math.log2(b["ranks"])
+        m1 = (pb - pa) / (lb - la)
+        m0 = pa - m1 * la
+        rows = {int(r["ranks"]): r for r in table_with(self.md, "model / measured")}
+        self.assertEqual(sorted(rows), [x["ranks"] for x in several])
+        for x in several:
+            d = x["ranks"] * x["count_per_rank"] * 8
+            r = x["ranks"]
+            t = (d / local + x["select_seconds"] + d * (r - 1) / r / x["alltoall_rate"]
+                 + d * (m0 + m1 * math.log2(r)))
+            self.assertAlmostEqual(float(rows[r]["model s"]), t, delta=0.0006)
+            self.assertAlmostEqual(float(rows[r]["model / measured"]), t / x["sort_seconds"],
+                                   delta=0.006)
+        hosts = {int(r["hosts"]): r for r in table_with(self.md, "seconds at 100 Gb/s")}
+        d = 32 * 2**30
+        for h, row in hosts.items():
+            merge = d * (m0 + m1 * math.log2(h)) if h > 1 else 0.0
+            want = d / local + d * (h - 1) / h / 12.5e9 + merge
+            self.assertAlmostEqual(float(row["seconds at 100 Gb/s"]), want, delta=0.006)
+        exchange = {int(r["ranks"]): r for r in table_with(self.md, "exchange / all-to-all")}
+        for x in several:
+            self.assertAlmostEqual(float(exchange[x["ranks"]]["exchange / all-to-all"]),
+                                   x["exchange_vs_alltoall"], delta=0.006)
 
     def test_every_target_is_listed_and_counted(self):
         targets = []
