@@ -28,6 +28,7 @@ struct arguments {
   std::uint64_t count{std::uint64_t{1} << 24};
   int repeat{3};
   std::string config, json;
+  gpusort::mpi::merge_method merge{gpusort::mpi::merge_method::automatic};
 };
 
 arguments parse(int argc, char** argv)
@@ -45,12 +46,18 @@ arguments parse(int argc, char** argv)
     } else if (opt == "--config") {
       a.config = value;
       ++i;
+    } else if (opt == "--merge") {
+      const std::string m = value;
+      a.merge = m == "cpu"      ? gpusort::mpi::merge_method::cpu
+                : m == "engine" ? gpusort::mpi::merge_method::engine
+                                : gpusort::mpi::merge_method::automatic;
+      ++i;
     } else if (opt == "--json") {
       a.json = value;
       ++i;
     } else {
       throw std::runtime_error{"usage: mpi_bench [--count-per-rank N] [--repeat K] "
-                               "[--config FILE] [--json FILE]"};
+                               "[--config FILE] [--merge auto|cpu|engine] [--json FILE]"};
     }
   }
   if (a.count == 0) throw std::runtime_error{"--count-per-rank: a positive count"};
@@ -82,21 +89,28 @@ int main(int argc, char** argv)
   int code = 0;
   try {
     const arguments a = parse(argc, argv);
-    const std::uint64_t per_pair = a.count / static_cast<std::uint64_t>(ranks);
+    // Whole 8 KiB units per pair, so that the all-to-all's int count holds any size.
+    constexpr std::uint64_t unit = 1024;
+    const std::uint64_t per_pair = a.count / static_cast<std::uint64_t>(ranks) / unit * unit;
+    if (per_pair == 0) throw std::runtime_error{"--count-per-rank: at least 1024 per rank"};
     const std::uint64_t n = per_pair * static_cast<std::uint64_t>(ranks);
     std::vector<std::uint64_t> keys(n), received(n);
     std::mt19937_64 rng{0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(rank)};
     for (auto& k : keys) k = rng();
 
     // The transport: every pair's N / R keys in one MPI_Alltoall, buffer to buffer.
+    MPI_Datatype units{};
+    MPI_Type_contiguous(static_cast<int>(unit), MPI_UINT64_T, &units);
+    MPI_Type_commit(&units);
     double alltoall = 1e30;
     for (int i = 0; i < a.repeat; ++i) {
       MPI_Barrier(MPI_COMM_WORLD);
       const double t = now();
-      MPI_Alltoall(keys.data(), static_cast<int>(per_pair), MPI_UINT64_T, received.data(),
-                   static_cast<int>(per_pair), MPI_UINT64_T, MPI_COMM_WORLD);
+      MPI_Alltoall(keys.data(), static_cast<int>(per_pair / unit), units, received.data(),
+                   static_cast<int>(per_pair / unit), units, MPI_COMM_WORLD);
       alltoall = std::min(alltoall, slowest(now() - t));
     }
+    MPI_Type_free(&units);
     received = {};
 
     gpusort::config cfg = a.config.empty() ? gpusort::config{} : gpusort::load_config(a.config);
@@ -108,8 +122,9 @@ int main(int argc, char** argv)
       std::mt19937_64 again{0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(rank)};
       for (auto& k : shard) k = again();
       MPI_Barrier(MPI_COMM_WORLD);
-      const gpusort::mpi::mpi_report r = gpusort::mpi::sort(
-          MPI_COMM_WORLD, eng, {.keys = {shard.data(), n, gpusort::dtype::u64}});
+      const gpusort::mpi::mpi_report r =
+          gpusort::mpi::sort(MPI_COMM_WORLD, eng, {.keys = {shard.data(), n, gpusort::dtype::u64}},
+                             {}, {.merge = a.merge});
       const double total = slowest(r.seconds);
       if (total < best_total) {
         best_total = total;
@@ -133,12 +148,13 @@ int main(int argc, char** argv)
           "\"alltoall_rate\":%.1f,\"sort_seconds\":%.6f,\"local_seconds\":%.6f,"
           "\"select_seconds\":%.6f,\"exchange_seconds\":%.6f,\"merge_seconds\":%.6f,"
           "\"exchange_rate\":%.1f,\"exchange_vs_alltoall\":%.3f,\"rounds\":%llu,"
-          "\"extra_bytes\":%llu}",
+          "\"extra_bytes\":%llu,\"merge\":\"%s\",\"devices\":\"%s\"}",
           ranks, static_cast<unsigned long long>(n), alltoall, ranks > 1 ? moved / alltoall : 0.0,
           best_total, local, select, exchange, merge, exchange > 0 ? sent_total / exchange : 0.0,
           ranks > 1 && exchange > 0 ? (sent_total / exchange) / (moved / alltoall) : 0.0,
           static_cast<unsigned long long>(best.exchange_rounds),
-          static_cast<unsigned long long>(best.extra_bytes));
+          static_cast<unsigned long long>(best.extra_bytes),
+          best.merged_by_engine ? "engine" : "cpu", eng.devices().front().c_str());
       std::printf("%s\n", line);
       if (!a.json.empty()) std::ofstream{a.json} << line << "\n";
     }

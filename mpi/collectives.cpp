@@ -37,6 +37,9 @@ group group_of(MPI_Comm comm, double timeout_seconds)
 
 namespace {
 
+/// Polls before a wait starts yielding the core.
+constexpr unsigned spin_polls = 2000;
+
 /// Waits for `request` (started by `rc`'s call) at most the group's timeout.
 void wait(const group& g, int rc, MPI_Request& request, const char* what)
 {
@@ -56,7 +59,9 @@ void wait(const group& g, int rc, MPI_Request& request, const char* what)
           "mpi::sort: rank " + std::to_string(g.rank) + " waited " + seconds + " s in " +
           what + " for the other ranks: one of them stopped or hangs (the job cannot go on)"};
     }
-    sched_yield();
+    // Spin first (a collective of ranks that are all running ends within microseconds),
+    // then give the core away between polls, for ranks that share cores or a slow peer.
+    if (polls >= spin_polls) sched_yield();
   }
 }
 

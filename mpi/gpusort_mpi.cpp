@@ -38,7 +38,8 @@ constexpr const char* usage =
     "usage: mpirun -np R gpusort-mpi sort IN --dtype T [--values V --value-bytes 4|8]\n"
     "                  [--out OUT [--values-out VOUT]] [--argsort --out OUT] [--stable]\n"
     "                  [--descending] [--numpy-floats] [--balanced] [--config FILE]\n"
-    "                  [--round-bytes SIZE] [--block-bytes SIZE] [--timeout SECONDS] [--json]\n"
+    "                  [--round-bytes SIZE] [--block-bytes SIZE] [--timeout SECONDS]\n"
+    "                  [--merge auto|cpu|engine] [--json]\n"
     "\n"
     "Sorts the array whose shard on rank r is the file IN with %r replaced by r (a raw\n"
     "little-endian array of T: u32 i32 u64 i64 f32 f64), in place or into OUT; values travel\n"
@@ -46,7 +47,8 @@ constexpr const char* usage =
     "each rank holds as many elements as it read (--balanced: an equal share). --argsort\n"
     "writes to OUT, instead of keys, each element's int64 position in the whole input (the\n"
     "shards in rank order). A wait for the other ranks longer than --timeout (900 s; 0: none)\n"
-    "ends the job on every rank.\n";
+    "ends the job on every rank. --merge: how a rank orders the runs it received: the\n"
+    "engine's sort (auto where it has a GPU) or a merge on the CPU.\n";
 
 struct arguments {
   std::string in, values, out, values_out, config;
@@ -126,6 +128,16 @@ arguments parse(int argc, char** argv)
       if (v.empty() || *end != '\0' || !(t >= 0))
         throw invalid_argument{"--timeout: not a number of seconds: '" + v + "'"};
       a.how.timeout_seconds = t;
+    } else if (opt == "--merge") {
+      const std::string v = next();
+      if (v == "auto")
+        a.how.merge = gpusort::mpi::merge_method::automatic;
+      else if (v == "cpu")
+        a.how.merge = gpusort::mpi::merge_method::cpu;
+      else if (v == "engine")
+        a.how.merge = gpusort::mpi::merge_method::engine;
+      else
+        throw invalid_argument{"--merge takes auto, cpu or engine"};
     } else if (opt == "--balanced") {
       a.how.balanced = true;
     } else if (opt == "--argsort") {

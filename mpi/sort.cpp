@@ -89,6 +89,15 @@ std::uint64_t block_of(const gpusort::mpi::mpi_options& how, std::uint64_t capac
   return std::clamp<std::uint64_t>(small, 1, most);
 }
 
+/// Whether the received runs go to the engine's sort rather than the CPU's merge.
+bool merge_on_engine(gpusort::mpi::merge_method m, const engine& eng)
+{
+  if (m != gpusort::mpi::merge_method::automatic) return m == gpusort::mpi::merge_method::engine;
+  const std::vector<std::string> devices = eng.devices();
+  return std::any_of(devices.begin(), devices.end(),
+                     [](const std::string& d) { return d.rfind("cuda", 0) == 0; });
+}
+
 }  // namespace
 
 }  // namespace gpusort::detail::mpi
@@ -200,7 +209,23 @@ mpi_report sort(MPI_Comm comm, engine& eng, const sort_job& job, const sort_opti
     report.extra_bytes = space->extra_bytes();
     report.exchange_seconds = since(t);
     t = std::chrono::steady_clock::now();
-    merge_runs<K, V>(*space, runs, report.elements_after, map, threads);
+    report.merged_by_engine = merge_on_engine(how.merge, eng);
+    // One agreement whichever way each rank orders its runs (ranks may differ: GPU hosts and
+    // CPU hosts in one job).
+    agree(g, "ordering the received runs", [&] {
+      if (!report.merged_by_engine) {
+        merge_runs<K, V>(*space, runs, report.elements_after, map, threads);
+        return;
+      }
+      // The runs end to end in rank order (a merge of keys that all compare equal), then the
+      // engine's sort in place: with `stable`, equal keys keep (rank, position).
+      merge_runs<K, V>(*space, runs, report.elements_after, key_map<K>{.nan_code = 0},
+                       threads);
+      sort_job received = job;
+      received.keys.count = report.elements_after;
+      if (received.values) received.values->count = report.elements_after;
+      report.final_sort = eng.sort(received, options);
+    });
     report.merge_seconds = since(t);
   });
   report.seconds = since(start);

@@ -44,6 +44,13 @@ struct mpi_timeout : mpi_error {
   using mpi_error::mpi_error;
 };
 
+/// How a rank puts the runs it received in order (mpi_options::merge).
+enum class merge_method {
+  automatic,  ///< `engine` where the engine has a GPU, else `cpu`
+  cpu,        ///< a k-way merge on the host's cores
+  engine,     ///< the runs laid end to end, then the engine sorts them (stably where asked)
+};
+
 struct mpi_options {
   /// Bytes (keys and values) one rank receives at most in one round of the exchange (below
   /// 2^31); a round also moves at most what the free blocks hold.
@@ -51,6 +58,9 @@ struct mpi_options {
   /// The exchange's and the merge's block (below 2^31; smaller for small shards, so that the
   /// blocks of its own take a quarter of the shard at most). Bigger blocks: fewer rounds.
   std::uint64_t block_bytes{std::uint64_t{2} << 20};
+  /// How the received runs are put in order: a GPU sorts them at its link's rate, where a
+  /// merge on the CPU runs at its memory's (slower than a GPU engine's sort for a few cores).
+  merge_method merge{merge_method::automatic};
   /// Threads of the merge of the received runs; 0: the host's cores over the ranks on it, at
   /// most 16. Each thread beyond one takes 2 * ranks + 1 blocks more.
   unsigned merge_threads{0};
@@ -75,7 +85,9 @@ struct mpi_report {
   std::uint64_t extra_bytes{};  ///< host memory beside the shard: the blocks of its own
   double select_seconds{};      ///< finding the splitters
   double exchange_seconds{};
-  double merge_seconds{};
+  double merge_seconds{};       ///< putting the received runs in order, either way
+  bool merged_by_engine{};      ///< merge_method::engine ran
+  sort_report final_sort;       ///< the engine's sort of the received runs, where it ran
   double seconds{};             ///< the whole call on this rank
 };
 

@@ -295,6 +295,21 @@ TYPED_TEST(MpiSort, BalancedSharesWhateverTheShardsWere)
   }
 }
 
+TYPED_TEST(MpiSort, TheEnginesSortOfTheReceivedRunsKeepsEveryPromise)
+{
+  // merge_method::engine: the runs end to end, then the engine's (stable) sort in place.
+  for (const shape s : {shape::uneven, shape::few_keys, shape::one_rank_has_all}) {
+    for (const mode m : {mode::sort, mode::pairs, mode::argsort}) {
+      mpi::mpi_options how = small_rounds;
+      how.merge = mpi::merge_method::engine;
+      how.balanced = s == shape::one_rank_has_all;
+      const sort_options options{.stable = m != mode::sort, .floats = float_order::numpy};
+      EXPECT_EQ(sort_and_check(shard_for<TypeParam>(s, 13), m, options, how), "")
+          << "shape " << static_cast<int>(s) << " mode " << static_cast<int>(m);
+    }
+  }
+}
+
 TEST(MpiSortMemory, BlocksOfOneElementAndTinyRoundsStillMoveEverything)
 {
   // The tightest space the exchange and the merge get: blocks of one pair and a staging of
@@ -302,11 +317,13 @@ TEST(MpiSortMemory, BlocksOfOneElementAndTinyRoundsStillMoveEverything)
   mpi::mpi_options how{.round_bytes = 256, .block_bytes = 16};
   for (const unsigned threads : {1u, 4u}) {
     how.merge_threads = threads;
+    how.merge = threads == 1 ? mpi::merge_method::cpu : mpi::merge_method::engine;
     for (const shape s : {shape::uneven, shape::one_rank_has_all, shape::few_keys}) {
       std::vector<std::uint64_t> keys = shard_for<std::uint64_t>(s, 11);
       keys.resize(std::min<std::size_t>(keys.size(), 3001));
       EXPECT_EQ(sort_and_check(keys, mode::pairs, {.stable = true}, how), "")
-          << "shape " << static_cast<int>(s) << ", " << threads << " merge threads";
+          << "shape " << static_cast<int>(s) << ", " << threads << " merge threads"
+          << (how.merge == mpi::merge_method::engine ? ", the engine's sort" : "");
     }
   }
 }
