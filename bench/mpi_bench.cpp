@@ -29,6 +29,7 @@ struct arguments {
   int repeat{3};
   std::string config, json;
   gpusort::mpi::merge_method merge{gpusort::mpi::merge_method::automatic};
+  gpusort::mpi::mpi_options how;  // --block-bytes, --round-bytes
 };
 
 arguments parse(int argc, char** argv)
@@ -52,12 +53,17 @@ arguments parse(int argc, char** argv)
                 : m == "engine" ? gpusort::mpi::merge_method::engine
                                 : gpusort::mpi::merge_method::automatic;
       ++i;
+    } else if (opt == "--block-bytes" || opt == "--round-bytes") {
+      const std::uint64_t v = gpusort::parse_count(value).value_or(0);
+      (opt == "--block-bytes" ? a.how.block_bytes : a.how.round_bytes) = v;
+      ++i;
     } else if (opt == "--json") {
       a.json = value;
       ++i;
     } else {
       throw std::runtime_error{"usage: mpi_bench [--count-per-rank N] [--repeat K] "
-                               "[--config FILE] [--merge auto|cpu|engine] [--json FILE]"};
+                               "[--config FILE] [--merge auto|cpu|engine] [--block-bytes B] "
+                               "[--round-bytes B] [--json FILE]"};
     }
   }
   if (a.count == 0) throw std::runtime_error{"--count-per-rank: a positive count"};
@@ -124,7 +130,11 @@ int main(int argc, char** argv)
       MPI_Barrier(MPI_COMM_WORLD);
       const gpusort::mpi::mpi_report r =
           gpusort::mpi::sort(MPI_COMM_WORLD, eng, {.keys = {shard.data(), n, gpusort::dtype::u64}},
-                             {}, {.merge = a.merge});
+                             {}, [&] {
+                               gpusort::mpi::mpi_options how = a.how;
+                               how.merge = a.merge;
+                               return how;
+                             }());
       const double total = slowest(r.seconds);
       if (total < best_total) {
         best_total = total;
