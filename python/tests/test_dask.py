@@ -19,31 +19,13 @@ distributed = pytest.importorskip("distributed")
 import gpusort  # noqa: E402
 import gpusort.dask as gd  # noqa: E402
 from conftest import Daemon  # noqa: E402
+from _deadline import within  # noqa: E402
 
 # Debian 12's distributed 2022.12 on its tornado: noise from the cluster's start, not ours.
 pytestmark = pytest.mark.filterwarnings("ignore:make_current is deprecated:DeprecationWarning")
 
 ROWS = 60_000
 TIMEOUT = 60  # seconds; a computation that takes longer is a hang
-
-
-def within(seconds: float, fn, *args, **kw):
-    """fn(*args, **kw) on a thread: its value, or the exception it raised; fails the test
-    (instead of hanging it) past ``seconds``."""
-    box: dict = {}
-
-    def run():
-        try:
-            box["value"] = fn(*args, **kw)
-        except BaseException as e:  # noqa: BLE001 - handed to the test
-            box["error"] = e
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(seconds)
-    assert not t.is_alive(), f"the call did not return within {seconds} s: a hang"
-    return box.get("error", box.get("value"))
-
 
 def compute(x):
     result = within(TIMEOUT, x.compute)
