@@ -105,19 +105,38 @@ std::vector<run> exchange(const group& g, block_space& space,
   std::vector<MPI_Datatype> send_type(ranks), recv_type(ranks);
   for (std::uint64_t round = 0;; ++round) {
     // What this rank takes from each sender this round: what its free blocks (and the room
-    // left in each run's last block) hold, within round_bytes; the first sender asked turns
-    // with the round, so that no sender waits on the others' grants for long.
+    // left in each run's last block) hold, within round_bytes. Every sender still sending
+    // gets an equal share of the blocks first, so that all pairs move at once (one sender
+    // taking the whole pool would leave the others idle), then the rest goes in turn from a
+    // sender that differs by round and by rank, so that the receivers' leftovers spread too.
     std::uint64_t blocks = space.free_blocks(), room = round_cap;
     std::uint64_t local[2] = {0, 0};  // elements left to receive, granted now
-    for (std::size_t k = 0; k < ranks; ++k) {
-      const std::size_t s = (round + k) % ranks;
+    std::uint64_t active = 0;
+    for (std::size_t s = 0; s < ranks; ++s) {
       local[0] += left[s];
-      const std::uint64_t open = runs[s].length % b == 0 ? 0 : b - runs[s].length % b;
-      grant[s] = std::min({left[s], room, open + blocks * b});
-      if (grant[s] > open) blocks -= (grant[s] - open + b - 1) / b;
-      room -= grant[s];
-      local[1] += grant[s];
+      grant[s] = 0;
+      if (left[s] > 0) ++active;
     }
+    const auto give = [&](std::size_t s, std::uint64_t most_blocks) {
+      const std::uint64_t open = runs[s].length % b == 0 ? 0 : b - runs[s].length % b;
+      const std::uint64_t taken_open = grant[s] > 0 ? open : 0;  // open room already granted
+      const std::uint64_t more = std::min({left[s] - grant[s], room,
+                                           (open - taken_open) + most_blocks * b});
+      const std::uint64_t beyond_open = more > open - taken_open ? more - (open - taken_open) : 0;
+      blocks -= (beyond_open + b - 1) / b;
+      grant[s] += more;
+      room -= more;
+    };
+    if (active > 0) {
+      const std::uint64_t share = blocks / active;
+      for (std::size_t s = 0; s < ranks; ++s)
+        if (left[s] > 0) give(s, share);
+      for (std::size_t k = 0; k < ranks; ++k) {
+        const std::size_t s = (round + static_cast<std::size_t>(g.rank) + k) % ranks;
+        if (left[s] > grant[s]) give(s, blocks);
+      }
+    }
+    for (std::size_t s = 0; s < ranks; ++s) local[1] += grant[s];
     std::uint64_t global[2] = {0, 0};
     allreduce(g, local, global, 2, MPI_UINT64_T, MPI_SUM, "MPI_Allreduce (the exchange's rounds)");
     if (global[0] == 0) break;
