@@ -17,9 +17,10 @@ processes of --threads-per-worker threads), best of --repeat runs of each:
 
 A first gpusort run, untimed, is checked (every partition sorted, partitions in order, all
 rows there); it also makes the workers' staging buffers in the daemon.
-The issue's target: end to end at 100M rows, gpusort at least 3x Dask's default. Prints one
-JSON line. The daemon is --socket, else one this script starts (--gpusortd, CPU or GPUs as
---devices says) on a socket of its own and stops at the end.
+The issue's target: at 100M rows, gpusort at least 3x Dask's default partition sort, reported
+both end to end and for the partition sort alone. Prints one JSON line. The daemon is
+--socket, else one this script starts (--gpusortd, CPU or GPUs as --devices says) on a socket
+of its own and stops at the end.
 
   bench/dask_bench.py [--rows 100M] [--workers 2] [--threads-per-worker 1] [--partitions N]
                       [--repeat 1] [--socket PATH | --gpusortd PATH --devices cpu]
@@ -66,7 +67,7 @@ except ImportError:
     import gpusort
 import gpusort.dask  # noqa: E402
 
-TARGET = 3.0  # the issue's: gpusort end to end at least 3x Dask's default at 100M rows
+TARGET = 3.0  # the issue's: gpusort at least 3x Dask's default partition sort at 100M rows
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -317,8 +318,12 @@ def measure(args, partitions: int, sock: str) -> dict:
         "partition_sort_ratio": round(part_default / part_gpusort, 3),
         "partition_step_wall_gpusort_s": round(wall_gpusort, 3),
         "partition_step_wall_dask_default_s": round(wall_default, 3),
-        "target_end_to_end_ratio": TARGET,
-        "meets_target": args.rows >= 100_000_000 and e2e_default / e2e_gpusort >= TARGET,
+        # The issue's "3x Dask's default partition sort", read both ways: the whole
+        # sort_values, and the partition sort alone.
+        "target_ratio": TARGET,
+        "meets_target_end_to_end": args.rows >= 100_000_000 and e2e_default / e2e_gpusort >= TARGET,
+        "meets_target_partition_sort": (args.rows >= 100_000_000
+                                        and part_default / part_gpusort >= TARGET),
     }
 
 
