@@ -156,7 +156,8 @@ def partition_sort(pdf, by, ascending=True, na_position: str = "last", socket=No
     partition with ``by``, ``ascending`` and ``na_position``; ``socket`` comes through
     ``sort_function_kwargs`` (see ``sort_values``, which passes everything for you).
 
-    One key column: the stable argsort of its keys, then ``pdf.take``. Several: stable argsorts
+    One key column: the stable argsort of its keys, then the rows taken by it (an integer key
+    column itself comes back sorted from the daemon). Several: stable argsorts
     from the last column to the first (least significant digit first), each of the column
     permuted by the order so far; stability makes the later, more significant columns keep the
     order of the earlier ones among their ties, and the rows' input order among full ties.
