@@ -34,15 +34,17 @@ parsed_args parse_args(const std::vector<std::string>& args, const command_spec&
       continue;
     }
     if (arg.size() < 3 || arg[1] != '-')
-      throw cli_error{exit_usage, "unknown option " + arg + " (see gpusort " +
-                                      std::string{spec.name} + " --help)"};
+      throw cli_error{exit_usage, "unknown option " + arg + " (see " +
+                                      std::string{spec.program} + " " + std::string{spec.name} +
+                                      " --help)"};
     const std::size_t eq = arg.find('=');
     const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     const auto it = std::find_if(spec.options.begin(), spec.options.end(),
                                  [&](const option_spec& o) { return o.name == name; });
     if (it == spec.options.end())
-      throw cli_error{exit_usage, "unknown option --" + name + " (see gpusort " +
-                                      std::string{spec.name} + " --help)"};
+      throw cli_error{exit_usage, "unknown option --" + name + " (see " +
+                                      std::string{spec.program} + " " + std::string{spec.name} +
+                                      " --help)"};
     if (out.options.contains(name)) throw cli_error{exit_usage, "--" + name + " given twice"};
     if (!it->takes_value()) {
       if (eq != std::string::npos) throw cli_error{exit_usage, "--" + name + " takes no value"};
@@ -74,7 +76,7 @@ bool wants_help(const std::vector<std::string>& args)
 
 std::string help_text(const command_spec& spec)
 {
-  std::string text = "usage: gpusort " + std::string{spec.name} + " " +
+  std::string text = "usage: " + std::string{spec.program} + " " + std::string{spec.name} + " " +
                      std::string{spec.synopsis} + "\n\n" + std::string{spec.description} +
                      "\noptions:\n";
   constexpr std::size_t help_column = 26;

@@ -54,6 +54,7 @@ struct command_spec {
   std::string_view synopsis;     ///< after "usage: gpusort <name> "
   std::string_view description;  ///< paragraphs printed after the synopsis
   std::vector<option_spec> options;
+  std::string_view program{"gpusort"};  ///< the program the command belongs to
 };
 
 /// Arguments as parsed: positionals in order, options by name (flags map to "").

@@ -8,6 +8,7 @@
 // of the next rank. An output replaces its file only once whole (a temporary, then a rename).
 // Rank 0 prints one summary line (--json: a JSON object). A rank's error fails every rank with
 // one message and exit status; no rank waits on one that stopped.
+#include "client/args.hpp"
 #include "mpi/phases.hpp"
 
 #include <gpusort/config.hpp>
@@ -21,39 +22,68 @@
 #include <unistd.h>
 
 #include <csignal>
-#include <cstdlib>
-#include <memory>
-
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace {
 
-constexpr const char* usage =
-    "usage: mpirun -np R gpusort-mpi sort IN --dtype T [--values V --value-bytes 4|8]\n"
-    "                  [--out OUT [--values-out VOUT]] [--argsort --out OUT] [--stable]\n"
-    "                  [--descending] [--numpy-floats] [--balanced] [--config FILE]\n"
-    "                  [--round-bytes SIZE] [--block-bytes SIZE] [--timeout SECONDS]\n"
-    "                  [--merge auto|cpu|engine] [--json]\n"
-    "\n"
-    "Sorts the array whose shard on rank r is the file IN with %r replaced by r (a raw\n"
-    "little-endian array of T: u32 i32 u64 i64 f32 f64), in place or into OUT; values travel\n"
-    "with their keys. Afterwards every key on rank r is at most every key on rank r + 1 and\n"
-    "each rank holds as many elements as it read (--balanced: an equal share). --argsort\n"
-    "writes to OUT, instead of keys, each element's int64 position in the whole input (the\n"
-    "shards in rank order). A wait for the other ranks longer than --timeout (900 s; 0: none)\n"
-    "ends the job on every rank. --merge: how a rank orders the runs it received: the\n"
-    "engine's sort (auto where it has a GPU) or a merge on the CPU.\n";
+using gpusort::cli::cli_error;
+using gpusort::cli::exit_usage;
+
+/// The command's table: the CLI's own parser (client/args.hpp) reads it and prints --help.
+const gpusort::cli::command_spec& sort_spec()
+{
+  static const gpusort::cli::command_spec spec{
+      .name = "sort",
+      .synopsis = "IN --dtype T [--values V [--value-bytes 4|8]]\n"
+                  "                        [--out OUT [--values-out VOUT]] [--argsort --out OUT]\n"
+                  "                        [--stable] [--descending] [--numpy-floats]\n"
+                  "                        [--balanced] [--config FILE] [--round-bytes SIZE]\n"
+                  "                        [--block-bytes SIZE] [--timeout SECONDS]\n"
+                  "                        [--merge auto|cpu|engine] [--json]",
+      .description =
+          "Run under mpirun (mpirun -np R gpusort-mpi sort ...). Sorts the array whose shard on\n"
+          "rank r is the file IN with %r replaced by r (a raw little-endian array of T), in place\n"
+          "or into OUT; values travel with their keys. Afterwards every key on rank r is at most\n"
+          "every key on rank r + 1 and each rank holds as many elements as it read (--balanced:\n"
+          "an equal share).\n",
+      .options =
+          {
+              {"dtype", "T", "key type: u32 i32 u64 i64 f32 f64"},
+              {"values", "V", "the values' shards (%r for the rank)"},
+              {"value-bytes", "4|8", "bytes per value (default 8)"},
+              {"out", "OUT", "write each rank's part here (%r for the rank) instead of IN"},
+              {"values-out", "VOUT", "the values' parts, with --out"},
+              {"argsort", "", "write to OUT each element's int64 position in the whole input\n"
+                              "(the shards in rank order) instead of keys"},
+              {"stable", "", "equal keys keep their input order (rank, then position)"},
+              {"descending", "", "largest first"},
+              {"numpy-floats", "", "NumPy's float order (NaNs last, -0.0 == +0.0)"},
+              {"balanced", "", "every rank ends with an equal share"},
+              {"config", "FILE", "the engine's configuration (YAML)"},
+              {"round-bytes", "SIZE", "bytes a rank receives at most in one round"},
+              {"block-bytes", "SIZE", "the exchange's and the merge's block"},
+              {"timeout", "SECONDS", "longest wait for the other ranks (default 900; 0: none)"},
+              {"merge", "auto|cpu|engine", "how a rank orders the runs it received: the engine's\n"
+                                           "sort (auto: where it has a GPU) or a CPU merge"},
+              {"json", "", "rank 0 prints a JSON object instead of a line"},
+              {"help", "", "show this text"},
+          },
+      .program = "gpusort-mpi",
+  };
+  return spec;
+}
 
 struct arguments {
   std::string in, values, out, values_out, config;
   gpusort::dtype type{gpusort::dtype::u64};
-  bool has_type{};
   std::uint32_t value_bytes{8};
   gpusort::sort_options options;
   gpusort::mpi::mpi_options how;
@@ -75,86 +105,71 @@ std::string for_rank(const std::string& pattern, int rank)
   return out;
 }
 
+/// A size option (`--name SIZE`, at least 1) where given.
+std::optional<std::uint64_t> size_option(const gpusort::cli::parsed_args& p, const char* name)
+{
+  const std::optional<std::string> v = p.get(name);
+  if (!v) return std::nullopt;
+  const std::optional<std::uint64_t> b = gpusort::parse_count(*v);
+  if (!b || *b == 0)
+    throw cli_error{exit_usage, "--" + std::string{name} + ": not a size: '" + *v + "'"};
+  return b;
+}
+
 arguments parse(int argc, char** argv)
 {
-  using gpusort::invalid_argument;
-  if (argc < 3 || std::string{argv[1]} != "sort") throw invalid_argument{usage};
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args.front() != "sort")
+    throw cli_error{exit_usage, gpusort::cli::help_text(sort_spec())};
+  const gpusort::cli::parsed_args p =
+      gpusort::cli::parse_args({args.begin() + 1, args.end()}, sort_spec());
+  if (p.positionals.size() != 1)
+    throw cli_error{exit_usage, "gpusort-mpi sort takes one input pattern (IN)"};
   arguments a;
-  a.in = argv[2];
-  for (int i = 3; i < argc; ++i) {
-    const std::string opt = argv[i];
-    const auto next = [&]() -> std::string {
-      if (i + 1 >= argc) throw invalid_argument{opt + " needs a value"};
-      return argv[++i];
-    };
-    if (opt == "--dtype") {
-      const std::string t = next();
-      const std::optional<gpusort::dtype> d = gpusort::parse_dtype(t);
-      if (!d) throw invalid_argument{"--dtype: unknown type '" + t + "'"};
-      a.type = *d;
-      a.has_type = true;
-    } else if (opt == "--values") {
-      a.values = next();
-    } else if (opt == "--value-bytes") {
-      const std::string v = next();
-      if (v != "4" && v != "8") throw invalid_argument{"--value-bytes takes 4 or 8"};
-      a.value_bytes = v == "4" ? 4 : 8;
-    } else if (opt == "--out") {
-      a.out = next();
-    } else if (opt == "--values-out") {
-      a.values_out = next();
-    } else if (opt == "--stable") {
-      a.options.stable = true;
-    } else if (opt == "--descending") {
-      a.options.direction = gpusort::order::descending;
-    } else if (opt == "--numpy-floats") {
-      a.options.floats = gpusort::float_order::numpy;
-    } else if (opt == "--config") {
-      a.config = next();
-    } else if (opt == "--round-bytes") {
-      const std::string v = next();
-      const std::optional<std::uint64_t> b = gpusort::parse_count(v);
-      if (!b || *b == 0) throw invalid_argument{"--round-bytes: not a size: '" + v + "'"};
-      a.how.round_bytes = *b;
-    } else if (opt == "--block-bytes") {
-      const std::string v = next();
-      const std::optional<std::uint64_t> b = gpusort::parse_count(v);
-      if (!b || *b == 0) throw invalid_argument{"--block-bytes: not a size: '" + v + "'"};
-      a.how.block_bytes = *b;
-    } else if (opt == "--timeout") {
-      const std::string v = next();
-      char* end = nullptr;
-      const double t = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0' || !(t >= 0))
-        throw invalid_argument{"--timeout: not a number of seconds: '" + v + "'"};
-      a.how.timeout_seconds = t;
-    } else if (opt == "--merge") {
-      const std::string v = next();
-      if (v == "auto")
-        a.how.merge = gpusort::mpi::merge_method::automatic;
-      else if (v == "cpu")
-        a.how.merge = gpusort::mpi::merge_method::cpu;
-      else if (v == "engine")
-        a.how.merge = gpusort::mpi::merge_method::engine;
-      else
-        throw invalid_argument{"--merge takes auto, cpu or engine"};
-    } else if (opt == "--balanced") {
-      a.how.balanced = true;
-    } else if (opt == "--argsort") {
-      a.argsort = true;
-    } else if (opt == "--json") {
-      a.json = true;
-    } else {
-      throw invalid_argument{"unknown option " + opt + "\n" + usage};
-    }
+  a.in = p.positionals.front();
+  const std::string t = p.require("dtype");
+  const std::optional<gpusort::dtype> d = gpusort::parse_dtype(t);
+  if (!d) throw cli_error{exit_usage, "--dtype: unknown type '" + t + "'"};
+  a.type = *d;
+  a.values = p.get("values").value_or("");
+  if (const std::optional<std::string> v = p.get("value-bytes")) {
+    if (*v != "4" && *v != "8") throw cli_error{exit_usage, "--value-bytes takes 4 or 8"};
+    a.value_bytes = *v == "4" ? 4 : 8;
   }
-  if (!a.has_type) throw invalid_argument{"--dtype is required"};
+  a.out = p.get("out").value_or("");
+  a.values_out = p.get("values-out").value_or("");
+  a.config = p.get("config").value_or("");
+  if (p.has("stable")) a.options.stable = true;
+  if (p.has("descending")) a.options.direction = gpusort::order::descending;
+  if (p.has("numpy-floats")) a.options.floats = gpusort::float_order::numpy;
+  a.how.round_bytes = size_option(p, "round-bytes").value_or(a.how.round_bytes);
+  a.how.block_bytes = size_option(p, "block-bytes").value_or(a.how.block_bytes);
+  if (const std::optional<std::string> v = p.get("timeout")) {
+    char* end = nullptr;
+    const double seconds = std::strtod(v->c_str(), &end);
+    if (v->empty() || *end != '\0' || !(seconds >= 0))
+      throw cli_error{exit_usage, "--timeout: not a number of seconds: '" + *v + "'"};
+    a.how.timeout_seconds = seconds;
+  }
+  if (const std::optional<std::string> v = p.get("merge")) {
+    if (*v == "auto")
+      a.how.merge = gpusort::mpi::merge_method::automatic;
+    else if (*v == "cpu")
+      a.how.merge = gpusort::mpi::merge_method::cpu;
+    else if (*v == "engine")
+      a.how.merge = gpusort::mpi::merge_method::engine;
+    else
+      throw cli_error{exit_usage, "--merge takes auto, cpu or engine"};
+  }
+  a.how.balanced = p.has("balanced");
+  a.argsort = p.has("argsort");
+  a.json = p.has("json");
   if (!a.values_out.empty() && a.out.empty())
-    throw invalid_argument{"--values-out goes with --out"};
+    throw cli_error{exit_usage, "--values-out goes with --out"};
   if (!a.values_out.empty() && a.values.empty())
-    throw invalid_argument{"--values-out needs --values"};
+    throw cli_error{exit_usage, "--values-out needs --values"};
   if (a.argsort && (a.out.empty() || !a.values.empty()))
-    throw invalid_argument{"--argsort writes indices to --out, and takes no --values"};
+    throw cli_error{exit_usage, "--argsort writes indices to --out, and takes no --values"};
   return a;
 }
 
@@ -232,10 +247,12 @@ void injected_fault(int rank)
 
 int exit_code(const std::exception& e)
 {
-  if (dynamic_cast<const gpusort::invalid_argument*>(&e) != nullptr) return 64;
-  if (dynamic_cast<const gpusort::io_error*>(&e) != nullptr) return 74;
-  if (dynamic_cast<const gpusort::config_error*>(&e) != nullptr) return 78;
-  return 70;
+  using namespace gpusort::cli;
+  if (const auto* c = dynamic_cast<const cli_error*>(&e)) return c->code;
+  if (dynamic_cast<const gpusort::invalid_argument*>(&e) != nullptr) return exit_usage;
+  if (dynamic_cast<const gpusort::io_error*>(&e) != nullptr) return exit_io;
+  if (dynamic_cast<const gpusort::config_error*>(&e) != nullptr) return exit_config;
+  return exit_runtime;
 }
 
 int run(int argc, char** argv, double& timeout)
@@ -336,6 +353,13 @@ int run(int argc, char** argv, double& timeout)
 int main(int argc, char** argv)
 {
   MPI_Init(&argc, &argv);
+  if (gpusort::cli::wants_help(std::vector<std::string>(argv + 1, argv + argc))) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0) std::cout << gpusort::cli::help_text(sort_spec());
+    MPI_Finalize();
+    return 0;
+  }
   int code = 0;
   double timeout = 0;
   try {
@@ -343,7 +367,7 @@ int main(int argc, char** argv)
   } catch (const gpusort::mpi::mpi_timeout& e) {
     // The ranks are out of step: no collective can end the job, so the launcher does.
     std::cerr << "gpusort-mpi: " << e.what() << "\n";
-    MPI_Abort(MPI_COMM_WORLD, 75);
+    MPI_Abort(MPI_COMM_WORLD, gpusort::cli::exit_try_later);
   } catch (const std::exception& e) {
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
