@@ -53,7 +53,9 @@ void check_job(const group& g, const sort_job& job, const gpusort::mpi::mpi_opti
   agree(g, "checking the job", [&] {
     if (job.keys_out != nullptr || job.values_out != nullptr)
       throw invalid_argument{"mpi::sort sorts each shard in place: keys_out must be null"};
-    if (job.keys.count > 0 && job.keys.data == nullptr)
+    // The buffers hold the shard and, balanced, the rank's share (at least the shard).
+    const std::uint64_t capacity = how.capacity == 0 ? job.keys.count : how.capacity;
+    if (capacity > 0 && job.keys.data == nullptr)
       throw invalid_argument{"mpi::sort: keys.data is null"};
     if (job.values && (job.values->count != job.keys.count ||
                        (job.values->value_bytes != 4 && job.values->value_bytes != 8) ||
@@ -65,7 +67,6 @@ void check_job(const group& g, const sort_job& job, const gpusort::mpi::mpi_opti
       throw invalid_argument{"mpi::sort: round_bytes and block_bytes must be from 1 to 2^31 - 1"};
     if (how.timeout_seconds < 0)
       throw invalid_argument{"mpi::sort: timeout_seconds must not be negative"};
-    const std::uint64_t capacity = how.capacity == 0 ? job.keys.count : how.capacity;
     if (capacity < job.keys.count)
       throw invalid_argument{"mpi::sort: capacity " + std::to_string(capacity) +
                              " is below the shard's " + std::to_string(job.keys.count) +
@@ -74,8 +75,6 @@ void check_job(const group& g, const sort_job& job, const gpusort::mpi::mpi_opti
       throw invalid_argument{"mpi::sort: rank " + std::to_string(g.rank) + "'s buffers hold " +
                              std::to_string(capacity) + " elements, short of its balanced " +
                              "share of " + std::to_string(share) + " (mpi_options::capacity)"};
-    if (capacity > 0 && job.keys.data == nullptr)
-      throw invalid_argument{"mpi::sort: keys.data is null"};
   });
 }
 
