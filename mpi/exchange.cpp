@@ -100,7 +100,7 @@ std::vector<run> exchange(const group& g, block_space& space,
   std::vector<run> runs(ranks);
   std::vector<std::uint64_t> left(recv_counts.begin(), recv_counts.end());
   std::vector<std::uint64_t> next(cuts.begin(), cuts.end() - 1);  // each segment's front
-  std::vector<std::uint64_t> grant(ranks), allowed(ranks);
+  std::vector<std::uint64_t> grant(ranks), allowed(ranks), open(ranks);
   std::vector<int> send_count(ranks), recv_count(ranks), zeros(ranks, 0);
   std::vector<MPI_Datatype> send_type(ranks), recv_type(ranks);
   for (std::uint64_t round = 0;; ++round) {
@@ -115,15 +115,17 @@ std::vector<run> exchange(const group& g, block_space& space,
     for (std::size_t s = 0; s < ranks; ++s) {
       local[0] += left[s];
       grant[s] = 0;
+      // Room left in the run's last block: what its grant fills before taking blocks.
+      open[s] = runs[s].length % b == 0 ? 0 : b - runs[s].length % b;
       if (left[s] > 0) ++active;
     }
     const auto give = [&](std::size_t s, std::uint64_t most_blocks) {
-      const std::uint64_t open = runs[s].length % b == 0 ? 0 : b - runs[s].length % b;
-      const std::uint64_t taken_open = grant[s] > 0 ? open : 0;  // open room already granted
-      const std::uint64_t more = std::min({left[s] - grant[s], room,
-                                           (open - taken_open) + most_blocks * b});
-      const std::uint64_t beyond_open = more > open - taken_open ? more - (open - taken_open) : 0;
-      blocks -= (beyond_open + b - 1) / b;
+      const std::uint64_t more = std::min({left[s] - grant[s], room, open[s] + most_blocks * b});
+      const std::uint64_t into_open = std::min(more, open[s]);
+      const std::uint64_t new_blocks = (more - into_open + b - 1) / b;
+      // The last new block's unfilled part is open room for a later grant this round.
+      open[s] = open[s] - into_open + new_blocks * b - (more - into_open);
+      blocks -= new_blocks;
       grant[s] += more;
       room -= more;
     };
