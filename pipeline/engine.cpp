@@ -7,6 +7,7 @@
 #include "pipeline/executor.hpp"
 #include "pipeline/file_window.hpp"
 #include "pipeline/gpu_probe.hpp"
+#include "pipeline/host_memory.hpp"
 #include "pipeline/host_device.hpp"
 #include "pipeline/lean/jobs.hpp"
 #include "pipeline/stable.hpp"
@@ -32,7 +33,6 @@
 #include <memory>
 #include <mutex>
 
-#include <unistd.h>
 
 namespace gpusort {
 
@@ -420,14 +420,6 @@ detail::element_layout layout_of(dtype type, std::uint32_t value_bytes, const so
                                 .floats = o.floats};
 }
 
-std::uint64_t physical_memory_half() noexcept
-{
-  const long pages = ::sysconf(_SC_PHYS_PAGES);
-  const long page = ::sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page <= 0) return std::uint64_t{1} << 30;
-  return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) / 2;
-}
-
 /// A refusal of the lean path, said with what the fast path would have needed.
 [[noreturn]] void refuse(const config_error& lean, std::uint64_t fast, std::uint64_t limit)
 {
@@ -453,7 +445,7 @@ void note_path(sort_report& r, std::uint64_t limit, std::uint64_t bytes)
 std::uint64_t engine::impl::limit_of(const sort_options& options) const
 {
   if (options.host_memory_limit) return *options.host_memory_limit;
-  return cfg.host_memory_budget.value_or(physical_memory_half());
+  return cfg.host_memory_budget.value_or(detail::physical_memory_half());
 }
 
 std::vector<detail::device*> engine::impl::device_list() const

@@ -17,6 +17,14 @@
 
 namespace gpusort::detail {
 
+std::uint64_t physical_memory_half() noexcept
+{
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return std::uint64_t{1} << 30;
+  return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) / 2;
+}
+
 host_buffer::host_buffer(std::size_t bytes) : bytes_{bytes}
 {
   if (bytes == 0) return;

@@ -8,6 +8,10 @@
 
 namespace gpusort::detail {
 
+/// Half of the physical memory: the host memory budget's "auto" (1 GiB where the system
+/// does not say).
+std::uint64_t physical_memory_half() noexcept;
+
 class host_buffer {
  public:
   host_buffer() = default;

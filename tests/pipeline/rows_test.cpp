@@ -1,0 +1,420 @@
+// Sorts of rows (include/gpusort/rows.hpp) on the CPU engine against std::stable_sort with a
+// comparator written here from each type's definition (tests/support/stable_reference.hpp's
+// key_before for the six key types, unsigned bytes, 128-bit halves), never with the words the
+// engine compares. Run twice by ctest: the default configuration and a tiny budget, where the
+// first words' argsort runs out of core with many chunks.
+#include "test_budget.hpp"
+
+#include "tests/support/stable_reference.hpp"
+
+#include "pipeline/rows/move_records.hpp"
+#include "pipeline/rows/refine.hpp"
+
+#include <gpusort/error.hpp>
+#include <gpusort/rows.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace gpusort {
+namespace {
+
+using bytes_t = std::vector<unsigned char>;
+
+template <typename T>
+T load(const unsigned char* p)
+{
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+/// -1, 0, 1: a against b by one key, in its order.
+int compare_key(const unsigned char* a, const unsigned char* b, const key_field& f,
+                float_order floats)
+{
+  const auto by = [&]<typename K>() {
+    const K x = load<K>(a);
+    const K y = load<K>(b);
+    if (test::key_before(x, y, f.direction, floats)) return -1;
+    if (test::key_before(y, x, f.direction, floats)) return 1;
+    return 0;
+  };
+  const auto flip = [&](int c) { return f.direction == order::ascending ? c : -c; };
+  switch (f.type) {
+    case column_type::u32: return by.template operator()<std::uint32_t>();
+    case column_type::i32: return by.template operator()<std::int32_t>();
+    case column_type::u64: return by.template operator()<std::uint64_t>();
+    case column_type::i64: return by.template operator()<std::int64_t>();
+    case column_type::f32: return by.template operator()<float>();
+    case column_type::f64: return by.template operator()<double>();
+    case column_type::u128:
+    case column_type::i128: {
+      // Little-endian: the high half is the second 8 bytes.
+      const auto hi_a = load<std::uint64_t>(a + 8);
+      const auto hi_b = load<std::uint64_t>(b + 8);
+      if (hi_a != hi_b) {
+        if (f.type == column_type::i128)
+          return flip(static_cast<std::int64_t>(hi_a) < static_cast<std::int64_t>(hi_b) ? -1
+                                                                                          : 1);
+        return flip(hi_a < hi_b ? -1 : 1);
+      }
+      const auto lo_a = load<std::uint64_t>(a);
+      const auto lo_b = load<std::uint64_t>(b);
+      return lo_a == lo_b ? 0 : flip(lo_a < lo_b ? -1 : 1);
+    }
+    case column_type::bytes: {
+      const int c = std::memcmp(a, b, f.length);
+      return c == 0 ? 0 : flip(c < 0 ? -1 : 1);
+    }
+  }
+  return 0;
+}
+
+/// The stable order of records by `fields`, from std::stable_sort.
+std::vector<std::uint64_t> reference_order(const bytes_t& records, std::uint32_t r,
+                                           const std::vector<key_field>& fields,
+                                           float_order floats)
+{
+  std::vector<std::uint64_t> idx(records.size() / r);
+  std::iota(idx.begin(), idx.end(), std::uint64_t{0});
+  std::stable_sort(idx.begin(), idx.end(), [&](std::uint64_t a, std::uint64_t b) {
+    for (const key_field& f : fields) {
+      const int c = compare_key(records.data() + a * r + f.offset,
+                                records.data() + b * r + f.offset, f, floats);
+      if (c != 0) return c < 0;
+    }
+    return false;
+  });
+  return idx;
+}
+
+bytes_t gathered(const bytes_t& records, std::uint32_t r, const std::vector<std::uint64_t>& idx)
+{
+  bytes_t out(records.size());
+  for (std::size_t i = 0; i < idx.size(); ++i)
+    std::memcpy(out.data() + i * r, records.data() + idx[i] * r, r);
+  return out;
+}
+
+/// A key value of `f` for row i drawn from `distinct` values (0: any), with NaNs of both signs,
+/// both zeros and infinities among float keys.
+void write_key(unsigned char* p, const key_field& f, std::uint64_t distinct, std::mt19937_64& rng)
+{
+  const std::uint64_t draw = distinct == 0 ? rng() : rng() % distinct;
+  const auto mixed = [&](std::uint64_t v) {
+    // Spread the drawn value over the type's range: high bits and sign bits vary too.
+    return distinct == 0 ? v : (v * 0x9e3779b97f4a7c15ull) ^ (v << 61);
+  };
+  switch (f.type) {
+    case column_type::u32:
+    case column_type::i32: {
+      const auto v = static_cast<std::uint32_t>(mixed(draw) >> 32);
+      std::memcpy(p, &v, 4);
+      return;
+    }
+    case column_type::u64:
+    case column_type::i64: {
+      const std::uint64_t v = mixed(draw);
+      std::memcpy(p, &v, 8);
+      return;
+    }
+    case column_type::f32:
+    case column_type::f64: {
+      static const double specials[] = {std::numeric_limits<double>::quiet_NaN(),
+                                        -std::numeric_limits<double>::quiet_NaN(),
+                                        0.0,
+                                        -0.0,
+                                        std::numeric_limits<double>::infinity(),
+                                        -std::numeric_limits<double>::infinity()};
+      const double v = draw % 7 < 6 && (rng() % 8 == 0) ? specials[draw % 6]
+                                                          : static_cast<double>(draw % 1000) - 500.5;
+      if (f.type == column_type::f64) {
+        std::memcpy(p, &v, 8);
+      } else {
+        const auto x = static_cast<float>(v);
+        std::memcpy(p, &x, 4);
+      }
+      return;
+    }
+    case column_type::u128:
+    case column_type::i128: {
+      // Ties in the high half, differences in the low one, and the reverse.
+      const std::uint64_t hi = mixed(draw % 5);
+      const std::uint64_t lo = mixed(draw / 5);
+      std::memcpy(p, &lo, 8);
+      std::memcpy(p + 8, &hi, 8);
+      return;
+    }
+    case column_type::bytes:
+      for (std::uint32_t i = 0; i < f.length; ++i)
+        p[i] = static_cast<unsigned char>(i + 1 < f.length ? (draw >> (8 * (i % 8))) & 3
+                                                           : draw & 0xff);
+      return;
+  }
+}
+
+bytes_t make_records(std::uint64_t n, std::uint32_t r, const std::vector<key_field>& fields,
+                     std::uint64_t distinct, std::uint64_t seed)
+{
+  std::mt19937_64 rng{seed};
+  bytes_t records(n * r);
+  for (auto& b : records) b = static_cast<unsigned char>(rng());
+  for (std::uint64_t i = 0; i < n; ++i)
+    for (const key_field& f : fields) write_key(records.data() + i * r + f.offset, f, distinct, rng);
+  return records;
+}
+
+const std::vector<std::uint64_t> sizes{0, 1, 2, 1009, test::tiny_capacity - 1,
+                                       test::tiny_capacity + 1, 30'011};
+
+/// An engine for `n` rows: the first words' argsort is (u64 key, position) pairs.
+config config_for_rows(std::uint64_t n) { return test::config_for(n, 16); }
+
+struct layout_case {
+  std::string name;
+  std::uint32_t record_bytes;
+  std::vector<key_field> fields;
+};
+
+/// Records of 4, 12, 100 and 4096 bytes; keys at the start, the middle and the end; several
+/// keys of mixed types and orders.
+std::vector<layout_case> layouts()
+{
+  using ct = column_type;
+  const auto asc = order::ascending;
+  const auto desc = order::descending;
+  return {
+      {"u32 alone in 4 bytes", 4, {{ct::u32, 0, 0, asc}}},
+      {"bytes of 4 in 4 bytes desc", 4, {{ct::bytes, 0, 4, desc}}},
+      {"i32 end then u64 start of 12", 12, {{ct::i32, 8, 0, asc}, {ct::u64, 0, 0, desc}}},
+      {"f32 middle of 12, then bytes", 12, {{ct::f32, 4, 0, desc}, {ct::bytes, 0, 3, asc}}},
+      {"sort benchmark: 10 bytes at 0 of 100", 100, {{ct::bytes, 0, 10, asc}}},
+      {"u128 middle, i64 end of 100", 100, {{ct::u128, 40, 0, asc}, {ct::i64, 92, 0, desc}}},
+      {"i128 desc, f64, bytes 13", 100,
+       {{ct::i128, 3, 0, desc}, {ct::f64, 50, 0, asc}, {ct::bytes, 87, 13, asc}}},
+      {"4 KiB: u64 end, bytes 100 middle, i32 start", 4096,
+       {{ct::u64, 4088, 0, asc}, {ct::bytes, 2000, 100, desc}, {ct::i32, 0, 0, asc}}},
+  };
+}
+
+std::string trace(const layout_case& c, std::uint64_t n, std::uint64_t distinct,
+                  float_order floats)
+{
+  return c.name + " n=" + std::to_string(n) + " distinct=" + std::to_string(distinct) +
+         (floats == float_order::numpy ? " numpy" : " total");
+}
+
+TEST(RowsRecords, EveryLayoutMatchesTheStableReference)
+{
+  for (const layout_case& c : layouts()) {
+    for (const std::uint64_t n : sizes) {
+      if (c.record_bytes == 4096 && n > 5000) continue;  // 120 MiB of records: enough smaller
+      engine eng{config_for_rows(n)};
+      for (const std::uint64_t distinct : {std::uint64_t{3}, std::uint64_t{0}}) {
+        for (const float_order floats : {float_order::total, float_order::numpy}) {
+          SCOPED_TRACE(trace(c, n, distinct, floats));
+          const bytes_t records = make_records(n, c.record_bytes, c.fields, distinct, n + 7);
+          const bytes_t expected =
+              gathered(records, c.record_bytes,
+                       reference_order(records, c.record_bytes, c.fields, floats));
+          bytes_t out(records.size());
+          const record_array in{records.data(), n, c.record_bytes};
+          const sort_report rep = sort_records(eng, in, c.fields, out.data(), {.floats = floats});
+          EXPECT_EQ(rep.elements, n);
+          EXPECT_EQ(rep.bytes, records.size());
+          ASSERT_TRUE(test::equal_bytes(out, expected));
+          // In place, as a second copy, and as cycles walked where the limit has no room for
+          // the copy beside the permutation (large records and many of them: small records
+          // cannot hold their words within that limit, and a handful of rows cannot hold the
+          // engine's fixed costs, and say so).
+          const std::uint64_t no_copy = records.size() + n * sizeof(std::uint32_t) - 1;
+          for (const std::uint64_t limit : {std::uint64_t{1} << 40, no_copy}) {
+            bytes_t again = records;
+            try {
+              sort_records(eng, {again.data(), n, c.record_bytes}, c.fields, nullptr,
+                           {.floats = floats, .host_memory_limit = limit});
+            } catch (const config_error& e) {
+              EXPECT_TRUE(limit == no_copy && (c.record_bytes < 100 || n < 1009)) << e.what();
+              EXPECT_NE(std::string{e.what()}.find("host_memory_limit"), std::string::npos);
+              ASSERT_TRUE(test::equal_bytes(again, records));
+              continue;
+            }
+            ASSERT_TRUE(test::equal_bytes(again, expected)) << "limit " << limit;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(RowsColumns, LexsortOfColumnsMatchesTheStableReference)
+{
+  for (const std::uint64_t n : sizes) {
+    engine eng{config_for_rows(n)};
+    std::mt19937_64 rng{n};
+    // Three columns: few distinct u64 values, f64 with NaNs and zeros, i32 descending.
+    std::vector<std::uint64_t> a(n);
+    std::vector<double> b(n);
+    std::vector<std::int32_t> c(n);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      a[i] = rng() % 4 << 62;
+      const std::uint64_t k = rng() % 9;
+      b[i] = k == 0 ? std::nan("") : k == 1 ? -std::nan("") : k == 2 ? -0.0 : k == 3 ? 0.0
+                                                                              : double(k % 3);
+      c[i] = static_cast<std::int32_t>(rng() % 5) - 2;
+    }
+    for (const float_order floats : {float_order::total, float_order::numpy}) {
+      SCOPED_TRACE("n=" + std::to_string(n));
+      std::vector<std::uint64_t> expected(n);
+      std::iota(expected.begin(), expected.end(), std::uint64_t{0});
+      std::stable_sort(expected.begin(), expected.end(), [&](std::uint64_t x, std::uint64_t y) {
+        if (a[x] != a[y]) return a[x] < a[y];
+        if (test::key_before(b[x], b[y], order::ascending, floats)) return true;
+        if (test::key_before(b[y], b[x], order::ascending, floats)) return false;
+        return c[x] > c[y];
+      });
+      const row_keys keys{n, {column(a), column(b), column(c, order::descending)}};
+      std::vector<std::uint64_t> perm(n);
+      argsort_rows(eng, keys, perm.data(), 8, {.floats = floats});
+      EXPECT_EQ(perm, expected);
+      std::vector<std::uint32_t> perm32(n);
+      argsort_rows(eng, keys, perm32.data(), 4, {.floats = floats});
+      EXPECT_TRUE(std::equal(perm32.begin(), perm32.end(), expected.begin()));
+    }
+  }
+}
+
+TEST(RowsColumns, TwoU64ColumnsEqualOneU128Column)
+{
+  // The same bytes as two columns (high, low) and as one u128 (low, high) sort alike.
+  const std::uint64_t n = 20'011;
+  engine eng{config_for_rows(n)};
+  std::mt19937_64 rng{5};
+  std::vector<std::uint64_t> hi(n), lo(n), wide(2 * n);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    hi[i] = rng() % 7;
+    lo[i] = rng();
+    wide[2 * i] = lo[i];
+    wide[2 * i + 1] = hi[i];
+  }
+  std::vector<std::uint64_t> by_columns(n), by_u128(n);
+  argsort_rows(eng, {n, {column(hi), column(lo)}}, by_columns.data());
+  argsort_rows(eng, {n, {{wide.data(), 16, {column_type::u128}}}}, by_u128.data());
+  EXPECT_EQ(by_columns, by_u128);
+  EXPECT_TRUE(std::is_sorted(by_columns.begin(), by_columns.end(), [&](auto x, auto y) {
+    return hi[x] != hi[y] ? hi[x] < hi[y] : lo[x] < lo[y];
+  }));
+}
+
+TEST(RowsRefine, LargeTiedGroupsGoThroughTheEngineWordAfterWord)
+{
+  // Rows equal in their first three words and differing in the fourth, in groups above a
+  // small engine threshold: every level of the refinement's large path runs.
+  for (const std::uint64_t n : {std::uint64_t{1}, std::uint64_t{1000}, std::uint64_t{30'011}}) {
+    engine eng{config_for_rows(n)};
+    const std::vector<key_field> fields{{column_type::bytes, 0, 29}};
+    std::mt19937_64 rng{n};
+    bytes_t records(n * 32);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      unsigned char* p = records.data() + i * 32;
+      std::memset(p, 0x5a, 24);
+      p[10] = static_cast<unsigned char>(rng() % 2);  // two groups of n/2 in the first word
+      for (int k = 24; k < 32; ++k) p[k] = static_cast<unsigned char>(rng() % 3);
+    }
+    const auto keys = record_keys({records.data(), n, 32}, fields);
+    const detail::row_words words{keys, float_order::total};
+    std::vector<std::uint64_t> perm(n);
+    detail::argsort_words(eng, words, n, perm.data(), {}, {.engine_group_rows = 16});
+    EXPECT_EQ(perm, reference_order(records, 32, fields, float_order::total)) << "n=" << n;
+  }
+}
+
+TEST(RowsMove, InPlacePermutationOfEveryShape)
+{
+  // Reversal (pairs no breakpoint cuts), identity, one long cycle, strides, random; breakpoint
+  // room of one record up to all of them.
+  for (const std::uint64_t n : {std::uint64_t{2}, std::uint64_t{3}, std::uint64_t{1009},
+                                std::uint64_t{70'001}}) {
+    std::mt19937_64 rng{n};
+    std::vector<std::vector<std::uint64_t>> perms;
+    std::vector<std::uint64_t> p(n);
+    std::iota(p.begin(), p.end(), std::uint64_t{0});
+    perms.push_back(p);
+    std::reverse(p.begin(), p.end());
+    perms.push_back(p);
+    for (std::uint64_t i = 0; i < n; ++i) p[i] = (i + 1) % n;
+    perms.push_back(p);
+    for (std::uint64_t i = 0; i < n; ++i) p[i] = (i * 7919) % n;  // n prime or coprime
+    if (std::gcd(n, std::uint64_t{7919}) == 1) perms.push_back(p);
+    std::iota(p.begin(), p.end(), std::uint64_t{0});
+    std::shuffle(p.begin(), p.end(), rng);
+    perms.push_back(p);
+    for (const auto& perm : perms) {
+      for (const std::uint32_t r : {4u, 12u, 100u}) {
+        bytes_t records(n * r);
+        for (auto& b : records) b = static_cast<unsigned char>(rng());
+        const bytes_t expected = gathered(records, r, perm);
+        for (const std::uint64_t saved : {std::uint64_t{1}, std::uint64_t{r} * 7, n * r}) {
+          bytes_t work = records;
+          detail::permute_records(work.data(), n, r, perm.data(), saved);
+          ASSERT_TRUE(test::equal_bytes(work, expected)) << "n=" << n << " r=" << r
+                                                         << " saved=" << saved;
+        }
+        std::vector<std::uint32_t> perm32(perm.begin(), perm.end());
+        bytes_t out(records.size());
+        detail::gather_records(records.data(), n, r, perm32.data(), out.data());
+        ASSERT_TRUE(test::equal_bytes(out, expected));
+      }
+    }
+  }
+}
+
+TEST(RowsErrors, BadSpecificationsAreRefusedAndNothingChanges)
+{
+  engine eng{config_for_rows(10)};
+  bytes_t records(10 * 12, 7);
+  const bytes_t before = records;
+  const record_array in{records.data(), 10, 12};
+  const auto refused = [&](std::vector<key_field> fields, const std::string& says,
+                           sort_options o = {}) {
+    try {
+      sort_records(eng, in, fields, nullptr, o);
+      ADD_FAILURE() << "accepted: " << says;
+    } catch (const invalid_argument& e) {
+      EXPECT_NE(std::string{e.what()}.find(says), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(records, before);
+  };
+  refused({{column_type::u64, 8}}, "beyond the 12-byte record");
+  refused({{column_type::bytes, 2, 11}}, "beyond the 12-byte record");
+  refused({{column_type::bytes, 0, 0}}, "a length of 0");
+  refused({{column_type::u32, 0, 8}}, "its length is 4 bytes");
+  refused({}, "at least one key");
+  refused({{column_type::u32, 0}}, "each key's order", {.direction = order::descending});
+  EXPECT_THROW(sort_records(eng, {records.data(), 10, 0}, {{{column_type::u32}}}),
+               invalid_argument);
+  EXPECT_THROW(sort_records(eng, in, {{{column_type::u32}}}, records.data() + 12),
+               invalid_argument);
+  std::vector<std::uint64_t> perm(10);
+  const row_keys keys{10, {{records.data(), 12, {column_type::u32}}}};
+  EXPECT_THROW(argsort_rows(eng, keys, perm.data(), 3), invalid_argument);
+  EXPECT_THROW(argsort_rows(eng, keys, nullptr), invalid_argument);
+  EXPECT_THROW(argsort_rows(eng, {10, {{records.data(), 0, {column_type::u32}}}}, perm.data()),
+               invalid_argument);
+  EXPECT_EQ(parse_column_type("u128"), column_type::u128);
+  EXPECT_EQ(parse_column_type("bytes"), column_type::bytes);
+  EXPECT_FALSE(parse_column_type("u16"));
+}
+
+}  // namespace
+}  // namespace gpusort
