@@ -75,7 +75,11 @@ row_words::row_words(const row_keys& keys, float_order floats)
       const auto to = static_cast<std::uint32_t>(at % 8);
       const std::uint32_t length = std::min<std::uint32_t>(8 - to, keys_[k].bytes - done);
       if (per_word.size() <= w) per_word.resize(w + 1);
-      const bool whole_word = to == 0 && length == 8 && keys_[k].bytes == 8;
+      const column_type t = keys_[k].type;
+      const bool whole_word =
+          to == 0 && length == 8 &&
+          (keys_[k].bytes == 8 || t == column_type::bytes || t == column_type::u128 ||
+           t == column_type::i128);
       per_word[w].push_back({k, done, length, to, whole_word});
       done += length;
       at += length;
@@ -97,15 +101,25 @@ std::uint64_t row_words::load_big_endian(const unsigned char* p) noexcept
   return v;
 }
 
-std::uint64_t row_words::whole(const key_code& k, std::uint64_t row) noexcept
+std::uint64_t row_words::whole(const key_code& k, std::uint64_t row, std::uint32_t from) noexcept
 {
-  // An 8-byte key filling one word: a u64, i64, f64, or 8 bytes of a string.
   const unsigned char* p = k.data + row * k.stride;
-  if (k.type == column_type::bytes) {
-    const std::uint64_t v = load_big_endian(p);
-    return k.descending ? ~v : v;
+  switch (k.type) {
+    case column_type::bytes: {
+      const std::uint64_t v = load_big_endian(p + from);
+      return k.descending ? ~v : v;
+    }
+    case column_type::u128:
+    case column_type::i128: {
+      // from 0: the high half (the second 8 bytes on a little-endian host), from 8: the low.
+      const bool little = std::endian::native == std::endian::little;
+      const bool high = from == 0;
+      std::uint64_t v = load<std::uint64_t>(p + (high == little ? 8 : 0));
+      if (high && k.type == column_type::i128) v ^= std::uint64_t{1} << 63;
+      return k.descending ? ~v : v;
+    }
+    default: return k.map64(load<std::uint64_t>(p));
   }
-  return k.map64(load<std::uint64_t>(p));
 }
 
 void row_words::put(const key_code& k, std::uint64_t row, std::uint32_t from,

@@ -28,7 +28,7 @@ class row_words {
   {
     const segment* s = segments_.data() + first_segment_[w];
     const segment* end = segments_.data() + first_segment_[w + 1];
-    if (end - s == 1 && s->whole_word) return whole(keys_[s->key], row);
+    if (end - s == 1 && s->whole_word) return whole(keys_[s->key], row, s->from);
     unsigned char out[8] = {};
     for (; s != end; ++s) put(keys_[s->key], row, s->from, s->length, out + s->to);
     return load_big_endian(out);
@@ -53,7 +53,8 @@ class row_words {
     key_map<std::uint64_t> map64{};
   };
   /// Bytes [from, from + length) of a key's ordered string go to bytes [to, to + length) of a
-  /// word; `whole_word`: the key is 8 bytes, all of one word (one map, no byte copies).
+  /// word; `whole_word`: the word is 8 bytes of one key that it can make at once (a 64-bit key,
+  /// a half of a 128-bit one, 8 bytes of a string), without byte copies.
   struct segment {
     std::uint32_t key{};
     std::uint32_t from{};
@@ -63,7 +64,7 @@ class row_words {
   };
 
   static std::uint64_t load_big_endian(const unsigned char* p) noexcept;
-  static std::uint64_t whole(const key_code& k, std::uint64_t row) noexcept;
+  static std::uint64_t whole(const key_code& k, std::uint64_t row, std::uint32_t from) noexcept;
   static void put(const key_code& k, std::uint64_t row, std::uint32_t from, std::uint32_t length,
                   unsigned char* to) noexcept;
 
