@@ -3,6 +3,7 @@
 // past 2^32 elements. Checked by the order-plus-fingerprint verifier; skipped without a GPU.
 #include "gpu_test_support.hpp"
 #include "resident_gpus.hpp"
+#include "tests/support/rows_reference.hpp"
 #include "tests/support/stable_reference.hpp"
 
 #include "core/generate.hpp"
@@ -16,6 +17,7 @@
 #include "pipeline/file_window.hpp"
 
 #include <gpusort/gpusort.hpp>
+#include <gpusort/rows.hpp>
 
 #include <gtest/gtest.h>
 
@@ -879,6 +881,52 @@ TYPED_TEST(GpuEngineKeys, CompressedRunsCarryPairsAndStayStable)
     cfg.compress_runs = mode;
     engine eng{cfg};
     check_stable_ties<K>(eng, n, "stable, out of core");
+  }
+}
+
+/// Sorts of rows (issue 42) on the GPU, in one round trip and out of core with 16+ chunks:
+/// every layout of the CPU engine's contract against std::stable_sort, and a lexsort of
+/// columns whose first words tie in large groups.
+TEST_F(gpu_test, RowsMatchTheStableReferenceInAndOutOfCore)
+{
+  const std::vector<std::uint64_t> sizes =
+      small_only() ? std::vector<std::uint64_t>{1009} : std::vector<std::uint64_t>{1009, 200'003};
+  for (const std::uint64_t n : sizes) {
+    for (const bool forced : {false, true}) {
+      // The first words' argsort: (u64 word, position) pairs.
+      engine eng{forced ? forced_out_of_core(n, 8, 8) : config{}};
+      for (const test::layout_case& c : test::layouts()) {
+        if (c.record_bytes == 4096 && n > 5000) continue;
+        for (const std::uint64_t distinct : {std::uint64_t{3}, std::uint64_t{0}}) {
+          for (const float_order floats : {float_order::total, float_order::numpy}) {
+            SCOPED_TRACE(test::trace(c, n, distinct, floats) + (forced ? " out of core" : ""));
+            const test::bytes_t records =
+                test::make_records(n, c.record_bytes, c.fields, distinct, n + 11);
+            const test::bytes_t expected = test::gathered(
+                records, c.record_bytes,
+                test::reference_order(records, c.record_bytes, c.fields, floats));
+            test::bytes_t sorted = records;
+            sort_records(eng, {sorted.data(), n, c.record_bytes}, c.fields, nullptr,
+                         {.floats = floats});
+            ASSERT_TRUE(test::equal_bytes(sorted, expected));
+          }
+        }
+      }
+      std::vector<std::uint32_t> a(n);
+      std::vector<double> b(n);
+      for (std::uint64_t i = 0; i < n; ++i) {
+        a[i] = static_cast<std::uint32_t>(i * 2654435761u % 3);
+        b[i] = static_cast<double>((i * 40503u) % 1000) - 500.0;
+      }
+      std::vector<std::uint64_t> expected(n);
+      std::iota(expected.begin(), expected.end(), std::uint64_t{0});
+      std::stable_sort(expected.begin(), expected.end(), [&](std::uint64_t x, std::uint64_t y) {
+        return a[x] != a[y] ? a[x] > a[y] : b[x] < b[y];
+      });
+      std::vector<std::uint64_t> perm(n);
+      argsort_rows(eng, {n, {column(a, order::descending), column(b)}}, perm.data());
+      EXPECT_EQ(perm, expected) << "n=" << n << (forced ? " out of core" : "");
+    }
   }
 }
 
