@@ -78,6 +78,73 @@ struct value_array {
   std::uint32_t value_bytes{8};
 };
 
+// ---- rows (include/gpusort/rows.hpp sorts them) ----
+
+/// What a key of a row holds: the six key types, 128-bit integers (two's complement for i128,
+/// in the machine's byte order like the others), and byte strings of a fixed length compared
+/// as unsigned bytes (memcmp's order: the sort benchmark's keys, fixed-width text).
+enum class column_type : std::uint8_t { u32, i32, u64, i64, f32, f64, u128, i128, bytes };
+
+inline constexpr column_type all_column_types[] = {
+    column_type::u32, column_type::i32, column_type::u64,  column_type::i64, column_type::f32,
+    column_type::f64, column_type::u128, column_type::i128, column_type::bytes};
+
+/// Bytes of a key of `t` (0 for bytes: its length says).
+constexpr std::uint32_t size_of(column_type t) noexcept
+{
+  switch (t) {
+    case column_type::u32:
+    case column_type::i32:
+    case column_type::f32: return 4;
+    case column_type::u64:
+    case column_type::i64:
+    case column_type::f64: return 8;
+    case column_type::u128:
+    case column_type::i128: return 16;
+    case column_type::bytes: return 0;
+  }
+  return 0;
+}
+
+std::string_view name_of(column_type t) noexcept;
+/// "u32" ... "f64", "u128", "i128", "bytes"; nullopt for anything else.
+std::optional<column_type> parse_column_type(std::string_view text) noexcept;
+
+/// The column type of a key type.
+constexpr column_type column_type_of(dtype t) noexcept
+{
+  switch (t) {
+    case dtype::u32: return column_type::u32;
+    case dtype::i32: return column_type::i32;
+    case dtype::u64: return column_type::u64;
+    case dtype::i64: return column_type::i64;
+    case dtype::f32: return column_type::f32;
+    case dtype::f64: return column_type::f64;
+  }
+  return column_type::u64;
+}
+
+/// A key inside a record: its type, where it starts, its length (for bytes; 0 or the type's
+/// size for the others) and its order.
+struct key_field {
+  column_type type{column_type::u64};
+  std::uint32_t offset{};
+  std::uint32_t length{};
+  order direction{order::ascending};
+  /// The key's bytes: `length` for bytes, the type's size otherwise.
+  [[nodiscard]] constexpr std::uint32_t bytes() const noexcept
+  {
+    return type == column_type::bytes ? length : size_of(type);
+  }
+};
+
+/// `count` records of `record_bytes` (1 byte to 1 MiB) each at `data`.
+struct record_array {
+  const void* data{};
+  std::uint64_t count{};
+  std::uint32_t record_bytes{};
+};
+
 /// Progress of a running sort, in the embedded engine and from the daemon alike. Round 0 is a
 /// direct in-core sort; rounds 1 and 2 are DSPS's two passes over the data. Callbacks may come
 /// from worker threads (the client's reader thread), one at a time: keep them short.
