@@ -215,8 +215,90 @@ std::optional<std::string> check_fd_count(const message& m, std::size_t attached
          (expected == 1 ? " descriptor" : " descriptors") + " but the frame carries " + carries;
 }
 
+namespace {
+
+/// The most keys a records job compares: a record's keys beyond that are better a bytes key.
+constexpr int max_key_fields = 64;
+constexpr std::uint32_t max_record_bytes = std::uint32_t{1} << 20;
+
+/// check_submit's part for JOB_KIND_SORT_RECORDS and JOB_KIND_ARGSORT_RECORDS.
+std::optional<std::string> check_records(const wire::SubmitRequest& request)
+{
+  const bool argsort = request.kind() == wire::JOB_KIND_ARGSORT_RECORDS;
+  const std::uint32_t r = request.record_bytes();
+  if (r == 0 || r > max_record_bytes)
+    return "record_bytes " + std::to_string(r) + " is not 1 to " +
+           std::to_string(max_record_bytes);
+  if (request.key_fields_size() == 0) return "a records job needs at least one key field";
+  if (request.key_fields_size() > max_key_fields)
+    return std::to_string(request.key_fields_size()) + " key fields, more than " +
+           std::to_string(max_key_fields);
+  for (int k = 0; k < request.key_fields_size(); ++k) {
+    const wire::KeyField& f = request.key_fields(k);
+    const std::string which = "key field " + std::to_string(k + 1);
+    const std::optional<column_type> t = from_wire(f.type());
+    if (!t) return which + ": type " + std::to_string(f.type()) + " is not a column type";
+    if (!from_wire(f.order()))
+      return which + ": order " + std::to_string(f.order()) +
+             " is neither ascending nor descending";
+    const std::uint64_t bytes = *t == column_type::bytes ? f.length() : size_of(*t);
+    if (*t == column_type::bytes && bytes == 0) return which + ": a BYTES key of length 0";
+    if (*t != column_type::bytes && f.length() != 0)
+      return which + ": length " + std::to_string(f.length()) + " given for a " +
+             std::string{name_of(*t)} + " key (only BYTES keys take one)";
+    if (std::uint64_t{f.offset()} + bytes > r)
+      return which + " (" + std::string{name_of(*t)} + " at offset " +
+             std::to_string(f.offset()) + ", " + std::to_string(bytes) +
+             " bytes) ends beyond the " + std::to_string(r) + "-byte record";
+  }
+  if (request.dtype() != wire::DTYPE_UNSPECIFIED || request.order() != wire::ORDER_ASCENDING)
+    return "dtype and order are for keys; a records job takes its key_fields'";
+  if (request.value_bytes() != 0 || request.has_values() || request.has_values_out())
+    return "a records job moves whole records: no values";
+  if (request.has_journal()) return "a journal is for a sort of keys in place";
+  if (request.float_order() != wire::FLOAT_ORDER_TOTAL &&
+      request.float_order() != wire::FLOAT_ORDER_NUMPY)
+    return "float_order " + std::to_string(request.float_order()) + " is neither TOTAL nor NUMPY";
+  if (request.count() > std::numeric_limits<std::uint64_t>::max() / (std::uint64_t{r} + 24))
+    return "count " + std::to_string(request.count()) + " overflows 64-bit byte sizes";
+  if (!request.has_keys()) return "keys (the records) missing";
+  if (auto problem = element_problem("keys", request.keys(), 1); !problem.empty()) return problem;
+  if (argsort) {
+    const std::uint32_t index_bytes = request.index_bytes();
+    if (index_bytes != 4 && index_bytes != 8)
+      return "index_bytes " + std::to_string(index_bytes) + " is not 4 or 8 for an argsort";
+    if (index_bytes == 4 && request.count() > std::numeric_limits<std::uint32_t>::max())
+      return "count " + std::to_string(request.count()) +
+             " needs 8-byte indices (4-byte indices hold fewer than 2^32)";
+    if (request.in_place() || request.has_keys_out())
+      return "an argsort of records writes indices_out alone (in_place or keys_out given)";
+    if (!request.has_indices_out()) return "indices_out missing for an argsort";
+    if (auto problem = element_problem("indices_out", request.indices_out(), index_bytes);
+        !problem.empty())
+      return problem;
+    return std::nullopt;
+  }
+  if (request.has_indices_out() || request.index_bytes() != 0)
+    return "indices_out or index_bytes given for a job that is not an argsort";
+  if (request.in_place() == request.has_keys_out())
+    return request.in_place() ? "in_place job with keys_out"
+                              : "keys_out missing for a job that is not in place";
+  if (request.has_keys_out()) {
+    if (auto problem = element_problem("keys_out", request.keys_out(), 1); !problem.empty())
+      return problem;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<std::string> check_submit(const wire::SubmitRequest& request)
 {
+  if (request.kind() == wire::JOB_KIND_SORT_RECORDS ||
+      request.kind() == wire::JOB_KIND_ARGSORT_RECORDS)
+    return check_records(request);
+  if (request.record_bytes() != 0 || request.key_fields_size() != 0)
+    return "record_bytes or key_fields given for a job that is not a records job";
   const std::optional<dtype> type = from_wire(request.dtype());
   if (!type) return "dtype " + std::to_string(request.dtype()) + " is not a key type";
   if (!from_wire(request.order()))
@@ -268,7 +350,7 @@ std::optional<std::string> check_submit(const wire::SubmitRequest& request)
     return std::nullopt;
   }
   if (request.kind() != wire::JOB_KIND_SORT)
-    return "kind " + std::to_string(request.kind()) + " is neither SORT nor ARGSORT";
+    return "kind " + std::to_string(request.kind()) + " is not a job kind";
   if (request.has_indices_out() || request.index_bytes() != 0)
     return "indices_out or index_bytes given for a job that is not an argsort";
   if (request.has_journal()) {
@@ -324,6 +406,38 @@ wire::DType to_wire(dtype type) noexcept
     case dtype::f64: return wire::DTYPE_F64;
   }
   return wire::DTYPE_UNSPECIFIED;
+}
+
+std::optional<column_type> from_wire(wire::ColumnType type) noexcept
+{
+  switch (type) {
+    case wire::COLUMN_TYPE_U32: return column_type::u32;
+    case wire::COLUMN_TYPE_I32: return column_type::i32;
+    case wire::COLUMN_TYPE_U64: return column_type::u64;
+    case wire::COLUMN_TYPE_I64: return column_type::i64;
+    case wire::COLUMN_TYPE_F32: return column_type::f32;
+    case wire::COLUMN_TYPE_F64: return column_type::f64;
+    case wire::COLUMN_TYPE_U128: return column_type::u128;
+    case wire::COLUMN_TYPE_I128: return column_type::i128;
+    case wire::COLUMN_TYPE_BYTES: return column_type::bytes;
+    default: return std::nullopt;
+  }
+}
+
+wire::ColumnType to_wire(column_type type) noexcept
+{
+  switch (type) {
+    case column_type::u32: return wire::COLUMN_TYPE_U32;
+    case column_type::i32: return wire::COLUMN_TYPE_I32;
+    case column_type::u64: return wire::COLUMN_TYPE_U64;
+    case column_type::i64: return wire::COLUMN_TYPE_I64;
+    case column_type::f32: return wire::COLUMN_TYPE_F32;
+    case column_type::f64: return wire::COLUMN_TYPE_F64;
+    case column_type::u128: return wire::COLUMN_TYPE_U128;
+    case column_type::i128: return wire::COLUMN_TYPE_I128;
+    case column_type::bytes: return wire::COLUMN_TYPE_BYTES;
+  }
+  return wire::COLUMN_TYPE_UNSPECIFIED;
 }
 
 std::optional<order> from_wire(wire::Order o) noexcept

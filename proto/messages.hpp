@@ -145,6 +145,8 @@ std::optional<std::string> check_submit(const wire::SubmitRequest& request);
 
 std::optional<dtype> from_wire(wire::DType type) noexcept;
 wire::DType to_wire(dtype type) noexcept;
+std::optional<column_type> from_wire(wire::ColumnType type) noexcept;
+wire::ColumnType to_wire(column_type type) noexcept;
 std::optional<order> from_wire(wire::Order o) noexcept;
 wire::Order to_wire(order o) noexcept;
 

@@ -5,12 +5,16 @@
 #include "service/fd_check.hpp"
 #include "core/sys_io.hpp"
 
+#include <gpusort/error.hpp>
+#include <gpusort/rows.hpp>
 #include <gpusort/units.hpp>
 
 #include <fcntl.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -121,6 +125,11 @@ struct job_data {
   std::uint64_t host_limit{};
   /// The engine sorts on the CPU: it gets private copies of the arrays in shared memory.
   bool private_copies{};
+  /// A records job (JOB_KIND_SORT_RECORDS, or with argsort JOB_KIND_ARGSORT_RECORDS): `keys`
+  /// holds count records of record_bytes each, compared by `fields`.
+  bool records{};
+  std::uint32_t record_bytes{};
+  std::vector<key_field> fields;
 };
 
 // Why private copies. The CPU engine sorts where the data lies, with passes that count the keys
@@ -163,8 +172,83 @@ struct private_copy {
   std::byte* result_to{};
 };
 
+/// Reads a plain file's range into memory for a records job, all of it or an io_error.
+void read_whole(const array& a, std::byte* to)
+{
+  for (std::uint64_t done = 0; done < a.length;) {
+    const ssize_t got = sys::pread(a.fd->get(), to + done, a.length - done,
+                                   static_cast<off_t>(a.offset + done));
+    if (got <= 0)
+      throw io_error{a.what + " (the client's file): " +
+                     (got == 0 ? std::string{"it ends early"} : std::strerror(errno))};
+    done += static_cast<std::uint64_t>(got);
+  }
+}
+
+void write_whole(const array& a, const std::byte* from)
+{
+  for (std::uint64_t done = 0; done < a.length;) {
+    const ssize_t put = sys::pwrite(a.fd->get(), from + done, a.length - done,
+                                    static_cast<off_t>(a.offset + done));
+    if (put <= 0)
+      throw io_error{a.what + " (the client's file): " +
+                     (put == 0 ? std::string{"nothing written"} : std::strerror(errno))};
+    done += static_cast<std::uint64_t>(put);
+  }
+}
+
+/// A records job. The rows' sorts read the records and write outputs only through
+/// permutations held in the daemon's own memory (pipeline/rows/), so a client that rewrites
+/// its shared memory meanwhile gets a wrong order, never a write outside its arrays: records
+/// in shared memory are sorted where they lie. The permutation of an argsort is made in the
+/// daemon's memory (the refinement reads it back as row numbers) and copied out at the end.
+/// Records in plain files are read into the daemon's memory and written back once sorted.
+sort_report run_records(job_data& d, engine& eng, const sort_options& options)
+{
+  const std::uint64_t bytes = d.keys.length;
+  detail::host_buffer staged_in;
+  detail::host_buffer staged_out;
+  std::byte* records = d.keys.memory;
+  if (d.keys.staged()) {
+    staged_in = detail::host_buffer{bytes};
+    read_whole(d.keys, staged_in.as<std::byte>());
+    records = staged_in.as<std::byte>();
+  }
+  const record_array rows{records, d.count, d.record_bytes};
+  if (d.argsort) {
+    detail::host_buffer indices{d.count * d.index_bytes};
+    sort_report report =
+        argsort_rows(eng, record_keys(rows, d.fields), indices.data(), d.index_bytes, options);
+    if (d.count == 0) return report;
+    if (d.indices_out->staged())
+      write_whole(*d.indices_out, indices.as<std::byte>());
+    else
+      detail::parallel_copy(d.indices_out->memory, indices.data(), indices.size());
+    return report;
+  }
+  std::byte* out = nullptr;
+  if (!d.in_place && d.count > 0) {
+    out = d.keys_out->memory;
+    if (d.keys_out->staged()) {
+      staged_out = detail::host_buffer{bytes};
+      out = staged_out.as<std::byte>();
+    }
+  }
+  sort_report report = sort_records(eng, rows, d.fields, out, options);
+  if (d.in_place && d.keys.staged()) write_whole(d.keys, records);
+  if (!d.in_place && d.count > 0 && d.keys_out->staged()) write_whole(*d.keys_out, out);
+  return report;
+}
+
 sort_report run(job_data& d, engine& eng, const sort_options& options)
 {
+  if (d.records) {
+    sort_options o = options;
+    o.host_memory_limit = d.host_limit;
+    o.floats = d.floats;
+    o.profile = d.profile;
+    return run_records(d, eng, o);
+  }
   // Memory (pool buffers, sealed memfds) is sorted where it lies, or on the CPU through private
   // copies (above). Plain files are read and written by the engine itself with positioned I/O,
   // piece by piece through its pinned staging, overlapped with the sort: the daemon holds no
@@ -264,6 +348,79 @@ memory_estimate estimate_of(const job_data& d, engine& eng)
 
 }  // namespace
 
+namespace {
+
+/// The arrays of a job the engine writes must be apart, and apart from those it reads.
+void check_apart(const std::vector<const array*>& inputs, const std::vector<const array*>& outputs,
+                 bool in_place)
+{
+  const std::vector<const array*>& written = in_place ? inputs : outputs;
+  const auto clash = [](const array* a, const array* b) {
+    return status_error{wire::BAD_REQUEST, a->what + " and " + b->what + " overlap"};
+  };
+  for (std::size_t i = 0; i < written.size(); ++i)
+    for (std::size_t j = i + 1; j < written.size(); ++j)
+      if (overlap(*written[i], *written[j])) throw clash(written[i], written[j]);
+  for (const array* out : outputs)
+    for (const array* in : inputs)
+      if (overlap(*out, *in)) throw clash(in, out);
+}
+
+prepared_job prepare_records(const wire::SubmitRequest& request,
+                             const std::vector<std::shared_ptr<unique_fd>>& shared,
+                             buffer_pool& pool, std::uint64_t session, engine& eng,
+                             std::uint64_t host_budget)
+{
+  auto d = std::make_shared<job_data>();
+  d->records = true;
+  d->type = dtype::u64;  // what the daemon's status shows for the job: its words' type
+  d->count = request.count();
+  d->record_bytes = request.record_bytes();
+  for (const wire::KeyField& f : request.key_fields())
+    d->fields.push_back({*proto::from_wire(f.type()), f.offset(), f.length(),
+                         *proto::from_wire(f.order())});  // check_submit proved them valid
+  d->in_place = request.in_place();
+  d->floats = request.float_order() == wire::FLOAT_ORDER_NUMPY ? float_order::numpy
+                                                                : float_order::total;
+  d->profile = request.profile();
+  d->argsort = request.kind() == wire::JOB_KIND_ARGSORT_RECORDS;
+  d->index_bytes = request.index_bytes();
+  const std::uint64_t bytes = d->count * d->record_bytes;
+  d->keys = resolve("records", request.keys(), 1, bytes,
+                    d->in_place ? fd_access::read_write : fd_access::read, shared, pool,
+                    session);
+  if (d->argsort)
+    d->indices_out = resolve("indices_out", request.indices_out(), d->index_bytes, d->count,
+                             fd_access::read_write, shared, pool, session);
+  else if (!d->in_place)
+    d->keys_out = resolve("records_out", request.keys_out(), 1, bytes, fd_access::read_write,
+                          shared, pool, session);
+  std::vector<const array*> outputs;
+  if (d->keys_out) outputs.push_back(&*d->keys_out);
+  if (d->indices_out) outputs.push_back(&*d->indices_out);
+  check_apart({&d->keys}, outputs, d->in_place);
+
+  prepared_job p;
+  p.type = d->type;
+  p.count = d->count;
+  p.bytes = bytes;
+  // The words, their sorted copy and the permutation (pipeline/rows/), the engine's sort of
+  // the words beside them, and the records of plain files read into memory.
+  const std::uint64_t index = d->argsort ? d->index_bytes : (d->count >> 32 ? 8 : 4);
+  p.host_bytes = d->count * (2 * 8 + index) + 2 * d->count * (8 + index);
+  if (d->keys.staged()) p.host_bytes += bytes;
+  if (d->keys_out && d->keys_out->staged()) p.host_bytes += bytes;
+  if (d->argsort) p.host_bytes += d->count * d->index_bytes;
+  d->host_limit = host_budget;
+  for (const array* a : outputs)
+    if (a->in_pool) p.buffer_ids.push_back(a->buffer_id);
+  if (d->keys.in_pool) p.buffer_ids.push_back(d->keys.buffer_id);
+  p.run = [d, &eng](const sort_options& options) { return run(*d, eng, options); };
+  return p;
+}
+
+}  // namespace
+
 prepared_job prepare_job(const wire::SubmitRequest& request, std::vector<unique_fd> fds,
                          buffer_pool& pool, std::uint64_t session, engine& eng,
                          std::uint64_t host_budget)
@@ -274,6 +431,9 @@ prepared_job prepare_job(const wire::SubmitRequest& request, std::vector<unique_
   for (unique_fd& fd : fds) shared.push_back(std::make_shared<unique_fd>(std::move(fd)));
 
   auto d = std::make_shared<job_data>();
+  if (request.kind() == wire::JOB_KIND_SORT_RECORDS ||
+      request.kind() == wire::JOB_KIND_ARGSORT_RECORDS)
+    return prepare_records(request, shared, pool, session, eng, host_budget);
   d->type = *proto::from_wire(request.dtype());  // check_submit proved it valid
   d->count = request.count();
   d->value_bytes = request.value_bytes();
@@ -315,16 +475,7 @@ prepared_job prepare_job(const wire::SubmitRequest& request, std::vector<unique_
   if (d->keys_out) outputs.push_back(&*d->keys_out);
   if (d->values_out) outputs.push_back(&*d->values_out);
   if (d->indices_out) outputs.push_back(&*d->indices_out);
-  const std::vector<const array*>& written = d->in_place ? inputs : outputs;
-  const auto clash = [](const array* a, const array* b) {
-    return status_error{wire::BAD_REQUEST, a->what + " and " + b->what + " overlap"};
-  };
-  for (std::size_t i = 0; i < written.size(); ++i)
-    for (std::size_t j = i + 1; j < written.size(); ++j)
-      if (overlap(*written[i], *written[j])) throw clash(written[i], written[j]);
-  for (const array* out : outputs)
-    for (const array* in : inputs)
-      if (overlap(*out, *in)) throw clash(in, out);
+  check_apart(inputs, outputs, d->in_place);
 
   prepared_job p;
   p.type = d->type;
