@@ -592,8 +592,11 @@ job connection::submit(const sort_request& request, progress_callback on_progres
 {
   GPUSORT_EXPECTS(state_ != nullptr, "submit on a closed connection");
   wire::SubmitRequest r;
-  r.set_dtype(proto::to_wire(request.type));
-  r.set_order(proto::to_wire(request.direction));
+  const bool records = request.record_bytes != 0;
+  if (!records) {
+    r.set_dtype(proto::to_wire(request.type));
+    r.set_order(proto::to_wire(request.direction));
+  }
   r.set_count(request.count);
   r.set_value_bytes(request.value_bytes);
   const bool argsort = request.indices_out.has_value();
@@ -603,8 +606,20 @@ job connection::submit(const sort_request& request, progress_callback on_progres
   r.set_float_order(request.floats == float_order::numpy ? wire::FLOAT_ORDER_NUMPY
                                                          : wire::FLOAT_ORDER_TOTAL);
   if (argsort) {
-    r.set_kind(wire::JOB_KIND_ARGSORT);
+    r.set_kind(records ? wire::JOB_KIND_ARGSORT_RECORDS : wire::JOB_KIND_ARGSORT);
     r.set_index_bytes(request.index_bytes);
+  } else if (records) {
+    r.set_kind(wire::JOB_KIND_SORT_RECORDS);
+  }
+  if (records) {
+    r.set_record_bytes(request.record_bytes);
+    for (const key_field& f : request.key_fields) {
+      wire::KeyField& w = *r.add_key_fields();
+      w.set_type(proto::to_wire(f.type));
+      w.set_offset(f.offset);
+      w.set_length(f.type == column_type::bytes ? f.length : 0);
+      w.set_order(proto::to_wire(f.direction));
+    }
   }
   std::vector<int> fds;
   const auto set = [&](wire::DataRef& ref, const array_ref& a) {

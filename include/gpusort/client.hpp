@@ -242,6 +242,14 @@ struct sort_request {
   /// the daemon dies meanwhile, restore_interrupted_sort (or `gpusort recover`) puts every
   /// element back from it.
   std::optional<array_ref> journal{};
+  /// Nonzero: a job of records (include/gpusort/rows.hpp) instead of keys: `keys` holds `count`
+  /// records of record_bytes each (1 B to 1 MiB, at any offset), compared by key_fields (1 to
+  /// 64, the first the primary key, each in its own order; `floats` for float keys); sorted
+  /// whole and stably in place or into keys_out, or with indices_out their stable sorting
+  /// permutation. type, direction, stable, values and journal are for keys and must be left
+  /// as they are.
+  std::uint32_t record_bytes{0};
+  std::vector<key_field> key_fields{};
 };
 
 /// A submitted job. wait() returns its report or throws its error; cancel() asks the daemon to
@@ -328,6 +336,21 @@ class connection {
                              .keys = array_ref::in(keys),
                              .value_bytes = sizeof(V),
                              .values = array_ref::in(values)},
+                std::move(on_progress));
+  }
+
+  /// Sorts `count` records of `record_bytes` at the start of a shared buffer in place by
+  /// `fields` (stably; sort_request::record_bytes).
+  sort_report sort_records(const shared_buffer& records, std::uint64_t count,
+                           std::uint32_t record_bytes, std::vector<key_field> fields,
+                           float_order floats = float_order::total,
+                           progress_callback on_progress = {})
+  {
+    return sort(sort_request{.count = count,
+                             .keys = array_ref::in(records),
+                             .floats = floats,
+                             .record_bytes = record_bytes,
+                             .key_fields = std::move(fields)},
                 std::move(on_progress));
   }
 

@@ -271,6 +271,75 @@ TEST(Messages, CheckSubmitArgsortAndFloatOrder)
   expect_problem(s, "float_order 5");
 }
 
+TEST(Messages, CheckSubmitRecordsJobs)
+{
+  wire::SubmitRequest r;
+  r.set_kind(wire::JOB_KIND_SORT_RECORDS);
+  r.set_count(10);
+  r.set_record_bytes(100);
+  *r.mutable_keys() = buffer_ref(1, 7);  // records lie at any offset
+  r.set_in_place(true);
+  wire::KeyField& f = *r.add_key_fields();
+  f.set_type(wire::COLUMN_TYPE_BYTES);
+  f.set_offset(0);
+  f.set_length(10);
+  wire::KeyField& g = *r.add_key_fields();
+  g.set_type(wire::COLUMN_TYPE_I128);
+  g.set_offset(84);
+  g.set_order(wire::ORDER_DESCENDING);
+  EXPECT_EQ(check_submit(r), std::nullopt);
+  auto out = r;
+  out.set_in_place(false);
+  *out.mutable_keys_out() = buffer_ref(2, 3);
+  EXPECT_EQ(check_submit(out), std::nullopt);
+  auto arg = r;
+  arg.set_kind(wire::JOB_KIND_ARGSORT_RECORDS);
+  arg.set_in_place(false);
+  arg.set_index_bytes(4);
+  *arg.mutable_indices_out() = buffer_ref(2, 0);
+  EXPECT_EQ(check_submit(arg), std::nullopt);
+
+  auto s = r;
+  s.set_record_bytes(0);
+  expect_problem(s, "record_bytes 0");
+  s = r;
+  s.mutable_key_fields(1)->set_offset(85);
+  expect_problem(s, "ends beyond the 100-byte record");
+  s = r;
+  s.mutable_key_fields(0)->set_length(0);
+  expect_problem(s, "BYTES key of length 0");
+  s = r;
+  s.mutable_key_fields(1)->set_length(16);
+  expect_problem(s, "only BYTES keys take one");
+  s = r;
+  s.mutable_key_fields(1)->set_type(static_cast<wire::ColumnType>(12));
+  expect_problem(s, "type 12 is not a column type");
+  s = r;
+  s.clear_key_fields();
+  expect_problem(s, "at least one key field");
+  s = r;
+  for (int k = 0; k < 64; ++k) *s.add_key_fields() = f;
+  expect_problem(s, "more than 64");
+  s = r;
+  s.set_dtype(wire::DTYPE_U64);
+  expect_problem(s, "dtype and order are for keys");
+  s = r;
+  s.set_value_bytes(8);
+  expect_problem(s, "no values");
+  s = r;
+  *s.mutable_keys_out() = buffer_ref(2, 0);
+  expect_problem(s, "in_place job with keys_out");
+  s = arg;
+  *s.mutable_keys_out() = buffer_ref(3, 0);
+  expect_problem(s, "writes indices_out alone");
+  s = arg;
+  s.set_count(std::uint64_t{1} << 33);
+  expect_problem(s, "8-byte indices");
+  s = in_place_keys();
+  s.set_record_bytes(100);
+  expect_problem(s, "not a records job");
+}
+
 TEST(Messages, CheckSubmitNamesEachProblem)
 {
   auto s = in_place_keys();
