@@ -1,4 +1,6 @@
 // The command line's argument parser: a table of options per command, one-line usage errors.
+// The tables are ours (they also give each command's --help); CLI11 reads the arguments against
+// them (args.cpp), and its errors become our one-line messages.
 #pragma once
 
 #include <cerrno>
@@ -40,11 +42,15 @@ struct cli_error : std::runtime_error {
   exit_code code;
 };
 
-/// One option of a command: `--name VALUE` (metavar non-empty) or a flag `--name`.
+/// One option of a command: `--name VALUE` (metavar non-empty) or a flag `--name`. The options
+/// named help and quiet also answer to -h and -q.
 struct option_spec {
   std::string_view name;
   std::string_view metavar;  ///< empty: a flag without value
   std::string_view help;
+  /// May be given more than once (`--key A --key B`), each value kept (parsed_args::get_all);
+  /// any other option given twice is a usage error: which of the two was meant is anyone's guess.
+  bool repeatable{false};
   [[nodiscard]] bool takes_value() const noexcept { return !metavar.empty(); }
 };
 
@@ -57,20 +63,25 @@ struct command_spec {
   std::string_view program{"gpusort"};  ///< the program the command belongs to
 };
 
-/// Arguments as parsed: positionals in order, options by name (flags map to "").
+/// Arguments as parsed: positionals in order, options by name with every value given, in order
+/// (a flag has "" for each time it was given). Only a repeatable option has more than one.
 struct parsed_args {
   std::vector<std::string> positionals;
-  std::map<std::string, std::string, std::less<>> options;
+  std::map<std::string, std::vector<std::string>, std::less<>> options;
 
   [[nodiscard]] bool has(std::string_view name) const { return options.contains(name); }
+  /// The option's value; for a repeatable option given more than once, its first.
   [[nodiscard]] std::optional<std::string> get(std::string_view name) const;
   /// The value of a required option; a usage error naming it when absent.
   [[nodiscard]] std::string require(std::string_view name) const;
+  /// Every value of the option in the order given; empty when it was not given.
+  [[nodiscard]] std::vector<std::string> get_all(std::string_view name) const;
 };
 
 /// Parses `args` (without the command name) against `spec`. Accepts `--name VALUE`,
-/// `--name=VALUE`, flags, and `--` before positionals that start with '-'. Unknown options,
-/// missing values and repeated options are usage errors (cli_error with exit_usage).
+/// `--name=VALUE`, flags, -h and -q where the table has help and quiet, and `--` before
+/// positionals that start with '-'. Unknown options, missing values, values given to flags and
+/// a non-repeatable option given twice are usage errors (cli_error with exit_usage).
 parsed_args parse_args(const std::vector<std::string>& args, const command_spec& spec);
 
 /// Whether the arguments ask for help (-h or --help before any `--`).

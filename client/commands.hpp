@@ -1,5 +1,6 @@
-// The subcommands of `gpusort`. Each takes the arguments after its name, prints its results,
-// and returns an exit code or throws cli_error (see client/args.hpp).
+// The subcommands of `gpusort`, a file each in client/commands/. Each takes the arguments after
+// its name, prints its results, and returns an exit code or throws cli_error (see
+// client/args.hpp).
 #pragma once
 
 #include "client/args.hpp"

@@ -5,6 +5,7 @@ packages=(build-essential cmake ninja-build pkg-config libboost-dev libspdlog-de
           libyaml-cpp-dev libgtest-dev libgmock-dev libprotobuf-dev protobuf-compiler liburing-dev
           python3-numpy python3-protobuf python3-pytest nlohmann-json3-dev
           zlib1g-dev                    # crc32 for the records' checksum (core/records.cpp)
+          libcli11-dev                  # the command lines' option parser (client/args.cpp)
           python3-matplotlib            # bench/report.py's plots (ctest bench.report)
           libopenmpi-dev openmpi-bin    # mpi/: gpusort::mpi and gpusort-mpi (ctest mpi.*)
           python3-dask python3-distributed python3-pandas  # python/gpusort/dask.py's tests

@@ -1,0 +1,195 @@
+// `gpusort gen`: files of generated keys (and values), raw or .npy.
+#include "client/commands.hpp"
+
+#include "client/commands/common.hpp"
+#include "client/files.hpp"
+#include "client/npy.hpp"
+#include "core/generate.hpp"
+
+#include <gpusort/units.hpp>
+
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+namespace gpusort::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string_view distribution_names()
+{
+  static const std::string names = [] {
+    std::string s;
+    for (const distribution d : all_distributions)
+      s += (s.empty() ? "" : " ") + std::string{name_of(d)};
+    return s;
+  }();
+  return names;
+}
+
+std::string_view distribution_help()
+{
+  // Wrapped so that the help column stays within 80 columns.
+  static const std::string help = [] {
+    std::string text = "distribution:";
+    std::size_t line_start = 0;
+    for (const distribution d : all_distributions) {
+      const std::string_view name = name_of(d);
+      if (text.size() - line_start + 1 + name.size() > 52) {
+        text += "\n";
+        line_start = text.size();
+      } else {
+        text += " ";
+      }
+      text += name;
+    }
+    return text + "\n(nanmix: floats only)";
+  }();
+  return help;
+}
+
+constexpr std::string_view dtype_help = "key type: u32 i32 u64 i64 f32 f64";
+
+std::uint32_t value_bytes_option(const parsed_args& a)
+{
+  return optional_value_bytes_option(a).value_or(8);
+}
+
+std::uint64_t seed_option(const parsed_args& a)
+{
+  const std::string text = a.get("seed").value_or("1");
+  std::uint64_t seed{};
+  const auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), seed);
+  if (err != std::errc{} || end != text.data() + text.size())
+    throw cli_error{exit_usage, "--seed must be an unsigned 64-bit integer, not '" + text + "'"};
+  return seed;
+}
+
+}  // namespace
+
+const command_spec& gen_spec()
+{
+  static const command_spec spec{
+      .name = "gen",
+      .synopsis = "--dtype T --dist D --count N --out FILE [--seed S] [--npy]\n"
+                  "                   [--values-out FILE [--value-bytes 4|8]] [--quiet]",
+      .description =
+          "Writes N generated keys of type T to FILE as a raw little-endian array (no header),\n"
+          "and with --values-out as many values. The same dtype, distribution, count and seed\n"
+          "always give the same files. N takes the suffixes k, M, G, T (10^3, 10^6, ...) and\n"
+          "Ki, Mi, Gi, Ti (2^10, 2^20, ...): 10M is 10000000, 1Gi is 1073741824.\n"
+          "A file whose name ends in .npy, and every file with --npy, is a NumPy .npy file\n"
+          "instead: the header np.save writes (version 1.0, 1-D, '<u4' ... '<f8'; values\n"
+          "'<u4' or '<u8'), then the same bytes.\n",
+      .options = {
+          {"dtype", "T", dtype_help},
+          {"dist", "D", distribution_help()},
+          {"count", "N", "number of elements, e.g. 10M or 1Gi"},
+          {"seed", "S", "seed, an unsigned integer (default 1)"},
+          {"out", "FILE", "keys file to write (- : standard output)"},
+          {"values-out", "FILE", "values file to write (value i is a hash of seed and i)"},
+          {"value-bytes", "4|8", "bytes per value (default 8)"},
+          {"npy", "", "write .npy files whatever their names (for --out -)"},
+          {"quiet", "", "print nothing on success (also -q)"},
+          {"help", "", "show this text"},
+      }};
+  return spec;
+}
+
+int run_gen(const std::vector<std::string>& args)
+{
+  const std::optional<parsed_args> parsed = parse_or_help(args, gen_spec());
+  if (!parsed) return exit_ok;
+  const parsed_args& a = *parsed;
+  if (!a.positionals.empty())
+    throw cli_error{exit_usage, "gen writes to --out, unexpected argument '" +
+                                    a.positionals.front() + "'"};
+  const dtype t = dtype_option(a);
+  const std::string dist_text = a.require("dist");
+  const auto dist = parse_distribution(dist_text);
+  if (!dist)
+    throw cli_error{exit_usage, "unknown distribution '" + dist_text + "' (" +
+                                    std::string{distribution_names()} + ")"};
+  if (!applies_to(*dist, t))
+    throw cli_error{exit_usage, "distribution " + dist_text + " needs a float dtype (f32, f64)"};
+  const std::string count_text = a.require("count");
+  const auto count = parse_count(count_text);
+  if (!count)
+    throw cli_error{exit_usage, "bad --count '" + count_text + "' (e.g. 1000, 10M, 1Gi)"};
+  const std::uint64_t seed = seed_option(a);
+  const fs::path out_path = a.require("out");
+  const std::optional<std::string> values_path = a.get("values-out");
+  if (!values_path && a.has("value-bytes"))
+    throw cli_error{exit_usage, "--value-bytes needs --values-out"};
+  const std::uint32_t value_bytes = value_bytes_option(a);
+  if (values_path && same_file(out_path, *values_path))
+    throw cli_error{exit_usage, "--out and --values-out name the same file"};
+  constexpr std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
+  if (*count > max / size_of(t) - 4096 || (values_path && *count > max / value_bytes - 4096))
+    throw cli_error{exit_usage, "--count " + count_text + " is too large: its size overflows"};
+
+  if (values_path == "-")
+    throw cli_error{exit_usage, "--values-out - : only the keys can go to standard output"};
+  const bool to_stdout = out_path == "-";
+  // The same bytes behind a header np.save would write, for NumPy and for tests of .npy input.
+  const auto header_for = [&](const std::string& path, std::string_view descr) {
+    return a.has("npy") || has_npy_name(path) ? make_npy_header(descr, *count) : std::string{};
+  };
+  const std::string keys_header = header_for(out_path.string(), npy_descr_of(t));
+  const std::string values_header =
+      values_path ? header_for(*values_path, value_descr(value_bytes)) : std::string{};
+  const std::uint64_t keys_bytes = keys_header.size() + *count * size_of(t);
+  std::optional<atomic_output> keys;
+  std::unique_ptr<char[]> streamed;  // the keys for standard output, uninitialised until made
+  if (to_stdout)
+    streamed.reset(new char[std::max<std::uint64_t>(keys_bytes, 1)]);
+  else
+    keys.emplace(out_path, keys_bytes);
+  std::optional<atomic_output> values;
+  if (values_path) values.emplace(*values_path, values_header.size() + *count * value_bytes);
+  // Headers are multiples of 64 bytes: the keys after them are aligned as generate() wants.
+  char* const keys_at = to_stdout ? streamed.get() : static_cast<char*>(keys->map());
+  if (keys_at != nullptr) std::memcpy(keys_at, keys_header.data(), keys_header.size());
+  generate(key_array{keys_at == nullptr ? nullptr : keys_at + keys_header.size(), *count, t},
+           *dist, seed);
+  if (values) {
+    auto* const values_at = static_cast<char*>(values->map());
+    if (values_at != nullptr) std::memcpy(values_at, values_header.data(), values_header.size());
+    generate_values(value_array{values_at == nullptr ? nullptr
+                                                     : values_at + values_header.size(),
+                                *count, value_bytes},
+                    seed);
+  }
+  if (to_stdout) write_all(STDOUT_FILENO, streamed.get(), keys_bytes, "standard output");
+  for (std::optional<atomic_output>* out : {&keys, &values}) {
+    if (!*out) continue;
+    (*out)->sync();
+    (*out)->publish();
+  }
+
+  if (!a.has("quiet")) {
+    // With the keys on standard output, the summary goes to standard error.
+    std::FILE* to = to_stdout ? stderr : stdout;
+    std::fprintf(to, "wrote %s of %s (%s, seed %llu) to %s\n", plural(*count, "key").c_str(),
+                 std::string{name_of(t)}.c_str(), dist_text.c_str(),
+                 static_cast<unsigned long long>(seed),
+                 to_stdout ? "standard output" : out_path.c_str());
+    if (values)
+      std::fprintf(to, "wrote %s of %u bytes to %s\n", plural(*count, "value").c_str(),
+                   value_bytes, values_path->c_str());
+  }
+  return exit_ok;
+}
+
+}  // namespace gpusort::cli
