@@ -227,6 +227,62 @@ std::uint64_t npy_header_bytes(std::string_view first)
   return 8 + field + dict;
 }
 
+namespace {
+
+/// The bytes of one element of a plain descr: '<u8' 8, '|S10' 10, '<U5' 20 (UCS-4), '<M8[ns]'
+/// 8; nullopt for what has no size of its own ('|O' objects count 8, as NumPy stores them).
+std::optional<std::uint64_t> descr_bytes(std::string_view d)
+{
+  if (d.size() < 2) return std::nullopt;
+  const char kind = d[1];
+  std::uint64_t n = 0;
+  std::size_t i = 2;
+  for (; i < d.size() && d[i] >= '0' && d[i] <= '9'; ++i)
+    n = n * 10 + static_cast<unsigned>(d[i] - '0');
+  if (i == 2) return std::nullopt;
+  return kind == 'U' ? 4 * n : n;
+}
+
+/// The fields of a structured descr, laid end to end.
+std::vector<npy_field> fields_of(const py_value& descr)
+{
+  std::vector<npy_field> fields;
+  std::uint64_t offset = 0;
+  for (const py_value& item : descr.items) {
+    if (item.type != py_value::kind::sequence || item.items.size() < 2 ||
+        item.items[0].type != py_value::kind::string)
+      throw npy_error{"its .npy header's structured 'descr' holds something other than "
+                      "(name, type) fields"};
+    npy_field f;
+    f.name = item.items[0].text;
+    if (item.items[1].type == py_value::kind::string && item.items.size() == 2) {
+      f.descr = item.items[1].text;
+      const std::optional<std::uint64_t> b = descr_bytes(f.descr);
+      if (!b) throw npy_error{"its .npy field '" + f.name + "' has type '" + f.descr +
+                              "', whose size the header does not say"};
+      f.bytes = *b;
+    } else {
+      // A subarray ('a', '<f8', (3,)) or a nested structure: its size is not needed unless
+      // the records are sorted, and then it is refused by name.
+      f.descr = item.text;
+      f.nested = true;
+    }
+    f.offset = offset;
+    offset += f.bytes;
+    fields.push_back(std::move(f));
+  }
+  return fields;
+}
+
+}  // namespace
+
+std::uint64_t npy_header::record_bytes() const noexcept
+{
+  std::uint64_t bytes = 0;
+  for (const npy_field& f : fields) bytes += f.bytes;
+  return bytes;
+}
+
 npy_header parse_npy_header(std::string_view bytes)
 {
   const std::uint64_t total = npy_header_bytes(bytes);
@@ -258,6 +314,7 @@ npy_header parse_npy_header(std::string_view bytes)
   } else if (descr.type == py_value::kind::sequence) {
     h.descr = descr.text;
     h.structured = true;
+    h.fields = fields_of(descr);
   } else {
     throw npy_error{"its .npy header's 'descr' is neither a string nor a list of fields"};
   }

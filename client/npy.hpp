@@ -30,6 +30,17 @@ struct npy_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// A field of a structured descr ("[('a', '<u8'), ('', '|V4')]"): its name, its descr, and
+/// where it lies in the record (fields follow one another: np.save writes padding as fields
+/// named ''); `nested`: a subarray or a structure within, which only its bytes describe.
+struct npy_field {
+  std::string name;
+  std::string descr;
+  std::uint64_t offset{};
+  std::uint64_t bytes{};
+  bool nested{};
+};
+
 /// A parsed header.
 struct npy_header {
   int major{1};
@@ -39,6 +50,12 @@ struct npy_header {
   bool structured{};            ///< descr was a list of fields, not a string
   bool fortran_order{};
   std::vector<std::uint64_t> shape;
+  /// A structured descr's fields in order; their bytes add up to a record's. A field whose size
+  /// the descr does not say (an object, a nested structure) is an npy_error when the header is
+  /// parsed only if the record's size is asked for (record_bytes()).
+  std::vector<npy_field> fields;
+  /// The bytes of a record of a structured descr: the sum of its fields'; 0 for a plain descr.
+  [[nodiscard]] std::uint64_t record_bytes() const noexcept;
 
   /// Elements in the array (the product of the shape; 1 for a 0-d array); nullopt on overflow.
   [[nodiscard]] std::optional<std::uint64_t> elements() const noexcept;

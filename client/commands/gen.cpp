@@ -5,11 +5,13 @@
 #include "client/files.hpp"
 #include "client/npy.hpp"
 #include "core/generate.hpp"
+#include "core/records.hpp"
 
 #include <gpusort/units.hpp>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
@@ -20,6 +22,9 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
+
+#include <fmt/format.h>
 
 namespace gpusort::cli {
 
@@ -83,7 +88,9 @@ const command_spec& gen_spec()
   static const command_spec spec{
       .name = "gen",
       .synopsis = "--dtype T --dist D --count N --out FILE [--seed S] [--npy]\n"
-                  "                   [--values-out FILE [--value-bytes 4|8]] [--quiet]",
+                  "                   [--values-out FILE [--value-bytes 4|8]] [--quiet]\n"
+                  "       gpusort gen --records --count N --out FILE [--record-bytes R]\n"
+                  "                   [--dist D] [--seed S]",
       .description =
           "Writes N generated keys of type T to FILE as a raw little-endian array (no header),\n"
           "and with --values-out as many values. The same dtype, distribution, count and seed\n"
@@ -91,7 +98,11 @@ const command_spec& gen_spec()
           "Ki, Mi, Gi, Ti (2^10, 2^20, ...): 10M is 10000000, 1Gi is 1073741824.\n"
           "A file whose name ends in .npy, and every file with --npy, is a NumPy .npy file\n"
           "instead: the header np.save writes (version 1.0, 1-D, '<u4' ... '<f8'; values\n"
-          "'<u4' or '<u8'), then the same bytes.\n",
+          "'<u4' or '<u8'), then the same bytes.\n"
+          "--records writes N records instead, the sort benchmark's (gensort's) 100-byte\n"
+          "records by default: a random 10-byte key, the record's number in hex, filler; other\n"
+          "sizes (--record-bytes, at least 10) carry the key, the number and a filler. --dist:\n"
+          "uniform (default), gaussian, sorted, reverse, zero or fewunique keys.\n",
       .options = {
           {"dtype", "T", dtype_help},
           {"dist", "D", distribution_help()},
@@ -101,11 +112,65 @@ const command_spec& gen_spec()
           {"values-out", "FILE", "values file to write (value i is a hash of seed and i)"},
           {"value-bytes", "4|8", "bytes per value (default 8)"},
           {"npy", "", "write .npy files whatever their names (for --out -)"},
+          {"records", "", "write records (gensort's) instead of keys"},
+          {"record-bytes", "R", "bytes per record with --records (default 100)"},
           {"quiet", "", "print nothing on success (also -q)"},
           {"help", "", "show this text"},
       }};
   return spec;
 }
+
+namespace {
+
+/// `gen --records`: records written piece by piece (generate_records makes any range of rows
+/// alike), so that a file larger than memory needs none.
+int gen_records(const parsed_args& a)
+{
+  for (const char* keys_only : {"dtype", "values-out", "value-bytes", "npy"})
+    if (a.has(keys_only))
+      throw cli_error{exit_usage, fmt::format("--{} is for keys, not --records", keys_only)};
+  const std::string dist_text = a.get("dist").value_or("uniform");
+  const auto dist = parse_distribution(dist_text);
+  if (!dist || !applies_to_records(*dist))
+    throw cli_error{exit_usage, "--records takes --dist uniform, gaussian, sorted, reverse, "
+                                "zero or fewunique, not '" + dist_text + "'"};
+  const std::string count_text = a.require("count");
+  const auto count = parse_count(count_text);
+  if (!count)
+    throw cli_error{exit_usage, "bad --count '" + count_text + "' (e.g. 1000, 10M, 1Gi)"};
+  std::uint32_t record_bytes = gensort_record_bytes;
+  if (const auto given = a.get("record-bytes")) {
+    const auto n = parse_count(*given);
+    if (!n || *n < record_key_bytes || *n > max_record_bytes)
+      throw cli_error{exit_usage, fmt::format("--record-bytes takes {} to {}, not '{}'",
+                                              record_key_bytes, max_record_bytes, *given)};
+    record_bytes = static_cast<std::uint32_t>(*n);
+  }
+  if (*count > std::numeric_limits<std::uint64_t>::max() / record_bytes - 4096)
+    throw cli_error{exit_usage, "--count " + count_text + " is too large: its size overflows"};
+  const std::uint64_t seed = seed_option(a);
+  const fs::path out_path = a.require("out");
+  if (out_path == "-") throw cli_error{exit_usage, "--records needs a file, not standard output"};
+  atomic_output out{out_path, *count * record_bytes};
+  // Pieces of about 64 MiB: written and dropped, so the page cache, not this process, holds
+  // the file.
+  const std::uint64_t piece = std::max<std::uint64_t>(1, (std::uint64_t{64} << 20) / record_bytes);
+  std::vector<unsigned char> buffer(std::min(*count, piece) * record_bytes);
+  for (std::uint64_t first = 0; first < *count; first += piece) {
+    const std::uint64_t n = std::min(piece, *count - first);
+    generate_records(buffer.data(), n, record_bytes, *dist, seed, first);
+    write_all_at(out.fd(), buffer.data(), n * record_bytes, first * record_bytes, out.shown());
+  }
+  out.sync();
+  out.publish();
+  if (!a.has("quiet"))
+    std::printf("wrote %s of %u bytes (%s keys, seed %llu) to %s\n",
+                plural(*count, "record").c_str(), record_bytes, dist_text.c_str(),
+                static_cast<unsigned long long>(seed), out_path.c_str());
+  return exit_ok;
+}
+
+}  // namespace
 
 int run_gen(const std::vector<std::string>& args)
 {
@@ -115,6 +180,8 @@ int run_gen(const std::vector<std::string>& args)
   if (!a.positionals.empty())
     throw cli_error{exit_usage, "gen writes to --out, unexpected argument '" +
                                     a.positionals.front() + "'"};
+  if (a.has("records")) return gen_records(a);
+  if (a.has("record-bytes")) throw cli_error{exit_usage, "--record-bytes needs --records"};
   const dtype t = dtype_option(a);
   const std::string dist_text = a.require("dist");
   const auto dist = parse_distribution(dist_text);

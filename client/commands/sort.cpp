@@ -3,16 +3,19 @@
 #include "client/commands.hpp"
 
 #include "client/commands/common.hpp"
+#include "client/commands/records.hpp"
 #include "client/files.hpp"
 #include "client/in_place.hpp"
 #include "client/npy.hpp"
 #include "client/progress.hpp"
 #include "core/program_log.hpp"
 #include "core/switches.hpp"
+#include "pipeline/rows/move_records.hpp"
 
 #include <gpusort/client.hpp>
 #include <gpusort/config.hpp>
 #include <gpusort/gpusort.hpp>
+#include <gpusort/rows.hpp>
 #include <gpusort/units.hpp>
 
 #include <fmt/format.h>
@@ -52,7 +55,9 @@ const command_spec& sort_spec()
                   "                    [--values FILE [--value-bytes 4|8] [--values-out FILE]]\n"
                   "                    [--socket PATH | --local] [--config FILE]\n"
                   "                    [--host-memory-budget SIZE] [--json] [--quiet]\n"
-                  "                    [--no-sync] [--profile]",
+                  "                    [--no-sync] [--profile]\n"
+                  "       gpusort sort FILE --record-bytes R --key OFFSET:LEN:TYPE[:desc]...\n"
+                  "                    [--out FILE | --argsort-out FILE] [--order FIELDS] ...",
       .description =
           "Sorts FILE, a raw little-endian array of keys of type T, and with --values a file of\n"
           "values paired with the keys by index. FILE is only read: the sorted data goes to a\n"
@@ -88,7 +93,14 @@ const command_spec& sort_spec()
           "FILE - reads the keys (raw or .npy) from standard input to its end and writes the\n"
           "sorted keys to standard output (or --out FILE); --out - writes a file's sorted keys\n"
           "to standard output. Streams are sorted in memory (--local) or in a shared buffer of\n"
-          "the daemon (within its pinned_pool_bytes); the summary then goes to standard error.\n",
+          "the daemon (within its pinned_pool_bytes); the summary then goes to standard error.\n"
+          "Records: with --record-bytes R (or a structured .npy FILE) FILE holds records of R\n"
+          "bytes, sorted whole and stably by the keys --key names (repeat it: the first is the\n"
+          "primary key), each in its own order: --key 0:10:bytes is the sort benchmark's key,\n"
+          "--key 16:8:f64:desc a double at byte 16, descending. A structured .npy file sorts by\n"
+          "its fields as np.sort(a, order=...) does: --order a,b (then the other fields), or\n"
+          "all fields in order; --key NAME[:desc] names a field. --argsort-out writes\n"
+          "np.argsort(a, order=..., kind=\"stable\").\n",
       .options = {
           {"dtype", "T", "key type: u32 i32 u64 i64 f32 f64 (a .npy file's\n"
                          "header says it)"},
@@ -130,6 +142,10 @@ const command_spec& sort_spec()
           {"profile", "", "say on stderr where the time went: each step from the\n"
                           "command's start, and the engine's stages (the daemon's too)\n"
                           "(with --json: also as \"timeline\" and \"stages\")"},
+          {"record-bytes", "R", record_bytes_help},
+          {"key", "SPEC", key_help, true},
+          {"order", "FIELDS", "a structured .npy file's fields to sort by first, comma-\n"
+                              "separated (NumPy's order=): the others follow"},
           {"help", "", "show this text"},
       }};
   return spec;
@@ -773,6 +789,122 @@ void check_writable_in_place(const std::string& path)
                   "cannot sort " + path + " in place: " + std::strerror(err)};
 }
 
+/// `gpusort sort` of records (--record-bytes and --key, or a structured .npy file): sorted
+/// whole into a temporary renamed over the output (FILE itself in place), or their permutation
+/// written to --argsort-out. --local maps FILE read-only and gathers the records into the
+/// mapped temporary (pipeline/rows/); the daemon reads FILE into its memory and writes the
+/// temporary through the descriptors.
+int sort_records_files(const parsed_args& a, const fs::path& input_path, const input_array& in,
+                       const std::optional<config>& cfg, const std::string& socket)
+{
+  for (const char* keys_only : {"dtype", "descending", "values", "values-out", "value-bytes"})
+    if (a.has(keys_only))
+      throw cli_error{exit_usage, fmt::format("--{} is for keys; records take --key (each "
+                                              "with its order) and move whole",
+                                              keys_only)};
+  const std::string shown = input_path.string();
+  const records_layout r = records_layout_of(a, in.layout, shown);
+  const float_order floats =
+      float_order_option(a).value_or(in.layout.npy ? float_order::numpy : float_order::total);
+  const std::optional<std::string> argsort_path = a.get("argsort-out");
+  const std::uint32_t index_bytes = index_bytes_option(a);
+  if (argsort_path && index_bytes == 4 && r.count > std::numeric_limits<std::uint32_t>::max())
+    throw cli_error{exit_usage, "--index-type u32 holds fewer than 2^32 indices: use i64"};
+  const std::optional<fs::path> out_path =
+      a.has("out") ? std::optional<fs::path>{*a.get("out")}
+                   : (argsort_path ? std::nullopt : std::optional<fs::path>{input_path});
+  if (!a.has("out") && !argsort_path) check_writable_in_place(shown);
+  sort_timeline timeline{a.has("profile")};
+  timeline.mark("inputs opened");
+  std::optional<output_file> records_out, indices_out;
+  if (out_path) {
+    const std::string header = in.layout.npy ? in.layout.header : std::string{};
+    records_out.emplace(*out_path, header, in.layout.bytes);
+  }
+  if (argsort_path)
+    indices_out.emplace(*argsort_path,
+                        has_npy_name(*argsort_path)
+                            ? make_npy_header(index_bytes == 8 ? "<i8" : "<u4", r.count)
+                            : std::string{},
+                        r.count * index_bytes);
+  std::vector<atomic_output*> outputs;
+  for (std::optional<output_file>* o : {&records_out, &indices_out})
+    if (*o) outputs.push_back(&(*o)->file);
+  write_back_meanwhile(a, outputs);
+  timeline.mark("outputs created");
+  const bool json = a.has("json");
+  progress_bar bar{!a.has("quiet") && !json && ::isatty(STDERR_FILENO) == 1, stderr};
+  sort_report report;
+  engine_closer closer;
+  const bool local = cfg.has_value();
+  if (local) {
+    const mapped_input mapped{input_path};
+    const auto* records = static_cast<const std::byte*>(mapped.data()) + in.layout.offset();
+    const auto data_of = [](output_file& o) {
+      return static_cast<std::byte*>(o.file.map()) + o.offset;
+    };
+    sort_options options{.floats = floats, .profile = timeline.on()};
+    if (bar.enabled())
+      options.on_progress = [&bar](const progress_event& p) { bar.update(p); };
+    report = run_engine(
+        *cfg, timeline,
+        [&](engine& eng) {
+          const record_array rows{records, r.count, r.record_bytes};
+          if (indices_out)
+            return argsort_rows(eng, record_keys(rows, r.keys), data_of(*indices_out),
+                                index_bytes, options);
+          return sort_records(eng, rows, r.keys, data_of(*records_out), options);
+        },
+        &closer);
+  } else {
+    client::connection conn = connect_daemon(socket, "start gpusortd or sort with --local");
+    timeline.mark("connected to the daemon");
+    const auto at = [](const output_file& f) {
+      return client::array_ref::of_fd(f.file.fd(), f.offset);
+    };
+    client::sort_request request{.count = r.count,
+                                 .keys = client::array_ref::of_fd(in.file.fd(),
+                                                                  in.layout.offset()),
+                                 .floats = floats,
+                                 .profile = timeline.on(),
+                                 .record_bytes = r.record_bytes,
+                                 .key_fields = r.keys};
+    if (indices_out) {
+      request.indices_out = at(*indices_out);
+      request.index_bytes = index_bytes;
+    } else {
+      request.keys_out = at(*records_out);
+    }
+    progress_callback on_progress;
+    if (bar.enabled())
+      on_progress = [&bar](const progress_event& p) { bar.update(p); };
+    try {
+      report = conn.sort(request, on_progress);
+    } catch (const client::error& e) {
+      throw cli_error{exit_of(e.code()), std::string{"sort failed: "} + e.what()};
+    }
+    timeline.mark(fmt::format("sorted by the daemon (its sort {:.3f} s, queued {:.3f} s)",
+                              report.seconds, report.queue_seconds));
+  }
+  // With --argsort-out alone the records are only read; with --out too they are written.
+  if (indices_out && records_out) {
+    const mapped_input mapped{input_path};
+    const auto* records = static_cast<const unsigned char*>(mapped.data()) + in.layout.offset();
+    auto* to = static_cast<unsigned char*>(records_out->file.map()) + records_out->offset;
+    const void* idx = static_cast<const std::byte*>(indices_out->file.map()) +
+                      indices_out->offset;
+    if (index_bytes == 4)
+      detail::gather_records(records, r.count, r.record_bytes,
+                             static_cast<const std::uint32_t*>(idx), to);
+    else
+      detail::gather_records(records, r.count, r.record_bytes,
+                             static_cast<const std::uint64_t*>(idx), to);
+    timeline.mark("records gathered by the permutation");
+  }
+  return finish_sort(bar, outputs, report, local ? sorted_by::local : sorted_by::daemon, a,
+                     timeline, &closer);
+}
+
 }  // namespace
 
 int run_sort(const std::vector<std::string>& args)
@@ -789,6 +921,9 @@ int run_sort(const std::vector<std::string>& args)
   if (!argsort_path && a.has("index-type"))
     throw cli_error{exit_usage, "--index-type needs --argsort-out"};
   const std::uint32_t index_bytes = index_bytes_option(a);
+  if ((input_path == "-" || a.get("out") == "-") &&
+      (a.has("record-bytes") || a.has("key") || a.has("order")))
+    throw cli_error{exit_usage, "records sort files, not streams (-)"};
   if (input_path == "-" || a.get("out") == "-")
     return sort_in_memory(a, type_option, input_path, a.get("out"));
   const std::optional<std::string> values_path = a.get("values");
@@ -856,6 +991,7 @@ int run_sort(const std::vector<std::string>& args)
     timeline.mark("an interrupted sort's elements put back");
 
   const input_array keys{input_path};
+  if (wants_records(a, keys.layout)) return sort_records_files(a, input_path, keys, cfg, socket);
   const key_layout k = keys_of(keys.layout, {type_option}, input_path.string());
   std::optional<input_array> values;
   std::uint32_t value_bytes = 0;

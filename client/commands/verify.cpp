@@ -2,6 +2,8 @@
 #include "client/commands.hpp"
 
 #include "client/commands/common.hpp"
+#include "client/commands/records.hpp"
+#include "core/records.hpp"
 #include "client/files.hpp"
 #include "client/in_place.hpp"
 #include "core/verify.hpp"
@@ -40,7 +42,13 @@ const command_spec& verify_spec()
           "Any of the files may be a .npy file: its data after the header is checked, and the\n"
           "header gives the type (--dtype is then optional).\n"
           "Prints \"ok\" and exits 0 when it is; exits 1 naming the first problem otherwise.\n"
-          "FILE - reads the keys from standard input.\n",
+          "FILE - reads the keys from standard input.\n"
+          "Records (--records, --record-bytes R or a structured .npy FILE) are checked as the\n"
+          "sort benchmark's valsort does: in order by their keys (--key, repeatable; default\n"
+          "0:10:bytes, the benchmark's key; a structured .npy file's fields as np.sort takes\n"
+          "them, or --order), and with --original a permutation of the original by the 128-bit\n"
+          "sum of every record's CRC-32. The output says the records' checksum and how many\n"
+          "keys repeat.\n",
       .options = {
           {"dtype", "T", "key type: u32 i32 u64 i64 f32 f64 (a .npy file's\n"
                          "header says it)"},
@@ -51,7 +59,12 @@ const command_spec& verify_spec()
           {"values", "FILE", "the sorted values"},
           {"original-values", "FILE", "the values before sorting"},
           {"value-bytes", "4|8", "bytes per value (default 8, or the .npy header's)"},
-          {"json", "", "print one JSON object: ok, elements, message"},
+          {"json", "", "print one JSON object: ok, elements, message (records: also\n"
+                       "checksum and duplicate_keys)"},
+          {"records", "", "FILE holds records (100 bytes each unless --record-bytes)"},
+          {"record-bytes", "R", record_bytes_help},
+          {"key", "SPEC", key_help, true},
+          {"order", "FIELDS", "a structured .npy file's fields to check first"},
           {"help", "", "show this text"},
       }};
   return spec;
@@ -152,6 +165,62 @@ int verify_order_only(const parsed_args& a, const fs::path& shown, const key_arr
                   plural(keys.count, "element"), direction_name(direction)));
 }
 
+/// `verify` of records: valsort's checks with core/records.hpp's verifier, which shares no
+/// code with the sort.
+int verify_records_file(const parsed_args& a, const std::string& sorted_path)
+{
+  for (const char* keys_only : {"dtype", "descending", "values", "original-values",
+                                "value-bytes"})
+    if (a.has(keys_only))
+      throw cli_error{exit_usage,
+                      fmt::format("--{} is for keys; records take --key (each with its order)",
+                                  keys_only)};
+  const verify_input sorted_file{sorted_path};
+  const std::string shown = sorted_file.path().string();
+  const mapped_array sorted{shown, sorted_file.source(), sorted_file.size()};
+  // --records alone: the sort benchmark's 100-byte records.
+  const std::uint32_t default_bytes =
+      a.has("record-bytes") || (sorted.layout.npy && sorted.layout.npy->structured) ? 0 : 100;
+  parsed_args with_size = a;
+  if (default_bytes != 0)
+    with_size.options.emplace("record-bytes", std::vector<std::string>{"100"});
+  const records_layout r = records_layout_of(with_size, sorted.layout, shown, benchmark_key);
+  const float_order floats =
+      float_order_option(a).value_or(sorted.layout.npy ? float_order::numpy : float_order::total);
+  const record_array records{sorted.data, r.count, r.record_bytes};
+  const records_checksum sum = checksum_records(records);
+  records_check check;
+  std::string ok_line;
+  if (const std::optional<std::string> original_path = a.get("original")) {
+    const mapped_input original_file{*original_path};
+    const mapped_array original{*original_path, original_file.source(), original_file.size()};
+    const records_layout o = records_layout_of(with_size, original.layout, *original_path,
+                                               benchmark_key);
+    check = verify_records(records, r.keys, checksum_records({original.data, o.count,
+                                                              o.record_bytes}),
+                           floats);
+    ok_line = fmt::format("ok: {} sorted, a permutation of {}", plural(r.count, "record"),
+                          *original_path);
+  } else {
+    check = check_record_order(records, r.keys, floats);
+    ok_line = fmt::format("ok: {} sorted (order only: no --original to compare with)",
+                          plural(r.count, "record"));
+  }
+  const std::string checksum = fmt::format("{:016x}{:016x}", sum.sum_hi, sum.sum_lo);
+  if (a.has("json")) {
+    print_json(stdout, {{"ok", check.ok},
+                        {"elements", r.count},
+                        {"message", check.message},
+                        {"checksum", checksum},
+                        {"duplicate_keys", check.duplicate_keys}});
+    std::fflush(stdout);
+    return check.ok ? exit_ok : exit_verify_failed;
+  }
+  if (check.ok)
+    ok_line += fmt::format("; checksum {}, {} duplicate keys", checksum, check.duplicate_keys);
+  return report_verification(a, check.ok, r.count, check.message, ok_line);
+}
+
 }  // namespace
 
 int run_verify(const std::vector<std::string>& args)
@@ -161,6 +230,8 @@ int run_verify(const std::vector<std::string>& args)
   const parsed_args& a = *parsed;
   const std::string& sorted_path = one_file(a, "verify", "the sorted file");
   refuse_if_interrupted(sorted_path);
+  if (a.has("records") || a.has("record-bytes") || a.has("key") || a.has("order"))
+    return verify_records_file(a, sorted_path);
   const std::optional<dtype> type_option = optional_dtype_option(a);
   const std::optional<std::string> original_path = a.get("original");
   if (!original_path && a.has("values"))
@@ -176,6 +247,8 @@ int run_verify(const std::vector<std::string>& args)
   const verify_input sorted_file{sorted_path};
   const mapped_array sorted{sorted_file.path().string(), sorted_file.source(),
                             sorted_file.size()};
+  if (sorted.layout.npy && sorted.layout.npy->structured)
+    return verify_records_file(a, sorted_path);
   std::optional<mapped_input> original_file;
   std::optional<mapped_array> original;
   if (original_path) {
