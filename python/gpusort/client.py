@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import mmap
 import operator
 import os
@@ -57,6 +58,9 @@ _DTYPES = {
     ("f", 8): pb.DTYPE_F64,
 }
 _SUPPORTED = "uint32, int32, uint64, int64, float32 and float64 (either byte order)"
+# NumPy's error for a bad axis: np.exceptions.AxisError since 1.25; np.AxisError, its old name,
+# is gone from NumPy 2.
+_AxisError = getattr(getattr(np, "exceptions", None), "AxisError", None) or np.AxisError
 
 
 class ServerInfo(NamedTuple):
@@ -144,7 +148,7 @@ def _as_keys(a, what: str = "keys", axis=-1) -> tuple[np.ndarray, int]:
     if axis is None:
         a = a.ravel()
     elif a.ndim == 1 and operator.index(axis) not in (-1, 0):
-        raise np.AxisError(axis, 1)
+        raise _AxisError(axis, 1)
     if a.ndim == 0:
         raise ValueError(f"gpusort sorts 1-D arrays; the {what} are a 0-d array (a scalar)")
     if a.ndim != 1:
@@ -280,6 +284,348 @@ def _copy(dst: np.ndarray, src: np.ndarray) -> None:
                for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
     for f in futures:
         f.result()
+
+
+def _in_pieces(n: int, nbytes: int, work: Callable[[int, int], object]) -> None:
+    """work(lo, hi) for pieces [lo, hi) of range(n), on the copy threads as _copy splits its
+    copies (``nbytes``: what the whole of it moves); NumPy releases the GIL in them."""
+    global _pool
+    pieces = min(_threads(), max(1, nbytes // (16 << 20)))
+    if pieces <= 1 or n < 2:
+        work(0, n)
+        return
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=_threads(), thread_name_prefix="gpusort-copy")
+    bounds = [n * i // pieces for i in range(pieces + 1)]
+    futures = [_pool.submit(work, lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
+    for f in futures:
+        f.result()
+
+
+# ---- rows: records and lexsort keys -------------------------------------------------------
+#
+# A records job (JOB_KIND_SORT_RECORDS, JOB_KIND_ARGSORT_RECORDS) compares fixed-width records
+# by KeyFields, the first key first, each ascending or descending: the six key types, 128-bit
+# integers and byte strings compared as unsigned bytes (memcmp). Two ways in:
+# - direct: a structured array whose every field is such a key where it lies (native numbers of
+#   the six types, 'S' strings, uint8, bools, big-endian unsigned integers as bytes) is sent as
+#   it is, its records sorted or argsorted by the daemon with no client-side work;
+# - packed: anything else (np.lexsort's columns, fields that need converting) is packed into
+#   records of the client's own layout in shared memory, each key converted to a type the
+#   daemon compares in the same order, and argsorted; a sort then takes the records by it.
+
+_COLUMN_TYPES = {
+    ("u", 4): pb.COLUMN_TYPE_U32,
+    ("i", 4): pb.COLUMN_TYPE_I32,
+    ("u", 8): pb.COLUMN_TYPE_U64,
+    ("i", 8): pb.COLUMN_TYPE_I64,
+    ("f", 4): pb.COLUMN_TYPE_F32,
+    ("f", 8): pb.COLUMN_TYPE_F64,
+}
+_MAX_KEY_FIELDS = 64           # proto: key_fields, 1 to 64 of them
+_MAX_RECORD_BYTES = 1 << 20    # proto: record_bytes, 1 to 1 MiB
+_ROW_TYPES = ("bool, int8 to int64, uint8 to uint64, float16 to float64 (either byte order) "
+              "and byte strings ('S')")
+
+
+class _Part(NamedTuple):
+    """One key of packed records: its dtype in the record (native), its ColumnType, and
+    ``fill(dst, src)``, which writes the keys of source elements ``src`` into ``dst`` (pieces of
+    the column and of the source, of one length)."""
+
+    store: np.dtype
+    ctype: int
+    fill: Callable[[np.ndarray, np.ndarray], object]
+
+
+def _cast(dst: np.ndarray, src: np.ndarray) -> None:
+    # Every conversion used is exact: widening integers, float16 to float32, byte swaps.
+    np.copyto(dst, src, casting="safe")
+
+
+def _raw_byte(dst: np.ndarray, src: np.ndarray) -> None:
+    np.copyto(dst, src.view(np.uint8))
+
+
+def _truth(dst: np.ndarray, src: np.ndarray) -> None:
+    np.not_equal(src.view(np.uint8), 0, out=dst)
+
+
+def _not_nan(dst: np.ndarray, src: np.ndarray) -> None:
+    np.isnan(src, out=dst)
+    np.logical_not(dst, out=dst)
+
+
+@functools.lru_cache(maxsize=None)
+def _float_ranks(context: str, dt: np.dtype) -> tuple[bool, bool]:
+    """(NaN first, -0.0 before +0.0) in NumPy's comparison of floats of ``dt`` in ``context``:
+    "lexsort" (np.lexsort's keys) or "fields" (np.sort(order=...)'s fields), asked of the NumPy
+    that runs, once. They differ: NumPy 1.24's structured sorts compare float16 fields with a
+    function that ranks NaN lowest, while its float32/float64 fields and every lexsort key put
+    NaN last."""
+    if context == "lexsort":
+        nan_first = np.lexsort((np.array([1.0, np.nan], dt),))[0] == 1
+        neg_first = np.lexsort((np.array([0.0, -0.0], dt),))[0] == 1
+    else:
+        probe = np.zeros(2, [("f", dt), ("i", np.uint8)])
+        probe["i"] = [0, 1]  # breaks a tie by position
+        probe["f"] = [1.0, np.nan]
+        nan_first = np.argsort(probe, kind="stable")[0] == 1
+        probe["f"] = [0.0, -0.0]
+        neg_first = np.argsort(probe, kind="stable")[0] == 1
+    return bool(nan_first), bool(neg_first)
+
+
+@functools.lru_cache(maxsize=None)
+def _bools_by_byte(context: str) -> bool:
+    """Whether NumPy orders bools in ``context`` by their byte (a bool made by a view of 2
+    after one of 1: np.lexsort does) rather than as truth values (every nonzero byte equal:
+    np.sort(order=...)'s fields). Asked of the NumPy that runs, once."""
+    if context == "lexsort":
+        return bool(np.lexsort((np.array([2, 1], np.uint8).view(np.bool_),))[0] == 1)
+    probe = np.zeros(2, [("b", np.bool_), ("i", np.uint8)])
+    probe["i"] = [0, 1]
+    probe.view(np.uint8)[0::2] = [2, 1]
+    return bool(np.argsort(probe, kind="stable")[0] == 1)
+
+
+def _row_parts(dt: np.dtype, context: str, what: str) -> list[_Part]:
+    """The packed keys that order elements of ``dt`` exactly as NumPy does in ``context``
+    ("lexsort" or "fields"): none for a type of 0 bytes (all equal), two for floats that NumPy
+    ranks NaN first (a byte 0 for NaN, 1 for a number, then the value). TypeError naming
+    ``what`` for a type that has no such keys."""
+    kind, size = dt.kind, dt.itemsize
+    if dt.fields is not None or dt.subdtype is not None or dt.hasobject:
+        shape = ("nested fields" if dt.fields is not None else
+                 "a subarray (NumPy 1.24 compares its raw bytes, not its numbers)"
+                 if dt.subdtype is not None else "Python objects")
+        raise TypeError(f"gpusort cannot sort by {what} of dtype {dt}: {shape}; it sorts by "
+                        f"{_ROW_TYPES}")
+    if kind == "S":
+        if size == 0:
+            return []
+        return [_Part(dt, pb.COLUMN_TYPE_BYTES, _cast)]
+    if kind == "b":
+        if _bools_by_byte(context):
+            return [_Part(np.dtype(np.uint8), pb.COLUMN_TYPE_BYTES, _raw_byte)]
+        return [_Part(np.dtype(np.bool_), pb.COLUMN_TYPE_BYTES, _truth)]
+    if kind == "u" and size == 1:
+        return [_Part(np.dtype(np.uint8), pb.COLUMN_TYPE_BYTES, _cast)]
+    if kind in "iu" and size <= 8:
+        store = np.dtype(f"{kind}{max(size, 4)}")
+        return [_Part(store, _COLUMN_TYPES[(kind, store.itemsize)], _cast)]
+    if kind == "f" and size <= 8:
+        store = np.dtype(f"f{max(size, 4)}")
+        nan_first, neg_first = _float_ranks(context, _native(dt))
+        if neg_first:  # pragma: no cover - no NumPy we know does this
+            raise TypeError(f"gpusort cannot sort by {what} of dtype {dt}: this NumPy orders "
+                            "-0.0 before +0.0 there, gpusort ties them")
+        value = _Part(store, _COLUMN_TYPES[("f", store.itemsize)], _cast)
+        return [_Part(np.dtype(np.bool_), pb.COLUMN_TYPE_BYTES, _not_nan), value] if nan_first \
+            else [value]
+    hint = ""
+    if kind == "U":
+        hint = ("; NumPy compares its UCS-4 code points: k.astype('>U{0}').view('S{1}') are "
+                "bytes in that order").format(size // 4, size)
+    elif kind in "Mm":
+        hint = "; NumPy puts NaT last, where its int64 view is the smallest"
+    elif kind == "c":
+        hint = "; NumPy orders complex numbers by real then imaginary part: sort by both"
+    elif kind == "f":
+        hint = f"; {dt} has no exact 4- or 8-byte form"
+    raise TypeError(f"gpusort cannot sort by {what} of dtype {dt}: it sorts by {_ROW_TYPES}"
+                    + hint)
+
+
+def _direct_key(a: np.ndarray, name: str, fdt: np.dtype, offset: int):
+    """(ColumnType, length) of a field that the daemon compares where it lies in the record
+    exactly as NumPy's structured sort does, () for a field of 0 bytes (never compared), None
+    for a field that must be converted (packed). Reads the field's bytes only for bools when
+    NumPy compares them as truth values (bytes other than 0 and 1 must then be packed)."""
+    kind, size = fdt.kind, fdt.itemsize
+    if size == 0:
+        return ()
+    if fdt.isnative and (kind, size) in _COLUMN_TYPES:
+        if kind == "f" and any(_float_ranks("fields", fdt)):
+            return None
+        return _COLUMN_TYPES[(kind, size)], 0
+    if kind == "S" or (kind == "u" and size == 1):
+        return pb.COLUMN_TYPE_BYTES, size
+    if kind == "u" and fdt.str[0] == ">":  # big-endian unsigned: memcmp is numeric order
+        return pb.COLUMN_TYPE_BYTES, size
+    if kind == "b":
+        if _bools_by_byte("fields") or not bool(np.any(a[name].view(np.uint8) > 1)):
+            return pb.COLUMN_TYPE_BYTES, 1
+    return None
+
+
+def _merged(fields: list) -> list:
+    """KeyFields with each run of BYTES keys that follow one another in the record and in key
+    order, in one order, made one key (memcmp of the whole is memcmp of the parts in turn)."""
+    out: list = []
+    for f in fields:
+        last = out[-1] if out else None
+        if (last is not None and f.type == pb.COLUMN_TYPE_BYTES == last.type
+                and f.order == last.order and f.offset == last.offset + last.length):
+            last.length += f.length
+        else:
+            g = pb.KeyField()
+            g.CopyFrom(f)
+            out.append(g)
+    return out
+
+
+def _pack_layout(parts: list[_Part], descending: bool) -> tuple[np.dtype, list]:
+    """The record of packed keys ``parts`` (primary first): its structured dtype (field "k<i>"
+    holds part i) and its KeyFields. 8-byte numbers first, then 4-byte ones, then the bytes
+    (each group in key order, so that adjacent bytes keys merge), the record padded to its
+    numbers' alignment."""
+    def group(p: _Part) -> int:
+        return 2 if p.ctype == pb.COLUMN_TYPE_BYTES else (0 if p.store.itemsize == 8 else 1)
+
+    offsets = [0] * len(parts)
+    at = 0
+    for i in sorted(range(len(parts)), key=lambda i: (group(parts[i]), i)):
+        offsets[i] = at
+        at += parts[i].store.itemsize
+    align = max([p.store.itemsize for p in parts if p.ctype != pb.COLUMN_TYPE_BYTES] + [1])
+    size = max(1, (at + align - 1) // align * align)
+    dtype = np.dtype({"names": [f"k{i}" for i in range(len(parts))],
+                      "formats": [p.store for p in parts], "offsets": offsets,
+                      "itemsize": size})
+    direction = pb.ORDER_DESCENDING if descending else pb.ORDER_ASCENDING
+    fields = [pb.KeyField(type=p.ctype, offset=offsets[i], order=direction,
+                          length=p.store.itemsize if p.ctype == pb.COLUMN_TYPE_BYTES else 0)
+              for i, p in enumerate(parts)]
+    return dtype, _merged(fields)
+
+
+def _records_float_order(fields) -> int:
+    floats = (pb.COLUMN_TYPE_F32, pb.COLUMN_TYPE_F64)
+    return (pb.FLOAT_ORDER_NUMPY if any(f.type in floats for f in fields)
+            else pb.FLOAT_ORDER_TOTAL)
+
+
+def _structured(a) -> bool:
+    return isinstance(a, np.ndarray) and a.dtype.names is not None
+
+
+def _sort_names(dt: np.dtype, order) -> list[str]:
+    """The fields in the order NumPy's structured sort compares them: those of ``order`` (a
+    name or a list of names) first, then every other field in the dtype's order (they break
+    ties). NumPy's errors for unknown, repeated and unreadable names (numpy.core._internal.
+    _newnames)."""
+    names = list(dt.names)
+    if order is None:
+        return names
+    if isinstance(order, str):
+        order = [order]
+    if not isinstance(order, (list, tuple)):
+        raise ValueError(f"unsupported order value: {order}")
+    seen: set = set()
+    for name in order:
+        try:
+            names.remove(name)
+        except ValueError:
+            if name in seen:
+                raise ValueError(f"duplicate field name: {name}") from None
+            raise ValueError(f"unknown field name: {name}") from None
+        seen.add(name)
+    return list(order) + names
+
+
+class _RecordPlan(NamedTuple):
+    """How a structured array sorts: ``fields`` the KeyFields of its own records (None when
+    some field must be converted first), ``parts`` the packed keys of every field (primary
+    first) with the names of the fields they come from."""
+
+    fields: list | None
+    parts: list[tuple[str, _Part]]
+
+
+def _record_plan(a: np.ndarray, order, descending: bool) -> _RecordPlan:
+    """The plan of a sort of structured 1-D array ``a`` by ``order`` (NumPy's meaning), each
+    key descending when ``descending``. TypeError for a field gpusort cannot compare as NumPy
+    does (every field takes part: NumPy breaks ties by the fields not in ``order``), ValueError
+    for names NumPy refuses."""
+    dt = a.dtype
+    names = _sort_names(dt, order)
+    direction = pb.ORDER_DESCENDING if descending else pb.ORDER_ASCENDING
+    parts: list[tuple[str, _Part]] = []
+    fields: list | None = [] if 0 < dt.itemsize <= _MAX_RECORD_BYTES else None
+    for name in names:
+        fdt, offset = dt.fields[name][:2]
+        tie = "" if order is None or name in ([order] if isinstance(order, str) else order) \
+            else " (NumPy breaks ties by every field not in order=)"
+        parts += [(name, p) for p in _row_parts(fdt, "fields", f"field {name!r}{tie}")]
+        if fields is not None:
+            key = _direct_key(a, name, fdt, offset)
+            if key is None:
+                fields = None
+            elif key:
+                fields.append(pb.KeyField(type=key[0], offset=offset, length=key[1],
+                                          order=direction))
+    if fields is not None:
+        fields = _merged(fields)
+        if len(fields) > _MAX_KEY_FIELDS:
+            fields = None
+    return _RecordPlan(fields, parts)
+
+
+def _as_records(a: np.ndarray, axis) -> np.ndarray:
+    """Structured array ``a`` as a 1-D array (``axis`` as in _as_keys)."""
+    if axis is None:
+        a = a.ravel()
+    elif a.ndim == 1 and operator.index(axis) not in (-1, 0):
+        raise _AxisError(axis, 1)
+    if a.ndim != 1:
+        raise ValueError(f"gpusort sorts 1-D arrays; the records have shape {a.shape} (np.sort "
+                         "sorts each row; axis=None or a.ravel() sorts all of them together)")
+    return a
+
+
+def _lexsort_keys(keys, axis) -> list[np.ndarray]:
+    """np.lexsort's ``keys`` as a list of 1-D arrays of one length (the last the primary key),
+    with NumPy's errors; a 1-D array (which np.lexsort reads as that many keys of one element
+    each) is refused."""
+    if isinstance(keys, np.ndarray):
+        if keys.ndim == 0:
+            raise TypeError("need sequence of keys with len > 0 in lexsort")
+        if keys.ndim == 1:
+            raise ValueError(f"keys is a 1-D array: np.lexsort reads it as {keys.shape[0]} keys "
+                             "of one element each; pass (a,) to sort by the array a, or a 2-D "
+                             "array whose rows are the keys")
+    _refuse_masked(keys, "lexsort keys", "sort by k.filled(value) and the mask as a key")
+    cols = list(keys)
+    if not cols:
+        raise TypeError("need sequence of keys with len > 0 in lexsort")
+    out = []
+    for i, k in enumerate(cols):
+        _refuse_masked(k, f"lexsort key {i}", "sort by k.filled(value) and the mask as a key")
+        k = _plain(np.asanyarray(k))
+        if k.ndim != 1:
+            raise ValueError(f"gpusort's lexsort takes 1-D keys; key {i} has shape {k.shape}")
+        out.append(k)
+    if any(k.shape != out[0].shape for k in out):
+        raise ValueError("all keys need to be the same shape (got lengths "
+                         f"{', '.join(str(k.shape[0]) for k in out)})")
+    if operator.index(axis) not in (-1, 0):
+        raise _AxisError(axis, 1)
+    return out
+
+
+def _index_dtype(index_dtype, n: int, out) -> np.dtype:
+    """The checked dtype of indices of ``n`` elements (and ``out``, when given, of it)."""
+    ix = np.dtype(index_dtype)
+    if ix not in (np.dtype(np.int64), np.dtype(np.uint32)):
+        raise TypeError(f"index_dtype must be np.int64 or np.uint32, not {ix}")
+    if ix == np.dtype(np.uint32) and n >= 2**32:
+        raise ValueError(f"{n} keys need 64-bit indices (index_dtype=np.int64)")
+    if out is not None and (not isinstance(out, np.ndarray) or out.dtype != ix
+                            or out.shape != (n,)):
+        raise ValueError(f"out must be a 1-D array of {n} {ix}")
+    return ix
 
 
 # Linux's MAP_POPULATE (Python 3.10+ names it; 0x8000 on every Linux architecture we run on).
@@ -771,7 +1117,27 @@ class Client:
         NumPy's ``axis`` and ``kind`` mean what they mean there: ``axis`` -1 or 0 of a 1-D
         array, or None to sort every element of any shape flattened; ``kind`` "stable" or
         "mergesort" is ``stable=True``, "quicksort" and "heapsort" leave equal keys in any
-        order. ``order`` (fields of a structured array) is refused: gpusort sorts numbers.
+        order.
+
+        A structured array (NumPy records, ``a.dtype.names`` not None) sorts as
+        ``np.sort(a, order=order, kind="stable")``: by the fields named in ``order`` (a name or
+        a list of names; None: every field in the dtype's order), then, to break ties, by every
+        other field in the dtype's order, as NumPy does; records equal in every field keep
+        their input order whatever ``kind`` and ``stable`` say. Fields may be bool, int8 to
+        int64, uint8 to uint64, float16 to float64 in either byte order, and byte strings
+        ('S', compared as unsigned bytes); a field of any other type (unicode, object,
+        datetime, complex, nested or subarray fields) is a TypeError, also when it is not in
+        ``order`` (NumPy compares it to break ties). Floats compare as NumPy's structured
+        sort compares them (NaNs last, but NaNs first in float16 fields, as in NumPy 1.24:
+        each float type's rank of NaN is asked of the running NumPy). When every field is a
+        key the daemon compares where it lies (native uint32/int32/uint64/int64/float32/float64,
+        'S', uint8, bool, big-endian unsigned integers) the records themselves are sorted by
+        one JOB_KIND_SORT_RECORDS job, in place in a shared array (from ``empty``) or in a
+        copy; otherwise (small or byte-swapped signed integers and floats) the keys are
+        converted and packed into records of their own, argsorted, and the records taken by
+        the indices. Whole records move, the bytes between fields too (NumPy's copy leaves
+        those undefined). ``descending``, which NumPy does not have, reverses every field's
+        order (NaNs still last, equal records still in input order).
 
         A subclass of ndarray comes back as its subclass with its attributes, as from np.sort.
         A masked array (np.ma) sorts as np.ma.sort: the unmasked values sorted, then the masked
@@ -783,14 +1149,16 @@ class Client:
         callable taking a Progress, or True for a bar.
         """
         stable = _stable(kind, stable)
-        if order is not None:
-            raise ValueError("order= names fields of a structured array: gpusort sorts arrays "
-                             "of numbers")
+        if order is not None and not _structured(a):
+            raise ValueError("order= names fields of a structured array; this array has none "
+                             "(NumPy: cannot specify order when the array has no fields)")
         was_array = isinstance(a, np.ndarray)
         if inplace and not was_array:
             raise TypeError("inplace=True needs a NumPy array to sort")
         if inplace and axis is None:
             raise ValueError("inplace=True sorts a 1-D array along its axis, not axis=None")
+        if _structured(a):
+            return self._sort_records(a, descending, inplace, progress, axis, order)
         if _masked(a):
             return self._sort_masked(a, descending, inplace, stable, progress, axis)
         a, code = _as_keys(a, axis=axis)
@@ -860,12 +1228,22 @@ class Client:
         indices with no copy. The keys are never modified.
 
         ``axis`` and ``kind`` as NumPy's (see ``sort``; every kind gets the stable order, one
-        that each of them allows); ``order`` is refused. A masked array's indices are those of
-        np.ma.argsort: the unmasked values' in order, then the masked ones' in input order."""
+        that each of them allows). A masked array's indices are those of np.ma.argsort: the
+        unmasked values' in order, then the masked ones' in input order.
+
+        A structured array's indices are ``np.argsort(a, order=order, kind="stable")``'s:
+        ``order`` and the fields as in ``sort`` (the other fields break ties; equal records by
+        position), from one JOB_KIND_ARGSORT_RECORDS job on the records themselves (no copy
+        when ``a`` is shared), or on packed keys when some field must be converted."""
         _stable(kind, True)  # an unknown kind is an error, as in NumPy
-        if order is not None:
-            raise ValueError("order= names fields of a structured array: gpusort sorts arrays "
-                             "of numbers")
+        if order is not None and not _structured(a):
+            raise ValueError("order= names fields of a structured array; this array has none "
+                             "(NumPy: cannot specify order when the array has no fields)")
+        if _structured(a):
+            _refuse_masked(a, "a structured array", "argsort a.data")
+            a = _as_records(a, axis)
+            plan = _record_plan(a, order, descending)
+            return self._argsort_records(_plain(a), plan, index_dtype, descending, progress, out)
         if _masked(a):
             return self._argsort_masked(a, descending, index_dtype, progress, out, axis)
         idx, _ = self._argsort(a, descending, index_dtype, progress, out, want_keys=False,
@@ -1021,6 +1399,179 @@ class Client:
         keys, _ = _as_keys(keys)
         idx, sorted_keys = self._argsort(keys, descending, np.int64, progress, want_keys=True)
         return (_like(keys, sorted_keys), *[np.take(c, idx, axis=0) for c in cols])
+
+    # -- rows ------------------------------------------------------------------------------
+
+    def lexsort(self, keys, axis=-1, index_dtype=np.int64,
+                progress: ProgressArg = None) -> np.ndarray:
+        """The indices that sort rows by several keys, equal to ``np.lexsort(keys)``: the LAST
+        key is the primary one, the one before it breaks its ties, and so on; rows equal in
+        every key stay in input order (a stable sort, by definition).
+
+        ``keys``: a sequence of 1-D arrays of one length (lists too), or a 2-D array whose
+        rows are the keys. Each key may be bool, int8 to int64, uint8 to uint64, float16 to
+        float64 in either byte order, or byte strings ('S', compared as unsigned bytes as NumPy
+        does); small integers and float16 are widened, which keeps their order exactly, and
+        floats compare in NumPy's order (NaNs after every number and equal among themselves,
+        -0.0 equal to +0.0). Any other dtype is a TypeError that names it; a 1-D array as
+        ``keys`` (which np.lexsort reads as that many one-element keys) is a ValueError.
+        At most 64 keys.
+
+        ``axis``: -1 or 0 (the keys are 1-D). ``index_dtype``: np.int64 (default) or np.uint32
+        (fewer than 2**32 rows). The keys are packed side by side into records in a shared
+        buffer, the daemon argsorts the records (one JOB_KIND_ARGSORT_RECORDS job), and the
+        indices are copied out; the keys are never modified. Masked keys are refused.
+        """
+        cols = _lexsort_keys(keys, axis)
+        n = cols[0].shape[0]
+        ix = _index_dtype(index_dtype, n, None)
+        sources, parts = [], []
+        for i in reversed(range(len(cols))):  # the primary key (the last) first
+            for p in _row_parts(cols[i].dtype, "lexsort", f"key {i}"):
+                sources.append(cols[i])
+                parts.append(p)
+        return self._argsort_packed(sources, parts, n, ix, False, progress, None,
+                                    "gpusort lexsort")
+
+    def _sort_records(self, a: np.ndarray, descending: bool, inplace: bool,
+                      progress: ProgressArg, axis, order) -> np.ndarray:
+        """sort() of a structured array (see ``sort``)."""
+        _refuse_masked(a, "a structured array", "sort a.data and reorder the mask with "
+                       "argsort(a.data, order=...)")
+        a = _as_records(a, axis)
+        if inplace and not a.flags.writeable:
+            raise ValueError("inplace=True needs a writeable array")
+        plan = _record_plan(a, order, descending)
+        plain = _plain(a)
+        n, size = a.shape[0], a.dtype.itemsize
+        raw = np.dtype((np.void, size)) if size else None
+        if plan.fields is None or not plan.fields:
+            # Keys to convert (or none at all): argsort packed keys, then take the records.
+            idx = self._argsort_records(plain, plan, np.int64, descending, progress, None)
+            if raw is None:
+                return a if inplace else a.copy()
+            moved = plain.view(raw).take(idx)  # whole records, the bytes between fields too
+            if inplace:
+                plain.view(raw)[...] = moved
+                return a
+            return _like(a, moved.view(a.dtype))
+        req = pb.SubmitRequest(kind=pb.JOB_KIND_SORT_RECORDS, count=n, record_bytes=size,
+                               in_place=True, key_fields=plan.fields,
+                               float_order=_records_float_order(plan.fields))
+        ref = self._shared_ref(plain)
+        if ref is not None:
+            req.keys.CopyFrom(pb.DataRef(buffer_id=ref[0], offset=ref[1]))
+            self._run(req, progress=progress, description="gpusort sort")
+            return a
+        if n == 0:
+            return a if inplace else a.copy()
+        with self._conn.lock, self._staged(n * size) as st:
+            view = st.view(raw, n)
+            _copy(view, plain.view(raw))
+            fds: list[int] = []
+            req.keys.CopyFrom(st.ref(0, fds))
+            self._run(req, fds, progress, "gpusort sort")
+            out = plain if inplace else np.empty(n, a.dtype)
+            _copy(out.view(raw), view)
+            del view
+        return a if inplace else _like(a, out)
+
+    def _argsort_records(self, a: np.ndarray, plan: _RecordPlan, index_dtype, descending: bool,
+                         progress: ProgressArg, out) -> np.ndarray:
+        """The stable argsort of structured 1-D array ``a`` (a plain ndarray) by ``plan``: of
+        its own records (JOB_KIND_ARGSORT_RECORDS on ``a``, shared or copied), or of packed
+        keys when some field must be converted first."""
+        n = a.shape[0]
+        ix = _index_dtype(index_dtype, n, out)
+        if plan.fields is None or not plan.fields:
+            names = [name for name, _ in plan.parts]
+            return self._argsort_packed([a[name] for name in names],
+                                        [p for _, p in plan.parts], n, ix, descending, progress,
+                                        out, "gpusort argsort")
+        size = a.dtype.itemsize
+        req = pb.SubmitRequest(kind=pb.JOB_KIND_ARGSORT_RECORDS, count=n, record_bytes=size,
+                               index_bytes=ix.itemsize, key_fields=plan.fields,
+                               float_order=_records_float_order(plan.fields))
+        raw = np.dtype((np.void, size))
+
+        def fill(st: _Region, at: int) -> None:
+            view = st.view(raw, n, at)
+            _copy(view, a.view(raw))
+            del view
+
+        return self._run_argsort_records(req, n, size, ix, self._shared_ref(a), fill, out,
+                                         progress, "gpusort argsort")
+
+    def _argsort_packed(self, sources: list, parts: list[_Part], n: int, ix: np.dtype,
+                        descending: bool, progress: ProgressArg, out,
+                        description: str) -> np.ndarray:
+        """The stable argsort of ``n`` rows by packed keys ``parts`` (primary first), part i
+        made from 1-D array ``sources[i]``: the keys written side by side into records in a
+        shared buffer, argsorted by the daemon."""
+        if not parts:  # no key has a byte to compare (dtype S0, ...): all rows equal
+            idx = out if out is not None else np.empty(n, ix)
+            idx[...] = np.arange(n, dtype=ix)
+            return idx
+        dtype, fields = _pack_layout(parts, descending)
+        if len(fields) > _MAX_KEY_FIELDS:
+            raise ValueError(f"{len(fields)} keys, more than the {_MAX_KEY_FIELDS} a records job "
+                             "of gpusortd compares")
+        if dtype.itemsize > _MAX_RECORD_BYTES:
+            raise ValueError(f"the keys take {dtype.itemsize} bytes a row, more than the "
+                             f"{_MAX_RECORD_BYTES} of a record of gpusortd")
+        req = pb.SubmitRequest(kind=pb.JOB_KIND_ARGSORT_RECORDS, count=n,
+                               record_bytes=dtype.itemsize, index_bytes=ix.itemsize,
+                               key_fields=fields, float_order=_records_float_order(fields))
+
+        def fill(st: _Region, at: int) -> None:
+            records = st.view(dtype, n, at)
+            columns = [records[f"k{i}"] for i in range(len(parts))]
+
+            def piece(lo: int, hi: int) -> None:
+                for col, src, p in zip(columns, sources, parts):
+                    p.fill(col[lo:hi], src[lo:hi])
+
+            try:
+                _in_pieces(n, n * dtype.itemsize, piece)
+            finally:
+                del columns, records
+
+        return self._run_argsort_records(req, n, dtype.itemsize, ix, None, fill, out, progress,
+                                         description)
+
+    def _run_argsort_records(self, req, n: int, record_bytes: int, ix: np.dtype, key_ref, fill,
+                             out, progress: ProgressArg, description: str) -> np.ndarray:
+        """Runs JOB_KIND_ARGSORT_RECORDS ``req`` (all set but its DataRefs) on ``n`` records:
+        those at ``key_ref`` (a shared array's (buffer id, offset)), or, when it is None, the
+        ones ``fill(region, offset)`` writes into a staging buffer. The indices go to ``out``
+        when it is shared, else through the staging buffer into ``out`` or a new array."""
+        if n == 0:
+            return out if out is not None else np.empty(0, ix)
+        with self._conn.lock:
+            out_ref = self._shared_ref(out) if out is not None else None
+            need = 0
+            keys_at = idx_at = None
+            if key_ref is None:
+                keys_at, need = 0, _align8(n * record_bytes)
+            if out_ref is None:
+                idx_at, need = need, need + n * ix.itemsize
+            with self._staged(need) as st:
+                fds: list[int] = []
+                if key_ref is None:
+                    fill(st, keys_at)
+                    req.keys.CopyFrom(st.ref(keys_at, fds))
+                else:
+                    req.keys.CopyFrom(pb.DataRef(buffer_id=key_ref[0], offset=key_ref[1]))
+                if out_ref is None:
+                    req.indices_out.CopyFrom(st.ref(idx_at, fds))
+                else:
+                    req.indices_out.CopyFrom(pb.DataRef(buffer_id=out_ref[0], offset=out_ref[1]))
+                self._run(req, fds, progress, description)
+                if out_ref is not None:
+                    return out
+                idx = out if out is not None else np.empty(n, ix)
+                _copy(idx, st.view(ix, n, idx_at))
+                return idx
 
     # -- files -----------------------------------------------------------------------------
 
