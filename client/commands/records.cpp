@@ -141,14 +141,14 @@ records_layout records_layout_of(const parsed_args& a, const array_layout& layou
                                              npy->shape.size())};
   }
   if (const std::optional<std::string> given = a.get("record-bytes")) {
-    const std::optional<std::uint32_t> n = number(*given);
+    const std::optional<std::uint64_t> n = parse_count(*given);
     if (!n || *n == 0 || *n > max_record_bytes)
       throw cli_error{exit_usage, fmt::format("--record-bytes takes 1 to {}, not '{}'",
                                               max_record_bytes, *given)};
     if (structured && *n != r.record_bytes)
       throw cli_error{exit_usage, fmt::format("--record-bytes {}: {}'s header says {}", *n,
                                               shown, r.record_bytes)};
-    r.record_bytes = *n;
+    r.record_bytes = static_cast<std::uint32_t>(*n);
   }
   if (r.record_bytes == 0)
     throw cli_error{exit_usage, "records need --record-bytes (the size of one record)"};
@@ -179,16 +179,19 @@ records_layout records_layout_of(const parsed_args& a, const array_layout& layou
   if (r.keys.empty() && structured)
     for (const npy_field& f : npy->fields)
       if (!f.name.empty()) r.keys.push_back(field_key(f, shown));
-  if (r.keys.empty()) r.keys = default_keys;
+  const bool defaulted = r.keys.empty();
+  if (defaulted) r.keys = default_keys;
   if (r.keys.empty())
     throw cli_error{exit_usage, "records need at least one --key OFFSET:LEN:TYPE[:desc]"};
   for (const key_field& k : r.keys)
     if (std::uint64_t{k.offset} + k.bytes() > r.record_bytes)
-      throw cli_error{exit_usage, fmt::format("--key {}:{}:{}: ends at byte {}, beyond the "
-                                              "{}-byte record",
-                                              k.offset, k.bytes(), name_of(k.type),
+      throw cli_error{exit_usage, fmt::format("{} {}:{}:{} ends at byte {}, beyond the "
+                                              "{}-byte record{}",
+                                              defaulted ? "the default key" : "--key", k.offset,
+                                              k.bytes(), name_of(k.type),
                                               std::uint64_t{k.offset} + k.bytes(),
-                                              r.record_bytes)};
+                                              r.record_bytes,
+                                              defaulted ? ": give --key" : "")};
   if (layout.bytes % r.record_bytes != 0)
     throw cli_error{exit_data, fmt::format("{} holds {} bytes of data, not a whole number of "
                                            "{}-byte records",

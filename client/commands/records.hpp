@@ -16,12 +16,14 @@ namespace gpusort::cli {
 
 /// The help lines of the records' options, shared by the commands' tables.
 inline constexpr const char* record_bytes_help =
-    "bytes per record (1 to 1Mi; a structured .npy file's header says it)";
+    "bytes per record (1 to 1Mi; a structured .npy\n"
+    "file's header says it)";
 inline constexpr const char* key_help =
-    "a key of the records: OFFSET:LEN:TYPE[:desc], TYPE one of u32 i32 u64\n"
-    "i64 f32 f64 u128 i128 bytes (LEN: the bytes' length, or the type's\n"
-    "size); for a structured .npy file also NAME[:desc]; repeat it for\n"
-    "more keys, the first the primary one";
+    "a key of the records: OFFSET:LEN:TYPE[:desc],\n"
+    "TYPE u32 i32 u64 i64 f32 f64 u128 i128 bytes\n"
+    "(LEN: the bytes' length, else the type's size);\n"
+    "a structured .npy file's NAME[:desc] too; repeat\n"
+    "it for more keys, the first the primary one";
 
 /// How a command's records are laid out and compared.
 struct records_layout {

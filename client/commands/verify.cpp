@@ -32,7 +32,10 @@ const command_spec& verify_spec()
       .synopsis = "FILE [--dtype T] [--original FILE] [--descending]\n"
                   "                      [--float-order total|numpy]\n"
                   "                      [--values FILE --original-values FILE "
-                  "[--value-bytes 4|8]] [--json]",
+                  "[--value-bytes 4|8]] [--json]\n"
+                  "       gpusort verify FILE --records [--record-bytes R]\n"
+                  "                      [--key OFFSET:LEN:TYPE[:desc]]... [--order FIELDS]\n"
+                  "                      [--original FILE] [--json]",
       .description =
           "Checks that FILE is sorted and, with --original, that it is a permutation of the\n"
           "original, (key, value) pairs included, by an order-independent 128-bit\n"

@@ -75,11 +75,11 @@ row_words::row_words(const row_keys& keys, float_order floats)
       const auto to = static_cast<std::uint32_t>(at % 8);
       const std::uint32_t length = std::min<std::uint32_t>(8 - to, keys_[k].bytes - done);
       if (per_word.size() <= w) per_word.resize(w + 1);
+      // whole() makes a 128-bit key's word from one of its halves: only where the word is one.
       const column_type t = keys_[k].type;
+      const bool half = (t == column_type::u128 || t == column_type::i128) && done % 8 == 0;
       const bool whole_word =
-          to == 0 && length == 8 &&
-          (keys_[k].bytes == 8 || t == column_type::bytes || t == column_type::u128 ||
-           t == column_type::i128);
+          to == 0 && length == 8 && (keys_[k].bytes == 8 || t == column_type::bytes || half);
       per_word[w].push_back({k, done, length, to, whole_word});
       done += length;
       at += length;

@@ -188,6 +188,9 @@ inline std::vector<layout_case> layouts()
       {"u32 alone in 4 bytes", 4, {{ct::u32, 0, 0, asc}}},
       {"bytes of 4 in 4 bytes desc", 4, {{ct::bytes, 0, 4, desc}}},
       {"i32 end then u64 start of 12", 12, {{ct::i32, 8, 0, asc}, {ct::u64, 0, 0, desc}}},
+      // A 128-bit key whose words start inside it: bytes 4-11 and 12-19 of a u128.
+      {"u32 then u128 of 20", 20, {{ct::u32, 0, 0, asc}, {ct::u128, 4, 0, asc}}},
+      {"bytes 3 then i128 desc of 20", 20, {{ct::bytes, 16, 3, asc}, {ct::i128, 0, 0, desc}}},
       {"f32 middle of 12, then bytes", 12, {{ct::f32, 4, 0, desc}, {ct::bytes, 0, 3, asc}}},
       {"sort benchmark: 10 bytes at 0 of 100", 100, {{ct::bytes, 0, 10, asc}}},
       {"u128 middle, i64 end of 100", 100, {{ct::u128, 40, 0, asc}, {ct::i64, 92, 0, desc}}},
