@@ -23,6 +23,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gpusort {
@@ -164,10 +165,37 @@ TEST(RowsRefine, LargeTiedGroupsGoThroughTheEngineWordAfterWord)
   }
 }
 
+/// Moves `records` (of `r` bytes each) in place by `perm` with `saved` bytes of breakpoint
+/// room, with 64- and 32-bit indices, and checks both against the gather.
+void expect_permuted(const bytes_t& records, std::uint32_t r,
+                     const std::vector<std::uint64_t>& perm, std::uint64_t saved)
+{
+  const std::uint64_t n = perm.size();
+  const bytes_t expected = gathered(records, r, perm);
+  bytes_t work = records;
+  detail::permute_records(work.data(), n, r, perm.data(), saved);
+  ASSERT_TRUE(test::equal_bytes(work, expected)) << "n=" << n << " r=" << r
+                                                 << " saved=" << saved;
+  const std::vector<std::uint32_t> perm32(perm.begin(), perm.end());
+  work = records;
+  detail::permute_records(work.data(), n, r, perm32.data(), saved);
+  ASSERT_TRUE(test::equal_bytes(work, expected)) << "uint32 n=" << n << " r=" << r
+                                                 << " saved=" << saved;
+}
+
+bytes_t random_bytes(std::uint64_t bytes, std::mt19937_64& rng)
+{
+  bytes_t out(bytes);
+  for (auto& b : out) b = static_cast<unsigned char>(rng());
+  return out;
+}
+
 TEST(RowsMove, InPlacePermutationOfEveryShape)
 {
-  // Reversal (pairs no breakpoint cuts), identity, one long cycle, strides, random; breakpoint
-  // room of one record up to all of them.
+  // Reversal (pairs no breakpoint cuts), identity, one long cycle, strides, random, cycles of
+  // 1 to 9 random rows (most cut by no breakpoint, rotated over several turns), two long
+  // cycles each way (with one breakpoint, one of them is cut by none and longer than pass 2
+  // searches: pass 3's); breakpoint room of one record up to all of them.
   for (const std::uint64_t n : {std::uint64_t{2}, std::uint64_t{3}, std::uint64_t{1009},
                                 std::uint64_t{70'001}}) {
     std::mt19937_64 rng{n};
@@ -184,23 +212,71 @@ TEST(RowsMove, InPlacePermutationOfEveryShape)
     std::iota(p.begin(), p.end(), std::uint64_t{0});
     std::shuffle(p.begin(), p.end(), rng);
     perms.push_back(p);
+    const std::vector<std::uint64_t> order = p;
+    for (std::uint64_t i = 0; i < n;) {
+      const std::uint64_t len = std::min<std::uint64_t>(1 + rng() % 9, n - i);
+      for (std::uint64_t k = 0; k < len; ++k) p[order[i + k]] = order[i + (k + 1) % len];
+      i += len;
+    }
+    perms.push_back(p);
+    for (std::uint64_t i = 0; i < n; ++i) p[i] = i + 2 < n ? i + 2 : i % 2;  // evens, odds up
+    perms.push_back(p);
+    for (std::uint64_t i = 0; i < n; ++i) p[i] = i >= 2 ? i - 2 : (n - 1 - i) / 2 * 2 + i;
+    perms.push_back(p);  // and down
     for (const auto& perm : perms) {
       for (const std::uint32_t r : {4u, 12u, 100u}) {
-        bytes_t records(n * r);
-        for (auto& b : records) b = static_cast<unsigned char>(rng());
-        const bytes_t expected = gathered(records, r, perm);
-        for (const std::uint64_t saved : {std::uint64_t{1}, std::uint64_t{r} * 7, n * r}) {
-          bytes_t work = records;
-          detail::permute_records(work.data(), n, r, perm.data(), saved);
-          ASSERT_TRUE(test::equal_bytes(work, expected)) << "n=" << n << " r=" << r
-                                                         << " saved=" << saved;
-        }
+        const bytes_t records = random_bytes(n * r, rng);
+        for (const std::uint64_t saved : {std::uint64_t{1}, std::uint64_t{r} * 7, n * r})
+          expect_permuted(records, r, perm, saved);
         std::vector<std::uint32_t> perm32(perm.begin(), perm.end());
         bytes_t out(records.size());
         detail::gather_records(records.data(), n, r, perm32.data(), out.data());
-        ASSERT_TRUE(test::equal_bytes(out, expected));
+        ASSERT_TRUE(test::equal_bytes(out, gathered(records, r, perm)));
       }
     }
+  }
+}
+
+TEST(RowsMove, InPlacePermutationOfFewRows)
+{
+  // Every permutation of up to 6 rows, with breakpoint room from none (one breakpoint in a
+  // window of every row) to more than every row (a breakpoint at each: walks end at once).
+  std::mt19937_64 rng{6};
+  for (std::uint64_t n = 0; n <= 6; ++n) {
+    std::vector<std::uint64_t> perm(n);
+    std::iota(perm.begin(), perm.end(), std::uint64_t{0});
+    do {
+      for (const std::uint32_t r : {4u, 12u, 100u}) {
+        const bytes_t records = random_bytes(n * r, rng);
+        for (const std::uint64_t saved : {std::uint64_t{0}, std::uint64_t{r} - 1, std::uint64_t{r},
+                                          std::uint64_t{r} * 2, n * r, n * r * 10})
+          expect_permuted(records, r, perm, saved);
+      }
+    } while (std::next_permutation(perm.begin(), perm.end()));
+  }
+}
+
+TEST(RowsMove, InPlacePermutationOfLargeRecords)
+{
+  // Few rows of records from a page to a MiB: pass 2 holds fewer of them side by side.
+  std::mt19937_64 rng{4096};
+  for (const auto& [r, n] : {std::pair{4096u, std::uint64_t{300}},
+                             std::pair{65'537u, std::uint64_t{33}},
+                             std::pair{1u << 20, std::uint64_t{6}}}) {
+    std::vector<std::vector<std::uint64_t>> perms;
+    std::vector<std::uint64_t> p(n);
+    std::iota(p.begin(), p.end(), std::uint64_t{0});
+    std::reverse(p.begin(), p.end());
+    perms.push_back(p);
+    for (std::uint64_t i = 0; i < n; ++i) p[i] = (i + 1) % n;
+    perms.push_back(p);
+    std::shuffle(p.begin(), p.end(), rng);
+    perms.push_back(p);
+    const bytes_t records = random_bytes(n * r, rng);
+    for (const auto& perm : perms)
+      for (const std::uint64_t saved : {std::uint64_t{1}, std::uint64_t{r}, std::uint64_t{r} * 3,
+                                        n * r})
+        expect_permuted(records, r, perm, saved);
   }
 }
 
