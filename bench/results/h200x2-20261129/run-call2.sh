@@ -21,7 +21,10 @@ echo "== Python rows against NumPy, one H200"
 printf 'socket: /tmp/gs.sock\n' > /tmp/gs.yaml
 CUDA_VISIBLE_DEVICES=0 $C/gpusortd --config /tmp/gs.yaml > /tmp/gs.log 2>&1 &
 for i in $(seq 50); do [ -S /tmp/gs.sock ] && break; sleep 0.2; done
-PYTHONPATH=$PWD/python timeout 150 python3 bench/rows_python_bench.py --socket /tmp/gs.sock \
+PY=$(for p in python3 /usr/bin/python3 /opt/*/bin/python3 /opt/*/.venv/bin/python3; do
+  $p -c 'import numpy, google.protobuf' 2>/dev/null && echo $p && break; done)
+echo "python: $PY $($PY -c 'import numpy; print(numpy.__version__)')"
+PYTHONPATH=$PWD/python timeout 150 $PY bench/rows_python_bench.py --socket /tmp/gs.sock \
   --rows 4M,32M --repeat 3 --commit "$(cat $C/COMMIT)" --machine h200x2 --out /tmp/rp.json 2>&1 | tail -12
 kill %1 2>/dev/null; wait 2>/dev/null
 R=$C/ompi
