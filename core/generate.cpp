@@ -4,6 +4,8 @@
 // an order-preserving map, so one definition serves all six types.
 #include "core/generate.hpp"
 
+#include "core/counter_rng.hpp"
+
 #include "core/keys.hpp"
 
 #include <gpusort/error.hpp>
@@ -29,34 +31,12 @@ constexpr std::uint64_t blocks = 240;
 /// Elements per OpenMP work item: large enough to amortize scheduling, small enough to balance.
 constexpr std::uint64_t work_item = std::uint64_t{1} << 16;
 
-constexpr std::uint64_t golden = 0x9E3779B97F4A7C15ULL;
-
-/// The splitmix64 finalizer (a bijection with full avalanche).
-constexpr std::uint64_t mix64(std::uint64_t z) noexcept
-{
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
 /// Independent streams of random numbers from one seed.
 enum class stream : std::uint64_t { key = 1, gauss1, gauss2, gauss3, kind, pick, table, value };
 
-/// Counter-based generator: the index-th output of splitmix64 seeded from (seed, stream).
-class counter_rng {
- public:
-  counter_rng(std::uint64_t seed, stream s) noexcept
-      : base_{mix64(seed ^ mix64(static_cast<std::uint64_t>(s) * golden))}
-  {
-  }
-  std::uint64_t operator()(std::uint64_t index) const noexcept
-  {
-    return mix64(base_ + (index + 1) * golden);
-  }
-
- private:
-  std::uint64_t base_;
-};
+using detail::counter_rng;
+using detail::golden;
+using detail::mix64;
 
 constexpr std::uint64_t mulhi(std::uint64_t a, std::uint64_t b) noexcept
 {

@@ -6,6 +6,8 @@
 // (core/rows/), whose mistakes it exists to catch.
 #include "core/records.hpp"
 
+#include "core/counter_rng.hpp"
+
 #include <gpusort/error.hpp>
 
 #include <fmt/format.h>
@@ -38,35 +40,13 @@ constexpr std::uint64_t rows_per_item(std::uint32_t record_bytes) noexcept
   return std::max<std::uint64_t>(1, work_bytes / record_bytes);
 }
 
-constexpr std::uint64_t golden = 0x9E3779B97F4A7C15ULL;
-
-/// The splitmix64 finalizer (a bijection with full avalanche).
-constexpr std::uint64_t mix64(std::uint64_t z) noexcept
-{
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
 /// Independent streams from one seed. Numbered apart from core/generate.cpp's so that records
 /// and key arrays from the same seed are unrelated.
 enum class stream : std::uint64_t { key = 101, gauss1, gauss2, gauss3, noise, table, pick };
 
-/// Counter-based generator: the index-th output of splitmix64 seeded from (seed, stream).
-class counter_rng {
- public:
-  counter_rng(std::uint64_t seed, stream s) noexcept
-      : base_{mix64(seed ^ mix64(static_cast<std::uint64_t>(s) * golden))}
-  {
-  }
-  std::uint64_t operator()(std::uint64_t index) const noexcept
-  {
-    return mix64(base_ + (index + 1) * golden);
-  }
-
- private:
-  std::uint64_t base_;
-};
+using detail::counter_rng;
+using detail::golden;
+using detail::mix64;
 
 void put_big_endian(unsigned char* out, std::uint64_t v) noexcept
 {

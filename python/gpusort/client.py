@@ -315,14 +315,9 @@ def _in_pieces(n: int, nbytes: int, work: Callable[[int, int], object]) -> None:
 #   records of the client's own layout in shared memory, each key converted to a type the
 #   daemon compares in the same order, and argsorted; a sort then takes the records by it.
 
-_COLUMN_TYPES = {
-    ("u", 4): pb.COLUMN_TYPE_U32,
-    ("i", 4): pb.COLUMN_TYPE_I32,
-    ("u", 8): pb.COLUMN_TYPE_U64,
-    ("i", 8): pb.COLUMN_TYPE_I64,
-    ("f", 4): pb.COLUMN_TYPE_F32,
-    ("f", 8): pb.COLUMN_TYPE_F64,
-}
+# The six key types' ColumnType numbers are their DType numbers (gpusort.proto).
+_COLUMN_TYPES = dict(_DTYPES)
+assert _COLUMN_TYPES[("f", 8)] == pb.COLUMN_TYPE_F64
 _MAX_KEY_FIELDS = 64           # proto: key_fields, 1 to 64 of them
 _MAX_RECORD_BYTES = 1 << 20    # proto: record_bytes, 1 to 1 MiB
 _ROW_TYPES = ("bool, int8 to int64, uint8 to uint64, float16 to float64 (either byte order) "
