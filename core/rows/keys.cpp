@@ -1,5 +1,5 @@
-// The vocabulary of rows (include/gpusort/rows.hpp): column type names and the checks of a
-// job's keys, shared by the engine, the CLI and the daemon.
+// The checks of a sort's rows and keys (include/gpusort/rows.hpp), shared by the engine, the
+// CLI and the daemon.
 #include <gpusort/error.hpp>
 #include <gpusort/rows.hpp>
 
@@ -16,29 +16,6 @@ namespace {
 constexpr std::uint32_t max_key_bytes = 1u << 20;
 
 }  // namespace
-
-std::string_view name_of(column_type t) noexcept
-{
-  switch (t) {
-    case column_type::u32: return "u32";
-    case column_type::i32: return "i32";
-    case column_type::u64: return "u64";
-    case column_type::i64: return "i64";
-    case column_type::f32: return "f32";
-    case column_type::f64: return "f64";
-    case column_type::u128: return "u128";
-    case column_type::i128: return "i128";
-    case column_type::bytes: return "bytes";
-  }
-  return "?";
-}
-
-std::optional<column_type> parse_column_type(std::string_view text) noexcept
-{
-  for (column_type t : all_column_types)
-    if (name_of(t) == text) return t;
-  return std::nullopt;
-}
 
 void check_row_keys(const row_keys& keys)
 {

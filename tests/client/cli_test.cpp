@@ -1745,12 +1745,13 @@ TEST_F(Cli, NpyAndArgsortErrorsGiveOneLineAndLeaveTheInput)
        "big-endian keys ('>f8'), which sort alone"},
       {"a.npy", with_dict(ref::npy_dict("<f2", 4 * n)), {}, 65, "'<f2'"},
       {"a.npy", with_dict(ref::npy_dict("|O", n)), {}, 65, "'|O'"},
+      // A structured file sorts as records (issue 42), by fields of the types a key takes.
       {"a.npy",
-       with_dict("{'descr': [('a', '<i4'), ('b', '<i4')], 'fortran_order': False, 'shape': " +
+       with_dict("{'descr': [('a', '<i4'), ('b', '<U2')], 'fortran_order': False, 'shape': " +
                  shape + ", }"),
        {},
        65,
-       "structured"},
+       "field 'b' (<U2) is not a type records sort by"},
       // A header padded to 4 bytes only (92 here): 8-byte keys after it cannot be read where
       // they lie.
       {"a.npy", with_dict(ref::npy_dict("<f8", n) + "    ", 1, 4), {}, 65,
