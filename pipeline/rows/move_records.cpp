@@ -49,9 +49,19 @@ constexpr unsigned walks_per_thread = 16;
 /// longer record once its copy starts, and asking for all of them would only fill the queues.
 constexpr std::uint64_t prefetched_bytes = 256;
 
-/// Pass 2 holds the first record of each cycle it rotates: no more than this a thread, so that
-/// large records rotate fewer cycles side by side rather than take more memory.
-constexpr std::uint64_t held_bytes = std::uint64_t{64} << 10;
+/// The most bytes of records a thread's walks copy in a round of them: larger records take
+/// fewer walks side by side (down to 4), whose copies are bound by the memory's throughput
+/// anyway. 4-KiB records: 4 walks took 394 to 405 ns a row on the 2-core VM, 16 took 430 to
+/// 495 (1-KiB records: 4 to 16 alike). It bounds pass 2's records held too, one per walk.
+constexpr std::uint64_t round_bytes = std::uint64_t{16} << 10;
+
+/// Walks side by side on a thread for records of `r` bytes: pass 1 (at least 4), pass 2 (at
+/// least 1: each holds a record).
+[[nodiscard]] unsigned walks_for(std::uint64_t r, std::uint64_t least) noexcept
+{
+  return static_cast<unsigned>(std::clamp<std::uint64_t>(round_bytes / r, least,
+                                                          walks_per_thread));
+}
 
 /// Windows (pass 1) and rows (pass 2) a thread takes at a time from their shared counter: the
 /// walks' lengths vary too much for a fixed share to keep every core busy to the end.
@@ -137,9 +147,9 @@ struct in_place {
 };
 
 /// Pass 1 on one thread: a walk from the breakpoint of each window it takes from
-/// `next_window`, along its cycle to the next breakpoint, walks_per_thread of them side by
-/// side. Every row but a breakpoint lies in the piece of exactly one walk, so that no two
-/// walks, of one thread or of two, read or write the same row.
+/// `next_window`, along its cycle to the next breakpoint, walks_for(r, 4) of them side by side.
+/// Every row but a breakpoint lies in the piece of exactly one walk, so that no two walks, of
+/// one thread or of two, read or write the same row.
 template <typename Index>
 void walk_pieces(const in_place<Index>& m, const breakpoints& cut, const unsigned char* keep,
                  std::atomic<std::uint64_t>& next_window)
@@ -176,8 +186,9 @@ void walk_pieces(const in_place<Index>& m, const breakpoints& cut, const unsigne
       return true;
     }
   };
+  const unsigned most = walks_for(m.r, 4);
   unsigned active = 0;
-  while (active < walks_per_thread && start(walks[active])) ++active;
+  while (active < most && start(walks[active])) ++active;
   while (active > 0) {
     for (unsigned i = 0; i < active;) {
       walk& s = walks[i];
@@ -408,8 +419,7 @@ void permute_records(unsigned char* records, std::uint64_t count, std::uint32_t 
   bool any_deferred = false;
 #pragma omp parallel if (parallel) reduction(|| : any_deferred)
   {
-    std::vector<unsigned char> hold(
-        std::clamp<std::uint64_t>(held_bytes / r, 1, walks_per_thread) * r);
+    std::vector<unsigned char> hold(walks_for(r, 1) * r);
     any_deferred = rotate_short_cycles(m, next, hold);
   }
   // Pass 3: the long ones pass 2 left.

@@ -18,7 +18,7 @@ void gather_records(const unsigned char* records, std::uint64_t count,
 /// by side, each thread several at a time; cycles that miss every breakpoint are rotated whole
 /// by the walk that starts from their smallest row, and the rare long ones among them on one
 /// thread. Takes about `saved_bytes` of records (at least one) plus a byte per record, and on
-/// each thread up to 64 KiB of records (at least one) that it rotates.
+/// each thread up to 16 KiB of records (at least one) that it rotates.
 template <typename Index>
 void permute_records(unsigned char* records, std::uint64_t count, std::uint32_t record_bytes,
                      const Index* perm, std::uint64_t saved_bytes);
