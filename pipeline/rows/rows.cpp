@@ -110,11 +110,13 @@ sort_report sort_records(engine& engine, const record_array& records,
         detail::argsort_words(engine, words, records.count, perm.as<Index>(), o);
     if (options.cancel.cancelled()) throw cancelled{"the sort was cancelled"};
     const std::uint32_t r = records.record_bytes;
-    if (out != nullptr) {
+    if (records.count == 0) {
+      // Nothing to move: the arrays may be null (memcpy's arguments must not be, even for 0).
+    } else if (out != nullptr) {
       detail::gather_records(data, records.count, r, perm.as<Index>(), out);
     } else {
       // In place: a gather into a second copy and a copy back run at the memory's speed; the
-      // cycles' walk wait on one random read after another. The copy where the limit has room.
+      // cycles' walk waits on random reads, many at a time. The copy where the limit has room.
       // The words and the engine's memory are given back by now: the permutation stays.
       if (bytes <= *o.host_memory_limit) {
         detail::host_buffer copy{bytes};
