@@ -33,7 +33,6 @@
 #include <memory>
 #include <mutex>
 
-
 namespace gpusort {
 
 namespace {

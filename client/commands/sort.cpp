@@ -10,6 +10,7 @@
 #include "client/progress.hpp"
 #include "core/program_log.hpp"
 #include "core/switches.hpp"
+#include "pipeline/host_memory.hpp"
 #include "pipeline/rows/move_records.hpp"
 
 #include <gpusort/client.hpp>
@@ -187,15 +188,6 @@ std::string output_header(const array_layout& in, const std::string& out_path,
   if (in.npy) return in.header;
   if (has_npy_name(out_path)) return make_npy_header(descr, count);
   return {};
-}
-
-/// Half of the physical memory: host_memory_budget's `auto`, as the engine reads it.
-std::uint64_t half_the_memory() noexcept
-{
-  const long pages = ::sysconf(_SC_PHYS_PAGES);
-  const long page = ::sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page <= 0) return std::uint64_t{1} << 30;
-  return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) / 2;
 }
 
 void set_log_level(log_level level, bool quiet)
@@ -978,7 +970,7 @@ int run_sort(const std::vector<std::string>& args)
                                         *budget + "'"};
       cfg->host_memory_budget = *bytes;
     }
-    if (!cfg->host_memory_budget) cfg->host_memory_budget = half_the_memory();
+    if (!cfg->host_memory_budget) cfg->host_memory_budget = detail::physical_memory_half();
   } else {
     socket = socket_option(a);
   }

@@ -1,5 +1,6 @@
 // The public entry points of include/gpusort/rows.hpp: the keys checked and encoded as words,
 // their permutation found (refine.cpp), the records moved by it (move_records.cpp).
+#include "core/cpu_sort.hpp"
 #include "core/rows/row_words.hpp"
 #include "pipeline/host_memory.hpp"
 #include "pipeline/rows/move_records.hpp"
@@ -10,7 +11,6 @@
 #include <gpusort/units.hpp>
 
 #include <chrono>
-#include <cstring>
 #include <functional>
 #include <string>
 
@@ -122,13 +122,7 @@ sort_report sort_records(engine& engine, const record_array& records,
         detail::host_buffer copy{bytes};
         detail::gather_records(data, records.count, r, perm.as<Index>(),
                                copy.as<unsigned char>());
-        const auto parts = static_cast<std::int64_t>(bytes >> 24) + 1;  // 16 MiB each
-#pragma omp parallel for schedule(static)
-        for (std::int64_t p = 0; p < parts; ++p) {
-          const std::uint64_t from = bytes * static_cast<std::uint64_t>(p) / parts;
-          const std::uint64_t to = bytes * static_cast<std::uint64_t>(p + 1) / parts;
-          std::memcpy(data + from, copy.as<unsigned char>() + from, to - from);
-        }
+        detail::parallel_copy(data, copy.data(), bytes);
       } else {
         detail::permute_records(data, records.count, r, perm.as<Index>(),
                                 in_place_saved_bytes);
