@@ -168,19 +168,6 @@ double measure_aggregate(int gpus, std::uint64_t bytes)
   return 2.0 * gpus * static_cast<double>(bytes) / 1e9 / seconds;
 }
 
-/// Where the time of a profiled sort went, one line per device, round and stage.
-void print_profile(const gpusort::sort_report& r)
-{
-  for (const gpusort::stage_profile& p : r.profile) {
-    const double span = p.last_end - p.first_start;
-    std::printf("    round %d %-8s %-26.26s busy %7.3f s of span %7.3f s (%3.0f%%) [%6.3f, %6.3f]"
-                " %6.1f GB/s busy\n",
-                p.round, p.stage.c_str(), p.device.c_str(), p.busy_seconds, span,
-                span > 0 ? 100.0 * p.busy_seconds / span : 0.0, p.first_start, p.last_end,
-                p.busy_seconds > 0 ? static_cast<double>(p.bytes) / 1e9 / p.busy_seconds : 0.0);
-  }
-}
-
 /// A profiled run's stages as a JSON array, each GPU stage with its steps (the timeline that
 /// bench/report.py draws).
 std::string profile_json(const gpusort::sort_report& r)
@@ -482,7 +469,7 @@ void run_chunks(const options& o, int gpus, std::vector<target>& targets,
                         name.c_str(), gpusort::format_bytes(budget).c_str(), t, rate,
                         rate / rate_eighth, times.size(),
                         static_cast<unsigned long long>(r.chunks));
-            print_profile(r);
+            gpusort::bench::print_profile(r);
             raw << "{\"size\": \"" << tag << "\", \"kind\": \"" << kind
                 << "\", \"gpus\": " << g << ", \"budget\": \"" << name
                 << "\", \"budget_bytes\": " << budget << ", \"seconds\": " << t
@@ -637,7 +624,7 @@ void run_lean(const options& o, double sum_both, std::vector<target>& targets,
           if (!v.ok) throw std::runtime_error{what + " wrong: " + v.message};
           if (runs == 1 || rep > 0) times.push_back(r.seconds);
         }
-        print_profile(r);
+        gpusort::bench::print_profile(r);
         r.seconds = median(times);
         std::printf("%s %s: %s: median %.3f s (%.1f GB/s, %.2f of the floor) of %zu, d=%llu, "
                     "path %s, host memory %s planned, peak resident %s beyond the array\n",
@@ -776,7 +763,7 @@ void run_compress(const options& o, double sum_both, std::vector<target>& target
                       static_cast<unsigned long long>(r.chunks),
                       static_cast<double>(c.round1_out_bytes) / static_cast<double>(n),
                       c.encoded ? "" : " (nothing encoded)");
-          print_profile(profiled);
+          gpusort::bench::print_profile(profiled);
           raw << "{\"size\": \"" << tag << "\", \"bytes\": " << bytes << ", \"keys\": "
               << gpusort::bench::json_string(what) << ", \"compress_runs\": \"" << mode_name
               << "\", \"seconds\": " << c.seconds << ", \"floor_s\": " << floor_s
@@ -926,7 +913,7 @@ int run(const options& o)
           e.sort(std::span<std::uint64_t>{keys, n}, {.profile = true});
       check(what.c_str());
       std::printf("  profiled run: %.3f s\n", profiled.seconds);
-      print_profile(profiled);
+      gpusort::bench::print_profile(profiled);
       raw << "{\"size\": \"" << tag << "\", \"bytes\": " << n * 8 << ", \"run\": "
           << gpusort::bench::json_string(what) << ", \"gpus\": " << r.devices.size()
           << ", \"budget\": " << cfg.device_memory_budget.value_or(0)

@@ -7,6 +7,8 @@
 // phases (best of K): the local sort, the selection, the exchange and the merge. The exchange
 // moves the same bytes between ranks as the plain all-to-all; their ratio is the issue's
 // "exchange at 70% of the transport's all-to-all rate". Rank 0 prints one JSON object.
+#include "bench/stack_dump.hpp"
+
 #include <gpusort/config.hpp>
 #include <gpusort/mpi.hpp>
 #include <gpusort/units.hpp>
@@ -88,6 +90,7 @@ double slowest(double v)
 
 int main(int argc, char** argv)
 {
+  gpusort::bench::stack_dump_after_env();
   MPI_Init(&argc, &argv);
   int rank = 0, ranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

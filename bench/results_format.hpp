@@ -4,6 +4,8 @@
 // measurements. Also the Markdown table of the targets that gpu-check.sh keeps.
 #pragma once
 
+#include <gpusort/types.hpp>
+
 #include <cstddef>
 #include <cstdio>
 #include <ctime>
@@ -12,6 +14,19 @@
 #include <vector>
 
 namespace gpusort::bench {
+
+/// Where the time of a profiled sort went, one line per device, round and stage.
+inline void print_profile(const gpusort::sort_report& r)
+{
+  for (const gpusort::stage_profile& p : r.profile) {
+    const double span = p.last_end - p.first_start;
+    std::printf("    round %d %-8s %-26.26s busy %7.3f s of span %7.3f s (%3.0f%%) [%6.3f, %6.3f]"
+                " %6.1f GB/s busy\n",
+                p.round, p.stage.c_str(), p.device.c_str(), p.busy_seconds, span,
+                span > 0 ? 100.0 * p.busy_seconds / span : 0.0, p.first_start, p.last_end,
+                p.busy_seconds > 0 ? static_cast<double>(p.bytes) / 1e9 / p.busy_seconds : 0.0);
+  }
+}
 
 struct target {
   std::string name, unit, baseline;

@@ -38,14 +38,17 @@ using gpusort::bench::usage_error;
 
 constexpr const char* usage =
     "usage: rows_bench [--records-bytes 1Gi] [--record-bytes 100] [--dist uniform]\n"
-    "                  [--columns-bytes 256Mi] [--cpu yes|no] [--repeat 1] [--json FILE]\n"
+    "                  [--columns-bytes 256Mi] [--cpu yes|no] [--profile no|yes] [--repeat 1]\n"
+    "                  [--json FILE]"
     "                  [--machine NAME] [--commit C]\n"
     "\n"
     "Records (--records-bytes of them, --record-bytes each, gensort's layout at 100, a 10-byte\n"
     "key at offset 0 compared as unsigned bytes) sorted in place on the default devices and,\n"
     "with --cpu yes, by the CPU engine and by GNU's parallel std::sort of (key, row) tuples;\n"
     "then two u64 columns of --columns-bytes each against one u128 column of their bytes\n"
-    "(0: skip). Times are the best of --repeat runs; each run is verified.\n"
+    "(0: skip). Times are the best of --repeat runs; each run is verified. --profile yes prints\n"
+    "where the last run on the default devices spent its time (the host's stages and the\n"
+    "engine's).\n"
     "exit codes: 0 done, 1 a failure (one line says which), 64 a bad command line\n";
 
 struct options {
@@ -54,6 +57,7 @@ struct options {
   gpusort::distribution dist{gpusort::distribution::uniform};
   std::uint64_t columns_bytes{std::uint64_t{256} << 20};
   bool cpu{true};
+  bool profile{false};
   int repeat{1};
   gpusort::bench::results_options results;
 };
@@ -73,6 +77,9 @@ void set_option(options& o, std::string_view flag, const std::string& v)
   } else if (flag == "--cpu") {
     if (v != "yes" && v != "no") throw usage_error{"--cpu takes yes or no"};
     o.cpu = v == "yes";
+  } else if (flag == "--profile") {
+    if (v != "yes" && v != "no") throw usage_error{"--profile takes yes or no"};
+    o.profile = v == "yes";
   } else if (flag == "--repeat") {
     o.repeat = static_cast<int>(gpusort::bench::parse_one_count(flag, v, 100));
   }
@@ -183,10 +190,14 @@ int run(const options& o)
         << ", \"peak_rss_above_bytes\": " << best.peak_above << "},";
     return best.seconds;
   };
+  gpusort::sort_report profiled;
   const double engine_s = timed("sort_records (default devices)", [&] {
-    const auto rep = gpusort::sort_records(gpu, {data, n, r}, key);
-    return rep.engine + " " + rep.path;
+    gpusort::sort_options opts;
+    opts.profile = o.profile;
+    profiled = gpusort::sort_records(gpu, {data, n, r}, key, nullptr, opts);
+    return profiled.engine + " " + profiled.path;
   });
+  if (o.profile) gpusort::bench::print_profile(profiled);
   targets.push_back({"rows.records_rate", "GB/s", "12 GB/s of records end to end",
                      static_cast<double>(bytes) / engine_s / 1e9,
                      static_cast<double>(bytes) / engine_s / 1e9 / 12.0, 1.0, true});
@@ -261,6 +272,7 @@ int main(int argc, char** argv)
 {
   return gpusort::bench::run_main<options>(
       "rows_bench", usage, argc, argv,
-      {"--records-bytes", "--record-bytes", "--dist", "--columns-bytes", "--cpu", "--repeat"},
+      {"--records-bytes", "--record-bytes", "--dist", "--columns-bytes", "--cpu", "--profile",
+       "--repeat"},
       set_option, run);
 }

@@ -43,8 +43,8 @@ template <typename Index>
 class refiner {
  public:
   refiner(engine& engine, const row_words& words, const sort_options& options,
-          const rows_tuning& tuning)
-      : engine_{engine}, words_{words}, options_{options}, tuning_{tuning}
+          const rows_tuning& tuning, host_stages& stages)
+      : engine_{engine}, words_{words}, options_{options}, tuning_{tuning}, stages_{stages}
   {
   }
 
@@ -56,20 +56,26 @@ class refiner {
     scratch<std::uint64_t> sorted{count};
     {
       scratch<std::uint64_t> first{count};
-      words_.words_of(0, count, 0, first.get());
-      report = argsort(first.get(), count, perm, sorted.get(), 2 * count * sizeof(std::uint64_t));
+      const std::uint64_t bytes = count * sizeof(std::uint64_t);
+      stages_.run("rows: first words", bytes, [&] { words_.words_of(0, count, 0, first.get()); });
+      report = stages_.run("rows: order of the first words", bytes, [&] {
+        return argsort(first.get(), count, perm, sorted.get(), 2 * bytes);
+      });
     }
     std::vector<group> large;
-    take_groups(perm, sorted.get(), count, 0, 1, large);
+    stages_.run("rows: ties", count * sizeof(std::uint64_t),
+                [&] { take_groups(perm, sorted.get(), count, 0, 1, large); });
     sorted.reset();
     // Large groups one after another, each by the engine; they may leave large groups of
     // their own (all rows equal word after word), so this is a stack, not a recursion.
-    while (!large.empty()) {
-      const group g = large.back();
-      large.pop_back();
-      check_cancel();
-      refine_large(perm, g, large);
-    }
+    stages_.run("rows: large ties", 0, [&] {
+      while (!large.empty()) {
+        const group g = large.back();
+        large.pop_back();
+        check_cancel();
+        refine_large(perm, g, large);
+      }
+    });
     return report;
   }
 
@@ -203,23 +209,27 @@ class refiner {
   const row_words& words_;
   sort_options options_;
   rows_tuning tuning_;
+  host_stages& stages_;
 };
 
 }  // namespace
 
 template <typename Index>
 sort_report argsort_words(engine& engine, const row_words& words, std::uint64_t count,
-                          Index* perm, const sort_options& options, const rows_tuning& tuning)
+                          Index* perm, const sort_options& options, const rows_tuning& tuning,
+                          host_stages* stages)
 {
   static_assert(std::is_same_v<Index, std::uint32_t> || std::is_same_v<Index, std::uint64_t>);
   if (std::is_same_v<Index, std::uint32_t> && count > 0xffffffffull)
     throw invalid_argument{"uint32 indices for 2^32 rows or more"};
-  return refiner<Index>{engine, words, options, tuning}.run(count, perm);
+  host_stages untimed{false};
+  return refiner<Index>{engine, words, options, tuning, stages ? *stages : untimed}.run(count,
+                                                                                       perm);
 }
 
 template sort_report argsort_words(engine&, const row_words&, std::uint64_t, std::uint32_t*,
-                                   const sort_options&, const rows_tuning&);
+                                   const sort_options&, const rows_tuning&, host_stages*);
 template sort_report argsort_words(engine&, const row_words&, std::uint64_t, std::uint64_t*,
-                                   const sort_options&, const rows_tuning&);
+                                   const sort_options&, const rows_tuning&, host_stages*);
 
 }  // namespace gpusort::detail

@@ -79,12 +79,14 @@ sort_report argsort_rows(engine& engine, const row_keys& keys, void* indices_out
   if (keys.count > 0 && indices_out == nullptr) throw invalid_argument{"indices_out is null"};
   const detail::row_words words{keys, options.floats};
   const sort_options o = within_limit(engine, options, 0, keys.count);
+  detail::host_stages stages{options.profile};
   sort_report report =
       index_bytes == 4
           ? detail::argsort_words(engine, words, keys.count,
-                                  static_cast<std::uint32_t*>(indices_out), o)
+                                  static_cast<std::uint32_t*>(indices_out), o, {}, &stages)
           : detail::argsort_words(engine, words, keys.count,
-                                  static_cast<std::uint64_t*>(indices_out), o);
+                                  static_cast<std::uint64_t*>(indices_out), o, {}, &stages);
+  stages.append_to(report);
   return job_report(std::move(report), keys.count, keys.count * words.key_bytes(), start);
 }
 
@@ -106,28 +108,37 @@ sort_report sort_records(engine& engine, const record_array& records,
     const std::uint64_t perm_bytes = records.count * sizeof(Index);
     const sort_options o = within_limit(engine, options, perm_bytes, records.count);
     detail::host_buffer perm{perm_bytes};
+    detail::host_stages stages{options.profile};
     sort_report report =
-        detail::argsort_words(engine, words, records.count, perm.as<Index>(), o);
+        detail::argsort_words(engine, words, records.count, perm.as<Index>(), o, {}, &stages);
     if (options.cancel.cancelled()) throw cancelled{"the sort was cancelled"};
     const std::uint32_t r = records.record_bytes;
     if (records.count == 0) {
       // Nothing to move: the arrays may be null (memcpy's arguments must not be, even for 0).
     } else if (out != nullptr) {
-      detail::gather_records(data, records.count, r, perm.as<Index>(), out);
+      stages.run("rows: gather", bytes, [&] {
+        detail::gather_records(data, records.count, r, perm.as<Index>(), out);
+      });
     } else {
       // In place: a gather into a second copy and a copy back run at the memory's speed; the
       // cycles' walk waits on random reads, many at a time. The copy where the limit has room.
       // The words and the engine's memory are given back by now: the permutation stays.
       if (bytes <= *o.host_memory_limit) {
         detail::host_buffer copy{bytes};
-        detail::gather_records(data, records.count, r, perm.as<Index>(),
-                               copy.as<unsigned char>());
-        detail::parallel_copy(data, copy.data(), bytes);
+        stages.run("rows: gather", bytes, [&] {
+          detail::gather_records(data, records.count, r, perm.as<Index>(),
+                                 copy.as<unsigned char>());
+        });
+        stages.run("rows: copy back", bytes,
+                   [&] { detail::parallel_copy(data, copy.data(), bytes); });
       } else {
-        detail::permute_records(data, records.count, r, perm.as<Index>(),
-                                in_place_saved_bytes);
+        stages.run("rows: permute", bytes, [&] {
+          detail::permute_records(data, records.count, r, perm.as<Index>(),
+                                  in_place_saved_bytes);
+        });
       }
     }
+    stages.append_to(report);
     return job_report(std::move(report), records.count, bytes, start);
   });
 }
