@@ -862,8 +862,10 @@ job_plan engine::impl::plan_sort(const sort_job& job, const sort_options& option
                       options);
     stable_values = vb;
   }
-  job_plan p = plan_of(n, layout, inner, stable_values, lean, memory, limit, m, this_machine);
-  if (!lean && fast != infeasible && fast > limit && p.path != "none") {
+  job_plan p = plan_of(n, layout, inner, stable_values, lean && this_machine, memory, limit, m,
+                       this_machine);
+  if (!this_machine) p.host_memory = {};  // another machine's host is not this one's
+  if (this_machine && !lean && fast != infeasible && fast > limit && p.path != "none") {
     p.path = "none";
     p.refusal = "host_memory_limit: the fastest path needs " + format_bytes(fast) +
                 ", more than the limit of " + format_bytes(limit);
@@ -888,7 +890,8 @@ job_plan engine::impl::plan_argsort(const argsort_job& job, const sort_options& 
   // An argsort sorts (key, position) pairs: on GPUs that fit them in one round trip with the
   // positions made there, else as pairs through the fast path (stable.hpp).
   const bool lean = lean_first(n, false, fast, limit);
-  job_plan p = plan_of(n, pairs, pairs, 0, lean, memory, limit, m, this_machine);
+  job_plan p = plan_of(n, pairs, pairs, 0, lean && this_machine, memory, limit, m, this_machine);
+  if (!this_machine) p.host_memory = {};  // another machine's host is not this one's
   p.bytes = n * pairs.key_bytes;
   return p;
 }
@@ -903,16 +906,29 @@ job_plan engine::plan(const argsort_job& job, const sort_options& options) const
   return impl_->plan_argsort(job, options, machine(), true);
 }
 
+namespace {
+
+/// Whether `machine` has this engine's devices (its GPU count, or the CPU): its plan is then
+/// the engine's own, only its rates differ (gpu_bench --model: the rates it measured).
+bool same_devices(const machine_model& machine, bool gpus, std::size_t devices)
+{
+  return machine.gpus == (gpus ? devices : 0);
+}
+
+}  // namespace
+
 job_plan engine::plan(const sort_job& job, const sort_options& options,
                       const machine_model& machine) const
 {
-  return impl_->plan_sort(job, options, machine, false);
+  return impl_->plan_sort(job, options, machine,
+                          same_devices(machine, impl_->gpus, impl_->devices.size()));
 }
 
 job_plan engine::plan(const argsort_job& job, const sort_options& options,
                       const machine_model& machine) const
 {
-  return impl_->plan_argsort(job, options, machine, false);
+  return impl_->plan_argsort(job, options, machine,
+                             same_devices(machine, impl_->gpus, impl_->devices.size()));
 }
 
 sort_report engine::sort(const sort_job& job, const sort_options& options)

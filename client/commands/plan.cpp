@@ -26,9 +26,9 @@ const command_spec& plan_spec()
   static const command_spec spec{
       .name = "plan",
       .synopsis = "(--count N | --bytes B) --dtype T [--value-bytes 4|8] [--stable] [--argsort]\n"
-                  "       [--config FILE] [--device-budget B] [--host-limit B] [--gpus K\n"
-                  "       [--link-in R] [--link-out R] [--link-both R] [--host R] [--peer R]\n"
-                  "       [--pageable]] [--json]",
+                  "       [--config FILE] [--device-budget B] [--host-memory-budget B]\n"
+                  "       [--gpus K [--link-in R] [--link-out R] [--link-both R] [--host R]\n"
+                  "       [--peer R] [--pageable]] [--json]",
       .description =
           "Says what `gpusort sort --local` would do with an array of this shape, without\n"
           "one: the path (in core, resident, two rounds, direct, lean, or none where no plan\n"
@@ -47,7 +47,7 @@ const command_spec& plan_spec()
           {"argsort", "", "an argsort (its indices of --value-bytes, default 8)"},
           {"config", "FILE", "configuration, YAML (default: $GPUSORT_CONFIG)"},
           {"device-budget", "B", "device memory budget per device (replaces the config's)"},
-          {"host-limit", "B", "host memory the job may take beyond its arrays"},
+          {"host-memory-budget", "B", "host memory the job may take beyond its arrays"},
           {"gpus", "K", "a hypothetical machine of K GPUs (0: the CPU engine)"},
           {"link-in", "R", "its host-to-device rate per GPU, GB/s"},
           {"link-out", "R", "its device-to-host rate per GPU, GB/s"},
@@ -165,12 +165,15 @@ void print_plan(const job_plan& p, bool json)
               format_bytes(p.smallest_budget).c_str(),
               static_cast<unsigned long long>(p.smallest_budget));
   const std::uint64_t fast = p.host_memory.fast_bytes;
-  std::printf("host memory beyond the arrays: %s (lean: %s), limit %s\n",
-              fast == std::numeric_limits<std::uint64_t>::max() ? "no plan"
-                                                                : format_bytes(fast).c_str(),
-              p.host_memory.lean_bytes == 0 ? "none"
-                                            : format_bytes(p.host_memory.lean_bytes).c_str(),
-              format_bytes(p.host_memory_limit).c_str());
+  if (fast == 0 && p.host_memory.lean_bytes == 0 && p.elements > 1)
+    std::printf("host memory beyond the arrays: not known for another machine's host\n");
+  else
+    std::printf("host memory beyond the arrays: %s (lean: %s), limit %s\n",
+                fast == std::numeric_limits<std::uint64_t>::max() ? "no plan"
+                                                                  : format_bytes(fast).c_str(),
+                p.host_memory.lean_bytes == 0 ? "none"
+                                              : format_bytes(p.host_memory.lean_bytes).c_str(),
+                format_bytes(p.host_memory_limit).c_str());
   if (p.path == "none") return;
   std::printf("predicted: %.3f s\n", p.seconds);
   for (const plan_phase& ph : p.phases)
@@ -215,7 +218,8 @@ int run_plan(const std::vector<std::string>& args)
   config cfg = load_cli_config(a);
   if (a.has("device-budget")) cfg.device_memory_budget = bytes_option(a, "device-budget");
   sort_options options{.stable = a.has("stable")};
-  if (a.has("host-limit")) options.host_memory_limit = bytes_option(a, "host-limit");
+  if (a.has("host-memory-budget"))
+    options.host_memory_limit = bytes_option(a, "host-memory-budget");
   const std::optional<machine_model> machine = machine_option(a, cfg.host_threads);
   // A hypothetical machine's plan needs no GPU here: the CPU engine makes its decisions.
   if (machine) cfg.devices = device_selection::cpu;

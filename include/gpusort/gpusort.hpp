@@ -214,7 +214,9 @@ struct job_plan {
   /// exists for the job (0: none is needed: the job fits any budget the device grants).
   std::uint64_t device_budget{};
   std::uint64_t smallest_budget{};
-  memory_estimate host_memory{};  ///< beyond the arrays (estimate_memory's)
+  /// Beyond the arrays (estimate_memory's); zero for a hypothetical machine of other devices,
+  /// whose host this engine cannot know (nor whether its job would run lean).
+  memory_estimate host_memory{};
   std::uint64_t host_memory_limit{};
   double seconds{};                ///< predicted, the sum of the phases
   std::vector<plan_phase> phases;  ///< in order: round 1, planning, round 2 (or the resident's)
@@ -277,8 +279,10 @@ class engine {
   /// sort() would refuse as malformed (values of another count or width).
   [[nodiscard]] job_plan plan(const sort_job& job, const sort_options& options = {}) const;
   [[nodiscard]] job_plan plan(const argsort_job& job, const sort_options& options = {}) const;
-  /// The same job on a hypothetical machine: its GPUs (capacity from the configuration's
-  /// device_memory_budget, else machine.device_memory) and its rates.
+  /// The same job on `machine`: with this engine's devices (as many GPUs, or the CPU for
+  /// gpus 0) the engine's own plan at the machine's rates; otherwise a hypothetical machine's
+  /// GPUs (capacity from the configuration's device_memory_budget, else
+  /// machine.device_memory, less what only a real GPU can size: its sort's scratch).
   [[nodiscard]] job_plan plan(const sort_job& job, const sort_options& options,
                               const machine_model& machine) const;
   [[nodiscard]] job_plan plan(const argsort_job& job, const sort_options& options,
