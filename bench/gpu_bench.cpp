@@ -30,8 +30,10 @@
 #include <omp.h>
 #include <parallel/algorithm>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -39,6 +41,7 @@
 #include <ctime>
 #include <fstream>
 #include <functional>
+#include <span>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -244,6 +247,7 @@ constexpr const char* usage =
     "       gpu_bench --lean yes [--lean-bytes 32Gi,100Gi] [--host-limit 3584Mi]\n"
     "                 [--lean-memory pageable,pinned] [--repeat 3] [--json FILE] ...\n"
     "       gpu_bench --chunks yes [--chunk-bytes 8Gi,32Gi] [--gpus 1,2] [--repeat 1] ...\n"
+    "       gpu_bench --model yes [--chunk-bytes 8Gi,32Gi] [--repeat 3] ...\n"
     "\n"
     "The GPU executor on u64 uniform keys (--sizes: counts of keys) against the PCIe floor, the\n"
     "copy-in / CUB radix sort / copy-out baseline and the parallel CPU sort (--cpu-count keys):\n"
@@ -257,6 +261,10 @@ constexpr const char* usage =
     "memory (--lean-memory: plain, or registered with the engine), sorted in place within\n"
     "--host-limit beyond the array, against the PCIe floor, the two-round path at budget 1/8\n"
     "where twice the array fits the host, and with the peak resident memory beyond the array.\n"
+    "--model yes: only the time model's check (issue 40): u64 uniform keys of --chunk-bytes\n"
+    "each in registered memory, fitting and at budget 1/8 on 1 and 2 GPUs, against\n"
+    "engine::plan's prediction from the link and host rates measured in the same run, and the\n"
+    "predictions for 4 and 8 GPUs of those rates.\n"
     "--chunks yes: only the many-chunks benchmark (issue 44): u64 and f64 uniform keys of\n"
     "--chunk-bytes each in registered memory, stable and not, out of core on the first --gpus\n"
     "GPUs with device_memory_budget at 1/8 of the data, 1/256 of it and (for the smallest\n"
@@ -280,6 +288,7 @@ struct options {
   bool chunks = false;
   std::vector<std::uint64_t> chunk_bytes{std::uint64_t{8} << 30, std::uint64_t{32} << 30};
   std::vector<std::uint64_t> chunk_gpus{1};
+  bool model = false;
   gpusort::bench::results_options results;
 };
 
@@ -307,6 +316,9 @@ void set_option(options& o, std::string_view flag, const std::string& v)
   } else if (flag == "--chunks") {
     if (v != "yes" && v != "no") throw usage_error{"--chunks takes yes or no"};
     o.chunks = v == "yes";
+  } else if (flag == "--model") {
+    if (v != "yes" && v != "no") throw usage_error{"--model takes yes or no"};
+    o.model = v == "yes";
   } else if (flag == "--chunk-bytes") {
     o.chunk_bytes = parse_counts(flag, v);
   } else if (flag == "--gpus") {
@@ -558,26 +570,114 @@ void measure_copies_beside_link(std::ostringstream& raw)
       << link_beside << "},";
 }
 
+/// The host's memory: a parallel copy of 4 GiB from every core (best of 3), GB/s copied.
+double host_copy_gbps()
+{
+  const std::uint64_t bytes = std::uint64_t{4} << 30;
+  host_buffer from{bytes}, to{bytes};
+  from.populate();
+  to.populate();
+  std::memset(from.data(), 1, bytes);
+  double gbps = 0;
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = clock_type::now();
+    gpusort::detail::parallel_copy(to.data(), from.data(), bytes);
+    gbps = std::max(gbps, static_cast<double>(bytes) / 1e9 / seconds_since(t0));
+  }
+  return gbps;
+}
+
+/// The time model (issue 40, --model yes): u64 uniform keys of each --chunk-bytes in
+/// registered memory, fitting and at budget 1/8, on 1 and 2 GPUs, each the median of --repeat
+/// runs after a warm-up against engine::plan's prediction from the rates measured in this run
+/// (GPU 0's registered links, the host's copy rate); "multi.model_*" targets within 10%, and
+/// the predictions for 4 and 8 GPUs of the same rates.
+void run_model(const options& o, int gpus, const bandwidth& link, std::vector<target>& targets,
+               std::ostringstream& raw)
+{
+  const double host = host_copy_gbps();
+  std::printf("host memory: parallel copy %.1f GB/s\n", host);
+  const auto measured_machine = [&](std::uint32_t k) {
+    gpusort::machine_model m = gpusort::machine_model::h200(k);
+    m.name = "measured";
+    m.link_in = link.h2d;
+    m.link_out = link.d2h;
+    m.link_both = link.both_each;
+    m.host_copy = host;
+    return m;
+  };
+  const auto print_plan = [](const gpusort::job_plan& p) {
+    std::printf("    %s, d=%llu:", p.path.c_str(), static_cast<unsigned long long>(p.chunks));
+    for (const gpusort::plan_phase& ph : p.phases)
+      std::printf(" %s %.3f s;", ph.name.c_str(), ph.seconds);
+    std::printf("\n");
+  };
+  for (const std::uint64_t bytes : o.chunk_bytes) {
+    const std::uint64_t n = bytes / 8;
+    const std::string tag = gpusort::format_bytes(bytes);
+    host_buffer keys = gpusort::detail::pinned_host_buffer(n * 8);
+    const std::span<std::uint64_t> view{keys.as<std::uint64_t>(), n};
+    for (const bool fitting : {true, false}) {
+      const char* what = fitting ? "fitting" : "out_of_core";
+      for (std::uint32_t k = 1; k <= static_cast<std::uint32_t>(std::min(2, gpus)); ++k) {
+        gpusort::config cfg;
+        cfg.devices = gpusort::device_selection::listed;
+        for (std::uint32_t g = 0; g < k; ++g) cfg.gpu_ids.push_back(static_cast<int>(g));
+        if (!fitting) cfg.device_memory_budget = bytes / 8;
+        gpusort::engine e{cfg};
+        const gpusort::sort_job job{.keys = {nullptr, n, gpusort::dtype::u64}};
+        const gpusort::job_plan p = e.plan(job, {}, measured_machine(k));
+        std::vector<double> times;
+        gpusort::sort_report r;
+        for (int rep = 0; rep <= o.repeat; ++rep) {
+          gpusort::generate(view, gpusort::distribution::uniform, 2);
+          r = e.sort(view);
+          if (rep > 0) times.push_back(r.seconds);
+        }
+        const double t = median(times);
+        const double ratio = p.seconds / t;
+        std::printf("%s u64 %s on %u GPU(s): measured %.3f s (%s, d=%llu), predicted %.3f s "
+                    "(%s, d=%llu), ratio %.3f\n",
+                    tag.c_str(), what, k, t, r.path.c_str(),
+                    static_cast<unsigned long long>(r.chunks), p.seconds, p.path.c_str(),
+                    static_cast<unsigned long long>(p.chunks), ratio);
+        print_plan(p);
+        raw << "{\"model\": \"" << what << "\", \"size\": \"" << tag
+            << "\", \"gpus\": " << k << ", \"measured_s\": " << t
+            << ", \"predicted_s\": " << p.seconds << ", \"chunks\": " << r.chunks
+            << ", \"planned_chunks\": " << p.chunks << "},";
+        // Within 10% either way: the ratio's distance from 1, plus 1, at most 1.10.
+        targets.push_back({"multi.model_" + std::string{what} + "." + tag + "." +
+                               std::to_string(k) + "gpu",
+                           "predicted / measured", "the measured median", ratio,
+                           1 + std::abs(ratio - 1), 1.10, false});
+      }
+      for (const std::uint32_t k : {4U, 8U}) {
+        gpusort::config cfg;
+        cfg.devices = gpusort::device_selection::cpu;
+        if (!fitting) cfg.device_memory_budget = bytes / 8;
+        const gpusort::sort_job job{.keys = {nullptr, n, gpusort::dtype::u64}};
+        const gpusort::job_plan p = gpusort::engine{cfg}.plan(job, {}, measured_machine(k));
+        std::printf("%s u64 %s on %u GPUs of these rates: predicted %.3f s\n", tag.c_str(),
+                    what, k, p.seconds);
+        print_plan(p);
+        raw << "{\"model\": \"" << what << "\", \"size\": \"" << tag
+            << "\", \"gpus\": " << k << ", \"predicted_s\": " << p.seconds << "},";
+      }
+    }
+  }
+}
+
 /// The lean path (issue 39): each size sorted in place within o.host_limit, from plain memory
 /// or memory registered with the engine, against the 4N floor and (where two arrays fit the
 /// host) the two-round path at budget 1/8, with the peak resident memory beyond the array.
 void run_lean(const options& o, double sum_both, std::vector<target>& targets,
               std::ostringstream& raw)
 {
-  // The host's memory: a parallel copy of 4 GiB from every core (best of 3); its bytes read
-  // plus written bound what the lean path's staged copies and its permutation can move.
-  double copy_gbps = 0;
+  // The host's memory: its bytes read plus written bound what the lean path's staged copies
+  // and its permutation can move.
   {
-    const std::uint64_t bytes = std::uint64_t{4} << 30;
-    host_buffer from{bytes}, to{bytes};
-    from.populate();
-    to.populate();
-    std::memset(from.data(), 1, bytes);
-    for (int i = 0; i < 3; ++i) {
-      const auto t0 = clock_type::now();
-      gpusort::detail::parallel_copy(to.data(), from.data(), bytes);
-      copy_gbps = std::max(copy_gbps, static_cast<double>(bytes) / 1e9 / seconds_since(t0));
-    }
+    const double copy_gbps = host_copy_gbps();
     std::printf("host memory: parallel copy %.1f GB/s (%.1f GB/s read plus written), %d "
                 "threads\n",
                 copy_gbps, 2 * copy_gbps, omp_get_max_threads());
@@ -811,8 +911,9 @@ int run(const options& o)
         << ", \"both_each\": " << b.both_each << "},";
     if (g == 0) sum_both = 2 * b.both_each;
   }
+  bandwidth registered;
   {
-    const bandwidth r = measure_bandwidth(0, std::uint64_t{1} << 30, true);
+    const bandwidth r = registered = measure_bandwidth(0, std::uint64_t{1} << 30, true);
     std::printf("GPU 0 memory pinned by the engine (mmap + cudaHostRegister): H2D %.1f GB/s, "
                 "D2H %.1f GB/s, both at once %.1f GB/s each way\n",
                 r.h2d, r.d2h, r.both_each);
@@ -822,6 +923,11 @@ int run(const options& o)
   }
   std::printf("PCIe floor from %.1f GB/s both directions summed (best of %d runs)\n", sum_both,
               bandwidth_repeats);
+  if (o.model) {
+    run_model(o, gpus, registered, targets, raw);
+    gpusort::bench::report_results(o.results, targets, raw.str());
+    return 0;
+  }
   if (o.lean) {
     run_lean(o, sum_both, targets, raw);
     gpusort::bench::report_results(o.results, targets, raw.str());
@@ -1014,7 +1120,7 @@ int main(int argc, char** argv)
       "gpu_bench", usage, argc, argv,
       {"--sizes", "--cpu-count", "--repeat", "--sweep-chunks", "--compare-gather", "--compress",
        "--compress-bytes", "--dists", "--lean", "--lean-bytes", "--host-limit", "--lean-memory",
-       "--chunks", "--chunk-bytes", "--gpus"},
+       "--chunks", "--chunk-bytes", "--gpus", "--model"},
       set_option,
       run);
 }

@@ -15,6 +15,7 @@ int run_sort(const std::vector<std::string>& args);
 int run_verify(const std::vector<std::string>& args);
 int run_status(const std::vector<std::string>& args);
 int run_recover(const std::vector<std::string>& args);
+int run_plan(const std::vector<std::string>& args);
 
 /// The command's table (for `gpusort help <command>`); nullptr for an unknown name.
 const command_spec* find_command(std::string_view name);

@@ -31,6 +31,8 @@ constexpr const char* overview =
     "  verify  check that a file is a sorted permutation of an original\n"
     "  status  show the daemon's devices, memory, jobs and totals\n"
     "  recover put back the elements of a file whose lean in-place sort was killed\n"
+    "  plan    say what a sort of an array of a given shape would do and take: its path,\n"
+    "          chunks, smallest device budget and predicted time (no data needed)\n"
     "  help    show the options of a command: gpusort help sort\n"
     "\n"
     "options:\n"
@@ -50,7 +52,8 @@ int dispatch(std::vector<std::string> args)
 {
   using namespace gpusort::cli;
   if (args.empty())
-    throw cli_error{exit_usage, "no command (gen, sort, verify, status, recover; see --help)"};
+    throw cli_error{exit_usage,
+                    "no command (gen, sort, verify, status, recover, plan; see --help)"};
   const std::string command = args.front();
   args.erase(args.begin());
   if (command == "--help" || command == "-h") {
@@ -64,8 +67,8 @@ int dispatch(std::vector<std::string> args)
       return exit_ok;
     }
     if (find_command(args.front()) == nullptr)
-      throw cli_error{exit_usage,
-                      "no command '" + args.front() + "' (gen, sort, verify, status, recover, help)"};
+      throw cli_error{exit_usage, "no command '" + args.front() +
+                                      "' (gen, sort, verify, status, recover, plan, help)"};
     args = {args.front(), "--help"};
     return dispatch(args);
   }
@@ -78,11 +81,12 @@ int dispatch(std::vector<std::string> args)
   if (command == "verify") return run_verify(args);
   if (command == "status") return run_status(args);
   if (command == "recover") return run_recover(args);
+  if (command == "plan") return run_plan(args);
   throw cli_error{exit_usage, command.starts_with("-")
                                  ? "unknown option " + command + " (--help, --version; a "
                                                                  "command's options follow it)"
                                  : "unknown command '" + command +
-                                       "' (gen, sort, verify, status, recover; see --help)"};
+                                       "' (gen, sort, verify, status, recover, plan; see --help)"};
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // gpusort::engine: picks the devices from the configuration, plans each job and runs it.
 #include "core/log.hpp"
 #include "core/plan/chunk_plan.hpp"
+#include "core/plan/time_model.hpp"
 #include "core/switches.hpp"
 #include "pipeline/device.hpp"
 #include "pipeline/direct.hpp"
@@ -23,6 +24,7 @@
 #endif
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <limits>
 #include <cstdint>
@@ -230,6 +232,17 @@ bool host_registration::pinned() const noexcept
 // Read by the GPU path only: unused (and warned about by clang) in a CPU-only build.
 [[maybe_unused]] constexpr std::uint64_t min_pipeline_chunk_bytes = std::uint64_t{64} << 20;
 
+// A hypothetical machine's GPUs, as cuda_device counts its budget (pipeline/cuda/
+// cuda_device.hpp, which a CPU-only build cannot include): its margin, its bytes per element
+// of capacity (three ring slots and the sort's alternates), the small jobs it always takes.
+constexpr std::uint64_t gpu_margin = std::uint64_t{16} << 20;
+constexpr std::uint64_t gpu_buffers_per_element = 4;
+constexpr std::uint64_t gpu_small_job_elements = 4096;
+#if GPUSORT_WITH_CUDA
+static_assert(gpu_margin == detail::cuda_device::budget_margin);
+static_assert(gpu_buffers_per_element == detail::cuda_device::buffers_per_element);
+#endif
+
 /// How many chunks an out-of-core GPU job should have at least, from a cost model fitted to
 /// measurements on H100 and H200 (bench/results). A ring of three chunks fills before both links
 /// are busy and drains after: about T/d per round, T the round's time at the link rate. Round 2
@@ -255,6 +268,48 @@ std::uint64_t pipeline_chunks(std::uint64_t job_bytes, std::uint64_t gpus)
   return gpus * std::clamp<std::uint64_t>(static_cast<std::uint64_t>(std::llround(d)), 4, 32);
 }
 
+namespace {
+
+/// How the fast path runs a job of n elements: what sort() does, decided before it does it.
+/// sort(), estimate_memory() and plan() all ask route_of, so that a plan is the sort's.
+struct fast_route {
+  detail::model_path path{detail::model_path::two_rounds};
+  detail::chunk_plan plan{};  ///< in_core and two_rounds: the chunk plan
+  std::uint32_t resident_gpus{};  ///< resident: the GPUs the job takes
+};
+
+/// `gpus`: the GPUs (0: the host device); `fits`: the GPUs a resident sort would take (0:
+/// none: it does not fit), asked only where the job may go resident; `capacity`: the devices'
+/// common capacity, asked only where the job is planned in chunks; `direct`: the CPU's direct
+/// path (no device budget, no chunk size). Throws config_error naming the smallest budget
+/// where the budget affords no plan.
+fast_route route_of(std::uint64_t n, const detail::element_layout& layout,
+                    const std::function<detail::device_capacity()>& capacity,
+                    std::optional<std::uint64_t> max_chunk, std::uint64_t gpus,
+                    const std::function<std::uint32_t()>& fits, bool direct)
+{
+  if (gpus > 0) {
+    if (n > 0 && (!max_chunk || n <= *max_chunk)) {
+      if (const std::uint32_t resident = fits(); resident > 0)
+        return {.path = detail::model_path::resident, .resident_gpus = resident};
+    }
+    const std::uint64_t chunks = pipeline_chunks(n * layout.bytes(), gpus);
+    const std::uint64_t pipelined = std::max<std::uint64_t>(
+        (n + chunks - 1) / chunks, min_pipeline_chunk_bytes / layout.bytes());
+    const detail::chunk_plan plan = detail::make_plan(
+        n, capacity(), max_chunk ? std::min(*max_chunk, pipelined) : pipelined,
+        layout.key_bytes);
+    return {.path = plan.in_core() ? detail::model_path::in_core : detail::model_path::two_rounds,
+            .plan = plan};
+  }
+  if (direct) return {.path = detail::model_path::direct};
+  const detail::chunk_plan plan = detail::make_plan(n, capacity(), max_chunk, layout.key_bytes);
+  return {.path = plan.in_core() ? detail::model_path::in_core : detail::model_path::two_rounds,
+          .plan = plan};
+}
+
+}  // namespace
+
 struct engine::impl {
   config cfg;
   std::vector<std::unique_ptr<detail::device>> devices;
@@ -272,9 +327,30 @@ struct engine::impl {
 
   detail::execution_stats sort_on_gpus(const detail::job_arrays& arrays,
                                        const detail::element_layout& layout,
-                                       std::optional<std::uint64_t> max_chunk,
                                        const std::vector<detail::device*>& devs,
                                        detail::job_context& ctx);
+  /// Elements of `layout` a chunk may hold by the configuration's chunk_bytes (nullopt: any).
+  [[nodiscard]] std::optional<std::uint64_t> max_chunk_of(
+      const detail::element_layout& layout) const;
+  /// route_of on this engine's devices; `resident` receives the GPUs of a resident route.
+  [[nodiscard]] fast_route route(std::uint64_t n, const detail::element_layout& layout,
+                                 std::vector<detail::device*>* resident = nullptr) const;
+  /// engine::plan's body for a sort of n elements of `layout` whose devices sort `inner`
+  /// (positions beside the keys for a stable sort or an argsort), on `machine`.
+  /// route_of on the GPUs (or host device) of a hypothetical machine.
+  [[nodiscard]] fast_route route_on(const machine_model& machine, std::uint64_t n,
+                                    const detail::element_layout& layout) const;
+  /// engine::plan's body for n elements of `layout` whose devices sort `inner` (positions
+  /// beside the keys for a stable sort of pairs or an argsort), on `machine`; `lean`: the job
+  /// runs lean first (lean_first).
+  [[nodiscard]] job_plan plan_of(std::uint64_t n, const detail::element_layout& layout,
+                                 const detail::element_layout& inner, std::uint32_t stable_values,
+                                 bool lean, const memory_estimate& memory, std::uint64_t limit,
+                                 const machine_model& machine, bool this_machine);
+  [[nodiscard]] job_plan plan_sort(const sort_job& job, const sort_options& options,
+                                   const machine_model& machine, bool this_machine);
+  [[nodiscard]] job_plan plan_argsort(const argsort_job& job, const sort_options& options,
+                                      const machine_model& machine, bool this_machine);
   /// One job with the given options as it comes, stable or not; `canonical`: see key_order.
   sort_report run(const sort_job& job, const sort_options& options, bool canonical);
   std::optional<sort_report> argsort_resident(const argsort_job& job, const sort_options& options,
@@ -305,7 +381,6 @@ struct engine::impl {
 
 detail::execution_stats engine::impl::sort_on_gpus(const detail::job_arrays& arrays,
                                                    const detail::element_layout& layout,
-                                                   std::optional<std::uint64_t> max_chunk,
                                                    const std::vector<detail::device*>& devs,
                                                    detail::job_context& ctx)
 {
@@ -316,21 +391,14 @@ detail::execution_stats engine::impl::sort_on_gpus(const detail::job_arrays& arr
   constexpr int attempts = 8;
   for (int attempt = 1;; ++attempt) {
     try {
-      if (arrays.n > 0 && (!max_chunk || arrays.n <= *max_chunk)) {
-        std::vector<detail::cuda_device*> all;
-        for (detail::device* d : devs) all.push_back(static_cast<detail::cuda_device*>(d));
-        const std::vector<detail::cuda_device*> resident =
-            detail::resident_gpus(arrays.n, layout, all);
-        if (!resident.empty()) return detail::sort_resident(arrays, layout, resident, ctx);
+      std::vector<detail::device*> resident;
+      const fast_route r = route(arrays.n, layout, &resident);
+      if (r.path == detail::model_path::resident) {
+        std::vector<detail::cuda_device*> use;
+        for (detail::device* d : resident) use.push_back(static_cast<detail::cuda_device*>(d));
+        return detail::sort_resident(arrays, layout, use, ctx);
       }
-      const std::uint64_t chunks = pipeline_chunks(arrays.n * layout.bytes(), devs.size());
-      const std::uint64_t pipelined =
-          std::max<std::uint64_t>((arrays.n + chunks - 1) / chunks,
-                                  min_pipeline_chunk_bytes / layout.bytes());
-      const std::uint64_t limit = max_chunk ? std::min(*max_chunk, pipelined) : pipelined;
-      const detail::chunk_plan plan =
-          detail::make_plan(arrays.n, detail::common_capacity(devs, layout), limit,
-                            layout.key_bytes);
+      const detail::chunk_plan& plan = r.plan;
       const bool compressed = detail::compresses(cfg.compress_runs, plan);
       const std::uint64_t round1_bytes = detail::round1_bytes(plan, layout, compressed);
       const auto allocation_start = std::chrono::steady_clock::now();
@@ -358,7 +426,7 @@ detail::execution_stats engine::impl::sort_on_gpus(const detail::job_arrays& arr
     }
   }
 #else
-  (void)arrays, (void)layout, (void)max_chunk, (void)devs, (void)ctx;
+  (void)arrays, (void)layout, (void)devs, (void)ctx;
   throw logic_error{"GPU devices without CUDA support"};
 #endif
 }
@@ -471,6 +539,33 @@ detail::lean::engine_parts engine::impl::lean_parts()
   return parts;
 }
 
+std::optional<std::uint64_t> engine::impl::max_chunk_of(const detail::element_layout& layout) const
+{
+  if (!cfg.chunk_bytes) return std::nullopt;
+  return std::max<std::uint64_t>(1, *cfg.chunk_bytes / layout.bytes());
+}
+
+fast_route engine::impl::route(std::uint64_t n, const detail::element_layout& layout,
+                               std::vector<detail::device*>* resident) const
+{
+  const std::vector<detail::device*> devs = device_list();
+  const auto fits = [&]() -> std::uint32_t {
+#if GPUSORT_WITH_CUDA
+    std::vector<detail::cuda_device*> all;
+    for (detail::device* d : devs) all.push_back(static_cast<detail::cuda_device*>(d));
+    const std::vector<detail::cuda_device*> use = detail::resident_gpus(n, layout, all);
+    if (resident != nullptr) resident->assign(use.begin(), use.end());
+    return static_cast<std::uint32_t>(use.size());
+#else
+    (void)resident;
+    return 0;
+#endif
+  };
+  return route_of(
+      n, layout, [&] { return detail::common_capacity(devs, layout); }, max_chunk_of(layout),
+      gpus ? devs.size() : 0, fits, !cfg.device_memory_budget && !cfg.chunk_bytes);
+}
+
 std::uint64_t engine::impl::fast_bytes(std::uint64_t n, const detail::element_layout& layout,
                                        bool files) const
 {
@@ -482,38 +577,27 @@ std::uint64_t engine::impl::fast_bytes(std::uint64_t n, const detail::element_la
     for (const detail::device* d : devs) sum += d->host_bytes(layout, elements, slices);
     return sum;
   };
-  std::optional<std::uint64_t> max_chunk;
-  if (cfg.chunk_bytes) max_chunk = std::max<std::uint64_t>(1, *cfg.chunk_bytes / layout.bytes());
-  if (gpus) {
-#if GPUSORT_WITH_CUDA
-    if (!max_chunk || n <= *max_chunk) {
-      std::vector<detail::cuda_device*> all;
-      for (detail::device* d : devs) all.push_back(static_cast<detail::cuda_device*>(d));
-      if (!detail::resident_gpus(n, layout, all).empty()) return staging(n / devs.size(), 1);
-    }
-    const std::uint64_t chunks = pipeline_chunks(data, devs.size());
-    const std::uint64_t pipelined = std::max<std::uint64_t>(
-        (n + chunks - 1) / chunks, min_pipeline_chunk_bytes / layout.bytes());
-    try {
-      const detail::chunk_plan plan = detail::make_plan(
-          n, detail::common_capacity(devs, layout),
-          max_chunk ? std::min(*max_chunk, pipelined) : pipelined, layout.key_bytes);
-      if (plan.in_core()) return staging(n, 1);
-      return detail::round1_bytes(plan, layout, detail::compresses(cfg.compress_runs, plan)) +
-             detail::planning_bytes(plan, layout) +
-             staging(plan.capacity, plan.d * plan.runs_per_chunk());
-    } catch (const config_error&) {
-      return std::numeric_limits<std::uint64_t>::max();
-    }
-#endif
-  }
-  const std::uint64_t read_in = files ? data : 0;  // sort_files_in_memory's copy
-  if (!cfg.device_memory_budget && !cfg.chunk_bytes) return read_in + data;  // direct: scratch
+  const std::uint64_t read_in = !gpus && files ? data : 0;  // sort_files_in_memory's copy
   try {
-    const detail::chunk_plan plan =
-        detail::make_plan(n, detail::common_capacity(devs, layout), max_chunk, layout.key_bytes);
-    if (plan.in_core()) return read_in + staging(n, 1);
-    return read_in + data + detail::planning_bytes(plan, layout) +
+    const fast_route r = route(n, layout);
+    switch (r.path) {
+      case detail::model_path::resident:
+        return staging(n / devs.size(), 1);
+      case detail::model_path::direct:
+        return read_in + data;  // the CPU sort's scratch
+      case detail::model_path::in_core:
+        return read_in + staging(n, 1);
+      case detail::model_path::two_rounds:
+      case detail::model_path::lean:
+        break;
+    }
+    const detail::chunk_plan& plan = r.plan;
+    // A GPU engine's round-1 output is its own buffer; the host device writes round 1 to
+    // memory as large as the data.
+    const std::uint64_t round1 =
+        gpus ? detail::round1_bytes(plan, layout, detail::compresses(cfg.compress_runs, plan))
+             : data;
+    return read_in + round1 + detail::planning_bytes(plan, layout) +
            staging(plan.capacity, plan.d * plan.runs_per_chunk());
   } catch (const config_error&) {
     return std::numeric_limits<std::uint64_t>::max();
@@ -593,7 +677,259 @@ bool lean_forced() noexcept
   return detail::switch_flag("GPUSORT_LEAN", false);
 }
 
+/// Whether a job of `count` elements runs lean before anything else: a journal asks for it, or
+/// the fast path needs more host memory than the limit (`fast`), or GPUSORT_LEAN forces it.
+bool lean_first(std::uint64_t count, bool journal, std::uint64_t fast, std::uint64_t limit)
+{
+  const bool over = fast != infeasible && fast > limit;
+  return count >= 2 && (journal || over || lean_forced());
+}
+
+/// The report's path name for a route: sort_report::path's (note_path).
+std::string path_name(const fast_route& r, bool on_gpus)
+{
+  switch (r.path) {
+    case detail::model_path::direct:
+      return "direct";
+    case detail::model_path::in_core:
+      return on_gpus ? "resident" : "in core";  // a GPU's one round trip, as note_path says
+    case detail::model_path::resident:
+      return "resident";
+    case detail::model_path::two_rounds:
+      return "two rounds";
+    case detail::model_path::lean:
+      return "lean";
+  }
+  return "";
+}
+
+/// What sort() checks of a job's shape before it runs (validate), without its pointers.
+void validate_shape(const sort_job& job)
+{
+  if (!job.values) return;
+  if (job.values->value_bytes != 4 && job.values->value_bytes != 8)
+    throw invalid_argument{"sort: values must be 4 or 8 bytes, not " +
+                           std::to_string(job.values->value_bytes)};
+  if (job.values->count != job.keys.count)
+    throw invalid_argument{"sort: " + std::to_string(job.values->count) + " values for " +
+                           std::to_string(job.keys.count) + " keys"};
+}
+
 }  // namespace
+
+machine_model engine::machine() const
+{
+  if (impl_->gpus) return machine_model::h200(static_cast<std::uint32_t>(impl_->devices.size()));
+  return machine_model::host(impl_->cfg.host_threads);
+}
+
+fast_route engine::impl::route_on(const machine_model& m, std::uint64_t n,
+                                  const detail::element_layout& layout) const
+{
+  const std::uint64_t budget = cfg.device_memory_budget.value_or(m.device_memory);
+  const std::uint64_t e = layout.bytes();
+  if (m.gpus == 0) {
+    const detail::host_device host{budget == 0 ? std::nullopt : std::optional{budget},
+                                   cfg.host_threads};
+    return route_of(
+        n, layout, [&] { return host.capacity(layout); }, max_chunk_of(layout), 0,
+        [] { return 0U; }, budget == 0 && !cfg.chunk_bytes);
+  }
+  // A GPU as cuda_device::capacity counts it, less its sort's scratch (which only a GPU can
+  // size): the ring's slots and the sort's alternates beside a margin; below the margin only
+  // small jobs (4096 elements) sort, whole. See pipeline/cuda/cuda_device.cpp.
+  const std::uint64_t per_element = gpu_buffers_per_element * e;
+  detail::device_capacity cap{.bytes_per_element = per_element, .fixed_bytes = gpu_margin};
+  if (budget != 0) {
+    const std::uint64_t fitting = budget > gpu_margin ? (budget - gpu_margin) / per_element : 0;
+    cap.elements = std::max(fitting, gpu_small_job_elements);
+    cap.whole_jobs_only = fitting < gpu_small_job_elements;
+  }
+  const auto fits = [&]() -> std::uint32_t {
+    // Resident: two arrays of the share on each GPU (resident_buffers::copies), scratch aside.
+    const std::uint32_t k = detail::resident_share_gpus(n, e, m.gpus);
+    const std::uint64_t share = (n + k - 1) / k;
+    return budget == 0 || gpu_margin + 2 * share * e <= budget ? k : 0;
+  };
+  return route_of(
+      n, layout, [&] { return cap; }, max_chunk_of(layout), m.gpus, fits, false);
+}
+
+job_plan engine::impl::plan_of(std::uint64_t n, const detail::element_layout& layout,
+                               const detail::element_layout& inner, std::uint32_t stable_values,
+                               bool lean, const memory_estimate& memory, std::uint64_t limit,
+                               const machine_model& m, bool this_machine)
+{
+  job_plan p{.elements = n,
+             .bytes = n * layout.bytes(),
+             .host_memory = memory,
+             .host_memory_limit = limit,
+             .machine = m};
+  const bool on_gpus = this_machine ? gpus : m.gpus > 0;
+  const std::uint32_t device_count =
+      this_machine ? static_cast<std::uint32_t>(devices.size()) : std::max(m.gpus, 1U);
+  p.device_budget = cfg.device_memory_budget.value_or(this_machine ? 0 : m.device_memory);
+  detail::model_job job{.n = n,
+                        .key_bytes = inner.key_bytes,
+                        .value_bytes = inner.value_bytes,
+                        .devices = device_count,
+                        .stable_value_bytes = stable_values};
+  // The smallest budget with which the two rounds plan the job on devices like these.
+  const detail::device_capacity cap =
+      this_machine ? detail::common_capacity(device_list(), inner) : [&] {
+        detail::device_capacity c;
+        c.bytes_per_element = (m.gpus == 0 ? detail::host_device::buffers_per_chunk
+                                           : gpu_buffers_per_element) *
+                              inner.bytes();
+        c.fixed_bytes = m.gpus == 0 ? 0 : gpu_margin;
+        return c;
+      }();
+  p.smallest_budget = detail::smallest_budget(n, cap, inner.key_bytes);
+  try {
+    if (lean) {
+      detail::element_layout lean_layout = layout;
+      lean_layout.stable = stable_values > 0;
+      const detail::lean::plan lp = detail::lean::plan_job(lean_parts(), n, lean_layout, limit);
+      p.path = "lean";
+      p.chunks = lp.chunks;
+      p.bins = 1;
+      p.rounds = 2;
+      p.candidates = lp.samples * lp.chunks;
+      job.path = detail::model_path::lean;
+      job.key_bytes = layout.key_bytes;
+      job.value_bytes = layout.value_bytes;
+      job.stable_value_bytes = 0;
+      job.d = lp.chunks;
+      job.g = 1;
+      job.candidates = p.candidates;
+    } else {
+      const fast_route r = this_machine ? route(n, inner) : route_on(m, n, inner);
+      p.path = path_name(r, on_gpus);
+      job.path = r.path;
+      p.chunks = 1;
+      p.rounds = 1;
+      if (r.path == detail::model_path::resident) job.devices = r.resident_gpus;
+      if (r.path == detail::model_path::in_core) job.devices = 1;
+      if (r.path == detail::model_path::two_rounds) {
+        p.chunks = r.plan.d;
+        p.bins = r.plan.runs_per_chunk();
+        p.rounds = 2;
+        p.candidates = r.plan.d * r.plan.s;
+        p.slices = r.plan.d * r.plan.d * p.bins;
+        job.d = r.plan.d;
+        job.g = p.bins;
+        job.candidates = p.candidates;
+      }
+    }
+  } catch (const config_error& e) {
+    p.path = "none";
+    p.refusal = e.what();
+    p.chunks = 0;
+    p.bins = 0;
+    p.rounds = 0;
+    return p;
+  }
+  if (n == 0) {
+    p.chunks = 0;
+    p.rounds = 0;
+  }
+  p.devices = on_gpus ? job.devices : 1;
+  const detail::model_prediction predicted = detail::predict(m, job);
+  p.seconds = predicted.seconds;
+  p.phases = predicted.phases;
+  return p;
+}
+
+job_plan engine::impl::plan_sort(const sort_job& job, const sort_options& options,
+                                 const machine_model& m, bool this_machine)
+{
+  validate_shape(job);
+  const std::uint64_t n = job.keys.count;
+  const std::uint32_t vb = job.values ? job.values->value_bytes : 0;
+  const detail::element_layout layout = layout_of(job.keys.type, vb, options);
+  const std::uint64_t limit = limit_of(options);
+  const std::uint64_t fast = fast_bytes(job, options);
+  memory_estimate memory{.fast_bytes = fast};
+  detail::element_layout lean_layout = layout;
+  lean_layout.stable = options.stable && job.values.has_value();
+  memory.lean_bytes = detail::lean::least_bytes(lean_parts(), n, lean_layout);
+  const bool lean = lean_first(n, job.journal_fd >= 0, fast, limit);
+  // The stable path sorts (key, position) pairs and gathers the values after (stable.hpp).
+  detail::element_layout inner = layout;
+  std::uint32_t stable_values = 0;
+  if (detail::needs_stable_path(job, options) && job.values) {
+    inner = layout_of(job.keys.type, n <= std::numeric_limits<std::uint32_t>::max() ? 4 : 8,
+                      options);
+    stable_values = vb;
+  }
+  job_plan p = plan_of(n, layout, inner, stable_values, lean && this_machine, memory, limit, m,
+                       this_machine);
+  if (!this_machine) p.host_memory = {};  // another machine's host is not this one's
+  if (this_machine && !lean && fast != infeasible && fast > limit && p.path != "none") {
+    p.path = "none";
+    p.refusal = "host_memory_limit: the fastest path needs " + format_bytes(fast) +
+                ", more than the limit of " + format_bytes(limit);
+  }
+  return p;
+}
+
+job_plan engine::impl::plan_argsort(const argsort_job& job, const sort_options& options,
+                                    const machine_model& m, bool this_machine)
+{
+  if (job.index_bytes != 4 && job.index_bytes != 8)
+    throw invalid_argument{"argsort: indices must be 4 or 8 bytes, not " +
+                           std::to_string(job.index_bytes)};
+  const std::uint64_t n = job.keys.count;
+  const detail::element_layout pairs = layout_of(job.keys.type, job.index_bytes, options);
+  const std::uint64_t limit = limit_of(options);
+  const std::uint64_t fast = fast_bytes(job, options);
+  memory_estimate memory{.fast_bytes = fast};
+  detail::element_layout lean_layout = pairs;
+  lean_layout.stable = true;
+  memory.lean_bytes = detail::lean::least_bytes(lean_parts(), n, lean_layout);
+  // An argsort sorts (key, position) pairs: on GPUs that fit them in one round trip with the
+  // positions made there, else as pairs through the fast path (stable.hpp).
+  const bool lean = lean_first(n, false, fast, limit);
+  job_plan p = plan_of(n, pairs, pairs, 0, lean && this_machine, memory, limit, m, this_machine);
+  if (!this_machine) p.host_memory = {};  // another machine's host is not this one's
+  p.bytes = n * pairs.key_bytes;
+  return p;
+}
+
+job_plan engine::plan(const sort_job& job, const sort_options& options) const
+{
+  return impl_->plan_sort(job, options, machine(), true);
+}
+
+job_plan engine::plan(const argsort_job& job, const sort_options& options) const
+{
+  return impl_->plan_argsort(job, options, machine(), true);
+}
+
+namespace {
+
+/// Whether `machine` has this engine's devices (its GPU count, or the CPU): its plan is then
+/// the engine's own, only its rates differ (gpu_bench --model: the rates it measured).
+bool same_devices(const machine_model& machine, bool gpus, std::size_t devices)
+{
+  return machine.gpus == (gpus ? devices : 0);
+}
+
+}  // namespace
+
+job_plan engine::plan(const sort_job& job, const sort_options& options,
+                      const machine_model& machine) const
+{
+  return impl_->plan_sort(job, options, machine,
+                          same_devices(machine, impl_->gpus, impl_->devices.size()));
+}
+
+job_plan engine::plan(const argsort_job& job, const sort_options& options,
+                      const machine_model& machine) const
+{
+  return impl_->plan_argsort(job, options, machine,
+                             same_devices(machine, impl_->gpus, impl_->devices.size()));
+}
 
 sort_report engine::sort(const sort_job& job, const sort_options& options)
 {
@@ -602,8 +938,7 @@ sort_report engine::sort(const sort_job& job, const sort_options& options)
   const std::uint64_t fast = impl_->fast_bytes(job, options);
   // A fast path the devices' budget cannot plan (infeasible) fails with that budget's own
   // error below, naming the smallest device budget: lean would not mend it.
-  const bool over = fast != infeasible && fast > limit;
-  if (job.keys.count >= 2 && (job.journal_fd >= 0 || over || lean_forced())) {
+  if (lean_first(job.keys.count, job.journal_fd >= 0, fast, limit)) {
     try {
       return detail::lean::run_sort(impl_->lean_parts(), job, options, limit);
     } catch (const config_error& e) {
@@ -622,8 +957,7 @@ sort_report engine::argsort(const argsort_job& job, const sort_options& options)
 {
   const std::uint64_t limit = impl_->limit_of(options);
   const std::uint64_t fast = impl_->fast_bytes(job, options);
-  const bool over = fast != infeasible && fast > limit;
-  if (job.keys.count >= 2 && (over || lean_forced()) && job.indices_out != nullptr &&
+  if (lean_first(job.keys.count, false, fast, limit) && job.indices_out != nullptr &&
       (job.index_bytes == 4 || job.index_bytes == 8)) {
     try {
       return detail::lean::run_argsort(impl_->lean_parts(), job, options, limit);
@@ -724,20 +1058,16 @@ sort_report engine::impl::run(const sort_job& job, const sort_options& options, 
 
   std::string engine_name;
   detail::execution_stats stats;
-  std::optional<std::uint64_t> max_chunk;
-  if (cfg.chunk_bytes) max_chunk = std::max<std::uint64_t>(1, *cfg.chunk_bytes / layout.bytes());
   if (gpus) {
     engine_name = "gpu-dsps";
-    stats = sort_on_gpus(arrays, layout, max_chunk, devs, ctx);
+    stats = sort_on_gpus(arrays, layout, devs, ctx);
   } else {
-    const bool direct = !cfg.device_memory_budget && !cfg.chunk_bytes;
+    const fast_route r = route(arrays.n, layout);
+    const bool direct = r.path == detail::model_path::direct;
     engine_name = direct ? "cpu-direct" : "cpu-dsps";
     const auto sort_on_cpu = [&](const detail::job_arrays& in_memory) {
       if (direct) return detail::sort_direct(in_memory, layout, cfg.host_threads, ctx);
-      const detail::chunk_plan plan =
-          detail::make_plan(in_memory.n, detail::common_capacity(devs, layout), max_chunk,
-                            layout.key_bytes);
-      return detail::execute(in_memory, layout, plan, devs, ctx, nullptr, cfg.compress_runs);
+      return detail::execute(in_memory, layout, r.plan, devs, ctx, nullptr, cfg.compress_runs);
     };
     stats = in_files(arrays) ? sort_files_in_memory(arrays, layout, sort_on_cpu)
                              : sort_on_cpu(arrays);

@@ -329,7 +329,8 @@ std::string one_line(std::string text)
 const command_spec* find_command(std::string_view name)
 {
   for (const command_spec* spec :
-       {&gen_spec(), &sort_spec(), &verify_spec(), &status_spec(), &recover_spec()})
+       {&gen_spec(), &sort_spec(), &verify_spec(), &status_spec(), &recover_spec(),
+        &plan_spec()})
     if (spec->name == name) return spec;
   return nullptr;
 }

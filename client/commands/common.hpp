@@ -1,6 +1,6 @@
 // What several of gpusort's commands share: their option values, the arrays in raw and .npy
 // files, the configuration, the daemon's socket, and how they print. Each command lives in its
-// own file beside this one (gen.cpp, sort.cpp, verify.cpp, status.cpp, recover.cpp) with the
+// own file beside this one (gen.cpp, sort.cpp, verify.cpp, status.cpp, recover.cpp, plan.cpp) with the
 // helpers only it uses.
 #pragma once
 
@@ -31,6 +31,7 @@ const command_spec& sort_spec();
 const command_spec& verify_spec();
 const command_spec& status_spec();
 const command_spec& recover_spec();
+const command_spec& plan_spec();
 
 // ---- arguments -------------------------------------------------------------------------------
 

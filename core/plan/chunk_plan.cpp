@@ -115,14 +115,19 @@ chunk_plan make_plan(std::uint64_t n, const device_capacity& cap,
   }
   if (fallback) return *fallback;
   if (n <= cap.elements) return chunk_plan{.n = n, .capacity = cap.elements, .d = 1};
-  // Below a floor the budget does not afford, the smallest budget must afford the floor too.
-  const std::uint64_t least = min_feasible_capacity(n, element_bytes);
-  const std::uint64_t need = cap.whole_jobs_only ? std::max(least, cap.elements) : least;
+  const std::uint64_t least = smallest_budget(n, cap, element_bytes);
   throw config_error{"device_memory_budget: " + format_bytes(cap.budget_for(cap.elements)) +
                      " per device cannot sort " + std::to_string(n) +
                      " elements in two rounds; the smallest budget that works is " +
-                     format_bytes(cap.budget_for(need)) + " (" +
-                     std::to_string(cap.budget_for(need)) + " bytes)"};
+                     format_bytes(least) + " (" + std::to_string(least) + " bytes)"};
+}
+
+std::uint64_t smallest_budget(std::uint64_t n, const device_capacity& cap,
+                              std::uint64_t element_bytes)
+{
+  // Below a floor the budget does not afford, the smallest budget must afford the floor too.
+  const std::uint64_t least = min_feasible_capacity(n, element_bytes);
+  return cap.budget_for(cap.whole_jobs_only ? std::max(least, cap.elements) : least);
 }
 
 std::uint64_t min_feasible_capacity(std::uint64_t n, std::uint64_t element_bytes)

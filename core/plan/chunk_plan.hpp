@@ -99,6 +99,11 @@ chunk_plan make_plan(std::uint64_t n, const device_capacity& cap,
                      std::optional<std::uint64_t> max_chunk_elements = std::nullopt,
                      std::uint64_t element_bytes = 0);
 
+/// The smallest device budget (bytes) with which make_plan plans n elements on devices like
+/// `cap`: the figure make_plan's refusal names.
+std::uint64_t smallest_budget(std::uint64_t n, const device_capacity& cap,
+                              std::uint64_t element_bytes = 0);
+
 /// The smallest capacity (elements) for which make_plan succeeds on n elements.
 std::uint64_t min_feasible_capacity(std::uint64_t n, std::uint64_t element_bytes = 0);
 

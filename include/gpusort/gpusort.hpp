@@ -151,6 +151,78 @@ struct memory_estimate {
   std::string lean_refusal;
 };
 
+/// The rates a time prediction (engine::plan) rests on: one machine's devices, links and host
+/// memory. Rates in GB/s (1e9 bytes a second), times in seconds. The named machines' numbers
+/// were measured on such hosts (bench/results; core/plan/time_model.cpp says where each comes
+/// from); a caller with its own measurements (gpu_bench --model) sets them.
+struct machine_model {
+  std::string name;
+  /// GPUs the job may take; 0: the CPU engine's host device (sort and copies on the cores).
+  std::uint32_t gpus{1};
+  double link_in{};    ///< per GPU, host to device, alone, from pinned memory
+  double link_out{};   ///< per GPU, device to host, alone
+  double link_both{};  ///< per GPU, each way, both directions at once
+  /// The host memory's copy rate from every core (memcpy, bytes copied a second): DMA, the
+  /// staging's copies and the lean path's moves share twice this in bytes read plus written.
+  double host_copy{};
+  double peer{};           ///< per GPU, each way, GPU to GPU (the resident path's exchange)
+  double sort_rate{};      ///< per device, in-core sort, element bytes a second
+  double device_memory_rate{};  ///< per GPU, a merge pass (bytes read plus written a second)
+  double gather_rate{};    ///< round 2's gather kernel over mapped memory (slices below 256 KiB)
+  double chunk_seconds{};  ///< fixed cost of one chunk on a device, each round
+  double slice_seconds{};  ///< fixed cost of one of round 2's slices
+  double candidate_seconds{};  ///< the host's planning between the rounds, per sample candidate
+  double cut_seconds{};        ///< and per cut of a run at a splitter
+  double exchange_seconds{};   ///< fixed cost of the resident path's exchange between GPUs
+  /// The arrays are page-locked (registered, the daemon's shared buffers); false: pageable,
+  /// staged through pinned pieces by the cores.
+  bool pinned{true};
+  /// Device memory per GPU (bytes), for a hypothetical machine's plan: a job fits the GPUs
+  /// when its resident buffers do; 0: as large as the budget says.
+  std::uint64_t device_memory{};
+
+  /// The H200 hosts of bench/results (issue 40's and 44's measurements), with `gpus` GPUs.
+  [[nodiscard]] static machine_model h200(std::uint32_t gpus = 1);
+  /// The CPU engine's host device on `threads` cores (0: this machine's). Rough: calibrated
+  /// on a 2-core VM and a 16-core host, scaled by the cores.
+  [[nodiscard]] static machine_model host(unsigned threads = 0);
+};
+
+/// A phase of a predicted job and its seconds.
+struct plan_phase {
+  std::string name;
+  double seconds{};
+};
+
+/// What a job would do and take, said before it runs (engine::plan): the same decisions as
+/// engine::sort, and the time model's prediction on a machine_model.
+struct job_plan {
+  /// As sort_report::path: "in core", "resident", "two rounds", "direct", "lean"; "none"
+  /// where no plan exists within the device budget (`smallest_budget` says what works) or the
+  /// host memory limit (`refusal` says why).
+  std::string path;
+  std::string refusal;         ///< why the path is "none"; empty otherwise
+  std::uint64_t elements{};
+  std::uint64_t bytes{};       ///< keys and values
+  std::uint64_t chunks{};      ///< d (1: one in-core sort)
+  std::uint64_t bins{};        ///< g: runs round 1 deals each chunk into (0: no second round)
+  int rounds{};
+  std::uint64_t candidates{};  ///< sample candidates the planning between the rounds reads
+  std::uint64_t slices{};      ///< round 2's slices, d * d * g
+  std::uint32_t devices{};     ///< devices the job takes (resident: the GPUs it fits on)
+  /// Device budget per device this plan assumes (0: unlimited) and the least with which a plan
+  /// exists for the job (0: none is needed: the job fits any budget the device grants).
+  std::uint64_t device_budget{};
+  std::uint64_t smallest_budget{};
+  /// Beyond the arrays (estimate_memory's); zero for a hypothetical machine of other devices,
+  /// whose host this engine cannot know (nor whether its job would run lean).
+  memory_estimate host_memory{};
+  std::uint64_t host_memory_limit{};
+  double seconds{};                ///< predicted, the sum of the phases
+  std::vector<plan_phase> phases;  ///< in order: round 1, planning, round 2 (or the resident's)
+  machine_model machine;           ///< the rates the prediction used
+};
+
 /// Puts back every element of a file that a lean in-place sort was sorting when it was killed,
 /// from the journal it left (sort_job::journal_fd): afterwards the file holds the elements it
 /// held before that sort (in another order). The journal names the files it belongs to; a
@@ -199,6 +271,25 @@ class engine {
                                                 const sort_options& options = {}) const;
   [[nodiscard]] memory_estimate estimate_memory(const argsort_job& job,
                                                 const sort_options& options = {}) const;
+
+  /// What `job` would do on this engine, without touching its arrays (their pointers may be
+  /// null): the path engine::sort would take, its chunks and the smallest device budget that
+  /// works, the host memory, and the predicted seconds on `machine()`. Never throws for a
+  /// budget or limit too small: the path is then "none". Throws invalid_argument for a job
+  /// sort() would refuse as malformed (values of another count or width).
+  [[nodiscard]] job_plan plan(const sort_job& job, const sort_options& options = {}) const;
+  [[nodiscard]] job_plan plan(const argsort_job& job, const sort_options& options = {}) const;
+  /// The same job on `machine`: with this engine's devices (as many GPUs, or the CPU for
+  /// gpus 0) the engine's own plan at the machine's rates; otherwise a hypothetical machine's
+  /// GPUs (capacity from the configuration's device_memory_budget, else
+  /// machine.device_memory, less what only a real GPU can size: its sort's scratch).
+  [[nodiscard]] job_plan plan(const sort_job& job, const sort_options& options,
+                              const machine_model& machine) const;
+  [[nodiscard]] job_plan plan(const argsort_job& job, const sort_options& options,
+                              const machine_model& machine) const;
+  /// The rates this engine's predictions use: machine_model::h200 with its GPU count (the
+  /// engine measures no rates of its own), or machine_model::host on the CPU.
+  [[nodiscard]] machine_model machine() const;
 
   /// Page-locks [data, data + bytes) for every GPU of the engine (see host_registration).
   /// Throws cuda_error when the driver refuses (memory already registered, limits).

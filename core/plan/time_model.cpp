@@ -1,0 +1,277 @@
+#include "core/plan/time_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+namespace gpusort {
+
+// Every H200 number below was measured on the hosts of bench/results unless its comment says it
+// is a fit or a guess. Where two hosts differ, the comment says which one the default takes.
+machine_model machine_model::h200(std::uint32_t gpus)
+{
+  return machine_model{
+      .name = "H200",
+      .gpus = gpus,
+      // One H200 (h200-20261129-chunks/call4/chunks.txt), registered memory: 55.4-55.5 GB/s
+      // alone, 49.9-50.3 each way at once. The two-H200 host measured 55.0-55.2 alone and
+      // 44.8-47.1 at once (h200x2-20261129/call1.txt): there the host memory bounds the pair
+      // first (host_copy below), so the one-GPU figure stands for both.
+      .link_in = 55.5,
+      .link_out = 55.4,
+      .link_both = 50.3,
+      // The two-H200 host, 32 cores: parallel memcpy 69.8 GB/s (139.6 read plus written),
+      // h200x2-20261129/call1.txt. The one-H200 host's 16 cores copy about 47 (design.md 5).
+      .host_copy = 69.8,
+      // A fit, not a measurement: the two-H200 fitting jobs (8 GiB 0.206 s, 32 GiB 0.723 s)
+      // less their copies, sort and merges leave 0.040 and 0.057 s of exchange; 380 GB/s and
+      // 34 ms fixed (exchange_seconds) account for both. No NVLink rate was measured alone.
+      .peer = 380,
+      // Busy rates of the in-core sort of u64 chunks on one H200: 116-131 GB/s in round 1,
+      // 198-217 in round 2 (chunks.txt); the middle.
+      .sort_rate = 150,
+      // A guess: about 60% of the H200's 4.8 TB/s for a merge pass. Its terms are a few
+      // hundredths of a second at 32 GiB.
+      .device_memory_rate = 3000,
+      // A fit of two measurements of round 2 at small budgets (chunks.txt): 8 GiB at d = 4096
+      // (512-byte slices) took 0.740 s, 32 GiB at d = 1685 (12 KB slices) 1.282 s: per slice
+      // 26 ns plus its bytes at 28.5 GB/s through the gather kernel.
+      .gather_rate = 28.5,
+      // A fit: round 1's sort stage at d = 4096 (2 MiB chunks) was busy 0.456 s, 111 us a
+      // chunk of which about 14 us is its bytes (chunks.txt): launches and events.
+      .chunk_seconds = 100e-6,
+      .slice_seconds = 26e-9,
+      // A fit of the round-2 plan on the 16-core H200 host: 0.40-0.53 s with 16.7M candidates
+      // and 2.8M cuts (32 GiB, d = 1685), 0.61-0.83 s with 16.7M of each (8 GiB, d = 4096).
+      .candidate_seconds = 25e-9,
+      .cut_seconds = 18e-9,
+      .exchange_seconds = 0.034,
+      .pinned = true,
+      // 143771 MiB per H200 (nvidia-smi on the two-H200 host).
+      .device_memory = std::uint64_t{143771} << 20,
+  };
+}
+
+machine_model machine_model::host(unsigned threads)
+{
+  const double t =
+      threads != 0 ? threads : std::max(1U, std::thread::hardware_concurrency());
+  return machine_model{
+      .name = "host",
+      .gpus = 0,
+      .link_in = 0,
+      .link_out = 0,
+      .link_both = 0,
+      // The H100 host's 16 cores copied 61.4 GB/s together (h100-20261126-a2f6530-report):
+      // 3.8 a core, up to that. Rough: a shared VM's cores copy less.
+      .host_copy = std::min(3.8 * t, 61.4),
+      .peer = 0,
+      // The direct CPU path sorted 2^30 u64 in 3.131 s on 16 threads of the H100 host
+      // (h100-20261126-c7701ff-cpu.txt): 0.17 GB/s a thread. On the shared 2-core VM it
+      // went 0.05-0.2 GB/s a thread with others' builds beside it (dev2core-*-cpu.txt): the
+      // CPU model is good to a factor of two at best.
+      .sort_rate = 0.17 * t,
+      .device_memory_rate = 0,
+      .gather_rate = 0,
+      // Guesses: a task's buffers and thread team; a slice's search and copy call.
+      .chunk_seconds = 50e-6,
+      .slice_seconds = 20e-9,
+      // plan_bench on the 2-core VM: 100-120 ns a candidate, 54 ns a cut at d = 4096
+      // (h200-20261129-chunks/notes.md); on 16 cores the H200 host's 25 and 18 ns. Scaled
+      // by the cores between the two.
+      .candidate_seconds = std::max(25e-9, 220e-9 / t),
+      .cut_seconds = std::max(18e-9, 110e-9 / t),
+      .exchange_seconds = 0,
+      .pinned = true,
+      .device_memory = 0,
+  };
+}
+
+namespace detail {
+
+namespace {
+
+constexpr double giga = 1e9;
+
+/// Bytes of host memory traffic per byte crossing a link: 1 for pinned memory (the DMA's own
+/// read or write), 3 for pageable (the DMA, and the staging's copy between the user's pages
+/// and the pinned pieces, read plus written). `extra`: other traffic of the phase per byte
+/// (the lean path's evictions: one read and one write).
+struct traffic {
+  double in{1};
+  double out{1};
+  double extra{0};
+};
+
+/// Host memory's bytes a second for all GPUs together: read plus written.
+double host_traffic(const machine_model& m) { return 2 * m.host_copy * giga; }
+
+/// Per GPU, each way, with both directions busy on all k GPUs: the link's rate at once, or the
+/// host memory's share where k GPUs need more than it moves.
+double both_rate(const machine_model& m, double k, traffic t)
+{
+  return std::min(m.link_both * giga, host_traffic(m) / (k * (t.in + t.out + t.extra)));
+}
+double in_rate(const machine_model& m, double k, traffic t)
+{
+  return std::min(m.link_in * giga, host_traffic(m) / (k * (t.in + t.extra)));
+}
+double out_rate(const machine_model& m, double k, traffic t)
+{
+  return std::min(m.link_out * giga, host_traffic(m) / (k * (t.out + t.extra)));
+}
+
+double sort_seconds(const machine_model& m, double bytes) { return bytes / (m.sort_rate * giga); }
+
+/// One round of `tasks` tasks over k GPUs through the ring of three slots (copy in, sort, copy
+/// out on three streams): every task costs its slowest stage, and the first task's copy in
+/// and sort and the last one's copy out are not overlapped with anything (the fill and drain,
+/// about T/d: design.md section 3). Tasks are spread evenly over the GPUs.
+double ring_round(double tasks, double k, double first_in, double in, double sort, double out,
+                  double last_out)
+{
+  const double per_gpu = std::ceil(tasks / k);
+  return first_in + sort + last_out + (per_gpu - 1) * std::max({in, sort, out});
+}
+
+model_prediction gpu_two_rounds(const machine_model& m, const model_job& j)
+{
+  const double k = std::max<std::uint32_t>(j.devices, 1);
+  const double bytes = static_cast<double>(j.n) * static_cast<double>(j.element_bytes());
+  const double d = static_cast<double>(j.d);
+  const double g = static_cast<double>(j.g);
+  const double chunk = bytes / d;
+  const double pageable = m.pinned ? 1 : 3;
+  const bool lean = j.path == model_path::lean;
+  model_prediction p;
+  // Round 1: the caller's array in (staged where pageable), the dealt runs out to the
+  // round-1 buffer, which an engine keeps pinned. The lean path's round-1 output is the room
+  // and the array itself, written by the copy engines through the staging as any array.
+  const traffic t1{.in = pageable, .out = lean ? pageable : 1};
+  const double r1 = both_rate(m, k, t1);
+  const double sort_stage = sort_seconds(m, chunk) + m.chunk_seconds;
+  p.phases.push_back({"round 1", ring_round(d, k, chunk / in_rate(m, k, t1), chunk / r1,
+                                            sort_stage, chunk / r1,
+                                            chunk / out_rate(m, k, t1))});
+  // Between the rounds the host reads and merges the candidates and cuts the d * g runs at
+  // d - 1 splitters (design.md section 3, "Many chunks").
+  const double cuts = d * g * (d - 1);
+  p.phases.push_back({"planning", static_cast<double>(j.candidates) * m.candidate_seconds +
+                                      cuts * m.cut_seconds});
+  // Round 2: each final chunk gathers d * g slices from the round-1 buffer, sorts them and
+  // writes them to the output. Slices averaging below 256 KiB go through the gather kernel
+  // reading mapped memory (cuda_device.cpp), larger ones through the copy engines.
+  // The lean path's evictions move the round's bytes once more on the host (read and write).
+  const traffic t2{.in = lean ? pageable : 1, .out = pageable, .extra = lean ? 2.0 : 0.0};
+  const double r2 = both_rate(m, k, t2);
+  const double slices = d * g;
+  const double slice_bytes = chunk / slices;
+  const double gather_rate = slice_bytes < model_tuning::kernel_gather_below_bytes && m.pinned
+                                 ? std::min(m.gather_rate * giga, r2)
+                                 : r2;
+  const double in2 = chunk / gather_rate + slices * m.slice_seconds;
+  p.phases.push_back({"round 2", ring_round(d, k, in2, in2, sort_stage, chunk / r2,
+                                            chunk / out_rate(m, k, t2))});
+  return p;
+}
+
+model_prediction gpu_resident(const machine_model& m, const model_job& j)
+{
+  const double k = std::max<std::uint32_t>(j.devices, 1);
+  const double bytes = static_cast<double>(j.n) * static_cast<double>(j.element_bytes());
+  const double share = bytes / k;
+  const double pageable = m.pinned ? 1 : 3;
+  const traffic t{.in = pageable, .out = pageable};
+  model_prediction p;
+  // Every copy in ends before any copy out starts (the caller's arrays are written only in
+  // the final stage: design.md section 3), so each direction runs alone.
+  p.phases.push_back({"copy in", share / in_rate(m, k, t)});
+  // Pieces sort as they arrive: only the last one's sort follows the copy, then the merges of
+  // the pieces, a pass over device memory each.
+  const double share_elements = static_cast<double>(j.n) / k;
+  const double pieces =
+      std::clamp(std::floor(share_elements / model_tuning::resident_min_piece_elements), 1.0,
+                 model_tuning::resident_max_pieces);
+  const double merges = std::ceil(std::log2(pieces));
+  p.phases.push_back({"sort", sort_seconds(m, share / pieces) +
+                                  merges * 2 * share / (m.device_memory_rate * giga)});
+  if (k > 1) {
+    // Each GPU sends the parts of its sorted share that belong to the others and merges what
+    // it receives.
+    p.phases.push_back({"exchange", m.exchange_seconds + share * (k - 1) / k / (m.peer * giga) +
+                                        2 * share / (m.device_memory_rate * giga)});
+  }
+  p.phases.push_back({"copy out", share / out_rate(m, k, t)});
+  return p;
+}
+
+/// The host device: each task's gather, sort and deal or write on the cores, one task after
+/// another (the sort takes every core), the copies at the host's copy rate.
+model_prediction host_device(const machine_model& m, const model_job& j)
+{
+  const double bytes = static_cast<double>(j.n) * static_cast<double>(j.element_bytes());
+  const double copy = bytes / (m.host_copy * giga);
+  const double d = static_cast<double>(j.d);
+  const double g = static_cast<double>(j.g);
+  model_prediction p;
+  switch (j.path) {
+    case model_path::direct:
+      // In place with the CPU sort (its own buffer as large as the data).
+      p.phases.push_back({"sort", sort_seconds(m, bytes)});
+      break;
+    case model_path::in_core:
+    case model_path::resident:
+      p.phases.push_back({"copy in", copy});
+      p.phases.push_back({"sort", sort_seconds(m, bytes) + m.chunk_seconds});
+      p.phases.push_back({"copy out", copy});
+      break;
+    case model_path::two_rounds:
+    case model_path::lean: {
+      const double moves = j.path == model_path::lean ? copy : 0;
+      p.phases.push_back({"round 1", 2 * copy + sort_seconds(m, bytes) + d * m.chunk_seconds});
+      p.phases.push_back({"planning", static_cast<double>(j.candidates) * m.candidate_seconds +
+                                          d * g * (d - 1) * m.cut_seconds});
+      p.phases.push_back({"round 2", 2 * copy + moves + sort_seconds(m, bytes) +
+                                         d * m.chunk_seconds + d * d * g * m.slice_seconds});
+      break;
+    }
+  }
+  return p;
+}
+
+}  // namespace
+
+std::uint32_t resident_share_gpus(std::uint64_t n, std::uint64_t element_bytes,
+                                  std::uint32_t gpus) noexcept
+{
+  const std::uint64_t worth = std::max<std::uint64_t>(
+      1, static_cast<std::uint64_t>(model_tuning::min_resident_share_bytes) /
+             std::max<std::uint64_t>(element_bytes, 1));
+  return static_cast<std::uint32_t>(
+      std::clamp<std::uint64_t>(n / worth, 1, std::max<std::uint32_t>(gpus, 1)));
+}
+
+model_prediction predict(const machine_model& m, const model_job& j)
+{
+  model_prediction p;
+  if (j.n == 0) return p;
+  if (m.gpus == 0) {
+    p = host_device(m, j);
+  } else if (j.path == model_path::two_rounds || j.path == model_path::lean) {
+    p = gpu_two_rounds(m, j);
+  } else {
+    // resident, or one in-core chunk on a GPU the resident buffers do not fit: one round trip
+    p = gpu_resident(m, j);
+  }
+  if (j.stable_value_bytes > 0) {
+    // A guess: the host gathers the values by the sorted positions (reads at random, about
+    // a quarter of its copy rate) into a copy and back.
+    const double values = static_cast<double>(j.n) * j.stable_value_bytes;
+    p.phases.push_back({"values gathered", 4 * values / (m.host_copy * giga)});
+  }
+  for (const plan_phase& phase : p.phases) p.seconds += phase.seconds;
+  return p;
+}
+
+}  // namespace detail
+}  // namespace gpusort

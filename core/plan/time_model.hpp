@@ -1,0 +1,59 @@
+// The time model (issues 40 and 44; docs/design.md "The time model"): the seconds a job takes
+// on a machine_model, phase by phase, from how the engine runs it: the three-stream ring of
+// each round (pipeline fill and drain, the slowest stage per chunk), the host's planning
+// between the rounds, round 2's slices, the resident path's copies, sort and exchange, and the
+// host memory every GPU's copies share. No CUDA: the engine's plan() and the benchmarks use it.
+#pragma once
+
+#include <gpusort/gpusort.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpusort::detail {
+
+enum class model_path : std::uint8_t { direct, in_core, resident, two_rounds, lean };
+
+/// The shape of a job as the planner decided it.
+struct model_job {
+  std::uint64_t n{};
+  std::uint32_t key_bytes{8};
+  std::uint32_t value_bytes{};  ///< of what the devices sort (positions for a stable sort)
+  model_path path{model_path::two_rounds};
+  std::uint64_t d{1};           ///< chunks
+  std::uint64_t g{1};           ///< bins per chunk
+  std::uint64_t candidates{};   ///< d * s
+  std::uint32_t devices{1};     ///< devices the job takes (resident: GPUs it fits on)
+  /// A stable sort of pairs: the devices sort (key, position) and the host gathers the values
+  /// of `stable_value_bytes` after.
+  std::uint32_t stable_value_bytes{};
+  [[nodiscard]] std::uint64_t element_bytes() const noexcept { return key_bytes + value_bytes; }
+};
+
+struct model_tuning {
+  /// Round 2's slices below this average go through the gather kernel over mapped memory, at
+  /// least this through the copy engines (cuda_device_options::gather_copy_min_bytes).
+  static constexpr double kernel_gather_below_bytes = 256.0 * 1024;
+  /// A resident job is sorted in up to 8 pieces of at least 2^24 elements
+  /// (cuda_device_options::resident_max_pieces, resident_min_piece_elements).
+  static constexpr double resident_max_pieces = 8;
+  static constexpr double resident_min_piece_elements = 16777216.0;
+  /// A GPU below this share is not worth its own (resident.hpp min_resident_share_bytes).
+  static constexpr double min_resident_share_bytes = 64.0 * 1024 * 1024;
+};
+
+struct model_prediction {
+  double seconds{};
+  std::vector<plan_phase> phases;
+};
+
+/// The predicted seconds of `job` on `machine`, with its phases.
+model_prediction predict(const machine_model& machine, const model_job& job);
+
+/// GPUs a resident job of n elements of `element_bytes` takes out of `gpus`: as
+/// resident_gpus does, one per 64 MiB share at most (without asking any GPU's memory).
+std::uint32_t resident_share_gpus(std::uint64_t n, std::uint64_t element_bytes,
+                                  std::uint32_t gpus) noexcept;
+
+}  // namespace gpusort::detail
