@@ -115,20 +115,25 @@ device_set make_devices(const config& cfg)
   return set;
 }
 
+/// What sort() checks of a job's shape before it runs (validate), without its pointers.
+void validate_shape(const sort_job& job)
+{
+  if (!job.values) return;
+  if (job.values->value_bytes != 4 && job.values->value_bytes != 8)
+    throw invalid_argument{"sort: values must be 4 or 8 bytes, not " +
+                           std::to_string(job.values->value_bytes)};
+  if (job.values->count != job.keys.count)
+    throw invalid_argument{"sort: " + std::to_string(job.values->count) + " values for " +
+                           std::to_string(job.keys.count) + " keys"};
+}
+
 void validate(const sort_job& job)
 {
   if (job.keys.count > 0 && job.keys.data == nullptr)
     throw invalid_argument{"sort: keys are null"};
-  if (job.values) {
-    if (job.values->value_bytes != 4 && job.values->value_bytes != 8)
-      throw invalid_argument{"sort: values must be 4 or 8 bytes, not " +
-                             std::to_string(job.values->value_bytes)};
-    if (job.values->count != job.keys.count)
-      throw invalid_argument{"sort: " + std::to_string(job.values->count) + " values for " +
-                             std::to_string(job.keys.count) + " keys"};
-    if (job.values->count > 0 && job.values->data == nullptr)
-      throw invalid_argument{"sort: values are null"};
-  }
+  validate_shape(job);
+  if (job.values && job.values->count > 0 && job.values->data == nullptr)
+    throw invalid_argument{"sort: values are null"};
   const bool separate = job.keys_out != nullptr;
   if (job.values && job.keys.count > 0 && separate != (job.values_out != nullptr))
     throw invalid_argument{"sort: keys and values must both be sorted in place or both into "
@@ -701,18 +706,6 @@ std::string path_name(const fast_route& r, bool on_gpus)
       return "lean";
   }
   return "";
-}
-
-/// What sort() checks of a job's shape before it runs (validate), without its pointers.
-void validate_shape(const sort_job& job)
-{
-  if (!job.values) return;
-  if (job.values->value_bytes != 4 && job.values->value_bytes != 8)
-    throw invalid_argument{"sort: values must be 4 or 8 bytes, not " +
-                           std::to_string(job.values->value_bytes)};
-  if (job.values->count != job.keys.count)
-    throw invalid_argument{"sort: " + std::to_string(job.values->count) + " values for " +
-                           std::to_string(job.keys.count) + " keys"};
 }
 
 }  // namespace

@@ -65,14 +65,23 @@ for preset in "${presets[@]}"; do
   logs="build/$preset/sanitizer-logs"
   rm -rf "$logs"
   mkdir -p "$logs"
-  ctest --preset "$preset" "${run[@]}" || status=1
+  failed=""
+  if ! ctest --preset "$preset" "${run[@]}"; then
+    status=1
+    # Named again in the closing lines: CI keeps only the tail of a long log.
+    failed_log="build/$preset/Testing/Temporary/LastTestsFailed.log"
+    failed="; FAILED: $(sed 's/^[0-9]*://' "$failed_log" 2>/dev/null | tr '\n' ' ')"
+  fi
   reports=("$logs"/*)
   if [ -e "${reports[0]}" ]; then
     for r in "${reports[@]}"; do echo "== test.sh: $r =="; cat "$r"; done
     echo "test.sh: $preset: ${#reports[@]} sanitizer report(s) in $logs (above)"
+    failed="$failed; sanitizer reports: $(for r in "${reports[@]}"; do
+      printf '%s (%s) ' "$(basename "$r")" "$(grep -m1 -E 'ERROR|WARNING' "$r" | cut -c1-120)"
+    done)"
     status=1
   fi
-  summary+=("$preset ($what): build $built s, tests $((SECONDS - start - built)) s")
+  summary+=("$preset ($what): build $built s, tests $((SECONDS - start - built)) s$failed")
   echo "== test.sh: $preset took $((SECONDS - start)) s =="
 done
 for line in "${summary[@]}"; do echo "test.sh: $line"; done

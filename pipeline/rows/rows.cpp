@@ -10,6 +10,7 @@
 #include <gpusort/rows.hpp>
 #include <gpusort/units.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <string>
@@ -132,9 +133,14 @@ sort_report sort_records(engine& engine, const record_array& records,
         stages.run("rows: copy back", bytes,
                    [&] { detail::parallel_copy(data, copy.data(), bytes); });
       } else {
+        // The walk's byte of state per record counts in the limit, and its breakpoints' records
+        // take what is left of it, up to in_place_saved_bytes. The words took 16 bytes a row
+        // within the same limit, so the state fits where the job came this far.
+        const std::uint64_t left = *o.host_memory_limit - std::min(*o.host_memory_limit,
+                                                                   records.count);
         stages.run("rows: permute", bytes, [&] {
           detail::permute_records(data, records.count, r, perm.as<Index>(),
-                                  in_place_saved_bytes);
+                                  std::min(in_place_saved_bytes, left));
         });
       }
     }
