@@ -200,7 +200,29 @@ records_layout records_layout_of(const parsed_args& a, const array_layout& layou
   if (structured && npy->shape.front() != r.count)
     throw cli_error{exit_data, fmt::format("{}: its header says {} records, its data holds {}",
                                            shown, npy->shape.front(), r.count)};
+  if (structured)
+    for (const npy_field& f : npy->fields)
+      if (f.descr == "|b1" && std::any_of(r.keys.begin(), r.keys.end(), [&](const key_field& k) {
+            return k.offset == f.offset && k.bytes() == 1;
+          }))
+        r.bool_keys.emplace_back(f.name, static_cast<std::uint32_t>(f.offset));
   return r;
+}
+
+void check_bool_keys(const std::filesystem::path& input, std::uint64_t offset,
+                     const records_layout& r, const std::string& shown)
+{
+  if (r.bool_keys.empty() || r.count == 0) return;
+  const mapped_input mapped{input};
+  const auto* records = static_cast<const unsigned char*>(mapped.data()) + offset;
+  for (const auto& [name, at] : r.bool_keys)
+    for (std::uint64_t i = 0; i < r.count; ++i)
+      if (const unsigned char b = records[i * r.record_bytes + at]; b > 1)
+        throw cli_error{exit_data,
+                        fmt::format("{}: bool field '{}' holds the byte {} in record {}: NumPy "
+                                    "takes every nonzero byte as True, and records sort by "
+                                    "their bytes; write it as 0 and 1 (in NumPy: a['{}'] = a['{}'] != 0)",
+                                    shown, name, b, i, name, name)};
 }
 
 }  // namespace gpusort::cli

@@ -9,6 +9,8 @@
 #include <gpusort/types.hpp>
 
 #include <cstdint>
+#include <filesystem>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,10 @@ struct records_layout {
   std::uint32_t record_bytes{};
   std::vector<key_field> keys;
   std::uint64_t count{};
+  /// The structured .npy fields of type b1 among the keys, by name and offset: NumPy's
+  /// sort(order=) takes every nonzero byte of one as True, which the keys' bytes cannot say,
+  /// so their bytes must be 0 or 1 (check_bool_keys).
+  std::vector<std::pair<std::string, std::uint32_t>> bool_keys;
 };
 
 /// Whether the command's options or the input ask for records: --record-bytes, --key, --order,
@@ -43,6 +49,12 @@ bool wants_records(const parsed_args& a, const array_layout& layout);
 records_layout records_layout_of(const parsed_args& a, const array_layout& layout,
                                  const std::string& shown,
                                  const std::vector<key_field>& default_keys = {});
+
+/// Exit 65 naming the field and the first record where a b1 key (records_layout::bool_keys)
+/// holds a byte other than 0 or 1: sorted as bytes it would order two Trues NumPy calls equal.
+/// Reads nothing where there is no such key.
+void check_bool_keys(const std::filesystem::path& input, std::uint64_t offset,
+                     const records_layout& r, const std::string& shown);
 
 /// The sort benchmark's key: 10 bytes at the start of each record.
 inline const std::vector<key_field> benchmark_key{{column_type::bytes, 0, 10}};

@@ -796,6 +796,7 @@ int sort_records_files(const parsed_args& a, const fs::path& input_path, const i
                                               keys_only)};
   const std::string shown = input_path.string();
   const records_layout r = records_layout_of(a, in.layout, shown);
+  check_bool_keys(input_path, in.layout.offset(), r, shown);
   const float_order floats =
       float_order_option(a).value_or(in.layout.npy ? float_order::numpy : float_order::total);
   const std::optional<std::string> argsort_path = a.get("argsort-out");

@@ -1002,6 +1002,12 @@ TEST_P(CliRecordsSort, ErrorsExitWithTheirCodeAndChangeNoFile)
   spit(path("two.npy"), npy_header_of("[('a', '<u4')]", "(2, 3)") + std::string(24, '\0'));
   spit(path("short.npy"), npy_header_of("[('a', '<u4')]", 5) + std::string(16, '\0'));
   spit(path("plain.npy"), ref::npy_header("<u4", 3) + std::string(12, '\0'));
+  {
+    // A bool whose byte is 2 (a view, a raw write): NumPy's sort(order=) calls it True.
+    std::string data = make_structured(mixed, 40, 3);
+    data[17 * mixed.rb + 12] = 2;
+    spit(path("bool.npy"), npy_header_of(mixed.descr, 40) + data);
+  }
   const std::map<std::string, std::string> before = work_files();
 
   struct error_case {
@@ -1067,6 +1073,10 @@ TEST_P(CliRecordsSort, ErrorsExitWithTheirCodeAndChangeNoFile)
       {{path("be.npy")}, 65, "field 'a' (>u4) is not a type records sort by"},
       {{path("two.npy")}, 65, "is 2-dimensional: records are 1-D"},
       {{path("short.npy")}, 65, "its header says 5 records, its data holds 4"},
+      {{path("bool.npy")}, 65, "bool field 'b' holds the byte 2 in record 17"},
+      {{path("bool.npy"), "--key", "12:1:bytes"}, 65, "bool field 'b' holds the byte 2"},
+      {{path("bool.npy"), "--order", "g,b", "--out", path("b2.npy")}, 65,
+       "a['b'] = a['b'] != 0"},
       {{path("plain.npy"), "--record-bytes", "4", "--key", "0:4:u32"}, 65,
        "holds '<u4' elements, not records"},
   };
