@@ -376,7 +376,7 @@ enum class sorted_by : std::uint8_t { daemon, local };
 /// The report of a finished sort on `to`: JSON with --json, else one line unless --quiet; only
 /// the daemon's report has a queue time.
 void print_sort_report(std::FILE* to, const sort_report& r, sorted_by by,
-                       const parsed_args& a, const sort_timeline& timeline)
+                       const parsed_args& a, const sort_timeline& timeline, bool records = false)
 {
   const double wall_seconds = seconds_since_start();
   timeline.print(stderr);
@@ -412,7 +412,8 @@ void print_sort_report(std::FILE* to, const sort_report& r, sorted_by by,
     fmt::print(to,
                "sorted {} ({}) in {:.3f} s ({:.3f} s in all): {:.3f} GiB/s, engine {} on {}, "
                "{}, {}{}\n",
-               plural(r.elements, "element"), format_bytes(r.bytes), r.seconds, wall_seconds,
+               plural(r.elements, records ? "record" : "element"), format_bytes(r.bytes),
+               r.seconds, wall_seconds,
                r.rate_bytes_per_second() / gibibyte, r.engine, devices, plural(r.chunks, "chunk"),
                plural(static_cast<std::uint64_t>(r.rounds), "round"),
                daemon ? " (daemon)" : "");
@@ -424,7 +425,7 @@ void print_sort_report(std::FILE* to, const sort_report& r, sorted_by by,
 /// all are durable), then the report.
 int finish_sort(progress_bar& bar, const std::vector<atomic_output*>& outputs,
                 const sort_report& r, sorted_by by, const parsed_args& a,
-                sort_timeline& timeline, engine_closer* closer = nullptr)
+                sort_timeline& timeline, engine_closer* closer = nullptr, bool records = false)
 {
   bar.finish();
   const bool durable = !a.has("no-sync");
@@ -433,7 +434,7 @@ int finish_sort(progress_bar& bar, const std::vector<atomic_output*>& outputs,
   publish_all(outputs);
   timeline.mark("outputs published");
   if (closer != nullptr) closer->wait(timeline);
-  print_sort_report(stdout, r, by, a, timeline);
+  print_sort_report(stdout, r, by, a, timeline, records);
   return exit_ok;
 }
 
@@ -895,7 +896,7 @@ int sort_records_files(const parsed_args& a, const fs::path& input_path, const i
     timeline.mark("records gathered by the permutation");
   }
   return finish_sort(bar, outputs, report, local ? sorted_by::local : sorted_by::daemon, a,
-                     timeline, &closer);
+                     timeline, &closer, true);
 }
 
 }  // namespace
@@ -1099,7 +1100,7 @@ int run_sort(const std::vector<std::string>& args)
     timeline.set_stages(report.profile);  // the daemon's engine's, as --local shows its own
   }
   return finish_sort(bar, outputs, report, local ? sorted_by::local : sorted_by::daemon, a,
-                     timeline, &closer);
+                     timeline, &closer, true);
 }
 
 }  // namespace gpusort::cli

@@ -643,6 +643,10 @@ TEST_P(CliRecordsSort, SortsGensortRecordsByTheBenchmarkKey)
   ASSERT_EQ(r.code, 0) << r.err << log();
   EXPECT_EQ(r.out, "");
   EXPECT_TRUE(same_records(want, slurp(path("g.bin")), 100));
+  // The summary counts records, not elements.
+  r = sort({path("g.bin"), "--record-bytes", "100", "--key", "0:10:bytes"});
+  ASSERT_EQ(r.code, 0) << r.err << log();
+  EXPECT_EQ(r.out.rfind("sorted 100000 records (9.54 MiB) in ", 0), 0U) << r.out;
   EXPECT_EQ(work_names(), (std::set<std::string>{"g.bin", "s.bin"})) << "a temporary was left";
 }
 
