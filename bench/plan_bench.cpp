@@ -2,7 +2,7 @@
 // and a device capacity, the plan the engine makes (d chunks, g runs each, s candidates a run),
 // then its steps on runs laid out as round 1 leaves them (each run sorted uniform keys, made by
 // the benchmark without a sort), each timed: the run table, the splitters (candidate reads and
-// their merge) and the cuts of every run (slice_runs). On the H200 host this is the "round 2
+// their sort) and the cuts of every run (slice_runs). On the H200 host this is the "round 2
 // plan" stage of a profile (0.4-0.8 s at d = 1685-4096); here it runs on the CPUs alone, so
 // that a change to the planning can be measured on any machine. Usage: plan_bench --help.
 #include "bench/bench_cli.hpp"

@@ -42,7 +42,9 @@ machine_model machine_model::h200(std::uint32_t gpus)
       .chunk_seconds = 100e-6,
       .slice_seconds = 26e-9,
       // A fit of the round-2 plan on the 16-core H200 host: 0.40-0.53 s with 16.7M candidates
-      // and 2.8M cuts (32 GiB, d = 1685), 0.61-0.83 s with 16.7M of each (8 GiB, d = 4096).
+      // and 2.8M cuts (32 GiB, d = 1685), 0.61-0.83 s with 16.7M of each (8 GiB, d = 4096),
+      // when the candidates were merged; radix sorted since (splitters.cpp) they cost 2-3x
+      // less on the 2-core VM: a refit on the GPU host is due.
       .candidate_seconds = 25e-9,
       .cut_seconds = 18e-9,
       .exchange_seconds = 0.034,
