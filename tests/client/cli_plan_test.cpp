@@ -98,6 +98,8 @@ TEST_F(CliPlan, AHypotheticalMachineOfTwoGpus)
   ASSERT_EQ(human.code, 0) << human.err;
   EXPECT_NE(human.out.find("path: two rounds"), std::string::npos) << human.out;
   EXPECT_NE(human.out.find("arrays pageable"), std::string::npos) << human.out;
+  // A described GPU's smallest budget leaves out the sort's scratch, and says so.
+  EXPECT_NE(human.out.find("leaves out its sort's scratch"), std::string::npos) << human.out;
 }
 
 TEST_F(CliPlan, BadInputIsOneLineAndExit64)
