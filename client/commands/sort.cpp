@@ -1100,7 +1100,7 @@ int run_sort(const std::vector<std::string>& args)
     timeline.set_stages(report.profile);  // the daemon's engine's, as --local shows its own
   }
   return finish_sort(bar, outputs, report, local ? sorted_by::local : sorted_by::daemon, a,
-                     timeline, &closer, true);
+                     timeline, &closer);
 }
 
 }  // namespace gpusort::cli
