@@ -155,7 +155,7 @@ model_prediction gpu_two_rounds(const machine_model& m, const model_job& j)
   p.phases.push_back({"round 1", ring_round(d, k, chunk / in_rate(m, k, t1), chunk / r1,
                                             sort_stage, chunk / r1,
                                             chunk / out_rate(m, k, t1))});
-  // Between the rounds the host reads and merges the candidates and cuts the d * g runs at
+  // Between the rounds the host reads and sorts the candidates and cuts the d * g runs at
   // d - 1 splitters (design.md section 3, "Many chunks").
   const double cuts = d * g * (d - 1);
   p.phases.push_back({"planning", static_cast<double>(j.candidates) * m.candidate_seconds +
