@@ -352,6 +352,8 @@ struct engine::impl {
                                  const detail::element_layout& inner, std::uint32_t stable_values,
                                  bool lean, const memory_estimate& memory, std::uint64_t limit,
                                  const machine_model& machine, bool this_machine);
+  /// engine::estimate_memory's body for a sort, which plan_sort shares.
+  [[nodiscard]] memory_estimate estimate(const sort_job& job, const sort_options& options);
   [[nodiscard]] job_plan plan_sort(const sort_job& job, const sort_options& options,
                                    const machine_model& machine, bool this_machine);
   [[nodiscard]] job_plan plan_argsort(const argsort_job& job, const sort_options& options,
@@ -645,15 +647,20 @@ std::uint64_t engine::impl::fast_bytes(const argsort_job& job, const sort_option
   return inner == std::numeric_limits<std::uint64_t>::max() ? inner : n * pairs.bytes() + inner;
 }
 
-memory_estimate engine::estimate_memory(const sort_job& job, const sort_options& options) const
+memory_estimate engine::impl::estimate(const sort_job& job, const sort_options& options)
 {
-  memory_estimate e{.fast_bytes = impl_->fast_bytes(job, options)};
+  memory_estimate e{.fast_bytes = fast_bytes(job, options)};
   const std::uint32_t vb = job.values ? job.values->value_bytes : 0;
   detail::element_layout layout = layout_of(job.keys.type, vb, options);
   layout.stable = options.stable && job.values.has_value();
-  e.lean_bytes = detail::lean::least_bytes(impl_->lean_parts(), job.keys.count, layout);
+  e.lean_bytes = detail::lean::least_bytes(lean_parts(), job.keys.count, layout);
   if (e.lean_bytes == 0) e.lean_refusal = "no lean plan exists for this job on these devices";
   return e;
+}
+
+memory_estimate engine::estimate_memory(const sort_job& job, const sort_options& options) const
+{
+  return impl_->estimate(job, options);
 }
 
 memory_estimate engine::estimate_memory(const argsort_job& job,
@@ -716,28 +723,42 @@ machine_model engine::machine() const
   return machine_model::host(impl_->cfg.host_threads);
 }
 
-fast_route engine::impl::route_on(const machine_model& m, std::uint64_t n,
-                                  const detail::element_layout& layout) const
+namespace {
+
+/// The devices of a described machine as the engine counts their budgets: the host device's
+/// own capacity, or a GPU's as cuda_device::capacity counts it, less its sort's scratch (which
+/// only a GPU can size): the ring's slots and the sort's alternates beside a margin; below the
+/// margin only small jobs (4096 elements) sort, whole. See pipeline/cuda/cuda_device.cpp.
+detail::device_capacity described_capacity(const machine_model& m,
+                                           const detail::element_layout& layout,
+                                           std::uint64_t budget, unsigned host_threads)
 {
-  const std::uint64_t budget = cfg.device_memory_budget.value_or(m.device_memory);
-  const std::uint64_t e = layout.bytes();
-  if (m.gpus == 0) {
-    const detail::host_device host{budget == 0 ? std::nullopt : std::optional{budget},
-                                   cfg.host_threads};
-    return route_of(
-        n, layout, [&] { return host.capacity(layout); }, max_chunk_of(layout), 0,
-        [] { return 0U; }, budget == 0 && !cfg.chunk_bytes);
-  }
-  // A GPU as cuda_device::capacity counts it, less its sort's scratch (which only a GPU can
-  // size): the ring's slots and the sort's alternates beside a margin; below the margin only
-  // small jobs (4096 elements) sort, whole. See pipeline/cuda/cuda_device.cpp.
-  const std::uint64_t per_element = gpu_buffers_per_element * e;
+  if (m.gpus == 0)
+    return detail::host_device{budget == 0 ? std::nullopt : std::optional{budget}, host_threads}
+        .capacity(layout);
+  const std::uint64_t per_element = gpu_buffers_per_element * layout.bytes();
   detail::device_capacity cap{.bytes_per_element = per_element, .fixed_bytes = gpu_margin};
   if (budget != 0) {
     const std::uint64_t fitting = budget > gpu_margin ? (budget - gpu_margin) / per_element : 0;
     cap.elements = std::max(fitting, gpu_small_job_elements);
     cap.whole_jobs_only = fitting < gpu_small_job_elements;
   }
+  return cap;
+}
+
+}  // namespace
+
+fast_route engine::impl::route_on(const machine_model& m, std::uint64_t n,
+                                  const detail::element_layout& layout) const
+{
+  const std::uint64_t budget = cfg.device_memory_budget.value_or(m.device_memory);
+  const detail::device_capacity cap = described_capacity(m, layout, budget, cfg.host_threads);
+  if (m.gpus == 0) {
+    return route_of(
+        n, layout, [&] { return cap; }, max_chunk_of(layout), 0, [] { return 0U; },
+        budget == 0 && !cfg.chunk_bytes);
+  }
+  const std::uint64_t e = layout.bytes();
   const auto fits = [&]() -> std::uint32_t {
     // Resident: two arrays of the share on each GPU (resident_buffers::copies), scratch aside.
     const std::uint32_t k = detail::resident_share_gpus(n, e, m.gpus);
@@ -769,14 +790,8 @@ job_plan engine::impl::plan_of(std::uint64_t n, const detail::element_layout& la
                         .stable_value_bytes = stable_values};
   // The smallest budget with which the two rounds plan the job on devices like these.
   const detail::device_capacity cap =
-      this_machine ? detail::common_capacity(device_list(), inner) : [&] {
-        detail::device_capacity c;
-        c.bytes_per_element = (m.gpus == 0 ? detail::host_device::buffers_per_chunk
-                                           : gpu_buffers_per_element) *
-                              inner.bytes();
-        c.fixed_bytes = m.gpus == 0 ? 0 : gpu_margin;
-        return c;
-      }();
+      this_machine ? detail::common_capacity(device_list(), inner)
+                   : described_capacity(m, inner, p.device_budget, cfg.host_threads);
   p.smallest_budget = detail::smallest_budget(n, cap, inner.key_bytes);
   try {
     if (lean) {
@@ -841,11 +856,8 @@ job_plan engine::impl::plan_sort(const sort_job& job, const sort_options& option
   const std::uint32_t vb = job.values ? job.values->value_bytes : 0;
   const detail::element_layout layout = layout_of(job.keys.type, vb, options);
   const std::uint64_t limit = limit_of(options);
-  const std::uint64_t fast = fast_bytes(job, options);
-  memory_estimate memory{.fast_bytes = fast};
-  detail::element_layout lean_layout = layout;
-  lean_layout.stable = options.stable && job.values.has_value();
-  memory.lean_bytes = detail::lean::least_bytes(lean_parts(), n, lean_layout);
+  const memory_estimate memory = estimate(job, options);
+  const std::uint64_t fast = memory.fast_bytes;
   const bool lean = lean_first(n, job.journal_fd >= 0, fast, limit);
   // The stable path sorts (key, position) pairs and gathers the values after (stable.hpp).
   detail::element_layout inner = layout;
