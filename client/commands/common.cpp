@@ -4,6 +4,7 @@
 #include "core/sys_io.hpp"
 
 #include <gpusort/error.hpp>
+#include <gpusort/units.hpp>
 
 #include <fmt/format.h>
 
@@ -54,6 +55,14 @@ dtype dtype_option(const parsed_args& a)
   const auto t = parse_dtype(text);
   if (!t) throw cli_error{exit_usage, "unknown dtype '" + text + "' (u32 i32 u64 i64 f32 f64)"};
   return *t;
+}
+
+std::uint64_t count_option(const parsed_args& a)
+{
+  const std::string text = a.require("count");
+  const std::optional<std::uint64_t> count = parse_count(text);
+  if (!count) throw cli_error{exit_usage, "bad --count '" + text + "' (e.g. 1000, 10M, 1Gi)"};
+  return *count;
 }
 
 std::optional<dtype> optional_dtype_option(const parsed_args& a)

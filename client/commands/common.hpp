@@ -46,6 +46,9 @@ const std::string& one_file(const parsed_args& a, std::string_view command,
 /// --dtype, which must be given: an unknown name is a usage error.
 dtype dtype_option(const parsed_args& a);
 
+/// --count, which must be given: a count such as 1000, 10M or 1Gi, else a usage error.
+std::uint64_t count_option(const parsed_args& a);
+
 /// --dtype when given (an unknown name is a usage error at once); a .npy file may say it instead.
 std::optional<dtype> optional_dtype_option(const parsed_args& a);
 

@@ -135,9 +135,7 @@ int gen_records(const parsed_args& a)
     throw cli_error{exit_usage, "--records takes --dist uniform, gaussian, sorted, reverse, "
                                 "zero or fewunique, not '" + dist_text + "'"};
   const std::string count_text = a.require("count");
-  const auto count = parse_count(count_text);
-  if (!count)
-    throw cli_error{exit_usage, "bad --count '" + count_text + "' (e.g. 1000, 10M, 1Gi)"};
+  const std::uint64_t count = count_option(a);
   std::uint32_t record_bytes = gensort_record_bytes;
   if (const auto given = a.get("record-bytes")) {
     const auto n = parse_count(*given);
@@ -146,18 +144,18 @@ int gen_records(const parsed_args& a)
                                               record_key_bytes, max_record_bytes, *given)};
     record_bytes = static_cast<std::uint32_t>(*n);
   }
-  if (*count > std::numeric_limits<std::uint64_t>::max() / record_bytes - 4096)
+  if (count > std::numeric_limits<std::uint64_t>::max() / record_bytes - 4096)
     throw cli_error{exit_usage, "--count " + count_text + " is too large: its size overflows"};
   const std::uint64_t seed = seed_option(a);
   const fs::path out_path = a.require("out");
   if (out_path == "-") throw cli_error{exit_usage, "--records needs a file, not standard output"};
-  atomic_output out{out_path, *count * record_bytes};
+  atomic_output out{out_path, count * record_bytes};
   // Pieces of about 64 MiB: written and dropped, so the page cache, not this process, holds
   // the file.
   const std::uint64_t piece = std::max<std::uint64_t>(1, (std::uint64_t{64} << 20) / record_bytes);
-  std::vector<unsigned char> buffer(std::min(*count, piece) * record_bytes);
-  for (std::uint64_t first = 0; first < *count; first += piece) {
-    const std::uint64_t n = std::min(piece, *count - first);
+  std::vector<unsigned char> buffer(std::min(count, piece) * record_bytes);
+  for (std::uint64_t first = 0; first < count; first += piece) {
+    const std::uint64_t n = std::min(piece, count - first);
     generate_records(buffer.data(), n, record_bytes, *dist, seed, first);
     write_all_at(out.fd(), buffer.data(), n * record_bytes, first * record_bytes, out.shown());
   }
@@ -165,7 +163,7 @@ int gen_records(const parsed_args& a)
   out.publish();
   if (!a.has("quiet"))
     std::printf("wrote %s of %u bytes (%s keys, seed %llu) to %s\n",
-                plural(*count, "record").c_str(), record_bytes, dist_text.c_str(),
+                plural(count, "record").c_str(), record_bytes, dist_text.c_str(),
                 static_cast<unsigned long long>(seed), out_path.c_str());
   return exit_ok;
 }
@@ -191,9 +189,7 @@ int run_gen(const std::vector<std::string>& args)
   if (!applies_to(*dist, t))
     throw cli_error{exit_usage, "distribution " + dist_text + " needs a float dtype (f32, f64)"};
   const std::string count_text = a.require("count");
-  const auto count = parse_count(count_text);
-  if (!count)
-    throw cli_error{exit_usage, "bad --count '" + count_text + "' (e.g. 1000, 10M, 1Gi)"};
+  const std::uint64_t count = count_option(a);
   const std::uint64_t seed = seed_option(a);
   const fs::path out_path = a.require("out");
   const std::optional<std::string> values_path = a.get("values-out");
@@ -203,7 +199,7 @@ int run_gen(const std::vector<std::string>& args)
   if (values_path && same_file(out_path, *values_path))
     throw cli_error{exit_usage, "--out and --values-out name the same file"};
   constexpr std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
-  if (*count > max / size_of(t) - 4096 || (values_path && *count > max / value_bytes - 4096))
+  if (count > max / size_of(t) - 4096 || (values_path && count > max / value_bytes - 4096))
     throw cli_error{exit_usage, "--count " + count_text + " is too large: its size overflows"};
 
   if (values_path == "-")
@@ -211,12 +207,12 @@ int run_gen(const std::vector<std::string>& args)
   const bool to_stdout = out_path == "-";
   // The same bytes behind a header np.save would write, for NumPy and for tests of .npy input.
   const auto header_for = [&](const std::string& path, std::string_view descr) {
-    return a.has("npy") || has_npy_name(path) ? make_npy_header(descr, *count) : std::string{};
+    return a.has("npy") || has_npy_name(path) ? make_npy_header(descr, count) : std::string{};
   };
   const std::string keys_header = header_for(out_path.string(), npy_descr_of(t));
   const std::string values_header =
       values_path ? header_for(*values_path, value_descr(value_bytes)) : std::string{};
-  const std::uint64_t keys_bytes = keys_header.size() + *count * size_of(t);
+  const std::uint64_t keys_bytes = keys_header.size() + count * size_of(t);
   std::optional<atomic_output> keys;
   std::unique_ptr<char[]> streamed;  // the keys for standard output, uninitialised until made
   if (to_stdout)
@@ -224,18 +220,18 @@ int run_gen(const std::vector<std::string>& args)
   else
     keys.emplace(out_path, keys_bytes);
   std::optional<atomic_output> values;
-  if (values_path) values.emplace(*values_path, values_header.size() + *count * value_bytes);
+  if (values_path) values.emplace(*values_path, values_header.size() + count * value_bytes);
   // Headers are multiples of 64 bytes: the keys after them are aligned as generate() wants.
   char* const keys_at = to_stdout ? streamed.get() : static_cast<char*>(keys->map());
   if (keys_at != nullptr) std::memcpy(keys_at, keys_header.data(), keys_header.size());
-  generate(key_array{keys_at == nullptr ? nullptr : keys_at + keys_header.size(), *count, t},
+  generate(key_array{keys_at == nullptr ? nullptr : keys_at + keys_header.size(), count, t},
            *dist, seed);
   if (values) {
     auto* const values_at = static_cast<char*>(values->map());
     if (values_at != nullptr) std::memcpy(values_at, values_header.data(), values_header.size());
     generate_values(value_array{values_at == nullptr ? nullptr
                                                      : values_at + values_header.size(),
-                                *count, value_bytes},
+                                count, value_bytes},
                     seed);
   }
   if (to_stdout) write_all(STDOUT_FILENO, streamed.get(), keys_bytes, "standard output");
@@ -248,12 +244,12 @@ int run_gen(const std::vector<std::string>& args)
   if (!a.has("quiet")) {
     // With the keys on standard output, the summary goes to standard error.
     std::FILE* to = to_stdout ? stderr : stdout;
-    std::fprintf(to, "wrote %s of %s (%s, seed %llu) to %s\n", plural(*count, "key").c_str(),
+    std::fprintf(to, "wrote %s of %s (%s, seed %llu) to %s\n", plural(count, "key").c_str(),
                  std::string{name_of(t)}.c_str(), dist_text.c_str(),
                  static_cast<unsigned long long>(seed),
                  to_stdout ? "standard output" : out_path.c_str());
     if (values)
-      std::fprintf(to, "wrote %s of %u bytes to %s\n", plural(*count, "value").c_str(),
+      std::fprintf(to, "wrote %s of %u bytes to %s\n", plural(count, "value").c_str(),
                    value_bytes, values_path->c_str());
   }
   return exit_ok;

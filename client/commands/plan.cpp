@@ -207,10 +207,7 @@ int run_plan(const std::vector<std::string>& args)
     throw cli_error{exit_usage, "give the size as --count N or --bytes B (one of them)"};
   std::uint64_t count = 0;
   if (a.has("count")) {
-    const std::string text = a.require("count");
-    const std::optional<std::uint64_t> c = parse_count(text);
-    if (!c) throw cli_error{exit_usage, "bad --count '" + text + "' (e.g. 1000, 10M, 1Gi)"};
-    count = *c;
+    count = count_option(a);
   } else {
     const std::uint64_t bytes = bytes_option(a, "bytes");
     if (bytes % size_of(type) != 0)
