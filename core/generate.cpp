@@ -35,8 +35,6 @@ constexpr std::uint64_t work_item = std::uint64_t{1} << 16;
 enum class stream : std::uint64_t { key = 1, gauss1, gauss2, gauss3, kind, pick, table, value };
 
 using detail::counter_rng;
-using detail::golden;
-using detail::mix64;
 
 constexpr std::uint64_t mulhi(std::uint64_t a, std::uint64_t b) noexcept
 {
