@@ -3,6 +3,7 @@
 #include "core/plan/chunk_plan.hpp"
 #include "core/plan/time_model.hpp"
 #include "core/switches.hpp"
+#include "pipeline/cuda/buffer_sizes.hpp"
 #include "pipeline/device.hpp"
 #include "pipeline/direct.hpp"
 #include "pipeline/executor.hpp"
@@ -238,13 +239,16 @@ bool host_registration::pinned() const noexcept
 [[maybe_unused]] constexpr std::uint64_t min_pipeline_chunk_bytes = std::uint64_t{64} << 20;
 
 // A hypothetical machine's GPUs, as cuda_device counts its budget (pipeline/cuda/
-// cuda_device.hpp, which a CPU-only build cannot include): its margin, its bytes per element
-// of capacity (three ring slots and the sort's alternates), the small jobs it always takes.
-constexpr std::uint64_t gpu_margin = std::uint64_t{16} << 20;
+// cuda_device.hpp, which a CPU-only build cannot include): its margin, its ring's slots, its
+// bytes per element of capacity (the slots and the sort's alternates), the small jobs it always
+// takes.
+constexpr std::uint64_t gpu_margin = std::uint64_t{2} << 20;
+constexpr std::uint64_t gpu_ring_slots = 3;
 constexpr std::uint64_t gpu_buffers_per_element = 4;
 constexpr std::uint64_t gpu_small_job_elements = 4096;
 #if GPUSORT_WITH_CUDA
 static_assert(gpu_margin == detail::cuda_device::budget_margin);
+static_assert(gpu_ring_slots == detail::cuda_device::ring_slots);
 static_assert(gpu_buffers_per_element == detail::cuda_device::buffers_per_element);
 #endif
 
@@ -737,9 +741,15 @@ detail::device_capacity described_capacity(const machine_model& m,
     return detail::host_device{budget == 0 ? std::nullopt : std::optional{budget}, host_threads}
         .capacity(layout);
   const std::uint64_t per_element = gpu_buffers_per_element * layout.bytes();
-  detail::device_capacity cap{.bytes_per_element = per_element, .fixed_bytes = gpu_margin};
+  // A ring of c elements in whole pages, its tables beside it, as cuda_device counts them.
+  const auto need = [layout](std::uint64_t c) -> std::uint64_t {
+    const detail::buffer_sizes ring{.keys = c * layout.key_bytes, .values = c * layout.value_bytes};
+    return gpu_margin + ring.total(gpu_buffers_per_element) +
+           detail::ring_table_bytes(layout.bytes(), c, gpu_ring_slots);
+  };
+  detail::device_capacity cap{.bytes_per_element = per_element, .exact_budget = need};
   if (budget != 0) {
-    const std::uint64_t fitting = budget > gpu_margin ? (budget - gpu_margin) / per_element : 0;
+    const std::uint64_t fitting = detail::largest_fitting(budget, per_element, need);
     cap.elements = std::max(fitting, gpu_small_job_elements);
     cap.whole_jobs_only = fitting < gpu_small_job_elements;
   }
@@ -763,7 +773,9 @@ fast_route engine::impl::route_on(const machine_model& m, std::uint64_t n,
     // Resident: two arrays of the share on each GPU (resident_buffers::copies), scratch aside.
     const std::uint32_t k = detail::resident_share_gpus(n, e, m.gpus);
     const std::uint64_t share = (n + k - 1) / k;
-    return budget == 0 || gpu_margin + 2 * share * e <= budget ? k : 0;
+    const detail::buffer_sizes two{.keys = share * layout.key_bytes,
+                                   .values = share * layout.value_bytes};
+    return budget == 0 || gpu_margin + two.total(2) <= budget ? k : 0;
   };
   return route_of(
       n, layout, [&] { return cap; }, max_chunk_of(layout), m.gpus, fits, false);

@@ -6,11 +6,59 @@
 // need, within the device's budget. No CUDA here: tests/pipeline checks it on any machine.
 #pragma once
 
+#include "core/plan/tuning.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cstdint>
 
 namespace gpusort::detail {
+
+/// What a device buffer takes of the GPU's memory and so of its budget: cudaMalloc maps a
+/// buffer of a page or more in whole pages of 2 MiB (a budget of 32 MiB holds four 4.2 MB
+/// buffers in 24 MiB, not 16.6 MB); smaller ones share pages with each other, and the page
+/// they leave partly used is cuda_device::budget_margin's.
+inline constexpr std::uint64_t device_page_bytes = std::uint64_t{2} << 20;
+
+/// The device bytes a buffer of `bytes` takes: whole pages from one page up, else its bytes.
+[[nodiscard]] constexpr std::uint64_t device_pages(std::uint64_t bytes) noexcept
+{
+  if (bytes < device_page_bytes) return bytes;
+  return (bytes + device_page_bytes - 1) / device_page_bytes * device_page_bytes;
+}
+
+/// Device bytes of one slice's entries in a ring slot's tables (cuda_device.cpp's round_state):
+/// a decode entry (40 bytes) and a gather entry (24) for its keys, a gather entry for its values.
+inline constexpr std::uint64_t table_entry_bytes = 40 + 2 * 24;
+
+/// Device bytes a budget keeps for the tables of a ring of `slots` slots whose tasks hold up to
+/// c elements of `element_bytes`, in whole pages (one allocation serves every slot). A task of
+/// round 2 gathers d * g slices; the planner keeps d at most max_chunks and otherwise slices of
+/// min_slice_bytes on average (bins_for), so a task of c elements has at most
+/// max(max_chunks, c * element_bytes / min_slice_bytes) of them: 1 MiB for three slots at
+/// d = 4096, under 0.001 bytes per byte of capacity beyond.
+[[nodiscard]] constexpr std::uint64_t ring_table_bytes(std::uint64_t element_bytes,
+                                                       std::uint64_t c,
+                                                       std::uint64_t slots) noexcept
+{
+  const std::uint64_t entries = std::max<std::uint64_t>(
+      plan_tuning::max_chunks, c * element_bytes / plan_tuning::min_slice_bytes + 1);
+  return device_pages(slots * entries * table_entry_bytes);
+}
+
+/// The largest element count c whose device bytes `need(c)` (growing with c, at least
+/// `per_element` bytes an element) stay within `budget`, by bisection; 0 where none does.
+template <typename Need>
+[[nodiscard]] std::uint64_t largest_fitting(std::uint64_t budget, std::uint64_t per_element,
+                                            Need&& need)
+{
+  std::uint64_t lo = 0, hi = budget / per_element + 1;
+  while (lo + 1 < hi) {
+    const std::uint64_t mid = lo + (hi - lo) / 2;
+    (need(mid) <= budget ? lo : hi) = mid;
+  }
+  return lo;
+}
 
 /// Bytes of each kind of buffer a GPU keeps: `copies` arrays of keys and as many of values (a
 /// resident sort's runs and merge targets; a ring's slots and the sort's alternates), and one
@@ -25,10 +73,10 @@ struct buffer_sizes {
   {
     return need.keys <= keys && need.values <= values && need.scratch <= scratch;
   }
-  /// Device bytes of the buffers with `copies` arrays of keys and of values.
+  /// Device bytes of the buffers with `copies` arrays of keys and of values, in whole pages.
   [[nodiscard]] constexpr std::uint64_t total(unsigned copies) const noexcept
   {
-    return copies * (keys + values) + scratch;
+    return copies * (device_pages(keys) + device_pages(values)) + device_pages(scratch);
   }
   friend constexpr bool operator==(const buffer_sizes&, const buffer_sizes&) = default;
 };

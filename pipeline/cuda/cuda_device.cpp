@@ -67,8 +67,9 @@ struct slot {
   /// per slice) and behind it a gather table for the slices of chunks stored raw.
   cuda::pinned_buffer key_table_host;
   cuda::pinned_buffer value_table_host;
-  cuda::device_buffer key_table;
-  cuda::device_buffer value_table;
+  /// The device tables, in round_state::tables.
+  void* d_key_table{};
+  void* d_value_table{};
   cuda::cuda_event loaded;
   cuda::cuda_event computed;
   /// Stage boundaries for sort_options::profile (begin and end of each gpu_stage), read back
@@ -170,6 +171,9 @@ std::uint64_t ring_scratch_bytes(const chunk_sorter& with, const element_layout&
       cuda::run_codec_scratch_bytes(c, std::max<std::uint64_t>(codec::blocks_of(c), 1)));
 }
 
+static_assert(table_entry_bytes == sizeof(codec::encoded_slice) + 2 * sizeof(cuda::gather_slice),
+              "buffer_sizes.hpp counts a slice's table entries as round_state lays them out");
+
 /// How round 2 gathers its slices from the pinned round-1 output. Copy engines move large
 /// slices at the link's full rate without taking SMs from the sort of the next chunk; a kernel
 /// reading mapped memory wins only where slices are so short that one copy call per slice costs
@@ -196,6 +200,9 @@ struct round_state {
   std::vector<slot> slots;
   cuda::device_buffer alt_keys, alt_values;
   cuda::device_buffer scratch;
+  /// Every slot's device tables in one allocation: one each would take a page of the budget
+  /// each (buffer_sizes.hpp), 12 MiB for six tables of a few KiB.
+  cuda::device_buffer tables;
   staging& in_staging;
   staging& out_staging;
   chunk_sorter sorter;
@@ -227,10 +234,10 @@ struct round_state {
             .scratch = ring_scratch_bytes(with, l, elements)};
   }
 
-  round_state(const buffer_sizes& s, std::size_t tables, const cuda_device_options& o,
+  round_state(const buffer_sizes& s, std::size_t entries, const cuda_device_options& o,
               const chunk_sorter& with, gpu_pinned& pinned)
       : sizes{s},
-        table_entries{std::max<std::size_t>(tables, 1)},
+        table_entries{std::max<std::size_t>(entries, 1)},
         in_staging{pinned.in},
         out_staging{pinned.out},
         sorter{with},
@@ -259,11 +266,16 @@ struct round_state {
   {
     table_entries = std::max<std::size_t>(entries, 1);
     const std::size_t table_bytes = table_entries * sizeof(cuda::gather_slice);
+    const std::size_t key_bytes = decode_table_bytes() + table_bytes;
+    tables = cuda::device_buffer{};  // first, so that its pages are free for the new one
+    tables = cuda::device_buffer{slots.size() * (key_bytes + table_bytes)};
+    char* d_at = tables.data<char>();
     for (slot& sl : slots) {
-      sl.key_table_host = cuda::pinned_buffer{decode_table_bytes() + table_bytes};
+      sl.key_table_host = cuda::pinned_buffer{key_bytes};
       sl.value_table_host = cuda::pinned_buffer{table_bytes};
-      sl.key_table = cuda::device_buffer{decode_table_bytes() + table_bytes};
-      sl.value_table = cuda::device_buffer{table_bytes};
+      sl.d_key_table = d_at;
+      sl.d_value_table = d_at + key_bytes;
+      d_at += key_bytes + table_bytes;
     }
   }
 
@@ -308,7 +320,7 @@ struct round_state {
   /// launch per 65535 slices, through the slot's pinned and device tables.
   void gather_mapped(const std::vector<run>& slices, const char* d_base,
                      std::uint64_t element_bytes, char* d_out, cuda::pinned_buffer& table_host,
-                     cuda::device_buffer& table)
+                     void* d_table)
   {
     auto* entries = table_host.data<cuda::gather_slice>();
     std::uint64_t at = 0, longest = 0;
@@ -317,10 +329,11 @@ struct round_state {
       at += slices[i].length;
       longest = std::max(longest, slices[i].length);
     }
-    GPUSORT_CUDA_TRY(cudaMemcpyAsync(table.data(), entries,
+    GPUSORT_CUDA_TRY(cudaMemcpyAsync(d_table, entries,
                                      slices.size() * sizeof(cuda::gather_slice),
                                      cudaMemcpyHostToDevice, h2d.value()));
-    gather_table(table.data<cuda::gather_slice>(), slices.size(), longest, element_bytes, d_out);
+    gather_table(static_cast<const cuda::gather_slice*>(d_table), slices.size(), longest,
+                 element_bytes, d_out);
   }
 
   /// One array of a task (its keys, or `values`) onto the device: slice by slice through the
@@ -328,7 +341,7 @@ struct round_state {
   /// memory for short slices. A task that reads two parts (chunk_task::from_alt) takes the copy
   /// engines: its slices are a block or more each.
   void load_array(const chunk_task& t, bool values, std::uint64_t element_bytes, char* d_out,
-                  cuda::pinned_buffer& table_host, cuda::device_buffer& table)
+                  cuda::pinned_buffer& table_host, void* d_table)
   {
     const void* src = values ? t.src_values : t.src_keys;
     const bool two_parts = !t.from_alt.empty();
@@ -339,7 +352,7 @@ struct round_state {
     const bool kernel = mapped != nullptr && (gather == gather_mode::kernel ||
                                               (gather == gather_mode::automatic && short_slices));
     if (kernel) {
-      gather_mapped(t.slices, mapped, element_bytes, d_out, table_host, table);
+      gather_mapped(t.slices, mapped, element_bytes, d_out, table_host, d_table);
       return;
     }
     if (t.slices.size() > 1 && mapped != nullptr && batch_copies(t, values, element_bytes, d_out))
@@ -475,10 +488,10 @@ struct round_state {
     char* d_out = s.keys.data<char>();
     const cudaStream_t st = h2d.value();
     if (encoded_count > 0) {
-      GPUSORT_CUDA_TRY(cudaMemcpyAsync(s.key_table.data(), decode_host,
+      GPUSORT_CUDA_TRY(cudaMemcpyAsync(s.d_key_table, decode_host,
                                        encoded_count * sizeof(codec::encoded_slice),
                                        cudaMemcpyHostToDevice, st));
-      const auto* d_decode = s.key_table.data<codec::encoded_slice>();
+      const auto* d_decode = static_cast<const codec::encoded_slice*>(s.d_key_table);
       for (std::size_t first = 0; first < encoded_count; first += max_slices_per_launch) {
         const auto group = static_cast<std::uint32_t>(
             std::min<std::size_t>(max_slices_per_launch, encoded_count - first));
@@ -487,7 +500,7 @@ struct round_state {
       }
     }
     if (raw_count > 0) {
-      auto* d_gather = reinterpret_cast<cuda::gather_slice*>(s.key_table.data<char>() +
+      auto* d_gather = reinterpret_cast<cuda::gather_slice*>(static_cast<char*>(s.d_key_table) +
                                                              decode_table_bytes());
       GPUSORT_CUDA_TRY(cudaMemcpyAsync(d_gather, gather_host,
                                        raw_count * sizeof(cuda::gather_slice),
@@ -563,7 +576,7 @@ struct round_state {
         std::any_of(t.encoded.begin(), t.encoded.end(),
                     [](const codec::encoded_slice& e) { return e.index != nullptr; });
     if (!decode) {
-      load_array(t, false, kb, s.keys.data<char>(), s.key_table_host, s.key_table);
+      load_array(t, false, kb, s.keys.data<char>(), s.key_table_host, s.d_key_table);
       in_bytes += t.count * kb;
     } else {
       GPUSORT_EXPECTS(t.encoded.size() == t.slices.size(), "one encoded entry per slice");
@@ -574,7 +587,7 @@ struct round_state {
       in_bytes += *read;
     }
     if (vb > 0)
-      load_array(t, true, vb, s.values.data<char>(), s.value_table_host, s.value_table);
+      load_array(t, true, vb, s.values.data<char>(), s.value_table_host, s.d_value_table);
     end(s, gpu_stage::copy_in, st, in_bytes);
     s.loaded.record(st);
   }
@@ -870,24 +883,11 @@ void cuda_device::shrink_budget() noexcept
 
 namespace {
 
-/// Besides its buffers of `per_element` bytes an element, the budget holds scratch that grows
-/// with the element count and cuda_device::budget_margin: the largest count c with margin +
-/// c * per_element + scratch(c) <= budget, by bisection.
 constexpr std::uint64_t budget_margin = cuda_device::budget_margin;
 
 /// The capacity below which no budget goes: jobs this small sort in core on any GPU.
 constexpr std::uint64_t small_job_elements = 4096;
 
-template <typename Scratch>
-std::uint64_t largest_fitting(std::uint64_t budget, std::uint64_t per_element, Scratch&& scratch)
-{
-  std::uint64_t lo = 0, hi = budget / per_element + 1;
-  while (lo + 1 < hi) {
-    const std::uint64_t mid = lo + (hi - lo) / 2;
-    (budget_margin + per_element * mid + scratch(mid) <= budget ? lo : hi) = mid;
-  }
-  return lo;
-}
 
 /// Buffers made by `make` of `grown` sizes, or of the `need`ed ones where the GPU has no room
 /// for more right now (the budget is what was free when the engine started: another process
@@ -910,8 +910,10 @@ device_capacity cuda_device::capacity(const element_layout& layout) const
   const std::uint64_t per_element = buffers_per_element * layout.bytes();
   const cuda::set_device_guard guard{options_.id};
   const chunk_sorter with = sorter(layout);
-  auto scratch = [with, layout](std::uint64_t c) -> std::uint64_t {
-    return ring_scratch_bytes(with, layout, c);
+  // Everything a round of capacity c holds, in whole pages, beside the margin.
+  auto need = [with, layout](std::uint64_t c) -> std::uint64_t {
+    return ring_budget(layout.key_bytes, layout.value_bytes, c,
+                       ring_scratch_bytes(with, layout, c));
   };
   // A small job always sorts, whatever the budget: a few thousand elements take far less than
   // any GPU has, where a budget under the margin would leave no capacity at all (a 2-element
@@ -922,17 +924,14 @@ device_capacity cuda_device::capacity(const element_layout& layout) const
        .value_bytes = layout.value_bytes,
        .sample = with.sample(),
        .budget = budget_bytes_},
-      [&] { return largest_fitting(budget_bytes_, per_element, scratch); });
+      [&] { return largest_fitting(budget_bytes_, per_element, need); });
   const std::uint64_t elements = std::max(fitting, small_job_elements);
   return device_capacity{
       .elements = elements,
       .bytes_per_element = per_element,
-      .fixed_bytes = budget_margin + scratch(elements),
-      // The scratch at the capacity asked about, not at today's: the figure an error names must
+      // The need at the capacity asked about, not at today's: the figure an error names must
       // work when retried (it named 66.12, then 66.15, then 66.54 MiB for 20000003 u32 keys).
-      .exact_budget = [per_element, scratch](std::uint64_t c) {
-        return budget_margin + per_element * c + scratch(c);
-      },
+      .exact_budget = need,
       .whole_jobs_only = fitting < small_job_elements};
 }
 
@@ -949,8 +948,9 @@ std::uint64_t cuda_device::resident_capacity(const element_layout& layout) const
       [&] {
         return largest_fitting(budget_bytes_, resident_buffers::copies * layout.bytes(),
                                [&](std::uint64_t c) -> std::uint64_t {
-                                 return resident_buffers::scratch_bytes(layout, c, options_,
-                                                                        with);
+                                 return budget_margin + resident_buffers::needed(layout, c,
+                                                                                 options_, with)
+                                                            .total(resident_buffers::copies);
                                });
       });
 }
@@ -985,12 +985,15 @@ void cuda_device::profile_made_buffers(job_context& ctx, int round)
   add(device_made_, "device buffers made on ");
 }
 
-std::uint64_t cuda_device::room_for(const buffer_sizes& need, unsigned copies, bool for_resident)
+std::uint64_t cuda_device::room_for(const buffer_sizes& need, unsigned copies, bool for_resident,
+                                    std::uint64_t tables)
 {
-  const std::uint64_t room = budget_bytes_ > budget_margin ? budget_bytes_ - budget_margin : 0;
+  const std::uint64_t kept = budget_margin + tables;
+  const std::uint64_t room = budget_bytes_ > kept ? budget_bytes_ - kept : 0;
   std::uint64_t other = 0;
   if (for_resident && state_->round)
-    other = state_->round->sizes.total(buffers_per_element);
+    other = state_->round->sizes.total(buffers_per_element) +
+            device_pages(state_->round->tables.size());
   else if (!for_resident && state_->resident)
     other = state_->resident->sizes.total(resident_buffers::copies);
   if (other > 0 && other <= room && need.total(copies) <= room - other) return room - other;
@@ -1013,7 +1016,7 @@ resident_buffers& cuda_device::resident(const element_layout& layout, std::uint6
   if (!kept || !kept->sizes.covers(need)) {
     const buffer_sizes held = kept ? kept->sizes : buffer_sizes{};
     kept.reset();  // first, so that its memory is free for the new one
-    const std::uint64_t room = room_for(need, resident_buffers::copies, true);
+    const std::uint64_t room = room_for(need, resident_buffers::copies, true, 0);
     gpu_pinned& host = pinned();
     const auto start = std::chrono::steady_clock::now();
     kept = make_grown(grown_sizes(held, need, resident_buffers::copies, room), need,
@@ -1059,7 +1062,10 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
     const buffer_sizes held = kept ? kept->sizes : buffer_sizes{};
     const std::size_t tables = std::max(queue.most_slices(), kept ? kept->table_entries : 0);
     kept.reset();  // first, so that its memory is free for the new one
-    const std::uint64_t room = room_for(need, buffers_per_element, false);
+    const std::uint64_t room =
+        room_for(need, buffers_per_element, false,
+                 std::max(ring_table_bytes(layout.bytes(), elements, ring_slots),
+                          device_pages(std::uint64_t{ring_slots} * tables * table_entry_bytes)));
     gpu_pinned& host = pinned();
     const auto start = std::chrono::steady_clock::now();
     kept = make_grown(grown_sizes(held, need, buffers_per_element, room), need,

@@ -116,16 +116,30 @@ class cuda_device final : public device {
                                          std::uint64_t task_elements,
                                          std::uint64_t slices) const override;
 
-  /// Device memory a budget keeps besides the chunk buffers and the sort's scratch: the gather
-  /// tables (a slot's d*g slices, under 1 MiB as plans keep slices long), buffers rounded up to
-  /// the allocator's 2 MiB pages, what CUB and the runtime take. 16 MiB, not the 64 it was: a
-  /// device budget of 1/256 of 32 GiB (128 MiB) lost half of itself to it (issue 44). Where no
-  /// budget is given, reserve_bytes (1 GiB) stays free on the GPU besides.
-  static constexpr std::uint64_t budget_margin = std::uint64_t{16} << 20;
+  /// Device memory a budget keeps besides what it counts buffer by buffer (the chunk buffers,
+  /// the sort's scratch and the gather tables, each in whole 2 MiB pages: buffer_sizes.hpp):
+  /// one page, for what no buffer of ours names. It was 64, then 16 MiB, standing in for the
+  /// tables and the pages' rounding too: a device budget of 1/256 of 8 GiB (32 MiB) lost half
+  /// of itself to it, and 8 GiB was refused there (issue 44). Where no budget is given,
+  /// reserve_bytes (1 GiB) stays free on the GPU besides.
+  static constexpr std::uint64_t budget_margin = std::uint64_t{2} << 20;
   /// Chunk slots in the ring: one copying in, one sorting, one copying out.
   static constexpr unsigned ring_slots = 3;
   /// Budget bytes per element of capacity: the ring slots plus the sort's alternate buffer.
   static constexpr unsigned buffers_per_element = ring_slots + 1;
+  /// The budget a ring of `capacity` elements of `key_bytes` and `value_bytes` takes with
+  /// `scratch` bytes of scratch: the margin, its buffers and its tables, in whole pages.
+  [[nodiscard]] static constexpr std::uint64_t ring_budget(std::uint64_t key_bytes,
+                                                           std::uint64_t value_bytes,
+                                                           std::uint64_t capacity,
+                                                           std::uint64_t scratch) noexcept
+  {
+    const buffer_sizes ring{.keys = capacity * key_bytes,
+                            .values = capacity * value_bytes,
+                            .scratch = scratch};
+    return budget_margin + ring.total(buffers_per_element) +
+           ring_table_bytes(key_bytes + value_bytes, capacity, ring_slots);
+  }
 
   [[nodiscard]] int id() const noexcept { return options_.id; }
   [[nodiscard]] const cuda_device_options& options() const noexcept { return options_; }
@@ -155,9 +169,10 @@ class cuda_device final : public device {
   /// The GPU's pinned staging and words, made at its first job.
   gpu_pinned& pinned();
   /// Budget bytes for one kind of kept buffers (the resident sort's, else the ring's) whose
-  /// job needs `need` with `copies` arrays: beside the other kind where both fit, else after
-  /// freeing the other kind.
-  std::uint64_t room_for(const buffer_sizes& need, unsigned copies, bool for_resident);
+  /// job needs `need` with `copies` arrays and `tables` bytes of the ring's tables beside
+  /// them: beside the other kind where both fit, else after freeing the other kind.
+  std::uint64_t room_for(const buffer_sizes& need, unsigned copies, bool for_resident,
+                         std::uint64_t tables);
 
   /// What making buffers cost since profile_made_buffers last took it: seconds and bytes.
   struct made {
