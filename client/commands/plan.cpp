@@ -28,7 +28,7 @@ const command_spec& plan_spec()
       .synopsis = "(--count N | --bytes B) --dtype T [--value-bytes 4|8] [--stable] [--argsort]\n"
                   "       [--config FILE] [--device-budget B] [--host-memory-budget B]\n"
                   "       [--gpus K [--link-in R] [--link-out R] [--link-both R] [--host R]\n"
-                  "       [--peer R] [--pageable]] [--json]",
+                  "       [--host-dma R] [--peer R] [--pageable]] [--json]",
       .description =
           "Says what `gpusort sort --local` would do with an array of this shape, without\n"
           "one: the path (in core, resident, two rounds, direct, lean, or none where no plan\n"
@@ -53,6 +53,7 @@ const command_spec& plan_spec()
           {"link-out", "R", "its device-to-host rate per GPU, GB/s"},
           {"link-both", "R", "its rate each way with both directions at once, GB/s"},
           {"host", "R", "its host memory copy rate from every core, GB/s"},
+          {"host-dma", "R", "its host memory read plus written for the GPUs' copies, GB/s"},
           {"peer", "R", "its GPU-to-GPU rate each way, GB/s"},
           {"pageable", "", "the arrays are pageable (staged), not page-locked"},
           {"json", "", "print one JSON object"},
@@ -88,7 +89,7 @@ double rate_option(const parsed_args& a, std::string_view name, double otherwise
 std::optional<machine_model> machine_option(const parsed_args& a, unsigned threads)
 {
   const bool rates = a.has("link-in") || a.has("link-out") || a.has("link-both") ||
-                     a.has("host") || a.has("peer") || a.has("pageable");
+                     a.has("host") || a.has("host-dma") || a.has("peer") || a.has("pageable");
   if (!a.has("gpus")) {
     if (rates) throw cli_error{exit_usage, "rates describe a machine: give --gpus with them"};
     return std::nullopt;
@@ -103,6 +104,7 @@ std::optional<machine_model> machine_option(const parsed_args& a, unsigned threa
   m.link_out = rate_option(a, "link-out", m.link_out);
   m.link_both = rate_option(a, "link-both", m.link_both);
   m.host_copy = rate_option(a, "host", m.host_copy);
+  m.host_dma = rate_option(a, "host-dma", m.host_dma);
   m.peer = rate_option(a, "peer", m.peer);
   m.pinned = !a.has("pageable");
   return m;
@@ -116,6 +118,7 @@ nlohmann::ordered_json machine_json(const machine_model& m)
           {"link_out", m.link_out},
           {"link_both", m.link_both},
           {"host_copy", m.host_copy},
+          {"host_dma", m.host_dma},
           {"peer", m.peer},
           {"sort_rate", m.sort_rate},
           {"gather_rate", m.gather_rate},
@@ -184,9 +187,10 @@ void print_plan(const job_plan& p, bool json, bool described)
                 m.sort_rate, m.host_copy);
   else
     std::printf("rates (%s, %u GPU%s): link in %.1f, out %.1f, both %.1f each way, host copy "
-                "%.1f, peer %.0f, sort %.0f GB/s; arrays %s\n",
+                "%.1f, host DMA %.0f, peer %.0f, sort %.0f GB/s; arrays %s\n",
                 m.name.c_str(), m.gpus, m.gpus == 1 ? "" : "s", m.link_in, m.link_out,
-                m.link_both, m.host_copy, m.peer, m.sort_rate, m.pinned ? "pinned" : "pageable");
+                m.link_both, m.host_copy, m.host_dma, m.peer, m.sort_rate,
+                m.pinned ? "pinned" : "pageable");
   if (described && m.gpus > 0)
     std::printf("note: a described GPU's capacity leaves out its sort's scratch, which only a\n"
                 "GPU can size: a real one needs a few MiB more at the smallest budgets (8 GiB of\n"

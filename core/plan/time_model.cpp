@@ -23,10 +23,17 @@ machine_model machine_model::h200(std::uint32_t gpus)
       // The two-H200 host, 32 cores: parallel memcpy 69.8 GB/s (139.6 read plus written),
       // h200x2-20261129/call1.txt. The one-H200 host's 16 cores copy about 47 (design.md 5).
       .host_copy = 69.8,
-      // A fit, not a measurement: the two-H200 fitting jobs (8 GiB 0.206 s, 32 GiB 0.723 s)
-      // less their copies, sort and merges leave 0.040 and 0.057 s of exchange; 380 GB/s and
-      // 34 ms fixed (exchange_seconds) account for both. No NVLink rate was measured alone.
-      .peer = 380,
+      // A fit: both H200s out of core (h200x2-20261129-s7/call1), each round moved 32 GiB in
+      // and 32 GiB out in about 0.49 s (8 GiB: 0.12 s), 36-38 GB/s per GPU each way: the
+      // host's memory served 144-151 GB/s to the copy engines, where twice its memcpy rate
+      // (139.6, and 122 as gpu_bench measured it in that run) had predicted 1.175-1.207x.
+      .host_dma = 148,
+      // A fit, not a measurement: the two-H200 fitting jobs less their copies, sort and merges
+      // leave 0.040 and 0.057 s of exchange at 8 and 32 GiB in one run (h200x2-20261129) and
+      // 0.014 and 0.075 s in another (h200x2-20261129-s7/call1; the jobs took 0.206 and 0.723,
+      // then 0.181 and 0.744 s); 227 GB/s and 15 ms fixed (exchange_seconds) fit their means.
+      // No NVLink rate was measured alone.
+      .peer = 227,
       // Busy rates of the in-core sort of u64 chunks on one H200: 116-131 GB/s in round 1,
       // 198-217 in round 2 (chunks.txt); the middle.
       .sort_rate = 150,
@@ -47,7 +54,7 @@ machine_model machine_model::h200(std::uint32_t gpus)
       // less on the 2-core VM: a refit on the GPU host is due.
       .candidate_seconds = 25e-9,
       .cut_seconds = 18e-9,
-      .exchange_seconds = 0.034,
+      .exchange_seconds = 0.015,
       .pinned = true,
       // 143771 MiB per H200 (nvidia-smi on the two-H200 host).
       .device_memory = std::uint64_t{143771} << 20,
@@ -106,7 +113,10 @@ struct traffic {
 };
 
 /// Host memory's bytes a second for all GPUs together: read plus written.
-double host_traffic(const machine_model& m) { return 2 * m.host_copy * giga; }
+double host_traffic(const machine_model& m)
+{
+  return (m.host_dma > 0 ? m.host_dma : 2 * m.host_copy) * giga;
+}
 
 /// Per GPU, each way, with both directions busy on all k GPUs: the link's rate at once, or the
 /// host memory's share where k GPUs need more than it moves.
@@ -168,7 +178,10 @@ model_prediction gpu_two_rounds(const machine_model& m, const model_job& j)
   const double r2 = both_rate(m, k, t2);
   const double slices = d * g;
   const double slice_bytes = chunk / slices;
-  const double gather_rate = slice_bytes < model_tuning::kernel_gather_below_bytes && m.pinned
+  // The round-1 buffer is the engine's, pinned and mapped, whatever the caller's arrays are;
+  // the lean path's is the caller's array and the room, mapped only where they are pinned.
+  const bool mapped = !lean || m.pinned;
+  const double gather_rate = slice_bytes < model_tuning::kernel_gather_below_bytes && mapped
                                  ? std::min(m.gather_rate * giga, r2)
                                  : r2;
   const double in2 = chunk / gather_rate + slices * m.slice_seconds;

@@ -162,9 +162,12 @@ struct machine_model {
   double link_in{};    ///< per GPU, host to device, alone, from pinned memory
   double link_out{};   ///< per GPU, device to host, alone
   double link_both{};  ///< per GPU, each way, both directions at once
-  /// The host memory's copy rate from every core (memcpy, bytes copied a second): DMA, the
-  /// staging's copies and the lean path's moves share twice this in bytes read plus written.
+  /// The host memory's copy rate from every core (memcpy, bytes copied a second): the host
+  /// device's copies, the values' gather.
   double host_copy{};
+  /// The host memory's bytes read plus written a second for the GPUs' copy engines, the
+  /// staging's copies and the lean path's moves together; 0: twice host_copy.
+  double host_dma{};
   double peer{};           ///< per GPU, each way, GPU to GPU (the resident path's exchange)
   double sort_rate{};      ///< per device, in-core sort, element bytes a second
   double device_memory_rate{};  ///< per GPU, a merge pass (bytes read plus written a second)

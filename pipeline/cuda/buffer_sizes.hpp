@@ -14,16 +14,16 @@
 
 namespace gpusort::detail {
 
-/// What a device buffer takes of the GPU's memory and so of its budget: cudaMalloc maps a
-/// buffer of a page or more in whole pages of 2 MiB (a budget of 32 MiB holds four 4.2 MB
-/// buffers in 24 MiB, not 16.6 MB); smaller ones share pages with each other, and the page
-/// they leave partly used is cuda_device::budget_margin's.
+/// What a device buffer takes of the GPU's memory and so of its budget, at most: cudaMalloc
+/// maps a large buffer in whole pages of 2 MiB (a budget of 32 MiB holds four 4.2 MB buffers
+/// in 24 MiB, not 16.6 MB), and a small one never takes more than a page. Counting small ones
+/// by their bytes undercounted: on an H200, pairs at a budget of 4.58 MB held 6 MiB, and at
+/// 91.6 MiB 92 MiB, by cudaMemGetInfo (h200x2-20261129-s7/call2/budget.txt).
 inline constexpr std::uint64_t device_page_bytes = std::uint64_t{2} << 20;
 
-/// The device bytes a buffer of `bytes` takes: whole pages from one page up, else its bytes.
+/// The device bytes a buffer of `bytes` takes at most: whole pages (none for no bytes).
 [[nodiscard]] constexpr std::uint64_t device_pages(std::uint64_t bytes) noexcept
 {
-  if (bytes < device_page_bytes) return bytes;
   return (bytes + device_page_bytes - 1) / device_page_bytes * device_page_bytes;
 }
 

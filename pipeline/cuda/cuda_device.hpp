@@ -118,7 +118,7 @@ class cuda_device final : public device {
 
   /// Device memory a budget keeps besides what it counts buffer by buffer (the chunk buffers,
   /// the sort's scratch and the gather tables, each in whole 2 MiB pages: buffer_sizes.hpp):
-  /// one page, for what no buffer of ours names. It was 64, then 16 MiB, standing in for the
+  /// one page, for what no buffer of ours names (the runtime's own small allocations). It was 64, then 16 MiB, standing in for the
   /// tables and the pages' rounding too: a device budget of 1/256 of 8 GiB (32 MiB) lost half
   /// of itself to it, and 8 GiB was refused there (issue 44). Where no budget is given,
   /// reserve_bytes (1 GiB) stays free on the GPU besides.

@@ -26,18 +26,18 @@ TEST(BufferSizes, CoversAndTotal)
   EXPECT_FALSE(held.covers({.keys = 101, .values = 0, .scratch = 0}));
   EXPECT_FALSE(held.covers({.keys = 1, .values = 1, .scratch = 0}));  // pairs after keys alone
   EXPECT_FALSE(held.covers({.keys = 1, .values = 0, .scratch = 51}));  // another sorter
-  EXPECT_EQ(held.total(2), 250U);  // small buffers share pages: their bytes
-  EXPECT_EQ((buffer_sizes{.keys = 8, .values = 4, .scratch = 1}.total(4)), 49U);
-  // A page or more takes whole 2 MiB pages of the device.
+  // Each buffer takes whole 2 MiB pages of the device; a buffer of no bytes takes none.
+  EXPECT_EQ(held.total(2), 3 * device_page_bytes);
+  EXPECT_EQ((buffer_sizes{.keys = 8, .values = 4, .scratch = 1}.total(4)), 9 * device_page_bytes);
   EXPECT_EQ((buffer_sizes{.keys = 2 * MiB, .values = 0, .scratch = 2 * MiB + 1}.total(3)),
             3 * 2 * MiB + 4 * MiB);
 }
 
-TEST(BufferSizes, BuffersOfAPageOrMoreTakeWholePages)
+TEST(BufferSizes, BuffersTakeWholePages)
 {
   EXPECT_EQ(device_pages(0), 0U);
-  EXPECT_EQ(device_pages(1), 1U);
-  EXPECT_EQ(device_pages(device_page_bytes - 1), device_page_bytes - 1);
+  EXPECT_EQ(device_pages(1), device_page_bytes);
+  EXPECT_EQ(device_pages(device_page_bytes - 1), device_page_bytes);
   EXPECT_EQ(device_pages(device_page_bytes), device_page_bytes);
   EXPECT_EQ(device_pages(device_page_bytes + 1), 2 * device_page_bytes);
   EXPECT_EQ(device_pages(5 * MiB), 6 * MiB);
@@ -45,10 +45,9 @@ TEST(BufferSizes, BuffersOfAPageOrMoreTakeWholePages)
 
 TEST(BufferSizes, TheTablesHoldEverySliceATaskCanHave)
 {
-  // Up to max_chunks slices a task at small capacities: 3 slots x 4096 x 88 bytes.
-  EXPECT_EQ(ring_table_bytes(8, 1, 3), 3 * plan_tuning::max_chunks * table_entry_bytes);
-  EXPECT_EQ(ring_table_bytes(8, std::uint64_t{1} << 19, 3),
-            3 * plan_tuning::max_chunks * table_entry_bytes);
+  // Up to max_chunks slices a task at small capacities: 3 slots x 4096 x 88 bytes, a page.
+  EXPECT_EQ(ring_table_bytes(8, 1, 3), device_page_bytes);
+  EXPECT_EQ(ring_table_bytes(8, std::uint64_t{1} << 19, 3), device_page_bytes);
   // Beyond, a slice per min_slice_bytes of the task (bins_for keeps slices that long): 2^30
   // u64 keys a task have 32768 slices, 8.25 MiB of tables for three slots.
   const std::uint64_t big = std::uint64_t{1} << 30;
