@@ -1,5 +1,6 @@
 #include "pipeline/rows/move_records.hpp"
 
+#include "core/stream_copy.hpp"
 #include "pipeline/host_memory.hpp"
 
 #include <algorithm>
@@ -14,9 +15,13 @@ namespace {
 
 constexpr std::uint64_t parallel_rows = 1u << 14;
 
-/// Rows ahead whose records a gather asks for early: the reads are random, and waiting for
-/// each in turn left the cores idle.
-constexpr std::uint64_t prefetch_distance = 16;
+/// Rows ahead whose records a gather asks for early, every line of each: the reads are random,
+/// and waiting for each in turn left the cores idle.
+constexpr std::uint64_t gather_distance = 32;
+
+/// A gather's batch of records, assembled in the thread's cache and then streamed out with
+/// stores that bypass it: plain stores read each line of the output before writing it.
+constexpr std::uint64_t gather_batch_bytes = std::uint64_t{128} << 10;
 
 /// The breakpoints: window w (rows [w m, (w + 1) m)) has one, at an offset a hash of w
 /// chooses, so that no regular pattern of the permutation (a reversal, a stride) avoids them.
@@ -369,14 +374,25 @@ template <typename Index>
 void gather_records(const unsigned char* records, std::uint64_t count,
                     std::uint32_t record_bytes, const Index* perm, unsigned char* out)
 {
-  const auto n = static_cast<std::int64_t>(count);
   const std::uint64_t r = record_bytes;
-#pragma omp parallel for schedule(static) if (count >= parallel_rows)
-  for (std::int64_t i = 0; i < n; ++i) {
-    const auto u = static_cast<std::uint64_t>(i);
-    if (u + prefetch_distance < count)
-      __builtin_prefetch(records + std::uint64_t{perm[u + prefetch_distance]} * r);
-    std::memcpy(out + u * r, records + std::uint64_t{perm[u]} * r, r);
+  const std::uint64_t batch = std::max<std::uint64_t>(1, gather_batch_bytes / r);
+  const auto batches = static_cast<std::int64_t>((count + batch - 1) / batch);
+#pragma omp parallel if (count >= parallel_rows)
+  {
+    host_buffer held{batch * r};
+    auto* local = held.as<unsigned char>();
+#pragma omp for schedule(static)
+    for (std::int64_t b = 0; b < batches; ++b) {
+      const std::uint64_t first = static_cast<std::uint64_t>(b) * batch;
+      const std::uint64_t rows = std::min(batch, count - first);
+      for (std::uint64_t i = 0; i < rows; ++i) {
+        const std::uint64_t u = first + i;
+        if (u + gather_distance < count)
+          prefetch_record(records + std::uint64_t{perm[u + gather_distance]} * r, r);
+        std::memcpy(local + i * r, records + std::uint64_t{perm[u]} * r, r);
+      }
+      stream_copy(out + first * r, local, rows * r);
+    }
   }
 }
 

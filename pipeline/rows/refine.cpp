@@ -54,6 +54,10 @@ class refiner {
     // them: taken even where every row is one word.
     sort_report report;
     scratch<std::uint64_t> sorted{count};
+    // Its pages made on every core now, not one by one as the engine's copies first reach
+    // them: the GPU's copy out of the sorted words and their order ran at 6.6 GB/s into fresh
+    // pages (64 GiB of records on an H200, h200x2-20261129-s7/call1).
+    sorted.buffer.populate();
     {
       scratch<std::uint64_t> first{count};
       const std::uint64_t bytes = count * sizeof(std::uint64_t);
