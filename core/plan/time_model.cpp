@@ -160,7 +160,7 @@ model_prediction gpu_two_rounds(const machine_model& m, const model_job& j)
   // round-1 buffer, which an engine keeps pinned. The lean path's round-1 output is the room
   // and the array itself, written by the copy engines through the staging as any array.
   const traffic t1{.in = pageable, .out = lean ? pageable : 1};
-  const double r1 = both_rate(m, k, t1);
+  const double r1 = both_rate(m, k, t1) * model_tuning::ring_link_efficiency;
   const double sort_stage = sort_seconds(m, chunk) + m.chunk_seconds;
   p.phases.push_back({"round 1", ring_round(d, k, chunk / in_rate(m, k, t1), chunk / r1,
                                             sort_stage, chunk / r1,
@@ -175,7 +175,7 @@ model_prediction gpu_two_rounds(const machine_model& m, const model_job& j)
   // reading mapped memory (cuda_device.cpp), larger ones through the copy engines.
   // The lean path's evictions move the round's bytes once more on the host (read and write).
   const traffic t2{.in = lean ? pageable : 1, .out = pageable, .extra = lean ? 2.0 : 0.0};
-  const double r2 = both_rate(m, k, t2);
+  const double r2 = both_rate(m, k, t2) * model_tuning::ring_link_efficiency;
   const double slices = d * g;
   const double slice_bytes = chunk / slices;
   // The round-1 buffer is the engine's, pinned and mapped, whatever the caller's arrays are;
