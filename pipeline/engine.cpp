@@ -238,19 +238,6 @@ bool host_registration::pinned() const noexcept
 // Read by the GPU path only: unused (and warned about by clang) in a CPU-only build.
 [[maybe_unused]] constexpr std::uint64_t min_pipeline_chunk_bytes = std::uint64_t{64} << 20;
 
-// A hypothetical machine's GPUs, as cuda_device counts its budget (pipeline/cuda/
-// cuda_device.hpp, which a CPU-only build cannot include): its margin, its ring's slots, its
-// bytes per element of capacity (the slots and the sort's alternates), the small jobs it always
-// takes.
-constexpr std::uint64_t gpu_margin = std::uint64_t{2} << 20;
-constexpr std::uint64_t gpu_ring_slots = 3;
-constexpr std::uint64_t gpu_buffers_per_element = 4;
-constexpr std::uint64_t gpu_small_job_elements = 4096;
-#if GPUSORT_WITH_CUDA
-static_assert(gpu_margin == detail::cuda_device::budget_margin);
-static_assert(gpu_ring_slots == detail::cuda_device::ring_slots);
-static_assert(gpu_buffers_per_element == detail::cuda_device::buffers_per_element);
-#endif
 
 /// How many chunks an out-of-core GPU job should have at least, from a cost model fitted to
 /// measurements on H100 and H200 (bench/results). A ring of three chunks fills before both links
@@ -730,9 +717,9 @@ machine_model engine::machine() const
 namespace {
 
 /// The devices of a described machine as the engine counts their budgets: the host device's
-/// own capacity, or a GPU's as cuda_device::capacity counts it, less its sort's scratch (which
-/// only a GPU can size): the ring's slots and the sort's alternates beside a margin; below the
-/// margin only small jobs (4096 elements) sort, whole. See pipeline/cuda/cuda_device.cpp.
+/// own capacity, or a GPU's as cuda_device::capacity counts it (ring_budget), less its sort's
+/// scratch (which only a GPU can size); where the budget holds no ring only small jobs (4096
+/// elements) sort, whole. See pipeline/cuda/buffer_sizes.hpp.
 detail::device_capacity described_capacity(const machine_model& m,
                                            const detail::element_layout& layout,
                                            std::uint64_t budget, unsigned host_threads)
@@ -740,18 +727,16 @@ detail::device_capacity described_capacity(const machine_model& m,
   if (m.gpus == 0)
     return detail::host_device{budget == 0 ? std::nullopt : std::optional{budget}, host_threads}
         .capacity(layout);
-  const std::uint64_t per_element = gpu_buffers_per_element * layout.bytes();
-  // A ring of c elements in whole pages, its tables beside it, as cuda_device counts them.
-  const auto need = [layout](std::uint64_t c) -> std::uint64_t {
-    const detail::buffer_sizes ring{.keys = c * layout.key_bytes, .values = c * layout.value_bytes};
-    return gpu_margin + ring.total(gpu_buffers_per_element) +
-           detail::ring_table_bytes(layout.bytes(), c, gpu_ring_slots);
+  const std::uint64_t per_element = detail::gpu_ring_buffers_per_element * layout.bytes();
+  // A ring of c elements as cuda_device counts it, less the scratch.
+  const auto need = [layout](std::uint64_t c) {
+    return detail::ring_budget(layout.key_bytes, layout.value_bytes, c, 0);
   };
   detail::device_capacity cap{.bytes_per_element = per_element, .exact_budget = need};
   if (budget != 0) {
     const std::uint64_t fitting = detail::largest_fitting(budget, per_element, need);
-    cap.elements = std::max(fitting, gpu_small_job_elements);
-    cap.whole_jobs_only = fitting < gpu_small_job_elements;
+    cap.elements = std::max(fitting, detail::gpu_small_job_elements);
+    cap.whole_jobs_only = fitting < detail::gpu_small_job_elements;
   }
   return cap;
 }
@@ -775,7 +760,7 @@ fast_route engine::impl::route_on(const machine_model& m, std::uint64_t n,
     const std::uint64_t share = (n + k - 1) / k;
     const detail::buffer_sizes two{.keys = share * layout.key_bytes,
                                    .values = share * layout.value_bytes};
-    return budget == 0 || gpu_margin + two.total(2) <= budget ? k : 0;
+    return budget == 0 || detail::gpu_budget_margin + two.total(2) <= budget ? k : 0;
   };
   return route_of(
       n, layout, [&] { return cap; }, max_chunk_of(layout), m.gpus, fits, false);

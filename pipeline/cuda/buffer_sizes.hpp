@@ -46,6 +46,19 @@ inline constexpr std::uint64_t table_entry_bytes = 40 + 2 * 24;
   return device_pages(slots * entries * table_entry_bytes);
 }
 
+/// Device memory a GPU's budget keeps besides what it counts buffer by buffer (the chunk
+/// buffers, the sort's scratch and the gather tables, each in whole pages): one page, for what
+/// no buffer of ours names (the runtime's own small allocations). It was 64, then 16 MiB,
+/// standing in for the tables and the pages' rounding too: a device budget of 1/256 of 8 GiB
+/// (32 MiB) lost half of itself to it, and 8 GiB was refused there (issue 44).
+inline constexpr std::uint64_t gpu_budget_margin = device_page_bytes;
+/// Chunk slots in a GPU's ring: one copying in, one sorting, one copying out.
+inline constexpr unsigned gpu_ring_slots = 3;
+/// Budget bytes per element of a ring's capacity: the slots plus the sort's alternate buffer.
+inline constexpr unsigned gpu_ring_buffers_per_element = gpu_ring_slots + 1;
+/// Jobs this small sort in core on any GPU, whatever its budget (a capacity no budget lowers).
+inline constexpr std::uint64_t gpu_small_job_elements = 4096;
+
 /// The largest element count c whose device bytes `need(c)` (growing with c, at least
 /// `per_element` bytes an element) stay within `budget`, by bisection; 0 where none does.
 template <typename Need>
@@ -80,6 +93,20 @@ struct buffer_sizes {
   }
   friend constexpr bool operator==(const buffer_sizes&, const buffer_sizes&) = default;
 };
+
+/// The budget a GPU's ring of `capacity` elements of `key_bytes` and `value_bytes` takes with
+/// `scratch` bytes of the sort's scratch: the margin, its buffers and its tables, in pages.
+[[nodiscard]] constexpr std::uint64_t ring_budget(std::uint64_t key_bytes,
+                                                  std::uint64_t value_bytes,
+                                                  std::uint64_t capacity,
+                                                  std::uint64_t scratch) noexcept
+{
+  const buffer_sizes ring{.keys = capacity * key_bytes,
+                          .values = capacity * value_bytes,
+                          .scratch = scratch};
+  return gpu_budget_margin + ring.total(gpu_ring_buffers_per_element) +
+         ring_table_bytes(key_bytes + value_bytes, capacity, gpu_ring_slots);
+}
 
 /// The least a kept buffer grows to: small jobs of any size up to it then share one allocation
 /// instead of growing it step by step (a few MiB are nothing beside a GPU's memory).

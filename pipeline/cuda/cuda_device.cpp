@@ -885,10 +885,6 @@ namespace {
 
 constexpr std::uint64_t budget_margin = cuda_device::budget_margin;
 
-/// The capacity below which no budget goes: jobs this small sort in core on any GPU.
-constexpr std::uint64_t small_job_elements = 4096;
-
-
 /// Buffers made by `make` of `grown` sizes, or of the `need`ed ones where the GPU has no room
 /// for more right now (the budget is what was free when the engine started: another process
 /// may hold some of it since). Only a failure at the needed sizes is the job's.
@@ -925,14 +921,14 @@ device_capacity cuda_device::capacity(const element_layout& layout) const
        .sample = with.sample(),
        .budget = budget_bytes_},
       [&] { return largest_fitting(budget_bytes_, per_element, need); });
-  const std::uint64_t elements = std::max(fitting, small_job_elements);
+  const std::uint64_t elements = std::max(fitting, gpu_small_job_elements);
   return device_capacity{
       .elements = elements,
       .bytes_per_element = per_element,
       // The need at the capacity asked about, not at today's: the figure an error names must
       // work when retried (it named 66.12, then 66.15, then 66.54 MiB for 20000003 u32 keys).
       .exact_budget = need,
-      .whole_jobs_only = fitting < small_job_elements};
+      .whole_jobs_only = fitting < gpu_small_job_elements};
 }
 
 std::uint64_t cuda_device::resident_capacity(const element_layout& layout) const

@@ -116,30 +116,12 @@ class cuda_device final : public device {
                                          std::uint64_t task_elements,
                                          std::uint64_t slices) const override;
 
-  /// Device memory a budget keeps besides what it counts buffer by buffer (the chunk buffers,
-  /// the sort's scratch and the gather tables, each in whole 2 MiB pages: buffer_sizes.hpp):
-  /// one page, for what no buffer of ours names (the runtime's own small allocations). It was 64, then 16 MiB, standing in for the
-  /// tables and the pages' rounding too: a device budget of 1/256 of 8 GiB (32 MiB) lost half
-  /// of itself to it, and 8 GiB was refused there (issue 44). Where no budget is given,
-  /// reserve_bytes (1 GiB) stays free on the GPU besides.
-  static constexpr std::uint64_t budget_margin = std::uint64_t{2} << 20;
-  /// Chunk slots in the ring: one copying in, one sorting, one copying out.
-  static constexpr unsigned ring_slots = 3;
-  /// Budget bytes per element of capacity: the ring slots plus the sort's alternate buffer.
-  static constexpr unsigned buffers_per_element = ring_slots + 1;
-  /// The budget a ring of `capacity` elements of `key_bytes` and `value_bytes` takes with
-  /// `scratch` bytes of scratch: the margin, its buffers and its tables, in whole pages.
-  [[nodiscard]] static constexpr std::uint64_t ring_budget(std::uint64_t key_bytes,
-                                                           std::uint64_t value_bytes,
-                                                           std::uint64_t capacity,
-                                                           std::uint64_t scratch) noexcept
-  {
-    const buffer_sizes ring{.keys = capacity * key_bytes,
-                            .values = capacity * value_bytes,
-                            .scratch = scratch};
-    return budget_margin + ring.total(buffers_per_element) +
-           ring_table_bytes(key_bytes + value_bytes, capacity, ring_slots);
-  }
+  /// How the budget is counted: buffer_sizes.hpp (no CUDA there, so that a CPU-only build
+  /// counts a described GPU alike). Where no budget is given, reserve_bytes (1 GiB) stays
+  /// free on the GPU besides.
+  static constexpr std::uint64_t budget_margin = gpu_budget_margin;
+  static constexpr unsigned ring_slots = gpu_ring_slots;
+  static constexpr unsigned buffers_per_element = gpu_ring_buffers_per_element;
 
   [[nodiscard]] int id() const noexcept { return options_.id; }
   [[nodiscard]] const cuda_device_options& options() const noexcept { return options_; }

@@ -63,7 +63,7 @@ config forced_out_of_core(std::uint64_t n, unsigned key_bytes, unsigned value_by
       std::max(cuda::radix_sort_scratch_bytes(capacity, key_bytes, value_bytes),
                cuda::sample_sort_scratch_bytes(capacity, key_bytes, value_bytes));
   cfg.device_memory_budget =
-      detail::cuda_device::ring_budget(key_bytes, value_bytes, capacity, scratch);
+      detail::ring_budget(key_bytes, value_bytes, capacity, scratch);
   return cfg;
 }
 

@@ -56,7 +56,7 @@ config gpu_config(bool out_of_core)
     cfg.chunk_bytes = n / 16 * pair_bytes;
     const std::uint64_t scratch = std::max(cuda::radix_sort_scratch_bytes(capacity, 8, 8),
                                            cuda::sample_sort_scratch_bytes(capacity, 8, 8));
-    cfg.device_memory_budget = detail::cuda_device::ring_budget(8, 8, capacity, scratch);
+    cfg.device_memory_budget = detail::ring_budget(8, 8, capacity, scratch);
   }
   return cfg;
 }
