@@ -102,6 +102,29 @@ TEST_F(CliPlan, AHypotheticalMachineOfTwoGpus)
   EXPECT_NE(human.out.find("leaves out its sort's scratch"), std::string::npos) << human.out;
 }
 
+TEST_F(CliPlan, TheHostsRateForTheCopyEnginesBoundsTwoGpusOutOfCore)
+{
+  // Out of core on two H200s the host memory bounds the rounds (148 GB/s by default, 37 a GPU
+  // each way, below the links' 50.3): less of it, slower rounds; more, the links' rate.
+  const auto seconds = [&](const std::string& host_dma) {
+    std::vector<std::string> args{"plan",  "--bytes", "32GiB",          "--dtype", "u64",
+                                  "--gpus", "2",      "--device-budget", "4GiB",  "--json"};
+    if (!host_dma.empty()) args.insert(args.end(), {"--host-dma", host_dma});
+    const cli_result r = run(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    const auto plan = nlohmann::json::parse(r.out);
+    EXPECT_EQ(plan["path"], "two rounds");
+    if (!host_dma.empty()) {
+      EXPECT_EQ(plan["machine"]["host_dma"], std::stod(host_dma));
+    }
+    return plan["seconds"].get<double>();
+  };
+  const double by_default = seconds("");
+  EXPECT_GT(seconds("74"), 1.5 * by_default);
+  EXPECT_LT(seconds("400"), 0.9 * by_default);
+  EXPECT_NEAR(seconds("400"), seconds("4000"), 1e-9);  // the links bound it then
+}
+
 TEST_F(CliPlan, BadInputIsOneLineAndExit64)
 {
   const std::vector<std::vector<std::string>> bad{
@@ -112,6 +135,7 @@ TEST_F(CliPlan, BadInputIsOneLineAndExit64)
       {"plan", "--bytes", "12", "--dtype", "u64"},  // not whole keys
       {"plan", "--count", "10", "--dtype", "u64", "--link-in", "50"},  // rates without --gpus
       {"plan", "--count", "10", "--dtype", "u64", "--gpus", "2", "--link-in", "-5"},
+      {"plan", "--count", "10", "--dtype", "u64", "--gpus", "2", "--host-dma", "0"},
       {"plan", "--count", "10", "--dtype", "u64", "--device-budget", "lots"},
       {"plan", "--count", "10", "--dtype", "u64", "--value-bytes", "3"},
   };
