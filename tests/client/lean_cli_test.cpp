@@ -66,8 +66,11 @@ class LeanCli : public ::testing::TestWithParam<const char*> {
   {
     const fs::path root{GetParam()};
     if (!fs::exists(root)) GTEST_SKIP() << root << " does not exist here";
-    dir_ = root / ("gpusort-lean-" + std::to_string(::getpid()) + "-" +
-                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    // A parameterized test's name holds a '/' (its folder's): one directory, not two, so that
+    // TearDown's remove_all leaves no empty parent behind in /tmp and /dev/shm.
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::replace(name.begin(), name.end(), '/', '-');
+    dir_ = root / ("gpusort-lean-" + std::to_string(::getpid()) + "-" + name);
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     make_input(n_);
