@@ -194,7 +194,7 @@ void print_plan(const job_plan& p, bool json, bool described)
   if (described && m.gpus > 0)
     std::printf("note: a described GPU's capacity leaves out its sort's scratch, which only a\n"
                 "GPU can size: a real one needs a few MiB more at the smallest budgets (8 GiB of\n"
-                "u64 on an H200: 35.45 MiB, where a described one says 31.9 MiB)\n");
+                "u64 on an H200 needed 23.03 MiB where a described one said 19.03 MiB)\n");
 }
 
 }  // namespace
