@@ -57,7 +57,8 @@ class refiner {
     // Its pages made on every core now, not one by one as the engine's copies first reach
     // them: the GPU's copy out of the sorted words and their order ran at 6.6 GB/s into fresh
     // pages (64 GiB of records on an H200, h200x2-20261129-s7/call1).
-    sorted.buffer.populate();
+    stages_.run("rows: fresh pages of the sorted words", count * sizeof(std::uint64_t),
+                [&] { sorted.buffer.populate(); });
     {
       scratch<std::uint64_t> first{count};
       const std::uint64_t bytes = count * sizeof(std::uint64_t);

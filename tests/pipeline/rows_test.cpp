@@ -280,6 +280,54 @@ TEST(RowsMove, InPlacePermutationOfLargeRecords)
   }
 }
 
+/// The host's stages a profiled sort of records reports, in order, each once.
+std::vector<std::string> host_stages_of(const sort_report& r)
+{
+  std::vector<std::string> names;
+  for (const stage_profile& p : r.profile)
+    if (p.stage.rfind("rows: ", 0) == 0) names.push_back(p.stage);
+  return names;
+}
+
+TEST(RowsProfile, EveryHostStageOfAMoveIsInTheReport)
+{
+  // The sort benchmark's records: 100 bytes, a 10-byte key at the start.
+  const std::vector<key_field> key{{column_type::bytes, 0, 10}};
+  const std::uint64_t n = 30'011;
+  const bytes_t records = test::make_records(n, 100, key, 0, 5);
+  const bytes_t expected = gathered(records, 100, reference_order(records, 100, key, {}));
+  engine eng{config_for_rows(n)};
+  const std::vector<std::string> order{"rows: fresh pages of the order",
+                                       "rows: fresh pages of the sorted words",
+                                       "rows: first words", "rows: order of the first words",
+                                       "rows: ties", "rows: large ties"};
+  const auto then = [&](std::vector<std::string> moves) {
+    std::vector<std::string> all = order;
+    all.insert(all.end(), moves.begin(), moves.end());
+    return all;
+  };
+  bytes_t out(records.size());
+  sort_report r = sort_records(eng, {records.data(), n, 100}, key, out.data(), {.profile = true});
+  EXPECT_TRUE(test::equal_bytes(out, expected));
+  EXPECT_EQ(host_stages_of(r), then({"rows: gather"}));
+  // In place through a copy: its pages made first (a fault inside the gather stalls its reads).
+  bytes_t again = records;
+  r = sort_records(eng, {again.data(), n, 100}, key, nullptr, {.profile = true});
+  EXPECT_TRUE(test::equal_bytes(again, expected));
+  EXPECT_EQ(host_stages_of(r),
+            then({"rows: fresh pages of the copy", "rows: gather", "rows: copy back"}));
+  // In place with no room for the copy: the cycles walked.
+  again = records;
+  r = sort_records(eng, {again.data(), n, 100}, key, nullptr,
+                   {.profile = true, .host_memory_limit = records.size() + n * 4 - 1});
+  EXPECT_TRUE(test::equal_bytes(again, expected));
+  EXPECT_EQ(host_stages_of(r), then({"rows: permute"}));
+  // Not asked for: none.
+  again = records;
+  r = sort_records(eng, {again.data(), n, 100}, key, nullptr);
+  EXPECT_TRUE(host_stages_of(r).empty());
+}
+
 TEST(RowsErrors, BadSpecificationsAreRefusedAndNothingChanges)
 {
   engine eng{config_for_rows(10)};
