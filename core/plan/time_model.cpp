@@ -26,7 +26,7 @@ machine_model machine_model::h200(std::uint32_t gpus)
       // A fit: both H200s out of core (h200x2-20261129-s7/call1), each round moved 32 GiB in
       // and 32 GiB out in about 0.49 s (8 GiB: 0.12 s), 36-38 GB/s per GPU each way: the
       // host's memory served 144-151 GB/s to the copy engines, where twice its memcpy rate
-      // (139.6, and 122 as gpu_bench measured it in that run) had predicted 1.175-1.207x.
+      // (139.6; about 122 from gpu_bench's own memcpy in that run) had predicted 1.175-1.207x.
       .host_dma = 148,
       // A fit, not a measurement: the two-H200 fitting jobs less their copies, sort and merges
       // leave 0.040 and 0.057 s of exchange at 8 and 32 GiB in one run (h200x2-20261129) and
