@@ -238,7 +238,6 @@ bool host_registration::pinned() const noexcept
 // Read by the GPU path only: unused (and warned about by clang) in a CPU-only build.
 [[maybe_unused]] constexpr std::uint64_t min_pipeline_chunk_bytes = std::uint64_t{64} << 20;
 
-
 /// How many chunks an out-of-core GPU job should have at least, from a cost model fitted to
 /// measurements on H100 and H200 (bench/results). A ring of three chunks fills before both links
 /// are busy and drains after: about T/d per round, T the round's time at the link rate. Round 2

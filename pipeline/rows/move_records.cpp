@@ -375,7 +375,9 @@ void gather_records(const unsigned char* records, std::uint64_t count,
                     std::uint32_t record_bytes, const Index* perm, unsigned char* out)
 {
   const std::uint64_t r = record_bytes;
-  const std::uint64_t batch = std::max<std::uint64_t>(1, gather_batch_bytes / r);
+  // A small job's batch holds the job: no 128 KiB per thread for a few rows.
+  const std::uint64_t batch =
+      std::clamp<std::uint64_t>(gather_batch_bytes / r, 1, std::max<std::uint64_t>(count, 1));
   const auto batches = static_cast<std::int64_t>((count + batch - 1) / batch);
 #pragma omp parallel if (count >= parallel_rows)
   {
