@@ -38,15 +38,18 @@ using gpusort::bench::usage_error;
 
 constexpr const char* usage =
     "usage: rows_bench [--records-bytes 1Gi] [--record-bytes 100] [--dist uniform]\n"
-    "                  [--columns-bytes 256Mi] [--cpu yes|no] [--profile no|yes] [--repeat 1]\n"
+    "                  [--columns-bytes 256Mi] [--cpu yes|no] [--gnu yes|no] [--profile no|yes]\n"
+    "                  [--repeat 1]"
     "                  [--json FILE]"
     "                  [--machine NAME] [--commit C]\n"
     "\n"
     "Records (--records-bytes of them, --record-bytes each, gensort's layout at 100, a 10-byte\n"
     "key at offset 0 compared as unsigned bytes) sorted in place on the default devices and,\n"
-    "with --cpu yes, by the CPU engine and by GNU's parallel std::sort of (key, row) tuples;\n"
+    "with --cpu yes, by the CPU engine and (unless --gnu no) by GNU's parallel std::sort of\n"
+    "(key, row) tuples;\n"
     "then two u64 columns of --columns-bytes each against one u128 column of their bytes\n"
-    "(0: skip). Times are the best of --repeat runs; each run is verified. --profile yes prints\n"
+    "(0: skip). Times are the best of --repeat runs, each run's printed beside it (the first\n"
+    "touches memory no run touched before); each run is verified. --profile yes prints\n"
     "where the last run on the default devices spent its time (the host's stages and the\n"
     "engine's).\n"
     "exit codes: 0 done, 1 a failure (one line says which), 64 a bad command line\n";
@@ -57,6 +60,7 @@ struct options {
   gpusort::distribution dist{gpusort::distribution::uniform};
   std::uint64_t columns_bytes{std::uint64_t{256} << 20};
   bool cpu{true};
+  bool gnu{true};
   bool profile{false};
   int repeat{1};
   gpusort::bench::results_options results;
@@ -77,6 +81,9 @@ void set_option(options& o, std::string_view flag, const std::string& v)
   } else if (flag == "--cpu") {
     if (v != "yes" && v != "no") throw usage_error{"--cpu takes yes or no"};
     o.cpu = v == "yes";
+  } else if (flag == "--gnu") {
+    if (v != "yes" && v != "no") throw usage_error{"--gnu takes yes or no"};
+    o.gnu = v == "yes";
   } else if (flag == "--profile") {
     if (v != "yes" && v != "no") throw usage_error{"--profile takes yes or no"};
     o.profile = v == "yes";
@@ -170,6 +177,7 @@ int run(const options& o)
   std::vector<target> targets;
   const auto timed = [&](const std::string& name, auto&& sort) {
     records_run best;
+    std::string each;
     for (int k = 0; k < o.repeat; ++k) {
       gpusort::generate_records(data, n, r, o.dist, 42);
       reset_peak_rss();
@@ -181,10 +189,14 @@ int run(const options& o)
       const gpusort::records_check check = gpusort::verify_records({data, n, r}, key, original);
       if (!check.ok) throw std::runtime_error{name + ": " + check.message};
       if (k == 0 || s < best.seconds) best = {s, peak > before ? peak - before : 0, path};
+      char t[32];
+      std::snprintf(t, sizeof t, "%s%.3f", k == 0 ? "" : ", ", s);
+      each += t;
     }
-    std::printf("  %-34s %8.3f s  %6.2f GB/s  peak RSS +%s  %s\n", name.c_str(), best.seconds,
+    std::printf("  %-34s %8.3f s  %6.2f GB/s  peak RSS +%s  %s%s\n", name.c_str(), best.seconds,
                 static_cast<double>(bytes) / best.seconds / 1e9,
-                gpusort::format_bytes(best.peak_above).c_str(), best.path.c_str());
+                gpusort::format_bytes(best.peak_above).c_str(), best.path.c_str(),
+                o.repeat > 1 ? (" (runs: " + each + " s)").c_str() : "");
     raw << "{\"case\": " << gpusort::bench::json_string(name) << ", \"bytes\": " << bytes
         << ", \"record_bytes\": " << r << ", \"seconds\": " << best.seconds
         << ", \"peak_rss_above_bytes\": " << best.peak_above << "},";
@@ -210,7 +222,7 @@ int run(const options& o)
       return rep.engine + " " + rep.path;
     });
     double best_cpu = cpu_engine_s;
-    if (n < (std::uint64_t{1} << 32)) {
+    if (o.gnu && n < (std::uint64_t{1} << 32)) {
       const double gnu_s = timed("GNU parallel sort of tuples", [&] {
         gnu_parallel_sort(data, n, r);
         return std::string{"__gnu_parallel::sort"};
@@ -272,7 +284,7 @@ int main(int argc, char** argv)
 {
   return gpusort::bench::run_main<options>(
       "rows_bench", usage, argc, argv,
-      {"--records-bytes", "--record-bytes", "--dist", "--columns-bytes", "--cpu", "--profile",
-       "--repeat"},
+      {"--records-bytes", "--record-bytes", "--dist", "--columns-bytes", "--cpu", "--gnu",
+       "--profile", "--repeat"},
       set_option, run);
 }
