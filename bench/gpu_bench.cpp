@@ -246,7 +246,7 @@ constexpr const char* usage =
     "                 [--dists uniform,gaussian,sorted,fewunique,bits] [--json FILE] ...\n"
     "       gpu_bench --lean yes [--lean-bytes 32Gi,100Gi] [--host-limit 3584Mi]\n"
     "                 [--lean-memory pageable,pinned] [--repeat 3] [--json FILE] ...\n"
-    "       gpu_bench --chunks yes [--chunk-bytes 8Gi,32Gi] [--gpus 1,2] [--repeat 1] ...\n"
+    "       gpu_bench --chunks yes [--chunk-bytes 8Gi,32Gi] [--gpus 1,2] [--incore auto] ...\n"
     "       gpu_bench --model yes [--chunk-bytes 8Gi,32Gi] [--repeat 3] ...\n"
     "\n"
     "The GPU executor on u64 uniform keys (--sizes: counts of keys) against the PCIe floor, the\n"
@@ -269,7 +269,8 @@ constexpr const char* usage =
     "--chunk-bytes each in registered memory, stable and not, out of core on the first --gpus\n"
     "GPUs with device_memory_budget at 1/8 of the data, 1/256 of it and (for the smallest\n"
     "size) the smallest budget the planner accepts; the median of --repeat runs after a\n"
-    "warm-up, each with its chunk count, and the profile of the last.\n"
+    "warm-up, each with its chunk count, and the profile of the last; --incore radix or\n"
+    "sample sets the in-core sort of its chunks (auto: the engine's choice).\n"
     "exit codes: 0 done, 1 a failure (one line says which), 64 a bad command line\n";
 
 struct options {
@@ -286,6 +287,7 @@ struct options {
   std::uint64_t host_limit = std::uint64_t{3584} << 20;
   std::vector<std::string> lean_memory{"pageable"};
   bool chunks = false;
+  gpusort::incore_engine chunk_incore = gpusort::incore_engine::automatic;
   std::vector<std::uint64_t> chunk_bytes{std::uint64_t{8} << 30, std::uint64_t{32} << 30};
   std::vector<std::uint64_t> chunk_gpus{1};
   bool model = false;
@@ -316,6 +318,12 @@ void set_option(options& o, std::string_view flag, const std::string& v)
   } else if (flag == "--chunks") {
     if (v != "yes" && v != "no") throw usage_error{"--chunks takes yes or no"};
     o.chunks = v == "yes";
+  } else if (flag == "--incore") {
+    if (v != "auto" && v != "radix" && v != "sample")
+      throw usage_error{"--incore takes auto, radix or sample"};
+    o.chunk_incore = v == "radix"    ? gpusort::incore_engine::radix
+                     : v == "sample" ? gpusort::incore_engine::sample
+                                     : gpusort::incore_engine::automatic;
   } else if (flag == "--model") {
     if (v != "yes" && v != "no") throw usage_error{"--model takes yes or no"};
     o.model = v == "yes";
@@ -403,6 +411,7 @@ void run_chunks(const options& o, int gpus, std::vector<target>& targets,
       }
       gpusort::config base;
       base.devices = gpusort::device_selection::listed;
+      base.incore = o.chunk_incore;
       for (std::uint64_t i = 0; i < g; ++i) base.gpu_ids.push_back(static_cast<int>(i));
       for (const char* type : {"u64", "f64"}) {
         for (const bool stable : {false, true}) {
@@ -1120,7 +1129,7 @@ int main(int argc, char** argv)
       "gpu_bench", usage, argc, argv,
       {"--sizes", "--cpu-count", "--repeat", "--sweep-chunks", "--compare-gather", "--compress",
        "--compress-bytes", "--dists", "--lean", "--lean-bytes", "--host-limit", "--lean-memory",
-       "--chunks", "--chunk-bytes", "--gpus", "--model"},
+       "--chunks", "--chunk-bytes", "--gpus", "--model", "--incore"},
       set_option,
       run);
 }

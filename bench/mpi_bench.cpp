@@ -8,6 +8,8 @@
 // moves the same bytes between ranks as the plain all-to-all; their ratio is the issue's
 // "exchange at 70% of the transport's all-to-all rate". Rank 0 prints one JSON object.
 #include "bench/stack_dump.hpp"
+#include "core/generate.hpp"
+#include "pipeline/host_memory.hpp"
 
 #include <gpusort/config.hpp>
 #include <gpusort/mpi.hpp>
@@ -20,7 +22,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -103,9 +105,16 @@ int main(int argc, char** argv)
     const std::uint64_t per_pair = a.count / static_cast<std::uint64_t>(ranks) / unit * unit;
     if (per_pair == 0) throw std::runtime_error{"--count-per-rank: at least 1024 per rank"};
     const std::uint64_t n = per_pair * static_cast<std::uint64_t>(ranks);
-    std::vector<std::uint64_t> keys(n), received(n);
-    std::mt19937_64 rng{0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(rank)};
-    for (auto& k : keys) k = rng();
+    // Made on every core: one thread drawing 4Gi keys three times (and zeroing three vectors)
+    // took most of two minutes on the two-H200 host, which earlier runs' timeouts read as a
+    // hang of one rank on both GPUs (h200x2-20261130-s9). The received buffer's pages exist
+    // before the all-to-all is timed.
+    const std::uint64_t seed = 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(rank);
+    gpusort::detail::host_buffer keys_buffer{n * sizeof(std::uint64_t)};
+    gpusort::detail::host_buffer received_buffer{n * sizeof(std::uint64_t)};
+    const std::span<std::uint64_t> keys{keys_buffer.as<std::uint64_t>(), n};
+    gpusort::generate(keys, gpusort::distribution::uniform, seed);
+    received_buffer.populate();
 
     // The transport: every pair's N / R keys in one MPI_Alltoall, buffer to buffer.
     MPI_Datatype units{};
@@ -115,21 +124,22 @@ int main(int argc, char** argv)
     for (int i = 0; i < a.repeat; ++i) {
       MPI_Barrier(MPI_COMM_WORLD);
       const double t = now();
-      MPI_Alltoall(keys.data(), static_cast<int>(per_pair / unit), units, received.data(),
+      MPI_Alltoall(keys.data(), static_cast<int>(per_pair / unit), units, received_buffer.data(),
                    static_cast<int>(per_pair / unit), units, MPI_COMM_WORLD);
       alltoall = std::min(alltoall, slowest(now() - t));
     }
     MPI_Type_free(&units);
-    received = {};
+    received_buffer = {};
+    keys_buffer = {};
 
     gpusort::config cfg = a.config.empty() ? gpusort::config{} : gpusort::load_config(a.config);
     gpusort::engine eng{cfg};
     gpusort::mpi::mpi_report best;
     double best_total = 1e30;
-    std::vector<std::uint64_t> shard(n);
+    gpusort::detail::host_buffer shard_buffer{n * sizeof(std::uint64_t)};
+    const std::span<std::uint64_t> shard{shard_buffer.as<std::uint64_t>(), n};
     for (int i = 0; i < a.repeat; ++i) {
-      std::mt19937_64 again{0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(rank)};
-      for (auto& k : shard) k = again();
+      gpusort::generate(shard, gpusort::distribution::uniform, seed);
       MPI_Barrier(MPI_COMM_WORLD);
       const gpusort::mpi::mpi_report r =
           gpusort::mpi::sort(MPI_COMM_WORLD, eng, {.keys = {shard.data(), n, gpusort::dtype::u64}},
@@ -154,7 +164,10 @@ int main(int argc, char** argv)
     // The plain all-to-all moved (R - 1) / R of every shard to other ranks.
     const double moved = static_cast<double>(n) * 8 * (ranks - 1) * ranks / ranks;
     if (rank == 0) {
-      char line[1024];
+      // Every device of the engine: the first alone read as one GPU where the job had two.
+      std::string devices;
+      for (const std::string& d : eng.devices()) devices += (devices.empty() ? "" : ", ") + d;
+      char line[2048];
       std::snprintf(
           line, sizeof line,
           "{\"ranks\":%d,\"count_per_rank\":%llu,\"alltoall_seconds\":%.6f,"
@@ -167,7 +180,7 @@ int main(int argc, char** argv)
           ranks > 1 && exchange > 0 ? (sent_total / exchange) / (moved / alltoall) : 0.0,
           static_cast<unsigned long long>(best.exchange_rounds),
           static_cast<unsigned long long>(best.extra_bytes),
-          best.merged_by_engine ? "engine" : "cpu", eng.devices().front().c_str());
+          best.merged_by_engine ? "engine" : "cpu", devices.c_str());
       std::printf("%s\n", line);
       if (!a.json.empty()) std::ofstream{a.json} << line << "\n";
     }

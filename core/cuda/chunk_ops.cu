@@ -121,16 +121,21 @@ void gather(const gather_slice* d_table, std::uint32_t slices, std::uint64_t lon
   if (element_bytes != 4 && element_bytes != 8)
     throw invalid_argument{"gather: elements must be 4 or 8 bytes"};
   if (slices > 65535) throw invalid_argument{"gather: at most 65535 slices per launch"};
+  if (tuning.threads_per_block == 0 || tuning.threads_per_block > 1024 ||
+      tuning.max_blocks_per_slice == 0 || tuning.max_blocks == 0)
+    throw invalid_argument{"gather: a tuning of 1 to 1024 threads a block and at least one block"};
   const std::uint64_t per_slice = std::clamp<std::uint64_t>(
       (longest_slice + tuning.threads_per_block - 1) / tuning.threads_per_block, 1,
       tuning.max_blocks_per_slice);
-  const dim3 grid{static_cast<unsigned>(per_slice), slices};
+  const std::uint64_t rows =
+      std::clamp<std::uint64_t>(tuning.max_blocks / per_slice, 1, std::uint64_t{slices});
+  const dim3 grid{static_cast<unsigned>(per_slice), static_cast<unsigned>(rows)};
   if (element_bytes == 4)
     detail::gather_kernel<std::uint32_t><<<grid, tuning.threads_per_block, 0, stream>>>(
-        d_table, static_cast<std::uint32_t*>(d_out));
+        d_table, slices, static_cast<std::uint32_t*>(d_out));
   else
     detail::gather_kernel<std::uint64_t><<<grid, tuning.threads_per_block, 0, stream>>>(
-        d_table, static_cast<std::uint64_t*>(d_out));
+        d_table, slices, static_cast<std::uint64_t*>(d_out));
   GPUSORT_CHECK_LAUNCH();
 }
 

@@ -41,10 +41,13 @@ struct gather_slice {
 };
 
 /// Tuning of the gather kernel: blocks per slice are capped so that small slices do not launch
-/// idle blocks; reads of mapped host memory want many loads in flight.
+/// idle blocks; reads of mapped host memory want many loads in flight; the whole grid is capped
+/// (two blocks an SM of an H100 or H200) so that a table of many short slices leaves most of
+/// the GPU to the sort of the chunk before (its blocks then walk the table).
 struct gather_tuning {
   std::uint32_t threads_per_block{256};
   std::uint32_t max_blocks_per_slice{64};
+  std::uint32_t max_blocks{2 * 132};
 };
 
 /// Copies every slice of `d_table` (device-accessible, `slices` entries) into `d_out`, elements

@@ -35,17 +35,30 @@ __global__ void positions_kernel(W* __restrict__ out, std::uint64_t n, std::uint
     out[i] = static_cast<W>(first + i);
 }
 
-/// blockIdx.y picks the slice; blocks along x stride through it.
+/// blockIdx.y picks a slice and then every gridDim.y-th after it; blocks along x stride
+/// through it. A grid of fewer rows than slices keeps the gather to a share of the SMs: one
+/// block for each of round 2's d short slices (2643 of 1.2 KB at d = 2643) filled the GPU and
+/// stalled the chunk sort running beside it (issue 44). Four loads in flight a thread where a
+/// slice is long: mapped host memory answers in microseconds.
 template <typename T>
-__global__ void gather_kernel(const gather_slice* __restrict__ table, T* __restrict__ out)
+__global__ void gather_kernel(const gather_slice* __restrict__ table, std::uint32_t slices,
+                              T* __restrict__ out)
 {
-  const gather_slice s = table[blockIdx.y];
-  const T* __restrict__ src = static_cast<const T*>(s.src);
-  T* __restrict__ dst = out + s.dst_offset;
   const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
-  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < s.length;
-       i += stride)
-    dst[i] = src[i];
+  for (std::uint32_t y = blockIdx.y; y < slices; y += gridDim.y) {
+    const gather_slice s = table[y];
+    const T* __restrict__ src = static_cast<const T*>(s.src);
+    T* __restrict__ dst = out + s.dst_offset;
+    std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+    for (; i + 3 * stride < s.length; i += 4 * stride) {
+      const T a = src[i], b = src[i + stride], c = src[i + 2 * stride], e = src[i + 3 * stride];
+      dst[i] = a;
+      dst[i + stride] = b;
+      dst[i + 2 * stride] = c;
+      dst[i + 3 * stride] = e;
+    }
+    for (; i < s.length; i += stride) dst[i] = src[i];
+  }
 }
 
 }  // namespace gpusort::cuda::detail

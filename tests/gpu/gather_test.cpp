@@ -1,0 +1,180 @@
+// cuda::gather (core/cuda/chunk_ops.cuh), the kernel round 2 copies its slices with, against a
+// gather done on the host with memcpy: slices in device memory and in mapped host memory, 4- and
+// 8-byte elements, tables of many short slices (empty ones among them) and of a few long ones,
+// with the default tuning and with grids so small that each block walks many slices and strides
+// through long ones (the grid is capped since issue 44; every slice must still be copied once).
+#include "gpu_test_support.hpp"
+#include "pipeline/cuda/resources.hpp"
+
+#include "core/cuda/chunk_ops.cuh"
+
+#include <gpusort/error.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace gpusort {
+namespace {
+
+using cuda::cuda_stream;
+using cuda::device_buffer;
+using cuda::gather_slice;
+using cuda::gather_tuning;
+using cuda::pinned_buffer;
+
+/// Slice lengths of a table: `short_ones` slices of 0 to 300 elements, then `long_ones` of
+/// lengths about the kernel's unrolled strides (a multiple of 4 * 256 and either side of it).
+std::vector<std::uint64_t> lengths_of(std::uint32_t short_ones, std::uint32_t long_ones,
+                                      std::uint64_t seed)
+{
+  std::mt19937_64 rng{seed};
+  std::vector<std::uint64_t> lengths;
+  for (std::uint32_t i = 0; i < short_ones; ++i) lengths.push_back(rng() % 301);
+  const std::uint64_t around[] = {4 * 256 - 1, 4 * 256, 4 * 256 + 1, 64 * 256 * 4 + 3, 200003};
+  for (std::uint32_t i = 0; i < long_ones; ++i) lengths.push_back(around[i % 5] + rng() % 7);
+  return lengths;
+}
+
+enum class source_memory { device, mapped_host };
+
+/// Gathers slices of the given lengths, taken from shuffled places of a random source, on the
+/// device and on the host, and compares the two outputs byte for byte.
+template <typename T>
+void expect_gathered(const std::vector<std::uint64_t>& lengths, source_memory where,
+                     const gather_tuning& tuning)
+{
+  std::uint64_t total = 0;
+  for (std::uint64_t l : lengths) total += l;
+  // The source holds the slices back to back in reverse order, with a gap of 3 after each, so
+  // that no slice's source is where its output goes.
+  const std::uint64_t source_n = total + 3 * lengths.size() + 1;
+  std::mt19937_64 rng{total * 7919 + lengths.size()};
+  std::vector<T> source(source_n);
+  for (T& v : source) v = static_cast<T>(rng());
+
+  std::vector<gather_slice> table(lengths.size());
+  std::vector<std::uint64_t> source_at(lengths.size());
+  std::uint64_t at = 0, out_at = 0, longest = 0;
+  for (std::size_t i = lengths.size(); i-- > 0;) {
+    source_at[i] = at;
+    at += lengths[i] + 3;
+  }
+  std::vector<T> expected(total + 1);
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    if (lengths[i] > 0)
+      std::memcpy(&expected[out_at], &source[source_at[i]], lengths[i] * sizeof(T));
+    table[i] = {nullptr, lengths[i], out_at};
+    out_at += lengths[i];
+    longest = std::max(longest, lengths[i]);
+  }
+
+  cuda_stream stream;
+  device_buffer d_source;
+  pinned_buffer h_source;
+  const T* src = nullptr;
+  if (where == source_memory::device) {
+    d_source = device_buffer{source_n * sizeof(T)};
+    ASSERT_EQ(cudaMemcpy(d_source.data(), source.data(), source_n * sizeof(T),
+                         cudaMemcpyHostToDevice),
+              cudaSuccess);
+    src = d_source.data<T>();
+  } else {
+    h_source = pinned_buffer{source_n * sizeof(T), cudaHostAllocMapped | cudaHostAllocPortable};
+    std::memcpy(h_source.data(), source.data(), source_n * sizeof(T));
+    void* mapped = nullptr;
+    ASSERT_EQ(cudaHostGetDevicePointer(&mapped, h_source.data(), 0), cudaSuccess);
+    src = static_cast<const T*>(mapped);
+  }
+  for (std::size_t i = 0; i < lengths.size(); ++i) table[i].src = src + source_at[i];
+
+  device_buffer d_table{table.size() * sizeof(gather_slice) + 1};
+  ASSERT_EQ(cudaMemcpy(d_table.data(), table.data(), table.size() * sizeof(gather_slice),
+                       cudaMemcpyHostToDevice),
+            cudaSuccess);
+  // One element past the output, set to a marker: the kernel must not write it.
+  device_buffer d_out{(total + 1) * sizeof(T)};
+  ASSERT_EQ(cudaMemset(d_out.data(), 0xA5, (total + 1) * sizeof(T)), cudaSuccess);
+  cuda::gather(d_table.data<gather_slice>(), static_cast<std::uint32_t>(table.size()), longest,
+               d_out.data(), sizeof(T), stream.value(), tuning);
+  stream.synchronize();
+  std::vector<T> out(total + 1);
+  ASSERT_EQ(cudaMemcpy(out.data(), d_out.data(), (total + 1) * sizeof(T), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  std::memset(&expected[total], 0xA5, sizeof(T));
+  for (std::uint64_t i = 0; i <= total; ++i)
+    ASSERT_EQ(out[i], expected[i]) << "element " << i << " of " << total << ", "
+                                   << lengths.size() << " slices";
+}
+
+using gather_case = std::tuple<unsigned, source_memory, int>;
+
+class gpu_gather : public test::gpu_test, public ::testing::WithParamInterface<gather_case> {};
+
+/// The tunings a case runs with: the default, a grid of one block that walks every slice, and a
+/// small one (two blocks a slice at most, three in all) with blocks of one warp.
+gather_tuning tuning_of(int which)
+{
+  if (which == 0) return {};
+  if (which == 1) return {.threads_per_block = 256, .max_blocks_per_slice = 1, .max_blocks = 1};
+  return {.threads_per_block = 32, .max_blocks_per_slice = 2, .max_blocks = 3};
+}
+
+TEST_P(gpu_gather, CopiesEverySliceOnceAgainstTheHost)
+{
+  const auto [element_bytes, where, which] = GetParam();
+  const gather_tuning tuning = tuning_of(which);
+  // Round 2 at d = 2643: that many slices of about 150 elements (and empty ones), then a few
+  // long ones alone, then both in one table; and a table of one slice.
+  const std::vector<std::vector<std::uint64_t>> tables = {
+      lengths_of(2643, 0, 1), lengths_of(0, 10, 2), lengths_of(700, 5, 3), {1}, {0, 0, 5}};
+  for (const auto& lengths : tables) {
+    if (element_bytes == 4)
+      expect_gathered<std::uint32_t>(lengths, where, tuning);
+    else
+      expect_gathered<std::uint64_t>(lengths, where, tuning);
+    if (HasFatalFailure()) return;
+  }
+}
+
+std::string gather_case_name(const ::testing::TestParamInfo<gather_case>& param)
+{
+  const auto [bytes, where, which] = param.param;
+  const char* tunings[] = {"default", "one_block", "small_grid"};
+  return std::to_string(bytes * 8) + "bit_" +
+         (where == source_memory::device ? "device" : "mapped") + "_" + tunings[which];
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Tables, gpu_gather,
+    ::testing::Combine(::testing::Values(4U, 8U),
+                       ::testing::Values(source_memory::device, source_memory::mapped_host),
+                       ::testing::Values(0, 1, 2)),
+    gather_case_name);
+
+TEST(gpu_gather_arguments, BadWidthsTablesAndTuningsAreRefusedBeforeAnyLaunch)
+{
+  // Checked before anything touches a GPU, so they run on CI's hosts too.
+  const gather_slice* none = nullptr;
+  EXPECT_THROW(cuda::gather(none, 1, 1, nullptr, 2, nullptr), invalid_argument);
+  EXPECT_THROW(cuda::gather(none, 65536, 1, nullptr, 8, nullptr), invalid_argument);
+  EXPECT_THROW(cuda::gather(none, 1, 1, nullptr, 8, nullptr, {.threads_per_block = 0}),
+               invalid_argument);
+  EXPECT_THROW(cuda::gather(none, 1, 1, nullptr, 8, nullptr, {.max_blocks_per_slice = 0}),
+               invalid_argument);
+  EXPECT_THROW(cuda::gather(none, 1, 1, nullptr, 8, nullptr, {.max_blocks = 0}),
+               invalid_argument);
+  // Nothing to copy: no launch, no error, whatever the pointers.
+  EXPECT_NO_THROW(cuda::gather(none, 0, 1, nullptr, 8, nullptr));
+  EXPECT_NO_THROW(cuda::gather(none, 3, 0, nullptr, 8, nullptr));
+}
+
+}  // namespace
+}  // namespace gpusort
