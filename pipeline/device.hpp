@@ -83,6 +83,10 @@ struct chunk_task {
   std::vector<run> equal_slices;
   std::uint64_t equal_count{};
   std::uint64_t splitter_bits{};  ///< ordered bits of the splitter the equal elements carry
+  /// > 0: the ordered bits of the task's keys differ only in their low key_bits bits (round 2:
+  /// every key lies between its chunk's two splitters, core/plan/splitters.hpp's
+  /// differing_bits), so a radix sort need not pass over the others; 0: all may differ.
+  unsigned key_bits{};
   /// Round 1 of a compressed job: encode the dealt runs (see encode_target); null: write keys.
   const encode_target* encode{};
   /// Round 2 of a compressed job: the keys of slices[i] are encoded[i] (host addresses in the

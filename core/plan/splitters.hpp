@@ -6,8 +6,10 @@
 #include "core/plan/dealing.hpp"
 #include "core/plan/run_source.hpp"
 
+#include <bit>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 namespace gpusort::detail {
@@ -17,6 +19,18 @@ struct splitter_set {
   std::vector<K> values;           ///< d - 1 splitters in ordered bits, non-decreasing
   std::vector<std::uint64_t> est;  ///< candidates equal to each splitter
 };
+
+/// The low bits in which the ordered bits of final chunk k's keys can differ: every key of the
+/// chunk lies between its two splitters (the type's least and greatest value at the ends), so
+/// above the highest bit in which those two differ, all its keys agree. 0: all its keys are equal.
+template <typename K>
+[[nodiscard]] constexpr unsigned differing_bits(const splitter_set<K>& s, std::uint64_t k) noexcept
+{
+  static_assert(std::is_unsigned_v<K>, "splitters are ordered bits");
+  const K lo = k == 0 ? K{0} : s.values[k - 1];
+  const K hi = k < s.values.size() ? s.values[k] : static_cast<K>(~K{0});
+  return static_cast<unsigned>(std::bit_width(static_cast<K>(lo ^ hi)));
+}
 
 /// Position of candidate x (0 <= x < s) in a run of length len >= s: the ((x+1)*len/s)-th.
 constexpr std::uint64_t candidate_position(std::uint64_t x, std::uint64_t s,

@@ -652,7 +652,7 @@ struct round_state {
     const unsigned kb = layout.key_bytes, vb = layout.value_bytes;
     if (!t.src_ordered) cuda::to_ordered(s.keys.data(), t.count, layout.keys(), st);
     if (sorter.sort(s.keys.data(), alt_keys.data(), s.values.data(), alt_values.data(), t.count,
-                    kb, vb, scratch.data(), sizes.scratch, st)) {
+                    kb, vb, scratch.data(), sizes.scratch, st, t.key_bits)) {
       std::swap(s.keys, alt_keys);
       std::swap(s.values, alt_values);
     }

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <map>
 #include <numeric>
@@ -413,6 +414,20 @@ TEST_P(PlannerInvariants, EveryElementLandsOnceInOrderedBoundedFinalChunks)
               if (fc.index + 1 < p.plan.d) { ASSERT_LE(p.t[x], p.splitters.values[fc.index]); }
             }
 
+        // Round 2's radix sort passes only over the bits differing_bits names: the chunk's
+        // least and greatest keys (and so all between) agree above them.
+        for (const final_chunk& fc : p.finals) {
+          if (fc.size == 0) continue;
+          std::uint64_t least = ~std::uint64_t{0}, greatest = 0;
+          for (const slice& sl : fc.slices)
+            for (std::uint64_t x = sl.offset; x < sl.offset + sl.length; ++x) {
+              least = std::min(least, p.t[x]);
+              greatest = std::max(greatest, p.t[x]);
+            }
+          ASSERT_LE(std::bit_width(least ^ greatest), differing_bits(p.splitters, fc.index))
+              << "final chunk " << fc.index << " of " << p.plan.d;
+        }
+
         // The same planning on the runs compressed (chunk 0 left raw) gives the same answers.
         const encoded_output enc = encode_round1(p.t, p.plan, {0});
         const encoded_runs<std::uint64_t> source{p.plan, p.t.data(), enc.chunks};
@@ -528,6 +543,22 @@ TEST(EncodedRuns, ReadSearchAndDecodeLikeThePlainArray)
       }
     }
   }
+}
+
+TEST(Splitters, DifferingBitsAreThoseInWhichAChunksBoundsDiffer)
+{
+  // Chunk k lies between splitters k - 1 and k; the first from 0, the last up to the greatest.
+  const splitter_set<std::uint64_t> s{.values = {0x10, 0x1F, 0x20, 0x20}, .est = {1, 1, 1, 1}};
+  EXPECT_EQ(differing_bits(s, 0), 5U);   // 0 .. 0x10
+  EXPECT_EQ(differing_bits(s, 1), 4U);   // 0x10 .. 0x1F
+  EXPECT_EQ(differing_bits(s, 2), 6U);   // 0x1F .. 0x20
+  EXPECT_EQ(differing_bits(s, 3), 0U);   // 0x20 .. 0x20: every key equal
+  EXPECT_EQ(differing_bits(s, 4), 64U);  // 0x20 .. the greatest u64
+  const splitter_set<std::uint32_t> narrow{.values = {0x80000000U}, .est = {1}};
+  EXPECT_EQ(differing_bits(narrow, 0), 32U);
+  EXPECT_EQ(differing_bits(narrow, 1), 31U);
+  const splitter_set<std::uint32_t> one_chunk{};
+  EXPECT_EQ(differing_bits(one_chunk, 0), 32U);
 }
 
 TEST(Slicing, LargestFirstOrdersBySize)

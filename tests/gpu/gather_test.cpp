@@ -1,8 +1,11 @@
-// cuda::gather (core/cuda/chunk_ops.cuh), the kernel round 2 copies its slices with, against a
-// gather done on the host with memcpy: slices in device memory and in mapped host memory, 4- and
-// 8-byte elements, tables of many short slices (empty ones among them) and of a few long ones,
-// with the default tuning and with grids so small that each block walks many slices and strides
-// through long ones (the grid is capped since issue 44; every slice must still be copied once).
+// Round 2's chunk steps (core/cuda/chunk_ops.cuh) against the host. The radix sort on the low
+// bits alone (key_bits: round 2's keys agree above the bits in which their chunk's splitters
+// differ), against std::stable_sort. cuda::gather, the kernel round 2 copies its slices with,
+// against a gather done on the host with memcpy: slices in device memory and in mapped host
+// memory, 4- and 8-byte elements, tables of many short slices (empty ones among them) and of a
+// few long ones, with the default tuning and with grids so small that each block walks many
+// slices and strides through long ones (the grid is capped since issue 44; every slice must
+// still be copied once).
 #include "gpu_test_support.hpp"
 #include "pipeline/cuda/resources.hpp"
 
@@ -14,8 +17,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <random>
 #include <string>
 #include <tuple>
@@ -174,6 +179,69 @@ TEST(gpu_gather_arguments, BadWidthsTablesAndTuningsAreRefusedBeforeAnyLaunch)
   // Nothing to copy: no launch, no error, whatever the pointers.
   EXPECT_NO_THROW(cuda::gather(none, 0, 1, nullptr, 8, nullptr));
   EXPECT_NO_THROW(cuda::gather(none, 3, 0, nullptr, 8, nullptr));
+}
+
+// ---- the radix sort on the low bits ----
+
+class gpu_radix_low_bits : public test::gpu_test {};
+
+/// n pairs of keys that share everything above their low `bits` bits (many equal ones among
+/// them) and positions as values, sorted with key_bits = `bits` and with every bit; both must
+/// equal std::stable_sort's result (the radix sort keeps equal keys in order).
+void expect_low_bits_sort(std::uint64_t n, unsigned bits, std::uint64_t prefix)
+{
+  std::mt19937_64 rng{n * 131 + bits};
+  const std::uint64_t mask = bits == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << bits) - 1;
+  std::vector<std::uint64_t> keys(n);
+  for (auto& k : keys) k = (prefix & ~mask) | (rng() % 3 == 0 ? mask / 3 : rng() & mask);
+  std::vector<std::uint32_t> order(n);
+  std::iota(order.begin(), order.end(), 0U);
+  std::vector<std::uint32_t> expected = order;
+  std::stable_sort(expected.begin(), expected.end(),
+                   [&](std::uint32_t a, std::uint32_t b) { return keys[a] < keys[b]; });
+  for (const unsigned key_bits : {bits, 0U}) {
+    device_buffer k{n * 8 + 8}, k_alt{n * 8 + 8}, v{n * 4 + 4}, v_alt{n * 4 + 4};
+    const std::size_t scratch_bytes = cuda::radix_sort_scratch_bytes(n, 8, 4);
+    device_buffer scratch{scratch_bytes + 1};
+    ASSERT_EQ(cudaMemcpy(k.data(), keys.data(), n * 8, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(v.data(), order.data(), n * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    cuda_stream stream;
+    const bool alt = cuda::radix_sort(k.data(), k_alt.data(), v.data(), v_alt.data(), n, 8, 4,
+                                      scratch.data(), scratch_bytes, stream.value(), key_bits);
+    stream.synchronize();
+    std::vector<std::uint64_t> sorted(n);
+    std::vector<std::uint32_t> values(n);
+    ASSERT_EQ(cudaMemcpy(sorted.data(), (alt ? k_alt : k).data(), n * 8, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(values.data(), (alt ? v_alt : v).data(), n * 4, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(values[i], expected[i]) << "n=" << n << " bits=" << bits << " key_bits="
+                                        << key_bits << " at " << i;
+      ASSERT_EQ(sorted[i], keys[expected[i]]) << "n=" << n << " bits=" << bits << " at " << i;
+    }
+  }
+}
+
+TEST_F(gpu_radix_low_bits, SortsOnTheLowBitsAloneAndKeepsEqualKeysInOrder)
+{
+  // 1 bit (every key one of two), a digit and a half, round 2's 54 at d = 1594, and all 64.
+  for (const unsigned bits : {1U, 12U, 54U, 64U})
+    for (const std::uint64_t n : {1ULL, 1000ULL, 673'217ULL}) {
+      expect_low_bits_sort(n, bits, 0xB7E1'5162'8AED'2A6AULL);
+      if (HasFatalFailure()) return;
+    }
+}
+
+TEST(gpu_radix_low_bits_arguments, MoreBitsThanTheKeyHasAreRefused)
+{
+  // Checked before anything touches a GPU.
+  EXPECT_THROW(cuda::radix_sort(nullptr, nullptr, nullptr, nullptr, 1, 4, 0, nullptr, 0, nullptr,
+                                33),
+               invalid_argument);
+  EXPECT_THROW(cuda::radix_sort(nullptr, nullptr, nullptr, nullptr, 1, 8, 0, nullptr, 0, nullptr,
+                                65),
+               invalid_argument);
 }
 
 }  // namespace
