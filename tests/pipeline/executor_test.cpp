@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -109,6 +110,46 @@ TEST(Executor, SeveralDevicesShareTheChunks)
   int total = 0;
   for (const auto& d : owned) total += d->tasks();
   EXPECT_EQ(total, static_cast<int>(2 * plan.d));
+}
+
+TEST(Executor, AProfiledJobReportsThePlanAndItsPartsInOrder)
+{
+  const std::uint64_t n = 1'000'003;
+  std::vector<std::uint64_t> keys(n);
+  generate(std::span<std::uint64_t>{keys}, distribution::uniform, 4);
+  host_device dev{std::uint64_t{1} << 20, 1, 0};
+  std::vector<device*> devs{&dev};
+  const element_layout layout{.type = dtype::u64, .key_bytes = 8};
+  const chunk_plan plan = make_plan(n, common_capacity(devs, layout));
+  ASSERT_GE(plan.d, 8U);
+  sort_options opt;
+  opt.profile = true;
+  job_context ctx{opt, 8};
+  execute(job_arrays{keys.data(), nullptr, keys.data(), nullptr, n}, layout, plan, devs, ctx);
+  ASSERT_TRUE(std::is_sorted(keys.begin(), keys.end()));
+  const std::vector<stage_profile> profile = ctx.take_profile();
+  const auto find = [&](const std::string& stage) -> const stage_profile* {
+    for (const stage_profile& p : profile)
+      if (p.device == "host" && p.round == 2 && p.stage == stage) return &p;
+    return nullptr;
+  };
+  const stage_profile* whole = find("plan");
+  ASSERT_NE(whole, nullptr);
+  double at = 0, parts = 0;
+  for (const char* name : {"plan: splitters", "plan: cuts", "plan: tasks"}) {
+    const stage_profile* p = find(name);
+    ASSERT_NE(p, nullptr) << name;
+    // One after another from the plan's start, each within the whole.
+    EXPECT_GE(p->first_start, at) << name;
+    EXPECT_GE(p->last_end, p->first_start) << name;
+    EXPECT_LE(p->last_end, whole->last_end) << name;
+    EXPECT_DOUBLE_EQ(p->busy_seconds, p->last_end - p->first_start) << name;
+    EXPECT_EQ(p->chunks, whole->chunks) << name;
+    at = p->last_end;
+    parts += p->busy_seconds;
+  }
+  EXPECT_LE(parts, whole->busy_seconds + 1e-9);
+  EXPECT_DOUBLE_EQ(at, whole->last_end);
 }
 
 TEST(Executor, AFailingDeviceFailsTheJobAndRestoresAnInPlaceInput)
