@@ -35,6 +35,10 @@ struct element_layout {
   bool positions{false};
   /// Sort stably: a GPU takes CUB's radix sort whatever its configured in-core sorter.
   bool stable{false};
+  /// A GPU sorts the job's chunks with CUB's radix sort whatever its configured in-core
+  /// sorter: the engine's choice where the radix sort's smaller scratch gives far fewer chunks
+  /// (engine.cpp, route).
+  bool radix_chunks{false};
   [[nodiscard]] std::uint64_t bytes() const noexcept { return key_bytes + value_bytes; }
   [[nodiscard]] key_order keys() const noexcept
   {

@@ -271,6 +271,9 @@ struct fast_route {
   detail::model_path path{detail::model_path::two_rounds};
   detail::chunk_plan plan{};  ///< in_core and two_rounds: the chunk plan
   std::uint32_t resident_gpus{};  ///< resident: the GPUs the job takes
+  /// two_rounds on GPUs: the plan is the radix sort's (element_layout::radix_chunks), whose
+  /// smaller scratch left room for far larger chunks than the configured sorter's.
+  bool radix_chunks{};
 };
 
 /// `gpus`: the GPUs (0: the host device); `fits`: the GPUs a resident sort would take (0:
@@ -414,7 +417,9 @@ detail::execution_stats engine::impl::sort_on_gpus(const detail::job_arrays& arr
                                         .last_end = took});
         }
       }
-      return detail::execute(arrays, layout, plan, devs, ctx, &round1_cache, cfg.compress_runs);
+      detail::element_layout chosen = layout;
+      chosen.radix_chunks = r.radix_chunks;
+      return detail::execute(arrays, chosen, plan, devs, ctx, &round1_cache, cfg.compress_runs);
     } catch (const out_of_memory& e) {
       if (attempt == attempts) throw;
       detail::log(log_level::warn, "GPU memory ran out ({}); retrying with smaller chunks",
@@ -558,9 +563,29 @@ fast_route engine::impl::route(std::uint64_t n, const detail::element_layout& la
     return 0;
 #endif
   };
-  return route_of(
+  const fast_route r = route_of(
       n, layout, [&] { return detail::common_capacity(devs, layout); }, max_chunk_of(layout),
       gpus ? devs.size() : 0, fits, !cfg.device_memory_budget && !cfg.chunk_bytes);
+  if (!gpus || r.path != detail::model_path::two_rounds || layout.stable || layout.radix_chunks ||
+      cfg.incore != incore_engine::automatic)
+    return r;
+  // At a small budget the sample sort's scratch makes the chunks small: 8 GiB of u64 at 32 MiB
+  // took 2643 chunks with it and 1594 with the radix sort, which then sorted in 0.81-0.84 s
+  // against 0.97 s (every key type, stable or not, one H200); at 1/8, 41 chunks against 34, the
+  // sample sort was the faster (0.377 against 0.40-0.42 s; h200x2-20261130-s9). Per chunk the
+  // two cost about the same at these sizes, so the plan with far fewer chunks wins.
+  detail::element_layout radix = layout;
+  radix.radix_chunks = true;
+  try {
+    fast_route alt = route_of(
+        n, radix, [&] { return detail::common_capacity(devs, radix); }, max_chunk_of(radix),
+        devs.size(), [] { return std::uint32_t{0}; }, false);
+    if (alt.path != detail::model_path::two_rounds || 2 * r.plan.d < 3 * alt.plan.d) return r;
+    alt.radix_chunks = true;
+    return alt;
+  } catch (const config_error&) {
+    return r;  // no plan with the radix sort's chunks: the configured sorter's stands
+  }
 }
 
 std::uint64_t engine::impl::fast_bytes(std::uint64_t n, const detail::element_layout& layout,

@@ -128,8 +128,9 @@ class cuda_device final : public device {
   /// The in-core sort this GPU uses for `layout`.
   [[nodiscard]] chunk_sorter sorter(const element_layout& layout) const
   {
-    return chunk_sorter{layout.stable ? incore_engine::radix : options_.incore, layout.key_bytes,
-                        layout.value_bytes, sm_major_};
+    return chunk_sorter{layout.stable || layout.radix_chunks ? incore_engine::radix
+                                                              : options_.incore,
+                        layout.key_bytes, layout.value_bytes, sm_major_};
   }
 
   /// Elements of `layout` this GPU can sort in one round trip (resident_buffers in its budget).
