@@ -436,7 +436,8 @@ const std::vector<key_spec>& config_keys()
                   "Seconds SIGTERM waits for jobs to finish before it cancels them."),
       incore_engine_key("How a GPU sorts one chunk in its memory: `radix` CUB's radix sort, "
                         "`sample` the GPU sample sort, `auto` the faster of the two for the key "
-                        "type (from the benchmark)."),
+                        "type (from the benchmark), or the radix sort where its smaller scratch "
+                        "gives an out-of-core job at most two thirds of the chunks."),
       compress_runs_key("Whether round 1 of an out-of-core job compresses its sorted keys "
                         "(issue 21): `on` encodes every chunk's runs, `auto` encodes them but "
                         "keeps a chunk raw where its stream would take more than 10% of the "

@@ -18,7 +18,9 @@ enum class device_selection : std::uint8_t {
 
 /// How a GPU sorts a chunk that lies in its memory.
 enum class incore_engine : std::uint8_t {
-  automatic,  ///< the faster of the two for the key type, as measured by bench/gpu_bench
+  /// the faster of the two for the key type, as measured by bench/gpu_bench; out of core, the
+  /// radix sort where its smaller scratch gives a job at most two thirds of the chunks
+  automatic,
   radix,      ///< cub::DeviceRadixSort
   sample,     ///< the GPU sample sort (Leischner, Osipov and Sanders)
 };
