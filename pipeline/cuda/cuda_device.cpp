@@ -883,8 +883,6 @@ void cuda_device::shrink_budget() noexcept
 
 namespace {
 
-constexpr std::uint64_t budget_margin = cuda_device::budget_margin;
-
 /// Buffers made by `make` of `grown` sizes, or of the `need`ed ones where the GPU has no room
 /// for more right now (the budget is what was free when the engine started: another process
 /// may hold some of it since). Only a failure at the needed sizes is the job's.
