@@ -16,8 +16,8 @@ namespace gpusort::cuda {
 namespace {
 
 constexpr unsigned block_threads = 256;
-// Enough resident blocks to fill an H100/H200 (132 SMs x 8) for grid-stride loops.
-constexpr std::uint64_t max_grid = 132 * 8;
+// Enough resident blocks to fill an H100/H200 (8 an SM) for grid-stride loops.
+constexpr std::uint64_t max_grid = std::uint64_t{hopper_sms} * 8;
 
 unsigned grid_for(std::uint64_t n)
 {

@@ -42,6 +42,10 @@ struct gather_slice {
   std::uint64_t dst_offset;
 };
 
+/// Streaming multiprocessors of an H100 or H200 (SXM), the GPUs the grid caps below were
+/// measured on: a cap counts blocks per SM of these.
+inline constexpr std::uint32_t hopper_sms = 132;
+
 /// Tuning of the gather kernel: blocks per slice are capped so that small slices do not launch
 /// idle blocks; reads of mapped host memory want many loads in flight; the whole grid is capped
 /// (two blocks an SM of an H100 or H200) so that a table of many short slices leaves most of
@@ -49,7 +53,7 @@ struct gather_slice {
 struct gather_tuning {
   std::uint32_t threads_per_block{256};
   std::uint32_t max_blocks_per_slice{64};
-  std::uint32_t max_blocks{2 * 132};
+  std::uint32_t max_blocks{2 * hopper_sms};
 };
 
 /// Copies every slice of `d_table` (device-accessible, `slices` entries) into `d_out`, elements
