@@ -246,7 +246,8 @@ constexpr const char* usage =
     "                 [--dists uniform,gaussian,sorted,fewunique,bits] [--json FILE] ...\n"
     "       gpu_bench --lean yes [--lean-bytes 32Gi,100Gi] [--host-limit 3584Mi]\n"
     "                 [--lean-memory pageable,pinned] [--repeat 3] [--json FILE] ...\n"
-    "       gpu_bench --chunks yes [--chunk-bytes 8Gi,32Gi] [--gpus 1,2] [--incore auto] ...\n"
+    "       gpu_bench --chunks yes [--chunk-bytes 8Gi,32Gi] [--gpus 1,2] [--incore auto]\n"
+    "                 [--kinds u64,u64.stable,f64,f64.stable] [--budgets 1/8,1/256,smallest] ...\n"
     "       gpu_bench --model yes [--chunk-bytes 8Gi,32Gi] [--repeat 3] ...\n"
     "\n"
     "The GPU executor on u64 uniform keys (--sizes: counts of keys) against the PCIe floor, the\n"
@@ -270,7 +271,8 @@ constexpr const char* usage =
     "GPUs with device_memory_budget at 1/8 of the data, 1/256 of it and (for the smallest\n"
     "size) the smallest budget the planner accepts; the median of --repeat runs after a\n"
     "warm-up, each with its chunk count, and the profile of the last; --incore radix or\n"
-    "sample sets the in-core sort of its chunks (auto: the engine's choice).\n"
+    "sample sets the in-core sort of its chunks (auto: the engine's choice); --kinds and\n"
+    "--budgets keep some of them (1/8 always runs: the others are rated against it).\n"
     "exit codes: 0 done, 1 a failure (one line says which), 64 a bad command line\n";
 
 struct options {
@@ -290,6 +292,8 @@ struct options {
   gpusort::incore_engine chunk_incore = gpusort::incore_engine::automatic;
   std::vector<std::uint64_t> chunk_bytes{std::uint64_t{8} << 30, std::uint64_t{32} << 30};
   std::vector<std::uint64_t> chunk_gpus{1};
+  std::vector<std::string> chunk_kinds{"u64", "u64.stable", "f64", "f64.stable"};
+  std::vector<std::string> chunk_budgets{"1/8", "1/256", "smallest"};
   bool model = false;
   gpusort::bench::results_options results;
 };
@@ -331,6 +335,17 @@ void set_option(options& o, std::string_view flag, const std::string& v)
     o.chunk_bytes = parse_counts(flag, v);
   } else if (flag == "--gpus") {
     o.chunk_gpus = parse_counts(flag, v);
+  } else if (flag == "--kinds") {
+    o.chunk_kinds = gpusort::bench::parse_list(
+        flag, v,
+        [](const std::string& k) {
+          return k == "u64" || k == "u64.stable" || k == "f64" || k == "f64.stable";
+        },
+        " (u64, u64.stable, f64 or f64.stable)");
+  } else if (flag == "--budgets") {
+    o.chunk_budgets = gpusort::bench::parse_list(
+        flag, v, [](const std::string& b) { return b == "1/8" || b == "1/256" || b == "smallest"; },
+        " (1/8, 1/256 or smallest)");
   } else if (flag == "--lean-bytes") {
     o.lean_bytes = parse_counts(flag, v);
   } else if (flag == "--host-limit") {
@@ -416,6 +431,7 @@ void run_chunks(const options& o, int gpus, std::vector<target>& targets,
       for (const char* type : {"u64", "f64"}) {
         for (const bool stable : {false, true}) {
           const std::string kind = std::string{type} + (stable ? ".stable" : "");
+          if (std::ranges::find(o.chunk_kinds, kind) == o.chunk_kinds.end()) continue;
           const bool f64 = std::string_view{type} == "f64";
           const gpusort::key_array view{array.data(), n, f64 ? gpusort::dtype::f64
                                                              : gpusort::dtype::u64};
@@ -438,9 +454,12 @@ void run_chunks(const options& o, int gpus, std::vector<target>& targets,
           if (stable && f64) layout.value_bytes = n <= (std::uint64_t{1} << 32) ? 4 : 8;
           const std::uint64_t smallest = probe.capacity(layout).budget_for(
               gpusort::detail::min_feasible_capacity(n, layout.key_bytes));
-          std::vector<std::pair<std::string, std::uint64_t>> budgets{{"1/8", bytes / 8},
-                                                                     {"1/256", bytes / 256}};
-          if (bytes == o.chunk_bytes.front())
+          const auto wanted = [&](std::string_view b) {
+            return std::ranges::find(o.chunk_budgets, b) != o.chunk_budgets.end();
+          };
+          std::vector<std::pair<std::string, std::uint64_t>> budgets{{"1/8", bytes / 8}};
+          if (wanted("1/256")) budgets.emplace_back("1/256", bytes / 256);
+          if (bytes == o.chunk_bytes.front() && wanted("smallest"))
             budgets.emplace_back("smallest", smallest);
           double rate_eighth = 0;
           for (const auto& [name, budget] : budgets) {

@@ -177,16 +177,30 @@ static_assert(table_entry_bytes == sizeof(codec::encoded_slice) + 2 * sizeof(cud
 /// How round 2 gathers its slices from the pinned round-1 output. Copy engines move large
 /// slices at the link's full rate without taking SMs from the sort of the next chunk; a kernel
 /// reading mapped memory wins only where slices are so short that one copy call per slice costs
-/// more than its bytes (design.md section 1). GPUSORT_GATHER=copy|kernel overrides the choice,
-/// for measuring one against the other.
-enum class gather_mode : std::uint8_t { automatic, copy, kernel };
+/// more than its bytes (design.md section 1). GPUSORT_GATHER=copy|kernel|host overrides the
+/// choice, for measuring one against another: `host` packs the slices into the staging's pieces
+/// on the host's cores (as for a pageable round-1 buffer) and copies whole pieces, which leaves
+/// every SM to the sort (issue 44: round 2's sort beside the kernel took 1.7x round 1's).
+enum class gather_mode : std::uint8_t { automatic, copy, kernel, host };
 
 gather_mode gather_mode_from_environment() noexcept
 {
   const std::optional<std::string_view> s =
-      switch_word("GPUSORT_GATHER", {"auto", "copy", "kernel"});
-  return s == "copy" ? gather_mode::copy : s == "kernel" ? gather_mode::kernel
-                                                         : gather_mode::automatic;
+      switch_word("GPUSORT_GATHER", {"auto", "copy", "kernel", "host"});
+  return s == "copy"     ? gather_mode::copy
+         : s == "kernel" ? gather_mode::kernel
+         : s == "host"   ? gather_mode::host
+                         : gather_mode::automatic;
+}
+
+/// The gather kernel's tuning; GPUSORT_GATHER_BLOCKS replaces its grid cap (the blocks that
+/// walk a table of short slices beside the sort), for measuring how many it needs.
+cuda::gather_tuning gather_tuning_from_environment() noexcept
+{
+  cuda::gather_tuning tuning;
+  if (const std::optional<std::uint64_t> blocks = switch_count("GPUSORT_GATHER_BLOCKS", 1, 65535))
+    tuning.max_blocks = static_cast<std::uint32_t>(*blocks);
+  return tuning;
 }
 
 /// Everything one round needs on one GPU. A device keeps it from round to round and job to job
@@ -223,6 +237,7 @@ struct round_state {
   element_layout layout{};
   bool profiling{};
   gather_mode gather{gather_mode::automatic};
+  cuda::gather_tuning gather_tuning;
   std::uint64_t gather_copy_min_bytes{};
 
   /// The bytes of each buffer a round of `elements` needs.
@@ -242,6 +257,7 @@ struct round_state {
         out_staging{pinned.out},
         sorter{with},
         gather{gather_mode_from_environment()},
+        gather_tuning{gather_tuning_from_environment()},
         gather_copy_min_bytes{o.gather_copy_min_bytes}
   {
     for (unsigned i = 0; i < cuda_device::ring_slots; ++i) {
@@ -312,7 +328,7 @@ struct round_state {
       const auto group =
           static_cast<std::uint32_t>(std::min<std::size_t>(max_slices_per_launch, count - first));
       cuda::gather(d_entries + first, group, longest, d_out,
-                   static_cast<unsigned>(element_bytes), h2d.value());
+                   static_cast<unsigned>(element_bytes), h2d.value(), gather_tuning);
     }
   }
 
@@ -355,11 +371,14 @@ struct round_state {
       gather_mapped(t.slices, mapped, element_bytes, d_out, table_host, d_table);
       return;
     }
-    if (t.slices.size() > 1 && mapped != nullptr && batch_copies(t, values, element_bytes, d_out))
+    const bool packed = gather == gather_mode::host;
+    if (t.slices.size() > 1 && mapped != nullptr && !packed &&
+        batch_copies(t, values, element_bytes, d_out))
       return;
     const bool pinned =
         is_pinned(src) && (!two_parts || is_pinned(values ? t.alt_src_values : t.alt_src_keys));
-    if (t.slices.size() > 1 && !pinned) {  // a pageable round-1 buffer: packed pieces
+    // A pageable round-1 buffer (or GPUSORT_GATHER=host): packed pieces.
+    if (t.slices.size() > 1 && (!pinned || packed)) {
       gather_runs.clear();
       for (std::size_t i = 0; i < t.slices.size(); ++i)
         if (t.slices[i].length > 0)
