@@ -1148,7 +1148,7 @@ int main(int argc, char** argv)
       "gpu_bench", usage, argc, argv,
       {"--sizes", "--cpu-count", "--repeat", "--sweep-chunks", "--compare-gather", "--compress",
        "--compress-bytes", "--dists", "--lean", "--lean-bytes", "--host-limit", "--lean-memory",
-       "--chunks", "--chunk-bytes", "--gpus", "--model", "--incore"},
+       "--chunks", "--chunk-bytes", "--gpus", "--model", "--incore", "--kinds", "--budgets"},
       set_option,
       run);
 }
