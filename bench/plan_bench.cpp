@@ -2,7 +2,8 @@
 // and a device capacity, the plan the engine makes (d chunks, g runs each, s candidates a run),
 // then its steps on runs laid out as round 1 leaves them (each run sorted uniform keys, made by
 // the benchmark without a sort), each timed: the run table, the splitters (candidate reads and
-// their sort) and the cuts of every run (slice_runs). On the H200 host this is the "round 2
+// their sort) and the cuts of every run (cut_runs: the usual sample first where the bound needs
+// more candidates, then again with the bound's alone). On the H200 host this is the "round 2
 // plan" stage of a profile (0.4-0.8 s at d = 1685-4096); here it runs on the CPUs alone, so
 // that a change to the planning can be measured on any machine. Usage: plan_bench --help.
 #include "bench/bench_cli.hpp"
@@ -42,7 +43,9 @@ constexpr const char* usage =
     "\n"
     "The host's planning between the rounds for --keys u64 keys at each device capacity\n"
     "(elements a chunk may hold): the plan (d, g, s, bound), then the run table, the splitters\n"
-    "and the cuts of every run on simulated round-1 runs, the best of --repeat runs each.\n"
+    "and the cuts of every run on simulated round-1 runs, the best of --repeat runs each: as\n"
+    "round 2 makes them (the usual sample first where the bound needs more candidates, kept\n"
+    "where its final chunks keep the bound) and with the bound's candidates alone.\n"
     "A capacity too small for two rounds is reported with the smallest that works.\n"
     "exit codes: 0 done, 1 a failure (one line says which), 64 a bad command line\n";
 
@@ -109,39 +112,55 @@ int run_bench(const options& o)
       continue;
     }
     const std::uint64_t g = plan.runs_per_chunk();
-    double table_s = 1e9, splitters_s = 1e9, cuts_s = 1e9;
-    std::uint64_t slices = 0;
     std::vector<std::uint64_t> keys;
-    for (int rep = 0; rep < o.repeat; ++rep) {
-      auto t0 = clock_type::now();
-      const std::vector<run> runs = make_run_table(plan);
-      const std::vector<run> new_chunks = transpose(runs, plan.d, g);
-      table_s = std::min(table_s, seconds_since(t0));
-      if (keys.empty()) keys = simulated_runs(plan, runs);
-      const raw_runs<std::uint64_t> source{keys.data()};
-      t0 = clock_type::now();
-      const splitter_set<std::uint64_t> splitters = choose_splitters(
-          source, std::span<const run>{new_chunks.data() + plan.sampled_chunk * plan.d, plan.d},
-          plan.s, plan.d);
-      splitters_s = std::min(splitters_s, seconds_since(t0));
-      t0 = clock_type::now();
-      const std::vector<final_chunk> finals = slice_runs(source, runs, splitters);
-      cuts_s = std::min(cuts_s, seconds_since(t0));
-      slices = 0;
-      for (const final_chunk& fc : finals) slices += fc.slices.size();
+    // The plan as round 2 makes it (the usual sample first, cut_runs), then with the bound's
+    // candidates alone (quick_s = 0), as it was made before.
+    for (const bool usual_first : {true, false}) {
+      chunk_plan as_run = plan;
+      if (!usual_first) as_run.quick_s = 0;
+      double table_s = 1e9, dropped_s = 1e9, splitters_s = 1e9, cuts_s = 1e9;
+      std::uint64_t slices = 0, used_s = 0, largest = 0;
+      for (int rep = 0; rep < o.repeat; ++rep) {
+        const auto t0 = clock_type::now();
+        const std::vector<run> runs = make_run_table(as_run);
+        const std::vector<run> new_chunks = transpose(runs, as_run.d, g);
+        table_s = std::min(table_s, seconds_since(t0));
+        if (keys.empty()) keys = simulated_runs(as_run, runs);
+        const raw_runs<std::uint64_t> source{keys.data()};
+        const round2_cuts<std::uint64_t> cuts = cut_runs(
+            source, as_run, runs,
+            std::span<const run>{new_chunks.data() + as_run.sampled_chunk * as_run.d, as_run.d});
+        dropped_s = std::min(dropped_s, cuts.dropped_seconds);
+        splitters_s = std::min(splitters_s, cuts.splitters_seconds);
+        cuts_s = std::min(cuts_s, cuts.cuts_seconds);
+        used_s = cuts.s;
+        slices = largest = 0;
+        for (const final_chunk& fc : cuts.finals) {
+          slices += fc.slices.size();
+          largest = std::max(largest, fc.size);
+        }
+      }
+      const double total = table_s + dropped_s + splitters_s + cuts_s;
+      std::printf("capacity %llu%s: d=%llu g=%llu s=%llu of %llu (%llu candidates), bound %llu, "
+                  "largest final %llu, %llu slices: run table %.3f s, dropped sample %.3f s, "
+                  "splitters %.3f s, cuts %.3f s, %.3f s in all\n",
+                  static_cast<unsigned long long>(capacity),
+                  usual_first ? "" : " (the bound's candidates only)",
+                  static_cast<unsigned long long>(plan.d), static_cast<unsigned long long>(g),
+                  static_cast<unsigned long long>(used_s), static_cast<unsigned long long>(plan.s),
+                  static_cast<unsigned long long>(used_s * plan.d),
+                  static_cast<unsigned long long>(plan.bound),
+                  static_cast<unsigned long long>(largest), static_cast<unsigned long long>(slices),
+                  table_s, dropped_s, splitters_s, cuts_s, total);
+      raw << "{\"keys\": " << o.keys << ", \"capacity\": " << capacity
+          << ", \"usual_sample_first\": " << (usual_first ? "true" : "false")
+          << ", \"d\": " << plan.d << ", \"g\": " << g << ", \"s\": " << used_s
+          << ", \"bound_s\": " << plan.s << ", \"largest_final\": " << largest
+          << ", \"slices\": " << slices << ", \"run_table_s\": " << table_s
+          << ", \"dropped_s\": " << dropped_s << ", \"splitters_s\": " << splitters_s
+          << ", \"cuts_s\": " << cuts_s << "},";
+      if (plan.quick_s == 0 || plan.quick_s >= plan.s) break;  // one way only
     }
-    const double total = table_s + splitters_s + cuts_s;
-    std::printf("capacity %llu: d=%llu g=%llu s=%llu (%llu candidates), bound %llu, %llu slices: "
-                "run table %.3f s, splitters %.3f s, cuts %.3f s, %.3f s in all\n",
-                static_cast<unsigned long long>(capacity), static_cast<unsigned long long>(plan.d),
-                static_cast<unsigned long long>(g), static_cast<unsigned long long>(plan.s),
-                static_cast<unsigned long long>(plan.s * plan.d),
-                static_cast<unsigned long long>(plan.bound),
-                static_cast<unsigned long long>(slices), table_s, splitters_s, cuts_s, total);
-    raw << "{\"keys\": " << o.keys << ", \"capacity\": " << capacity << ", \"d\": " << plan.d
-        << ", \"g\": " << g << ", \"s\": " << plan.s << ", \"slices\": " << slices
-        << ", \"run_table_s\": " << table_s << ", \"splitters_s\": " << splitters_s
-        << ", \"cuts_s\": " << cuts_s << "},";
   }
   gpusort::bench::report_results(o.results, targets, raw.str());
   return 0;

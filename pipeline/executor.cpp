@@ -256,17 +256,19 @@ void sort_round2(const job_arrays& a, const element_layout& layout, const chunk_
   const std::vector<run> runs = make_run_table(plan);
   const std::vector<run> new_chunks = transpose(runs, plan.d, plan.runs_per_chunk());
   const std::span<const run> sampled{new_chunks.data() + plan.sampled_chunk * plan.d, plan.d};
-  const splitter_set<K> splitters = choose_splitters(source, sampled, plan.s, plan.d);
-  const double chosen = seconds_since(between);
+  const double tabled = seconds_since(between);
+  round2_cuts<K> cuts = cut_runs(source, plan, runs, sampled);
   ctx.check();
-
-  std::vector<final_chunk> finals = slice_runs(source, runs, splitters);
-  const double cut = seconds_since(between);
-  std::vector<chunk_task> tasks = round2_tasks(a, plan, r1, source, finals, splitters, stats);
+  stats.splitter_candidates = cuts.s * plan.d;
+  std::vector<chunk_task> tasks =
+      round2_tasks(a, plan, r1, source, cuts.finals, cuts.splitters, stats);
   if (ctx.profiling()) {
     // The whole plan, then its parts on the same clock: at d in the thousands the plan is a
     // quarter of the job on a GPU (issue 44), and which part grows is what decides the fix.
     const double spent = seconds_since(between);
+    const double dropped = tabled + cuts.dropped_seconds;
+    const double chosen = dropped + cuts.splitters_seconds;
+    const double cut = chosen + cuts.cuts_seconds;
     const auto host_stage = [&](const char* name, double from, double to) {
       ctx.add_profile(stage_profile{.device = "host",
                                     .round = 2,
@@ -278,7 +280,9 @@ void sort_round2(const job_arrays& a, const element_layout& layout, const chunk_
                                     .last_end = to});
     };
     host_stage("plan", 0, spent);
-    host_stage("plan: splitters", 0, chosen);
+    // The usual sample's splitters, cut and dropped because a final chunk broke the bound.
+    if (cuts.dropped_seconds > 0) host_stage("plan: first sample", 0, dropped);
+    host_stage("plan: splitters", cuts.dropped_seconds > 0 ? dropped : 0, chosen);
     host_stage("plan: cuts", chosen, cut);
     host_stage("plan: tasks", cut, spent);
   }

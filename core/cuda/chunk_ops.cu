@@ -128,8 +128,26 @@ void gather(const gather_slice* d_table, std::uint32_t slices, std::uint64_t lon
     throw invalid_argument{"gather: elements must be 4 or 8 bytes"};
   if (slices > 65535) throw invalid_argument{"gather: at most 65535 slices per launch"};
   if (tuning.threads_per_block == 0 || tuning.threads_per_block > 1024 ||
-      tuning.max_blocks_per_slice == 0 || tuning.max_blocks == 0)
+      tuning.max_blocks_per_slice == 0 || tuning.max_blocks == 0 || tuning.max_warp_blocks == 0)
     throw invalid_argument{"gather: a tuning of 1 to 1024 threads a block and at least one block"};
+  if (longest_slice <= tuning.warp_slice_elements) {
+    // A warp a slice: whole warps, at most one a slice, within the cap.
+    const unsigned threads =
+        std::max(tuning.threads_per_block / detail::gather_warp_lanes, 1U) *
+        detail::gather_warp_lanes;
+    const std::uint64_t warps_per_block = threads / detail::gather_warp_lanes;
+    const auto blocks = static_cast<unsigned>(std::clamp<std::uint64_t>(
+        (std::uint64_t{slices} + warps_per_block - 1) / warps_per_block, 1,
+        tuning.max_warp_blocks));
+    if (element_bytes == 4)
+      detail::gather_warps_kernel<std::uint32_t><<<blocks, threads, 0, stream>>>(
+          d_table, slices, static_cast<std::uint32_t*>(d_out));
+    else
+      detail::gather_warps_kernel<std::uint64_t><<<blocks, threads, 0, stream>>>(
+          d_table, slices, static_cast<std::uint64_t*>(d_out));
+    GPUSORT_CHECK_LAUNCH();
+    return;
+  }
   const std::uint64_t per_slice = std::clamp<std::uint64_t>(
       (longest_slice + tuning.threads_per_block - 1) / tuning.threads_per_block, 1,
       tuning.max_blocks_per_slice);

@@ -46,14 +46,21 @@ struct gather_slice {
 /// measured on: a cap counts blocks per SM of these.
 inline constexpr std::uint32_t hopper_sms = 132;
 
-/// Tuning of the gather kernel: blocks per slice are capped so that small slices do not launch
+/// Tuning of the gather kernels: blocks per slice are capped so that small slices do not launch
 /// idle blocks; reads of mapped host memory want many loads in flight; the whole grid is capped
 /// (two blocks an SM of an H100 or H200) so that a table of many short slices leaves most of
 /// the GPU to the sort of the chunk before (its blocks then walk the table).
+/// A table whose slices are all at most warp_slice_elements long goes a warp a slice instead,
+/// each lane with eight loads in flight, on at most max_warp_blocks blocks: at d = 1594 (slices
+/// of about 420 u64) a block a slice left most lanes one load each, needed 264 blocks to reach
+/// 34 GB/s and slowed the sort beside it 1.9x; fewer blocks of it freed the sort and starved the
+/// link (32 blocks: 22 GB/s, 8: 7.6; issue 44, h200x2-20261130-s10/call1).
 struct gather_tuning {
   std::uint32_t threads_per_block{256};
   std::uint32_t max_blocks_per_slice{64};
   std::uint32_t max_blocks{2 * hopper_sms};
+  std::uint32_t warp_slice_elements{1024};
+  std::uint32_t max_warp_blocks{32};
 };
 
 /// Copies every slice of `d_table` (device-accessible, `slices` entries) into `d_out`, elements

@@ -61,4 +61,36 @@ __global__ void gather_kernel(const gather_slice* __restrict__ table, std::uint3
   }
 }
 
+/// Lanes of a warp, and the loads each lane of gather_warps_kernel keeps in flight.
+inline constexpr unsigned gather_warp_lanes = 32;
+inline constexpr unsigned gather_warp_unroll = 8;
+
+/// The gather of a table of short slices (gather_tuning::warp_slice_elements): a warp a slice,
+/// walking the table a grid's warps apart, each lane loading up to eight elements before it
+/// stores any, so that a few dozen blocks keep the link's reads of mapped memory in flight.
+template <typename T>
+__global__ void gather_warps_kernel(const gather_slice* __restrict__ table, std::uint32_t slices,
+                                    T* __restrict__ out)
+{
+  constexpr unsigned lanes = gather_warp_lanes;
+  constexpr unsigned unroll = gather_warp_unroll;
+  const unsigned lane = threadIdx.x % lanes;
+  const std::uint64_t warps = std::uint64_t{gridDim.x} * blockDim.x / lanes;
+  for (std::uint64_t y = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / lanes;
+       y < slices; y += warps) {
+    const gather_slice s = table[y];
+    const T* __restrict__ src = static_cast<const T*>(s.src);
+    T* __restrict__ dst = out + s.dst_offset;
+    for (std::uint64_t i = lane; i < s.length; i += unroll * lanes) {
+      T v[unroll];
+#pragma unroll
+      for (unsigned u = 0; u < unroll; ++u)
+        if (i + u * lanes < s.length) v[u] = src[i + u * lanes];
+#pragma unroll
+      for (unsigned u = 0; u < unroll; ++u)
+        if (i + u * lanes < s.length) dst[i + u * lanes] = v[u];
+    }
+  }
+}
+
 }  // namespace gpusort::cuda::detail

@@ -41,7 +41,8 @@ std::optional<chunk_plan> plan_for(std::uint64_t n, std::uint64_t d, std::uint64
 {
   if (ceil_div(n, d) > capacity) return std::nullopt;
   const std::uint64_t g = bins_for(n, d, element_bytes);
-  std::uint64_t s = candidates_per_run(n, d, g);
+  const std::uint64_t usual = candidates_per_run(n, d, g);
+  std::uint64_t s = usual;
   if (s == 0) return std::nullopt;
   if (strict_interval_bound(n, d, s, g) >= capacity) {
     // The bound only falls as s grows: the least s in (s, most] that fits.
@@ -55,7 +56,7 @@ std::optional<chunk_plan> plan_for(std::uint64_t n, std::uint64_t d, std::uint64
     }
     s = hi;
   }
-  return chunk_plan{.n = n, .capacity = capacity, .d = d, .bins = g, .s = s,
+  return chunk_plan{.n = n, .capacity = capacity, .d = d, .bins = g, .s = s, .quick_s = usual,
                     .bound = strict_interval_bound(n, d, s, g), .sampled_chunk = g - 1};
 }
 

@@ -40,6 +40,9 @@ struct chunk_plan {
   /// chunk, n / (d^2 g) elements each on average: fewer bins keep them long where d is large.
   std::uint64_t bins{};
   std::uint64_t s{};         ///< sample candidates per run of the sampled chunk
+  /// Candidates per run of the usual sample (plan_tuning::max_total_candidates in all), which
+  /// round 2 tries before s where the bound needs more (cut_runs, slicing.hpp); 0: s alone.
+  std::uint64_t quick_s{};
   std::uint64_t bound{};     ///< elements strictly between two splitters, at most
   std::uint64_t sampled_chunk{};  ///< the new chunk j < g whose runs give the candidates
 

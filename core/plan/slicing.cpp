@@ -3,6 +3,7 @@
 #include <gpusort/error.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <numeric>
 
 namespace gpusort::detail {
@@ -78,6 +79,44 @@ std::vector<final_chunk> slice_runs(const Source& source, std::span<const run> r
   return chunks;
 }
 
+template <typename Source>
+round2_cuts<typename Source::key_type> cut_runs(const Source& source, const chunk_plan& plan,
+                                                std::span<const run> runs,
+                                                std::span<const run> sampled)
+{
+  using clock = std::chrono::steady_clock;
+  const auto since = [](clock::time_point t) {
+    return std::chrono::duration<double>(clock::now() - t).count();
+  };
+  round2_cuts<typename Source::key_type> out;
+  const auto choose = [&](std::uint64_t s, candidate_places places) {
+    auto t = clock::now();
+    out.splitters = choose_splitters(source, sampled, s, plan.d, places);
+    out.splitters_seconds = since(t);
+    t = clock::now();
+    out.finals = slice_runs(source, runs, out.splitters);
+    out.cuts_seconds = since(t);
+    out.s = s;
+  };
+  // What the bound promises of every final chunk: at most final_bound() elements, or at most
+  // `bound` strictly below its upper splitter (the rest equal to it, which compensation takes).
+  const auto kept_bound = [&](const final_chunk& fc) {
+    if (fc.size <= plan.final_bound()) return true;
+    if (fc.index >= out.splitters.values.size()) return false;
+    const auto splitter = out.splitters.values[fc.index];
+    std::uint64_t below = 0;
+    for (const slice& sl : fc.slices) below += source.lower_bound(sl, 0, splitter);
+    return below <= plan.bound;
+  };
+  if (plan.quick_s > 0 && plan.quick_s < plan.s) {
+    choose(plan.quick_s, candidate_places::random);
+    if (std::ranges::all_of(out.finals, kept_bound)) return out;
+    out.dropped_seconds = out.splitters_seconds + out.cuts_seconds;
+  }
+  choose(plan.s, candidate_places::piece_ends);
+  return out;
+}
+
 std::vector<std::uint64_t> largest_first(const std::vector<final_chunk>& chunks)
 {
   std::vector<std::uint64_t> order(chunks.size());
@@ -88,9 +127,11 @@ std::vector<std::uint64_t> largest_first(const std::vector<final_chunk>& chunks)
   return order;
 }
 
-#define GPUSORT_INSTANTIATE_SLICING(Source)                                          \
-  template std::vector<final_chunk> slice_runs(const Source&, std::span<const run>, \
-                                               const splitter_set<Source::key_type>&);
+#define GPUSORT_INSTANTIATE_SLICING(Source)                                                 \
+  template std::vector<final_chunk> slice_runs(const Source&, std::span<const run>,        \
+                                               const splitter_set<Source::key_type>&);     \
+  template round2_cuts<Source::key_type> cut_runs(const Source&, const chunk_plan&,         \
+                                                  std::span<const run>, std::span<const run>);
 GPUSORT_FOR_EACH_RUN_SOURCE(GPUSORT_INSTANTIATE_SLICING)
 #undef GPUSORT_INSTANTIATE_SLICING
 

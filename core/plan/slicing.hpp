@@ -27,6 +27,34 @@ template <typename Source>
 std::vector<final_chunk> slice_runs(const Source& source, std::span<const run> runs,
                                     const splitter_set<typename Source::key_type>& splitters);
 
+/// Round 2's splitters and final chunks, and what choosing them took.
+template <typename K>
+struct round2_cuts {
+  splitter_set<K> splitters;
+  std::vector<final_chunk> finals;
+  std::uint64_t s{};  ///< candidates per run the splitters came from
+  /// Seconds spent on the usual sample where its final chunks broke the bound (0: kept, or
+  /// not tried), then on the splitters and the cuts that stand.
+  double dropped_seconds{};
+  double splitters_seconds{};
+  double cuts_seconds{};
+};
+
+/// The splitters of `plan` from the runs `sampled` (one new chunk's), and `runs` cut by them.
+/// The bound holds with plan.s candidates a run, which a small budget raises to about (2N/c)^2
+/// in all (7.45M for 8 GiB of u64 at 32 MiB, d = 1594): reading and sorting them was most of
+/// the host's plan between the rounds (0.098 of 0.133 s on an H200 host, issue 44). Splitters
+/// from the usual sample (plan.quick_s a run, 2^20 in all at most, each candidate at a random
+/// place of its piece of the run: random_candidate_position) cut keys that are not
+/// adversarial as evenly, so they are tried first and kept where every final chunk they give
+/// keeps what the bound promises (at most final_bound() elements, or at most `bound` below its
+/// upper splitter, the rest equal to it for compensation); else the splitters are chosen again
+/// from plan.s candidates a run, whose bound holds whatever the keys.
+template <typename Source>
+round2_cuts<typename Source::key_type> cut_runs(const Source& source, const chunk_plan& plan,
+                                                std::span<const run> runs,
+                                                std::span<const run> sampled);
+
 /// Indices of `chunks` largest first, the order in which devices should take them.
 std::vector<std::uint64_t> largest_first(const std::vector<final_chunk>& chunks);
 

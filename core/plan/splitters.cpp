@@ -1,6 +1,7 @@
 #include "core/plan/splitters.hpp"
 
 #include "core/checks.hpp"
+#include "core/counter_rng.hpp"
 #include "core/cpu_sort.hpp"
 
 #include <gpusort/error.hpp>
@@ -17,8 +18,10 @@ namespace gpusort::detail {
 template <typename Source>
 splitter_set<typename Source::key_type> choose_splitters(const Source& source,
                                                          std::span<const run> sampled_runs,
-                                                         std::uint64_t s, std::uint64_t d)
+                                                         std::uint64_t s, std::uint64_t d,
+                                                         candidate_places places)
 {
+  const bool random = places == candidate_places::random;
   using K = typename Source::key_type;
   GPUSORT_EXPECTS(d >= 2, "splitters need at least two chunks");
   GPUSORT_EXPECTS(s >= 1, "splitters need at least one candidate per run");
@@ -38,7 +41,12 @@ splitter_set<typename Source::key_type> choose_splitters(const Source& source,
       const std::uint64_t x0 = static_cast<std::uint64_t>(g) * group;
       source.read(
           r, std::min(group, s - x0),
-          [&](std::uint64_t t) { return candidate_position(x0 + t, s, r.length); },
+          [&](std::uint64_t t) {
+            if (!random) return candidate_position(x0 + t, s, r.length);
+            // Reproducible: the same runs give the same splitters, whichever thread reads.
+            return random_candidate_position(x0 + t, s, r.length,
+                                             mix64(mix64(r.offset ^ golden) + x0 + t));
+          },
           candidates.data() + static_cast<std::size_t>(i) * s + x0);
     }
   }
@@ -68,7 +76,8 @@ splitter_set<typename Source::key_type> choose_splitters(const Source& source,
 
 #define GPUSORT_INSTANTIATE_SPLITTERS(Source)                                                 \
   template splitter_set<Source::key_type> choose_splitters(const Source&, std::span<const run>, \
-                                                           std::uint64_t, std::uint64_t);
+                                                           std::uint64_t, std::uint64_t,      \
+                                                           candidate_places);
 GPUSORT_FOR_EACH_RUN_SOURCE(GPUSORT_INSTANTIATE_SPLITTERS)
 #undef GPUSORT_INSTANTIATE_SPLITTERS
 

@@ -193,13 +193,15 @@ gather_mode gather_mode_from_environment() noexcept
                          : gather_mode::automatic;
 }
 
-/// The gather kernel's tuning; GPUSORT_GATHER_BLOCKS replaces its grid cap (the blocks that
-/// walk a table of short slices beside the sort), for measuring how many it needs.
+/// The gather kernels' tuning, for measuring one choice against another: GPUSORT_GATHER_BLOCKS
+/// replaces both grid caps (the blocks that walk a table of short slices beside the sort), and
+/// GPUSORT_GATHER_WARPS=0 sends short slices to the block-a-slice kernel as before.
 cuda::gather_tuning gather_tuning_from_environment() noexcept
 {
   cuda::gather_tuning tuning;
   if (const std::optional<std::uint64_t> blocks = switch_count("GPUSORT_GATHER_BLOCKS", 1, 65535))
-    tuning.max_blocks = static_cast<std::uint32_t>(*blocks);
+    tuning.max_blocks = tuning.max_warp_blocks = static_cast<std::uint32_t>(*blocks);
+  if (!switch_flag("GPUSORT_GATHER_WARPS", true)) tuning.warp_slice_elements = 0;
   return tuning;
 }
 

@@ -117,6 +117,7 @@ struct planned {
   std::vector<run> runs;
   splitter_set<std::uint64_t> splitters;
   std::vector<final_chunk> finals;
+  std::uint64_t s{};  ///< candidates per run the splitters came from
 };
 
 /// The sampled new chunk's runs.
@@ -139,10 +140,27 @@ planned plan_and_slice(const keys_t& input, std::uint64_t capacity, std::uint64_
   p.t = simulate_round1(input, p.plan);
   p.runs = make_run_table(p.plan);
   const auto new_chunks = transpose(p.runs, p.plan.d, p.plan.runs_per_chunk());
-  p.splitters = choose_splitters(raw_runs<std::uint64_t>{p.t.data()},
-                                 sampled_runs(new_chunks, p.plan), p.plan.s, p.plan.d);
-  p.finals = slice_runs(raw_runs<std::uint64_t>{p.t.data()}, p.runs, p.splitters);
+  // As round 2 cuts them (the usual sample first where the bound needs more candidates).
+  round2_cuts<std::uint64_t> cuts = cut_runs(raw_runs<std::uint64_t>{p.t.data()}, p.plan,
+                                             p.runs, sampled_runs(new_chunks, p.plan));
+  p.splitters = std::move(cuts.splitters);
+  p.finals = std::move(cuts.finals);
+  p.s = cuts.s;
   return p;
+}
+
+/// Whether every final chunk of `p` keeps what the plan's bound promises: at most `bound` keys
+/// strictly below its upper splitter (all of them in the last chunk), counted key by key.
+bool keeps_the_bound(const planned& p)
+{
+  for (const final_chunk& fc : p.finals) {
+    std::uint64_t strict = 0;
+    for (const slice& sl : fc.slices)
+      for (std::uint64_t x = sl.offset; x < sl.offset + sl.length; ++x)
+        if (fc.index + 1 == p.plan.d || p.t[x] < p.splitters.values[fc.index]) ++strict;
+    if (strict > p.plan.bound) return false;
+  }
+  return true;
 }
 
 TEST(ChunkPlan, ChunksCoverTheInputAndFit)
@@ -433,7 +451,7 @@ TEST_P(PlannerInvariants, EveryElementLandsOnceInOrderedBoundedFinalChunks)
         const encoded_runs<std::uint64_t> source{p.plan, p.t.data(), enc.chunks};
         const auto new_chunks = transpose(p.runs, p.plan.d, p.plan.runs_per_chunk());
         const splitter_set<std::uint64_t> splitters =
-            choose_splitters(source, sampled_runs(new_chunks, p.plan), p.plan.s, p.plan.d);
+            cut_runs(source, p.plan, p.runs, sampled_runs(new_chunks, p.plan)).splitters;
         EXPECT_EQ(splitters.values, p.splitters.values);
         EXPECT_EQ(splitters.est, p.splitters.est);
         const std::vector<final_chunk> finals = slice_runs(source, p.runs, p.splitters);
@@ -485,6 +503,65 @@ TEST_P(PlannerInvariants, EveryElementLandsOnceInOrderedBoundedFinalChunks)
   if (sh == shape::all_equal || sh == shape::few_unique || sh == shape::one_heavy) {
     EXPECT_GT(compensated_total, 0U) << "heavy duplicates must force compensation";
   }
+}
+
+// Where a small budget's bound needs many more candidates than the usual 2^20 (about (2N/c)^2),
+// round 2 cuts with the usual sample at random places of the runs and keeps it where its final
+// chunks keep the bound: on keys that are not adversarial it does, and the plan between the
+// rounds reads and sorts a few times fewer candidates (issue 44). Where they do not (here a
+// sample of one candidate a run), the bound's own sample cuts, and the bound holds either way.
+TEST(CutRuns, TheUsualSampleCutsWhereItKeepsTheBoundElseTheBoundsOwnDoes)
+{
+  const std::uint64_t n = (std::uint64_t{1} << 22) + 15;
+  for (const shape sh : {shape::random, shape::sorted_distinct, shape::few_unique,
+                         shape::one_heavy}) {
+    SCOPED_TRACE("shape " + std::to_string(static_cast<int>(sh)));
+    const std::uint64_t cap = min_feasible_capacity(n, 8) * 21 / 20;
+    const keys_t input = make_keys(n, sh, 44);
+    planned p = plan_and_slice(input, cap, 8);
+    ASSERT_GT(p.plan.s, p.plan.quick_s) << "the bound must need more than the usual sample";
+    ASSERT_GT(p.plan.quick_s, 0U);
+    EXPECT_EQ(p.s, p.plan.quick_s) << "d = " << p.plan.d;
+    EXPECT_TRUE(keeps_the_bound(p));
+    std::uint64_t total = 0;
+    for (const final_chunk& fc : p.finals) total += fc.size;
+    EXPECT_EQ(total, n);
+
+    // One candidate a run cannot cut random keys into d evenly sized chunks: the bound's
+    // sample does instead. (Keys of few values it cuts at those values, which compensation
+    // takes, and sorted keys, each run a range of its own, within the bound: kept there.)
+    if (sh != shape::random) continue;
+    chunk_plan coarse = p.plan;
+    coarse.quick_s = 1;
+    const auto new_chunks = transpose(p.runs, coarse.d, coarse.runs_per_chunk());
+    round2_cuts<std::uint64_t> cuts = cut_runs(raw_runs<std::uint64_t>{p.t.data()}, coarse,
+                                               p.runs, sampled_runs(new_chunks, coarse));
+    EXPECT_EQ(cuts.s, coarse.s);
+    EXPECT_GT(cuts.dropped_seconds, 0.0);
+    p.splitters = std::move(cuts.splitters);
+    p.finals = std::move(cuts.finals);
+    EXPECT_TRUE(keeps_the_bound(p));
+    // And the bound's sample alone (quick_s 0) gives the same splitters as after the drop.
+    chunk_plan bounds_only = p.plan;
+    bounds_only.quick_s = 0;
+    const round2_cuts<std::uint64_t> alone = cut_runs(
+        raw_runs<std::uint64_t>{p.t.data()}, bounds_only, p.runs,
+        sampled_runs(new_chunks, bounds_only));
+    EXPECT_EQ(alone.splitters.values, p.splitters.values);
+    EXPECT_EQ(alone.dropped_seconds, 0.0);
+  }
+}
+
+TEST(Splitters, RandomCandidatesStayInTheirPiecesOfTheRun)
+{
+  for (std::uint64_t len : {1ULL, 5ULL, 64ULL, 1000ULL, 1'000'003ULL})
+    for (std::uint64_t s = 1; s <= std::min<std::uint64_t>(len, 40); ++s)
+      for (std::uint64_t x = 0; x < s; ++x)
+        for (const std::uint64_t draw : {0ULL, 1ULL, 12345ULL, ~0ULL}) {
+          const std::uint64_t p = random_candidate_position(x, s, len, draw);
+          ASSERT_GE(p, x * len / s);
+          ASSERT_LT(p, (x + 1) * len / s);
+        }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PlannerInvariants,

@@ -3,9 +3,9 @@
 // differ), against std::stable_sort. cuda::gather, the kernel round 2 copies its slices with,
 // against a gather done on the host with memcpy: slices in device memory and in mapped host
 // memory, 4- and 8-byte elements, tables of many short slices (empty ones among them) and of a
-// few long ones, with the default tuning and with grids so small that each block walks many
-// slices and strides through long ones (the grid is capped since issue 44; every slice must
-// still be copied once).
+// few long ones, with the default tuning and with grids so small that each block (or warp, in
+// the warp-a-slice kernel of short slices) walks many slices and strides through long ones (the
+// grids are capped since issue 44; every slice must still be copied once).
 #include "gpu_test_support.hpp"
 #include "pipeline/cuda/resources.hpp"
 
@@ -123,13 +123,26 @@ using gather_case = std::tuple<unsigned, source_memory, int>;
 
 class gpu_gather : public test::gpu_test, public ::testing::WithParamInterface<gather_case> {};
 
-/// The tunings a case runs with: the default, a grid of one block that walks every slice, and a
-/// small one (two blocks a slice at most, three in all) with blocks of one warp.
+/// The tunings a case runs with: the default (a warp a slice for the tables of short slices), a
+/// grid of one block that walks every slice, a small one (two blocks a slice at most, three in
+/// all) with blocks of one warp, both of those with every table a block a slice; a warp a slice
+/// for every table, long slices too (each lane strides through them), on one block of one warp
+/// that walks every slice; and on 3 blocks of 40 threads (whole warps: 32 each).
 gather_tuning tuning_of(int which)
 {
-  if (which == 0) return {};
-  if (which == 1) return {.threads_per_block = 256, .max_blocks_per_slice = 1, .max_blocks = 1};
-  return {.threads_per_block = 32, .max_blocks_per_slice = 2, .max_blocks = 3};
+  switch (which) {
+    case 0: return {};
+    case 1:
+      return {.threads_per_block = 256, .max_blocks_per_slice = 1, .max_blocks = 1,
+              .warp_slice_elements = 0};
+    case 2:
+      return {.threads_per_block = 32, .max_blocks_per_slice = 2, .max_blocks = 3,
+              .warp_slice_elements = 0};
+    case 3:
+      return {.threads_per_block = 32, .warp_slice_elements = UINT32_MAX, .max_warp_blocks = 1};
+    default:
+      return {.threads_per_block = 40, .warp_slice_elements = UINT32_MAX, .max_warp_blocks = 3};
+  }
 }
 
 TEST_P(gpu_gather, CopiesEverySliceOnceAgainstTheHost)
@@ -152,7 +165,8 @@ TEST_P(gpu_gather, CopiesEverySliceOnceAgainstTheHost)
 std::string gather_case_name(const ::testing::TestParamInfo<gather_case>& param)
 {
   const auto [bytes, where, which] = param.param;
-  const char* tunings[] = {"default", "one_block", "small_grid"};
+  const char* tunings[] = {"default",    "one_block",  "small_grid",
+                           "warps_only", "warps_grid"};
   return std::to_string(bytes * 8) + "bit_" +
          (where == source_memory::device ? "device" : "mapped") + "_" + tunings[which];
 }
@@ -161,7 +175,7 @@ INSTANTIATE_TEST_SUITE_P(
     Tables, gpu_gather,
     ::testing::Combine(::testing::Values(4U, 8U),
                        ::testing::Values(source_memory::device, source_memory::mapped_host),
-                       ::testing::Values(0, 1, 2)),
+                       ::testing::Values(0, 1, 2, 3, 4)),
     gather_case_name);
 
 TEST(gpu_gather_arguments, BadWidthsTablesAndTuningsAreRefusedBeforeAnyLaunch)
@@ -175,6 +189,8 @@ TEST(gpu_gather_arguments, BadWidthsTablesAndTuningsAreRefusedBeforeAnyLaunch)
   EXPECT_THROW(cuda::gather(none, 1, 1, nullptr, 8, nullptr, {.max_blocks_per_slice = 0}),
                invalid_argument);
   EXPECT_THROW(cuda::gather(none, 1, 1, nullptr, 8, nullptr, {.max_blocks = 0}),
+               invalid_argument);
+  EXPECT_THROW(cuda::gather(none, 1, 1, nullptr, 8, nullptr, {.max_warp_blocks = 0}),
                invalid_argument);
   // Nothing to copy: no launch, no error, whatever the pointers.
   EXPECT_NO_THROW(cuda::gather(none, 0, 1, nullptr, 8, nullptr));

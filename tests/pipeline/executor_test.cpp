@@ -152,6 +152,35 @@ TEST(Executor, AProfiledJobReportsThePlanAndItsPartsInOrder)
   EXPECT_DOUBLE_EQ(at, whole->last_end);
 }
 
+// At a budget small enough that the plan's bound needs more than the usual 2^20 candidates,
+// round 2 cuts with the usual sample where its final chunks keep the bound (issue 44): a job
+// of uniform keys does, sorts, and reports it among its stats.
+TEST(Executor, ASmallBudgetsJobCutsWithTheUsualSampleWhereItKeepsTheBound)
+{
+  const std::uint64_t n = (std::uint64_t{1} << 22) + 15;
+  std::vector<std::uint64_t> keys(n);
+  generate(std::span<std::uint64_t>{keys}, distribution::uniform, 44);
+  const key_array view{keys.data(), n, dtype::u64};
+  const fingerprint before = fingerprint_of(view);
+  host_device dev{std::uint64_t{1} << 30, 1, 0};
+  std::vector<device*> devs{&dev};
+  const element_layout layout{.type = dtype::u64, .key_bytes = 8};
+  const chunk_plan plan =
+      make_plan(n, device_capacity{.elements = min_feasible_capacity(n, 8) * 21 / 20},
+                std::nullopt, 8);
+  ASSERT_GT(plan.s, plan.quick_s);
+  sort_options opt;
+  opt.profile = true;
+  job_context ctx{opt, 8};
+  const execution_stats stats =
+      execute(job_arrays{keys.data(), nullptr, keys.data(), nullptr, n}, layout, plan, devs, ctx);
+  EXPECT_TRUE(verify(view, std::nullopt, order::ascending, before).ok);
+  EXPECT_EQ(stats.splitter_candidates, plan.d * plan.quick_s);
+  EXPECT_EQ(stats.compensated_chunks, 0U);
+  for (const stage_profile& p : ctx.take_profile())
+    EXPECT_NE(p.stage, "plan: first sample") << "the usual sample was kept: nothing dropped";
+}
+
 TEST(Executor, AFailingDeviceFailsTheJobAndRestoresAnInPlaceInput)
 {
   for (const int fail_round : {1, 2}) {
