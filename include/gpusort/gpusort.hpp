@@ -210,7 +210,11 @@ struct job_plan {
   std::uint64_t chunks{};      ///< d (1: one in-core sort)
   std::uint64_t bins{};        ///< g: runs round 1 deals each chunk into (0: no second round)
   int rounds{};
-  std::uint64_t candidates{};  ///< sample candidates the planning between the rounds reads
+  /// Sample candidates the planning between the rounds reads: where the plan's bound needs
+  /// more than the usual sample (2^20 at most), round 2 cuts with the usual one first and keeps
+  /// it where its final chunks keep the bound, as they do on keys that are not adversarial
+  /// (others read the bound's sample besides).
+  std::uint64_t candidates{};
   std::uint64_t slices{};      ///< round 2's slices, d * d * g
   std::uint32_t devices{};     ///< devices the job takes (resident: the GPUs it fits on)
   /// Device budget per device this plan assumes (0: unlimited) and the least with which a plan

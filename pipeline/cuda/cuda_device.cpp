@@ -179,8 +179,8 @@ static_assert(table_entry_bytes == sizeof(codec::encoded_slice) + 2 * sizeof(cud
 /// reading mapped memory wins only where slices are so short that one copy call per slice costs
 /// more than its bytes (design.md section 1). GPUSORT_GATHER=copy|kernel|host overrides the
 /// choice, for measuring one against another: `host` packs the slices into the staging's pieces
-/// on the host's cores (as for a pageable round-1 buffer) and copies whole pieces, which leaves
-/// every SM to the sort (issue 44: round 2's sort beside the kernel took 1.7x round 1's).
+/// on the host's cores (staging::pack_in) and copies whole pieces, which leaves every SM to the
+/// sort (issue 44: round 2's sort beside a gather kernel took 1.7x round 1's).
 enum class gather_mode : std::uint8_t { automatic, copy, kernel, host };
 
 gather_mode gather_mode_from_environment() noexcept
@@ -386,7 +386,10 @@ struct round_state {
         if (t.slices[i].length > 0)
           gather_runs.push_back({.data = t.slice_source(i, values, element_bytes),
                                  .bytes = t.slices[i].length * element_bytes});
-      in_staging.gather_in(d_out, gather_runs, h2d.value());
+      if (packed)
+        in_staging.pack_in(d_out, gather_runs, h2d.value());
+      else
+        in_staging.gather_in(d_out, gather_runs, h2d.value());
       return;
     }
     std::uint64_t at = 0;
