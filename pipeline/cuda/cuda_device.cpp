@@ -178,9 +178,10 @@ static_assert(table_entry_bytes == sizeof(codec::encoded_slice) + 2 * sizeof(cud
 /// slices at the link's full rate without taking SMs from the sort of the next chunk; a kernel
 /// reading mapped memory wins only where slices are so short that one copy call per slice costs
 /// more than its bytes (design.md section 1). GPUSORT_GATHER=copy|kernel|host overrides the
-/// choice, for measuring one against another: `host` packs the slices into the staging's pieces
-/// on the host's cores (staging::pack_in) and copies whole pieces, which leaves every SM to the
-/// sort (issue 44: round 2's sort beside a gather kernel took 1.7x round 1's).
+/// choice, for measuring one against another: `host` packs short slices into the staging's
+/// pieces on the host's cores (staging::pack_in) and copies whole pieces, which leaves every SM
+/// to the sort (issue 44: round 2's sort beside a gather kernel took 1.7x round 1's) but fed the
+/// link at 15-19 GB/s where the warp kernel gathers at 29-34 (h200x2-20261130-s10/call4).
 enum class gather_mode : std::uint8_t { automatic, copy, kernel, host };
 
 gather_mode gather_mode_from_environment() noexcept
@@ -373,7 +374,8 @@ struct round_state {
       gather_mapped(t.slices, mapped, element_bytes, d_out, table_host, d_table);
       return;
     }
-    const bool packed = gather == gather_mode::host;
+    // Packed on the host where the kernel would gather (short slices); long ones cross whole.
+    const bool packed = gather == gather_mode::host && short_slices;
     if (t.slices.size() > 1 && mapped != nullptr && !packed &&
         batch_copies(t, values, element_bytes, d_out))
       return;
