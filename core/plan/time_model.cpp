@@ -40,20 +40,25 @@ machine_model machine_model::h200(std::uint32_t gpus)
       // A guess: about 60% of the H200's 4.8 TB/s for a merge pass. Its terms are a few
       // hundredths of a second at 32 GiB.
       .device_memory_rate = 3000,
-      // A fit of two measurements of round 2 at small budgets (chunks.txt): 8 GiB at d = 4096
-      // (512-byte slices) took 0.740 s, 32 GiB at d = 1685 (12 KB slices) 1.282 s: per slice
-      // 26 ns plus its bytes at 28.5 GB/s through the gather kernel.
-      .gather_rate = 28.5,
+      // A fit of round 2 at 1/256 through the warp-a-slice gather kernel, one H200
+      // (h200x2-20261130-s10 call 2): 1572 chunks of 21.8 MB took 1.283 s (32 GiB), 1594 of
+      // 5.4 MB 0.35-0.39 s (8 GiB): per slice 18 ns plus its bytes at 28 GB/s. The round, not
+      // the copy stage alone (busy 1.024 and 0.26-0.30 s, at 33-34 GB/s): the sort beside a
+      // kernel reading mapped memory runs 1.5-2.6x slower than round 1's (design.md, "Many
+      // chunks"), and the stages overlap less. At d = 4096 it predicts 147 us a chunk where
+      // 129-134 us were measured (call 4), there bound by that slowed sort.
+      .gather_rate = 28,
       // A fit: round 1's sort stage at d = 4096 (2 MiB chunks) was busy 0.456 s, 111 us a
       // chunk of which about 14 us is its bytes (chunks.txt): launches and events.
       .chunk_seconds = 100e-6,
-      .slice_seconds = 26e-9,
-      // A fit of the round-2 plan on the 16-core H200 host: 0.40-0.53 s with 16.7M candidates
-      // and 2.8M cuts (32 GiB, d = 1685), 0.61-0.83 s with 16.7M of each (8 GiB, d = 4096),
-      // when the candidates were merged; radix sorted since (splitters.cpp) they cost 2-3x
-      // less on the 2-core VM: a refit on the GPU host is due.
-      .candidate_seconds = 25e-9,
-      .cut_seconds = 18e-9,
+      .slice_seconds = 18e-9,
+      // Fits of the round-2 plan on the two-H200 host's 32 cores (h200x2-20261130-s10): the
+      // usual 2^20 candidates read and sorted in 0.008-0.010 s (the bound's 7.45M took 0.098
+      // s, 13 ns each, h200x2-20261130-s9); 2.54M cuts at d = 1594 in 0.028-0.052 s and 16.7M
+      // at d = 4096 in 0.149-0.18 s. A job's candidates are the usual sample's where round 2
+      // keeps it (cut_runs), as it does on keys that are not adversarial.
+      .candidate_seconds = 10e-9,
+      .cut_seconds = 11e-9,
       .exchange_seconds = 0.015,
       .pinned = true,
       // 143771 MiB per H200 (nvidia-smi on the two-H200 host).

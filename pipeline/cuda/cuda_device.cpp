@@ -374,8 +374,10 @@ struct round_state {
       gather_mapped(t.slices, mapped, element_bytes, d_out, table_host, d_table);
       return;
     }
-    // Packed on the host where the kernel would gather (short slices); long ones cross whole.
-    const bool packed = gather == gather_mode::host && short_slices;
+    // Packed on the host where the kernel would gather (short slices of memory: pack_in reads
+    // no file window); long ones cross whole.
+    const bool packed =
+        gather == gather_mode::host && short_slices && !find_file_window(src).has_value();
     if (t.slices.size() > 1 && mapped != nullptr && !packed &&
         batch_copies(t, values, element_bytes, d_out))
       return;
