@@ -117,6 +117,29 @@ std::vector<sample> samples()
   *argsort.mutable_keys_out() = buffer_ref(2);
   out.push_back({"SUBMIT_argsort", argsort, 1});
 
+  // Records (issue 42): sorted into keys_out by a u64 key and a bytes key, and their argsort.
+  wire::SubmitRequest records;
+  records.set_kind(wire::JOB_KIND_SORT_RECORDS);
+  records.set_record_bytes(100);
+  records.set_count(1000);
+  wire::KeyField* first = records.add_key_fields();
+  first->set_type(wire::COLUMN_TYPE_U64);
+  first->set_offset(0);
+  wire::KeyField* second = records.add_key_fields();
+  second->set_type(wire::COLUMN_TYPE_BYTES);
+  second->set_offset(8);
+  second->set_length(10);
+  second->set_order(wire::ORDER_DESCENDING);
+  *records.mutable_keys() = fd_ref(0);
+  *records.mutable_keys_out() = fd_ref(1);
+  out.push_back({"SUBMIT_records", records, 2});
+  wire::SubmitRequest records_argsort = records;
+  records_argsort.set_kind(wire::JOB_KIND_ARGSORT_RECORDS);
+  records_argsort.clear_keys_out();
+  records_argsort.set_index_bytes(8);
+  *records_argsort.mutable_indices_out() = fd_ref(1);
+  out.push_back({"SUBMIT_records_argsort", records_argsort, 2});
+
   // Edge cases: the largest count that fits, and one that overflows.
   wire::SubmitRequest huge = in_place;
   huge.set_dtype(wire::DTYPE_U64);

@@ -7,7 +7,9 @@
 // - check_submit accepts only what its comment promises: dtype, order, float_order and kind
 //   known; value_bytes 0, 4 or 8; every DataRef the job needs present, naming a source, at an
 //   offset that is a multiple of its element size, and none it must not have; count times the
-//   element sizes within 64 bits; index_bytes 4 or 8 for an argsort (4 only below 2^32);
+//   element sizes within 64 bits; index_bytes 4 or 8 for an argsort (4 only below 2^32); a
+//   records job (issue 42) with record_bytes of 1 to 1 MiB, 1 to 64 known key fields each within
+//   the record, no dtype, order or values, and its own outputs;
 // - referenced_fds is ascending and distinct, expected_fd_count agrees with it, and
 //   check_fd_count accepts n descriptors exactly when the indices are 0..n-1 (SUBMIT) or
 //   n == 0 (every other request);
@@ -44,10 +46,58 @@ bool sound_ref(const wire::DataRef& ref, std::uint64_t element_bytes)
   return ref.source_case() != wire::DataRef::SOURCE_NOT_SET && ref.offset() % element_bytes == 0;
 }
 
+/// What an accepted records job must satisfy (gpusort.proto, SubmitRequest's record_bytes and
+/// KeyField). `stable` is not checked: records sort stably whatever it says.
+void check_accepted_records(const wire::SubmitRequest& r)
+{
+  const std::uint64_t record = r.record_bytes();
+  if (record == 0 || record > (std::uint64_t{1} << 20)) broken("accepted record_bytes");
+  if (r.key_fields_size() == 0 || r.key_fields_size() > 64)
+    broken("accepted a records job of no key fields or more than 64");
+  for (const wire::KeyField& f : r.key_fields()) {
+    const auto type = proto::from_wire(f.type());
+    if (!type) broken("accepted an unknown key field type");
+    if (!proto::from_wire(f.order())) broken("accepted an unknown key field order");
+    const bool bytes_key = *type == gpusort::column_type::bytes;
+    if (bytes_key ? f.length() == 0 : f.length() != 0)
+      broken("accepted a key field length its type does not take");
+    const std::uint64_t length = bytes_key ? f.length() : gpusort::size_of(*type);
+    if (std::uint64_t{f.offset()} + length > record) broken("accepted a key beyond the record");
+  }
+  if (r.dtype() != wire::DTYPE_UNSPECIFIED || r.order() != wire::ORDER_ASCENDING)
+    broken("accepted a records job with a dtype or an order");
+  if (r.value_bytes() != 0 || r.has_values() || r.has_values_out())
+    broken("accepted a records job with values");
+  if (r.float_order() != wire::FLOAT_ORDER_TOTAL && r.float_order() != wire::FLOAT_ORDER_NUMPY)
+    broken("accepted an unknown float_order");
+  if (static_cast<unsigned __int128>(r.count()) * record > std::numeric_limits<std::uint64_t>::max())
+    broken("accepted a count of records whose bytes pass 2^64");
+  if (!r.has_keys() || !sound_ref(r.keys(), 1)) broken("accepted unsound records");
+  if (r.kind() == wire::JOB_KIND_ARGSORT_RECORDS) {
+    const std::uint64_t index_bytes = r.index_bytes();
+    if (index_bytes != 4 && index_bytes != 8) broken("accepted index_bytes of a records argsort");
+    if (index_bytes == 4 && r.count() > std::numeric_limits<std::uint32_t>::max())
+      broken("accepted 4-byte indices for 2^32 records or more");
+    if (r.in_place() || r.has_keys_out()) broken("accepted a records argsort with record outputs");
+    if (!r.has_indices_out() || !sound_ref(r.indices_out(), index_bytes))
+      broken("accepted a records argsort with unsound indices_out");
+    return;
+  }
+  if (r.has_indices_out() || r.index_bytes() != 0) broken("accepted indices for a records sort");
+  if (r.in_place() == r.has_keys_out()) broken("accepted a records sort in place and out of it");
+  if (r.has_keys_out() && !sound_ref(r.keys_out(), 1)) broken("accepted unsound keys_out");
+}
+
 /// What an accepted SUBMIT must satisfy, written from gpusort.proto's comments rather than from
 /// check_submit's code.
 void check_accepted_submit(const wire::SubmitRequest& r)
 {
+  if (r.kind() == wire::JOB_KIND_SORT_RECORDS || r.kind() == wire::JOB_KIND_ARGSORT_RECORDS) {
+    check_accepted_records(r);
+    return;
+  }
+  if (r.record_bytes() != 0 || r.key_fields_size() != 0)
+    broken("accepted record_bytes or key_fields for a job of keys");
   const auto type = proto::from_wire(r.dtype());
   if (!type) broken("accepted an unknown dtype");
   if (!proto::from_wire(r.order())) broken("accepted an unknown order");
