@@ -13,7 +13,13 @@
 #                               [--skip-tests] [--skip-sanitizer] [--skip-bench]
 #                               [--tools memcheck,racecheck,synccheck,initcheck]
 #                               [--sanitize gpu_executor,gpu]
-# (--tools and --sanitize pick the sanitizer runs, to split a check over several sessions.)
+#                               [--only gpu_executor,gpu,gpu_fault,pipeline,core,lean,lean_cli]
+#                               [--shard K/N]
+# (--tools and --sanitize pick the sanitizer runs, to split a check over several sessions.
+# --only runs those test programs alone, --shard K/N the K-th of N parts of each (gtest's
+# GTEST_TOTAL_SHARDS and GTEST_SHARD_INDEX): with the tiny budget gpu_executor_tests alone took
+# more than the 470 s a 10-minute device call left it (h200x2-20261130-s10/call3), so a check can
+# be split over calls, e.g. --only gpu_executor --shard 1/2, then 2/2, then the rest.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin="${GPUSORT_BIN:-$( [ -d dist ] && echo dist || echo build/release )}"
@@ -22,6 +28,7 @@ shift
 sizes=1Gi,4Gi cpu_count=1Gi machine="$(hostname)" tests=1 sanitizer=1 bench=1
 compress_bytes=8Gi
 tools=memcheck,racecheck,synccheck,initcheck suites=
+only= shard=
 while [ $# -gt 0 ]; do
   case "$1" in
     --sizes) sizes="$2"; shift 2 ;;
@@ -33,9 +40,29 @@ while [ $# -gt 0 ]; do
     --skip-bench) bench=0; shift ;;
     --tools) tools="$2"; shift 2 ;;
     --sanitize) suites="$2"; shift 2 ;;
+    --only) only="$2"; shift 2 ;;
+    --shard)
+      [[ "$2" =~ ^([0-9]+)/([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -ge 1 ] &&
+        [ "${BASH_REMATCH[1]}" -le "${BASH_REMATCH[2]}" ] ||
+        { echo "gpu-check: --shard takes K/N with 1 <= K <= N" >&2; exit 64; }
+      shard="$2"; shift 2 ;;
     *) echo "gpu-check: unknown option $1" >&2; exit 64 ;;
   esac
 done
+# --only's names are the test programs' without _tests; anything else is a typo, not a skip.
+for t in ${only//,/ }; do
+  case "$t" in gpu_executor | gpu | gpu_fault | pipeline | core | lean | lean_cli) ;;
+    *) echo "gpu-check: --only takes gpu_executor, gpu, gpu_fault, pipeline, core, lean," \
+         "lean_cli, not $t" >&2; exit 64 ;;
+  esac
+done
+wanted() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
+# Each shard's logs get a name of their own, so that the parts of a split check sit side by side.
+part=
+if [ -n "$shard" ]; then
+  export GTEST_TOTAL_SHARDS="${shard#*/}" GTEST_SHARD_INDEX=$(( ${shard%/*} - 1 ))
+  part=".shard${shard%/*}of${shard#*/}"
+fi
 mkdir -p "$out"
 commit="$(cat "$bin/COMMIT" 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 status=0
@@ -51,24 +78,30 @@ if [ "$tests" = 1 ]; then
   for exe in "$bin"/tests/gpu/*_tests "$bin"/tests/pipeline/pipeline_tests \
              "$bin"/tests/core/core_tests; do
     t=$(basename "$exe" _tests)
+    wanted "$t" || continue
     [ -x "$exe" ] || { echo "gpu-check: missing $exe" >&2; status=1; continue; }
-    echo "== ${t}_tests =="
-    GPUSORT_TEST_BUDGET=tiny "$exe" --gtest_brief=1 > "$out/${t}_tests.txt" 2>&1
+    echo "== ${t}_tests${shard:+ (shard $shard)} =="
+    log="$out/${t}_tests${part}.txt"
+    GPUSORT_TEST_BUDGET=tiny "$exe" --gtest_brief=1 > "$log" 2>&1
     rc=$?
-    tail -n 3 "$out/${t}_tests.txt"
+    tail -n 3 "$log"
     [ $rc -eq 0 ] || status=1
   done
   # The lean path (issue 39) on the GPUs: its engine suites forced lean, and the CLI killed at
   # every kind of step and at random moments, then recovered.
-  echo "== lean_tests (GPU) =="
-  GPUSORT_LEAN=1 GPUSORT_LEAN_TEST_GPUS=1 "$bin"/tests/pipeline/lean_tests --gtest_brief=1 \
-    > "$out/lean_tests.txt" 2>&1 || status=1
-  tail -n 3 "$out/lean_tests.txt"
-  echo "== lean_cli_tests (GPU) =="
-  cli="$bin/bin/gpusort"; [ -x "$cli" ] || cli="$bin/client/gpusort"
-  GPUSORT_TEST_CLI="$(realpath "$cli")" "$bin"/tests/client/lean_cli_tests --gtest_brief=1 \
-    > "$out/lean_cli_tests.txt" 2>&1 || status=1
-  tail -n 3 "$out/lean_cli_tests.txt"
+  if wanted lean; then
+    echo "== lean_tests (GPU)${shard:+ (shard $shard)} =="
+    GPUSORT_LEAN=1 GPUSORT_LEAN_TEST_GPUS=1 "$bin"/tests/pipeline/lean_tests --gtest_brief=1 \
+      > "$out/lean_tests${part}.txt" 2>&1 || status=1
+    tail -n 3 "$out/lean_tests${part}.txt"
+  fi
+  if wanted lean_cli; then
+    echo "== lean_cli_tests (GPU)${shard:+ (shard $shard)} =="
+    cli="$bin/bin/gpusort"; [ -x "$cli" ] || cli="$bin/client/gpusort"
+    GPUSORT_TEST_CLI="$(realpath "$cli")" "$bin"/tests/client/lean_cli_tests --gtest_brief=1 \
+      > "$out/lean_cli_tests${part}.txt" 2>&1 || status=1
+    tail -n 3 "$out/lean_cli_tests${part}.txt"
+  fi
 fi
 
 # compute-sanitizer's four tools on the GPU tests at small sizes (GPUSORT_TEST_SMALL for the
