@@ -159,7 +159,7 @@ int run_bench(const options& o)
           << ", \"slices\": " << slices << ", \"run_table_s\": " << table_s
           << ", \"dropped_s\": " << dropped_s << ", \"splitters_s\": " << splitters_s
           << ", \"cuts_s\": " << cuts_s << "},";
-      if (plan.quick_s == 0 || plan.quick_s >= plan.s) break;  // one way only
+      if (plan.first_s() == plan.s) break;  // one way only
     }
   }
   gpusort::bench::report_results(o.results, targets, raw.str());

@@ -845,8 +845,7 @@ job_plan engine::impl::plan_of(std::uint64_t n, const detail::element_layout& la
         p.rounds = 2;
         // Round 2 cuts with the usual sample first where the bound needs more, and keeps it
         // on keys that are not adversarial (cut_runs): what it reads then.
-        p.candidates =
-            r.plan.d * (r.plan.quick_s > 0 ? std::min(r.plan.quick_s, r.plan.s) : r.plan.s);
+        p.candidates = r.plan.d * r.plan.first_s();
         p.slices = r.plan.d * r.plan.d * p.bins;
         job.d = r.plan.d;
         job.g = p.bins;

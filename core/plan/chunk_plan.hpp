@@ -57,6 +57,12 @@ struct chunk_plan {
   {
     return n / d + (i < n % d ? 1 : 0);
   }
+  /// Candidates per run round 2 cuts with first: the usual sample where the bound needs more
+  /// (cut_runs then keeps it or cuts again with s), else s.
+  [[nodiscard]] std::uint64_t first_s() const noexcept
+  {
+    return quick_s > 0 && quick_s < s ? quick_s : s;
+  }
   /// Largest final chunk on input without duplicate keys: the bound plus the one element
   /// equal to the upper splitter.
   [[nodiscard]] std::uint64_t final_bound() const noexcept { return bound + 1; }

@@ -108,8 +108,8 @@ round2_cuts<typename Source::key_type> cut_runs(const Source& source, const chun
     for (const slice& sl : fc.slices) below += source.lower_bound(sl, 0, splitter);
     return below <= plan.bound;
   };
-  if (plan.quick_s > 0 && plan.quick_s < plan.s) {
-    choose(plan.quick_s, candidate_places::random);
+  if (plan.first_s() < plan.s) {
+    choose(plan.first_s(), candidate_places::random);
     if (std::ranges::all_of(out.finals, kept_bound)) return out;
     out.dropped_seconds = out.splitters_seconds + out.cuts_seconds;
   }

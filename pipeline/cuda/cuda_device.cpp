@@ -1195,17 +1195,12 @@ void staging::pack_in(char* d_dst, const std::vector<piece_mover::source_run>& r
   pack_at_.resize(runs.size() + 1);
   pack_at_[0] = 0;
   for (std::size_t r = 0; r < runs.size(); ++r) pack_at_[r + 1] = pack_at_[r] + runs[r].bytes;
-  const std::uint64_t bytes = pack_at_.back();
-  for (std::uint64_t off = 0; off < bytes; off += piece_bytes_) {
-    const std::uint64_t len = std::min(piece_bytes_, bytes - off);
-    const auto i = static_cast<std::size_t>(next_++ % piece_data_.size());
-    if (in_use_[i]) done_[i].synchronize();  // the piece's last copy has left it
+  stage_in(d_dst, pack_at_.back(), s, [&](char* piece, std::uint64_t off, std::uint64_t len) {
     // The runs that meet [off, off + len): from the last starting at or before off.
     const auto first = static_cast<std::int64_t>(
         std::upper_bound(pack_at_.begin(), pack_at_.end() - 1, off) - pack_at_.begin() - 1);
     const auto end = static_cast<std::int64_t>(
         std::lower_bound(pack_at_.begin(), pack_at_.end() - 1, off + len) - pack_at_.begin());
-    char* const piece = piece_data_[i];
 #pragma omp parallel for schedule(dynamic, 64)
     for (std::int64_t r = first; r < end; ++r) {
       const auto k = static_cast<std::size_t>(r);
@@ -1214,11 +1209,7 @@ void staging::pack_in(char* d_dst, const std::vector<piece_mover::source_run>& r
       if (to > from)
         std::memcpy(piece + (from - off), runs[k].data + (from - pack_at_[k]), to - from);
     }
-    GPUSORT_CUDA_TRY(
-        cudaMemcpyAsync(d_dst + off, piece, len, cudaMemcpyHostToDevice, s));
-    done_[i].record(s);
-    in_use_[i] = true;
-  }
+  });
 }
 
 }  // namespace gpusort::detail

@@ -75,16 +75,10 @@ class staging {
       });
       return;
     }
-    for (std::uint64_t off = 0; off < bytes; off += piece_bytes_) {
-      const std::uint64_t len = std::min(piece_bytes_, bytes - off);
-      const auto i = static_cast<std::size_t>(next_++ % piece_data_.size());
-      if (in_use_[i]) done_[i].synchronize();  // the piece's last copy has left it
-      host_read(piece_data_[i], src + off, len);  // memory only: files took the mover above
-      GPUSORT_CUDA_TRY(
-          cudaMemcpyAsync(d_dst + off, piece_data_[i], len, cudaMemcpyHostToDevice, s));
-      done_[i].record(s);
-      in_use_[i] = true;
-    }
+    // Memory only: files took the mover above.
+    stage_in(d_dst, bytes, s, [&](char* piece, std::uint64_t off, std::uint64_t len) {
+      host_read(piece, src + off, len);
+    });
   }
 
   /// Host -> device of the runs one after another into [d_dst, d_dst + their bytes): a round-2
@@ -140,6 +134,24 @@ class staging {
   void pack_in(char* d_dst, const std::vector<piece_mover::source_run>& runs, cudaStream_t s);
 
  private:
+  /// Host -> device of `bytes` piece by piece on this thread: `fill(piece, offset, length)`
+  /// writes each piece once its last copy has left it, then its copy is queued; returns once
+  /// the last copy is queued.
+  template <class Fill>
+  void stage_in(char* d_dst, std::uint64_t bytes, cudaStream_t s, Fill&& fill)
+  {
+    for (std::uint64_t off = 0; off < bytes; off += piece_bytes_) {
+      const std::uint64_t len = std::min(piece_bytes_, bytes - off);
+      const auto i = static_cast<std::size_t>(next_++ % piece_data_.size());
+      if (in_use_[i]) done_[i].synchronize();  // the piece's last copy has left it
+      fill(piece_data_[i], off, len);
+      GPUSORT_CUDA_TRY(
+          cudaMemcpyAsync(d_dst + off, piece_data_[i], len, cudaMemcpyHostToDevice, s));
+      done_[i].record(s);
+      in_use_[i] = true;
+    }
+  }
+
   /// Whether arrays in memory go through the mover's threads as files do (else one parallel
   /// copy per piece on the calling thread), copying in or out. GPUSORT_MEMORY_MOVER is the A/B:
   /// 0 neither, `in` or `out` one direction, else both. The mover keeps up to the ring's pieces

@@ -149,18 +149,23 @@ planned plan_and_slice(const keys_t& input, std::uint64_t capacity, std::uint64_
   return p;
 }
 
-/// Whether every final chunk of `p` keeps what the plan's bound promises: at most `bound` keys
-/// strictly below its upper splitter (all of them in the last chunk), counted key by key.
+/// The keys of final chunk `fc` of `p` strictly below its upper splitter (all of them in the
+/// last chunk), counted key by key: what the plan's bound holds to at most `bound`.
+std::uint64_t strictly_below(const planned& p, const final_chunk& fc)
+{
+  std::uint64_t strict = 0;
+  for (const slice& sl : fc.slices)
+    for (std::uint64_t x = sl.offset; x < sl.offset + sl.length; ++x)
+      if (fc.index + 1 == p.plan.d || p.t[x] < p.splitters.values[fc.index]) ++strict;
+  return strict;
+}
+
+/// Whether every final chunk of `p` keeps what the plan's bound promises.
 bool keeps_the_bound(const planned& p)
 {
-  for (const final_chunk& fc : p.finals) {
-    std::uint64_t strict = 0;
-    for (const slice& sl : fc.slices)
-      for (std::uint64_t x = sl.offset; x < sl.offset + sl.length; ++x)
-        if (fc.index + 1 == p.plan.d || p.t[x] < p.splitters.values[fc.index]) ++strict;
-    if (strict > p.plan.bound) return false;
-  }
-  return true;
+  return std::all_of(p.finals.begin(), p.finals.end(), [&](const final_chunk& fc) {
+    return strictly_below(p, fc) <= p.plan.bound;
+  });
 }
 
 TEST(ChunkPlan, ChunksCoverTheInputAndFit)
@@ -450,11 +455,11 @@ TEST_P(PlannerInvariants, EveryElementLandsOnceInOrderedBoundedFinalChunks)
         const encoded_output enc = encode_round1(p.t, p.plan, {0});
         const encoded_runs<std::uint64_t> source{p.plan, p.t.data(), enc.chunks};
         const auto new_chunks = transpose(p.runs, p.plan.d, p.plan.runs_per_chunk());
-        const splitter_set<std::uint64_t> splitters =
-            cut_runs(source, p.plan, p.runs, sampled_runs(new_chunks, p.plan)).splitters;
-        EXPECT_EQ(splitters.values, p.splitters.values);
-        EXPECT_EQ(splitters.est, p.splitters.est);
-        const std::vector<final_chunk> finals = slice_runs(source, p.runs, p.splitters);
+        const round2_cuts<std::uint64_t> cuts =
+            cut_runs(source, p.plan, p.runs, sampled_runs(new_chunks, p.plan));
+        EXPECT_EQ(cuts.splitters.values, p.splitters.values);
+        EXPECT_EQ(cuts.splitters.est, p.splitters.est);
+        const std::vector<final_chunk>& finals = cuts.finals;
         ASSERT_EQ(finals.size(), p.finals.size());
         for (std::uint64_t k = 0; k < finals.size(); ++k) {
           EXPECT_EQ(finals[k].size, p.finals[k].size);
@@ -471,10 +476,7 @@ TEST_P(PlannerInvariants, EveryElementLandsOnceInOrderedBoundedFinalChunks)
 
         for (const final_chunk& fc : p.finals) {
           // The bound holds on keys strictly between splitters, whatever the duplicates.
-          std::uint64_t strict = 0;
-          for (const slice& sl : fc.slices)
-            for (std::uint64_t x = sl.offset; x < sl.offset + sl.length; ++x)
-              if (fc.index + 1 == p.plan.d || p.t[x] < p.splitters.values[fc.index]) ++strict;
+          const std::uint64_t strict = strictly_below(p, fc);
           EXPECT_LE(strict, p.plan.bound);
           if (sh == shape::distinct || sh == shape::sorted_distinct) {
             EXPECT_LE(fc.size, p.plan.final_bound());
