@@ -98,6 +98,10 @@ if [ "$tests" = 1 ]; then
   if wanted lean_cli; then
     echo "== lean_cli_tests (GPU)${shard:+ (shard $shard)} =="
     cli="$bin/bin/gpusort"; [ -x "$cli" ] || cli="$bin/client/gpusort"
+    # A GPU's pinned staging alone takes more than the CPU's 3 MiB limit, and each killed run
+    # starts CUDA: the limit and the kills of the GPU host (h200-20261129-lean).
+    GPUSORT_LEAN_CLI_BUDGET="${GPUSORT_LEAN_CLI_BUDGET:-1Gi}" \
+    GPUSORT_LEAN_KILLS="${GPUSORT_LEAN_KILLS:-40}" \
     GPUSORT_TEST_CLI="$(realpath "$cli")" "$bin"/tests/client/lean_cli_tests --gtest_brief=1 \
       > "$out/lean_cli_tests${part}.txt" 2>&1 || status=1
     tail -n 3 "$out/lean_cli_tests${part}.txt"
