@@ -1,22 +1,33 @@
 // Onesweep tiles for small chunks (issue 44): microseconds per radix sort of n keys already in GPU
-// memory, CUB's own tiles against smaller ones (core/cuda/radix_tiles.cuh), for the layouts the
-// engine sorts (u32 and u64 keys, alone and with 4- or 8-byte values) at the chunk sizes of small
-// device budgets and beyond. Two timings per case: one sort alone between events (the host's
-// launches of CUB's dozen steps included, as a chunk's sort meets them) and a batch of sorts
-// queued back to back (the GPU's own time). Every variant's result is checked against
-// std::stable_sort before it is timed. Prints a Markdown table; exit code 1 on a wrong result.
+// memory, CUB's own onesweep tiles (SM90, 64-bit keys: 384 threads of 15) against smaller ones
+// made by giving CUB's dispatch a policy hub of our own, for the layouts the engine sorts (u32
+// and u64 keys, alone and with 4- or 8-byte values) at the chunk sizes of small device budgets
+// and beyond. Two timings per case: one sort alone between events (the host's launches of
+// CUB's dozen steps included, as a chunk's sort meets them) and a batch of sorts queued back to
+// back (the GPU's own time). Every variant's result is checked against std::stable_sort before
+// it is timed. Prints a Markdown table; exit code 1 on a wrong result.
+//
+// Why it exists: a chunk of 262K 64-bit keys is 46 of CUB's tiles on an H200's 132 SMs, and its
+// sort took about 100 us, most of it independent of the keys, so smaller tiles looked like a way
+// to fill the GPU. Measured (h200x2-20261130-s11/call2): they are slower at every size (262K u64:
+// CUB's 107 us a sort in a batch, 2048-key tiles 104-107, 1024-key tiles 121-153, 512-key 196;
+// 674K: 130 against 155-313), so the engine keeps CUB's tiles. A pass's time is the chain of
+// its tiles' decoupled look-back, which more tiles lengthen; what would shorten a small chunk's
+// sort is fewer passes over global memory, not more blocks.
 //
 //   radix_tile_bench [--sizes 262144,674000,...] [--reps 15] [--batch 16]
 #include "bench/bench_cli.hpp"
 #include "bench/gpu_timing.hpp"
 #include "core/checks.hpp"
-#include "core/cuda/chunk_ops.cuh"
-#include "core/cuda/radix_tiles.cuh"
 #include "pipeline/cuda/resources.hpp"
 
 #include <gpusort/error.hpp>
 
 #include <cub/device/device_radix_sort.cuh>
+#include <cub/device/dispatch/dispatch_radix_sort.cuh>
+#include <cub/device/dispatch/tuning/tuning_radix_sort.cuh>
+
+#include <cuda/std/type_traits>
 
 #include <cuda_runtime_api.h>
 
@@ -34,7 +45,51 @@ namespace {
 
 using gpusort::cuda::cuda_stream;
 using gpusort::cuda::device_buffer;
-using gpusort::cuda::detail::onesweep_tile;
+
+/// A onesweep tile: `threads` a block and `items` a thread, both nominal for 4-byte elements as
+/// CUB states them (8-byte keys or values get half the items).
+template <int Threads, int Items>
+struct onesweep_tile {
+  static constexpr int threads = Threads;
+  static constexpr int items = Items;
+};
+
+/// CUB's radix policy hub for K, V and Offset with `Tile` in place of its onesweep policy, for
+/// every architecture (one terminal policy: the kernels are compiled per architecture anyway).
+template <typename K, typename V, typename Offset, typename Tile>
+struct tiled_radix_policy_hub {
+  using cub_hub = cub::detail::radix::policy_hub<K, V, Offset>;
+  static constexpr bool keys_only = ::cuda::std::is_same_v<V, cub::NullType>;
+  using cub_policy = typename cub_hub::template OnesweepSmallKeyTunedPolicy<
+      cub::detail::radix::sm90_small_key_tuning<sizeof(K), keys_only ? 0 : sizeof(V),
+                                                sizeof(Offset)>>;
+  using dominant = ::cuda::std::_If<(sizeof(V) > sizeof(K)), V, K>;
+
+  struct policy : cub::ChainedPolicy<900, policy, policy>, cub_policy {
+    using OnesweepPolicy = cub::AgentRadixSortOnesweepPolicy<
+        Tile::threads, Tile::items, dominant, 1, cub::RADIX_RANK_MATCH_EARLY_COUNTS_ANY,
+        cub::BLOCK_SCAN_RAKING_MEMOIZE, cub::RADIX_SORT_STORE_DIRECT,
+        cub_policy::ONESWEEP_RADIX_BITS>;
+  };
+  using MaxPolicy = policy;
+};
+
+/// Ascending radix sort of `n` keys over double buffers (values move along; V = cub::NullType
+/// for keys alone) on bits [0, end_bit), with `Tile`'s onesweep tiles; `d_temp` null: the size
+/// query. 32-bit offsets (the bench's sizes are far below 2^31; CUB's own dispatch, variant
+/// "cub", takes 64-bit ones, as the engine's radix_sort does).
+template <typename Tile, typename K, typename V>
+cudaError_t tiled_radix_sort(void* d_temp, std::size_t& temp_bytes, cub::DoubleBuffer<K>& keys,
+                             cub::DoubleBuffer<V>& values, std::uint32_t n, int end_bit,
+                             cudaStream_t stream)
+{
+  using hub = tiled_radix_policy_hub<K, V, std::uint32_t, Tile>;
+  return cub::DispatchRadixSort<cub::SortOrder::Ascending, K, V, std::uint32_t,
+                                cub::detail::identity_decomposer_t,
+                                hub>::Dispatch(d_temp, temp_bytes, keys, values, n, 0, end_bit,
+                                               /*is_overwrite_okay=*/true, stream);
+}
+
 
 /// A variant: CUB's dispatch (Tile void) or CUB's kernels on `Tile`.
 template <typename Tile>
@@ -64,7 +119,7 @@ void sort_once(void* d_temp, std::size_t& bytes, cub::DoubleBuffer<K>& keys,
       GPUSORT_CUDA_TRY(cub::DeviceRadixSort::SortPairs(d_temp, bytes, keys, values, count, 0,
                                                        int{sizeof(K) * 8}, s));
   } else {
-    GPUSORT_CUDA_TRY(gpusort::cuda::detail::tiled_radix_sort<Tile>(
+    GPUSORT_CUDA_TRY(tiled_radix_sort<Tile>(
         d_temp, bytes, keys, values, static_cast<std::uint32_t>(n), int{sizeof(K) * 8}, s));
   }
 }

@@ -126,9 +126,7 @@ extern std::atomic<bool> armed_flag;
 [[nodiscard]] constexpr site cuda_site(std::string_view call) noexcept
 {
   const auto starts = [&](std::string_view prefix) { return call.starts_with(prefix); };
-  // detail::tiled_radix_sort: CUB's radix sort on tiles of our choice (core/cuda/radix_tiles.cuh).
-  if (starts("cub::") || starts("detail::tiled_radix_sort") ||
-      starts("cudaPeekAtLastError") || starts("cudaGetLastError"))
+  if (starts("cub::") || starts("cudaPeekAtLastError") || starts("cudaGetLastError"))
     return site::launch;
   if (!starts("cuda")) return site::none;
   if (starts("cudaMallocHost") || starts("cudaHostAlloc")) return site::pinned_alloc;

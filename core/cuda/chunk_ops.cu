@@ -3,7 +3,6 @@
 #include "core/checks.hpp"
 #include "core/cuda/chunk_ops.cuh"
 #include "core/cuda/chunk_ops_kernels.cuh"
-#include "core/cuda/radix_tiles.cuh"
 #include "core/keys.hpp"
 
 #include <gpusort/error.hpp>
@@ -12,7 +11,6 @@
 
 #include <algorithm>
 #include <string>
-#include <type_traits>
 
 namespace gpusort::cuda {
 namespace {
@@ -42,99 +40,50 @@ decltype(auto) visit_widths(unsigned key_bytes, unsigned value_bytes, F&& f)
   return gpusort::detail::visit_layout(key_bytes, value_bytes, std::forward<F>(f));
 }
 
-/// CUB's value type for V (no values: cub::NullType).
-template <typename V>
-using cub_value_t =
-    std::conditional_t<std::is_same_v<V, gpusort::detail::no_value>, cub::NullType, V>;
-
-using tile_2k_shape = detail::onesweep_tile<256, 16>;
-using tile_1k_shape = detail::onesweep_tile<256, 8>;
-
-/// One sort (or, `d_scratch` null, its size query) with `tile`'s onesweep tiles; cub: CUB's own
-/// dispatch and tuning, with 64-bit offsets. Each call is a launch seam (core/fault.hpp).
 template <typename K, typename V>
-void dispatch_sort(radix_tile tile, void* d_scratch, std::size_t& scratch_bytes,
-                   cub::DoubleBuffer<K>& keys, cub::DoubleBuffer<cub_value_t<V>>& values,
-                   std::uint64_t n, int end_bit, cudaStream_t stream)
+bool sort_impl(void* d_keys, void* d_keys_alt, void* d_values, void* d_values_alt,
+               std::uint64_t n, void* d_scratch, std::size_t* scratch_bytes, cudaStream_t stream,
+               int end_bit)
 {
-  const auto n32 = static_cast<std::uint32_t>(n);
+  cub::DoubleBuffer<K> keys{static_cast<K*>(d_keys), static_cast<K*>(d_keys_alt)};
   const auto count = static_cast<std::int64_t>(n);
-  switch (tile) {
-    case radix_tile::tile_2k:
-      GPUSORT_CUDA_TRY(detail::tiled_radix_sort<tile_2k_shape>(d_scratch, scratch_bytes, keys,
-                                                               values, n32, end_bit, stream));
-      return;
-    case radix_tile::tile_1k:
-      GPUSORT_CUDA_TRY(detail::tiled_radix_sort<tile_1k_shape>(d_scratch, scratch_bytes, keys,
-                                                               values, n32, end_bit, stream));
-      return;
-    case radix_tile::cub:
-      if constexpr (std::is_same_v<V, gpusort::detail::no_value>)
-        GPUSORT_CUDA_TRY(cub::DeviceRadixSort::SortKeys(d_scratch, scratch_bytes, keys, count, 0,
-                                                        end_bit, stream));
-      else
-        GPUSORT_CUDA_TRY(cub::DeviceRadixSort::SortPairs(d_scratch, scratch_bytes, keys, values,
-                                                         count, 0, end_bit, stream));
-      return;
+  if constexpr (std::is_same_v<V, gpusort::detail::no_value>) {
+    GPUSORT_CUDA_TRY(
+        cub::DeviceRadixSort::SortKeys(d_scratch, *scratch_bytes, keys, count, 0, end_bit,
+                                       stream));
+  } else {
+    cub::DoubleBuffer<V> values{static_cast<V*>(d_values), static_cast<V*>(d_values_alt)};
+    GPUSORT_CUDA_TRY(cub::DeviceRadixSort::SortPairs(d_scratch, *scratch_bytes, keys, values,
+                                                     count, 0, end_bit, stream));
   }
-}
-
-/// Scratch bytes of one sort of n elements with `tile`.
-template <typename K, typename V>
-std::size_t scratch_of(radix_tile tile, std::uint64_t n)
-{
-  std::size_t bytes = 0;
-  cub::DoubleBuffer<K> keys;
-  cub::DoubleBuffer<cub_value_t<V>> values;
-  // For every bit: a sort on fewer (radix_sort's key_bits) needs no more.
-  dispatch_sort<K, V>(tile, nullptr, bytes, keys, values, n, int{sizeof(K) * 8}, nullptr);
-  return bytes;
-}
-
-void check_tuning(const radix_tuning& tuning)
-{
-  if (tuning.small_tile_max_elements > radix_tuning::max_small_tile_elements)
-    throw invalid_argument{"radix_sort: small tiles serve at most 2^31 - 1 elements"};
+  return keys.selector != 0;
 }
 
 }  // namespace
 
-std::size_t radix_sort_scratch_bytes(std::uint64_t n, unsigned key_bytes, unsigned value_bytes,
-                                     const radix_tuning& tuning)
+std::size_t radix_sort_scratch_bytes(std::uint64_t n, unsigned key_bytes, unsigned value_bytes)
 {
-  check_tuning(tuning);
   return visit_widths(key_bytes, value_bytes, [&]<typename K, typename V>() {
-    // Enough for CUB's tiles at n and for the small tile at every chunk up to n that it
-    // serves: a caller sizes scratch for its largest chunk and sorts smaller ones in it.
-    std::size_t bytes = scratch_of<K, V>(radix_tile::cub, n);
-    const std::uint64_t small = std::min(n, tuning.small_tile_max_elements);
-    if (small > 0 && tuning.small_tile != radix_tile::cub)
-      bytes = std::max(bytes, scratch_of<K, V>(tuning.small_tile, small));
+    std::size_t bytes = 0;
+    // For every bit: a sort on fewer (radix_sort's key_bits) needs no more.
+    sort_impl<K, V>(nullptr, nullptr, nullptr, nullptr, n, nullptr, &bytes, nullptr,
+                    int{sizeof(K) * 8});
     return bytes;
   });
 }
 
 bool radix_sort(void* d_keys, void* d_keys_alt, void* d_values, void* d_values_alt,
                 std::uint64_t n, unsigned key_bytes, unsigned value_bytes, void* d_scratch,
-                std::size_t scratch_bytes, cudaStream_t stream, unsigned key_bits,
-                const radix_tuning& tuning)
+                std::size_t scratch_bytes, cudaStream_t stream, unsigned key_bits)
 {
   if (key_bits > 8 * key_bytes)
     throw invalid_argument{"radix_sort: key_bits beyond the key's width"};
-  check_tuning(tuning);
   if (n == 0) return false;
   GPUSORT_EXPECTS(d_scratch != nullptr, "radix_sort needs scratch (see the size query)");
   return visit_widths(key_bytes, value_bytes, [&]<typename K, typename V>() {
     const int end_bit = key_bits > 0 ? static_cast<int>(key_bits) : int{sizeof(K) * 8};
-    radix_tile tile = n <= tuning.small_tile_max_elements ? tuning.small_tile : radix_tile::cub;
-    // Scratch sized for CUB's tiles alone (a size query with another tuning) still serves them.
-    if (tile != radix_tile::cub && scratch_of<K, V>(tile, n) > scratch_bytes)
-      tile = radix_tile::cub;
-    cub::DoubleBuffer<K> keys{static_cast<K*>(d_keys), static_cast<K*>(d_keys_alt)};
-    cub::DoubleBuffer<cub_value_t<V>> values{static_cast<cub_value_t<V>*>(d_values),
-                                             static_cast<cub_value_t<V>*>(d_values_alt)};
-    dispatch_sort<K, V>(tile, d_scratch, scratch_bytes, keys, values, n, end_bit, stream);
-    return keys.selector != 0;
+    return sort_impl<K, V>(d_keys, d_keys_alt, d_values, d_values_alt, n, d_scratch,
+                           &scratch_bytes, stream, end_bit);
   });
 }
 

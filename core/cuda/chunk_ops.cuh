@@ -12,36 +12,16 @@
 
 namespace gpusort::cuda {
 
-/// The onesweep tiles of radix_sort (radix_tiles.cuh), named by their size for 8-byte keys or
-/// values (4-byte ones: twice as many): CUB's own (5760 for 64-bit keys on SM90), 2048 (256
-/// threads of 8) or 1024 (256 of 4).
-enum class radix_tile : std::uint8_t { cub, tile_2k, tile_1k };
-
-/// Which tiles radix_sort takes: `small_tile` for sorts of at most small_tile_max_elements, CUB's
-/// for larger ones. CUB's tiles fill an H200 only from millions of keys: a chunk of 262K 64-bit
-/// keys is 46 of them on 132 SMs, and its eight passes each wait on one tile's latency (issue
-/// 44: 94 us a chunk, two thirds of it independent of the keys).
-struct radix_tuning {
-  /// The most that 32-bit offsets of the small tiles count.
-  static constexpr std::uint64_t max_small_tile_elements = (std::uint64_t{1} << 31) - 1;
-  radix_tile small_tile{radix_tile::tile_2k};
-  std::uint64_t small_tile_max_elements{std::uint64_t{1} << 22};
-};
-
-/// Scratch bytes radix_sort needs for any sort of up to n elements of key_bytes (4|8) and
-/// value_bytes (0|4|8) with `tuning`.
-std::size_t radix_sort_scratch_bytes(std::uint64_t n, unsigned key_bytes, unsigned value_bytes,
-                                     const radix_tuning& tuning = {});
+/// Scratch bytes radix_sort needs for n elements of key_bytes (4|8) and value_bytes (0|4|8).
+std::size_t radix_sort_scratch_bytes(std::uint64_t n, unsigned key_bytes, unsigned value_bytes);
 
 /// Sorts n ordered-bits keys ascending (values move along) with CUB's onesweep radix sort over
-/// double buffers, on `tuning`'s tiles. Returns true when the sorted result is in the `_alt`
-/// buffers. `key_bits` > 0: the caller knows the keys differ only in their low `key_bits` bits
-/// (at most the key's width), and only those are sorted on; equal keys keep their order either
-/// way. Scratch sized by the size query for CUB's tiles alone makes it take CUB's tiles.
+/// double buffers. Returns true when the sorted result is in the `_alt` buffers. `key_bits` > 0:
+/// the caller knows the keys differ only in their low `key_bits` bits (at most the key's width),
+/// and only those are sorted on; equal keys keep their order either way.
 bool radix_sort(void* d_keys, void* d_keys_alt, void* d_values, void* d_values_alt,
                 std::uint64_t n, unsigned key_bytes, unsigned value_bytes, void* d_scratch,
-                std::size_t scratch_bytes, cudaStream_t stream, unsigned key_bits = 0,
-                const radix_tuning& tuning = {});
+                std::size_t scratch_bytes, cudaStream_t stream, unsigned key_bits = 0);
 
 /// Round-1 dealing: element x of the m sorted elements goes to bin x mod d, bins laid out one
 /// after another (core/plan/dealing.hpp gives the layout). Values may be null.

@@ -1,7 +1,6 @@
 // The in-core sort a GPU runs on a chunk of ordered bits: CUB's radix sort or the GPU sample
 // sort, chosen by the configuration's incore_engine (auto: what bench/sample_bench measured to be
-// faster for the layout on this GPU generation), the radix sort on the tiles of its
-// radix_tuning. Both share one contract (chunk_ops.cuh).
+// faster for the layout on this GPU generation). Both share one contract (chunk_ops.cuh).
 #pragma once
 
 #include "core/cuda/chunk_ops.cuh"
@@ -18,12 +17,10 @@ namespace gpusort::detail {
 
 class chunk_sorter {
  public:
-  chunk_sorter(incore_engine engine, unsigned key_bytes, unsigned value_bytes, int sm_major,
-               const cuda::radix_tuning& radix = {})
+  chunk_sorter(incore_engine engine, unsigned key_bytes, unsigned value_bytes, int sm_major)
       : sample_{engine == incore_engine::sample ||
                 (engine == incore_engine::automatic &&
-                 cuda::sample_sort_preferred(key_bytes, value_bytes, sm_major))},
-        radix_{radix}
+                 cuda::sample_sort_preferred(key_bytes, value_bytes, sm_major))}
   {
   }
 
@@ -34,7 +31,7 @@ class chunk_sorter {
                                           unsigned value_bytes) const
   {
     return sample_ ? cuda::sample_sort_scratch_bytes(n, key_bytes, value_bytes)
-                   : cuda::radix_sort_scratch_bytes(n, key_bytes, value_bytes, radix_);
+                   : cuda::radix_sort_scratch_bytes(n, key_bytes, value_bytes);
   }
 
   /// Sorts n ordered bits ascending over double buffers; true when the result is in the _alt
@@ -48,13 +45,11 @@ class chunk_sorter {
     return sample_ ? cuda::sample_sort(d_keys, d_keys_alt, d_values, d_values_alt, n, key_bytes,
                                        value_bytes, d_scratch, scratch_bytes, stream)
                    : cuda::radix_sort(d_keys, d_keys_alt, d_values, d_values_alt, n, key_bytes,
-                                      value_bytes, d_scratch, scratch_bytes, stream, key_bits,
-                                      radix_);
+                                      value_bytes, d_scratch, scratch_bytes, stream, key_bits);
   }
 
  private:
   bool sample_;
-  cuda::radix_tuning radix_;
 };
 
 }  // namespace gpusort::detail

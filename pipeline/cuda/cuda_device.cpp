@@ -206,23 +206,6 @@ cuda::gather_tuning gather_tuning_from_environment() noexcept
   return tuning;
 }
 
-/// The radix sort's tiles, for measuring one choice against another: GPUSORT_RADIX_TILE=cub
-/// sorts every chunk on CUB's tiles as before, 2k or 1k on those tiles up to
-/// GPUSORT_RADIX_SMALL_MAX elements (radix_tuning's default bound where unset).
-cuda::radix_tuning radix_tuning_from_environment() noexcept
-{
-  cuda::radix_tuning tuning;
-  const std::optional<std::string_view> tile =
-      switch_word("GPUSORT_RADIX_TILE", {"auto", "cub", "2k", "1k"});
-  if (tile == "cub") tuning.small_tile = cuda::radix_tile::cub;
-  if (tile == "2k") tuning.small_tile = cuda::radix_tile::tile_2k;
-  if (tile == "1k") tuning.small_tile = cuda::radix_tile::tile_1k;
-  if (const std::optional<std::uint64_t> most = switch_count(
-          "GPUSORT_RADIX_SMALL_MAX", 0, cuda::radix_tuning::max_small_tile_elements))
-    tuning.small_tile_max_elements = *most;
-  return tuning;
-}
-
 /// Everything one round needs on one GPU. A device keeps it from round to round and job to job
 /// (allocating a ring of chunk buffers costs milliseconds per round) and releases it only after
 /// its streams are idle. Its staging is the GPU's (gpu_pinned), kept whatever the round.
@@ -887,7 +870,6 @@ cuda_device::cuda_device(cuda_device_options options)
   GPUSORT_CUDA_TRY(cudaGetDeviceProperties(&prop, options_.id));
   name_ = "cuda:" + std::to_string(options_.id) + " (" + prop.name + ")";
   sm_major_ = prop.major;
-  radix_tuning_ = radix_tuning_from_environment();
   if (options_.budget) {
     budget_bytes_ = *options_.budget;
   } else {

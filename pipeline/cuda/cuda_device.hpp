@@ -130,7 +130,7 @@ class cuda_device final : public device {
   {
     return chunk_sorter{layout.stable || layout.radix_chunks ? incore_engine::radix
                                                               : options_.incore,
-                        layout.key_bytes, layout.value_bytes, sm_major_, radix_tuning_};
+                        layout.key_bytes, layout.value_bytes, sm_major_};
   }
 
   /// Elements of `layout` this GPU can sort in one round trip (resident_buffers in its budget).
@@ -168,8 +168,6 @@ class cuda_device final : public device {
   std::unique_ptr<cuda_device_state> state_;
   std::uint64_t budget_bytes_{};
   int sm_major_{};
-  /// The radix sort's tiles (GPUSORT_RADIX_TILE, GPUSORT_RADIX_SMALL_MAX), read once.
-  cuda::radix_tuning radix_tuning_;
   std::string name_;
 };
 

@@ -26,7 +26,6 @@ static_assert(cuda_site("cudaMemcpyAsync(d, s, n, k, st)") == site::copy);
 static_assert(cuda_site("cudaMemsetAsync(d, 0, n, st)") == site::copy);
 static_assert(cuda_site("cudaPeekAtLastError()") == site::launch);
 static_assert(cuda_site("cub::DeviceRadixSort::SortKeys(...)") == site::launch);
-static_assert(cuda_site("detail::tiled_radix_sort<tile_2k_shape>(...)") == site::launch);
 static_assert(cuda_site("cudaStreamSynchronize(s)") == site::stream);
 static_assert(cuda_site("cudaEventRecord(e, s)") == site::event);
 static_assert(cuda_site("cudaGetDeviceProperties(&p, 0)") == site::cuda_other);
