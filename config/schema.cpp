@@ -235,10 +235,11 @@ key_spec compress_runs_key(std::string_view meaning)
 
 key_spec round1_buffer_key(std::string_view meaning)
 {
-  static constexpr std::array<std::pair<round1_memory, std::string_view>, 3> words{{
+  static constexpr std::array<std::pair<round1_memory, std::string_view>, 4> words{{
       {round1_memory::automatic, "auto"},
       {round1_memory::pinned, "pinned"},
       {round1_memory::pageable, "pageable"},
+      {round1_memory::by_job, "by-job"},
   }};
   return enum_key("round1_buffer", &config::round1_buffer, words, meaning);
 }
@@ -450,8 +451,11 @@ const std::vector<key_spec>& config_keys()
                         "at the first such job and keeps it for the engine's life, so the copy "
                         "engines move the runs directly; `pageable` never registers it and stages "
                         "the runs through the pinned pieces, which saves a one-shot job the "
-                        "registration and its undoing; `auto` is `pinned` in "
-                        "the daemon and the library, `pageable` for `gpusort sort --local`."),
+                        "registration and its undoing; `by-job` pins it for a job whose chunks "
+                        "are smaller than 32 MiB (a small device budget, where staging each "
+                        "chunk's runs costs more than the registration) and keeps it pageable "
+                        "otherwise; `auto` is `pinned` in the daemon and the library, `by-job` "
+                        "for `gpusort sort --local`."),
       log_level_key("log_level", &config::level, "Least severe messages that are logged."),
   };
   return keys;

@@ -193,22 +193,26 @@ detail::execution_stats sort_files_in_memory(const detail::job_arrays& a,
 }
 
 #if GPUSORT_WITH_CUDA
-/// Whether the round-1 buffer is pinned (config round1_buffer; `auto` is pinned in an engine,
-/// and the CLI's --local turns it into pageable). GPUSORT_ROUND1_PINNED=1 or 0 overrides it,
-/// for the A/B of e2e_bench's cli and cli_round1_pinned paths.
-bool round1_pinned(const config& cfg)
+/// Whether the round-1 buffer of a job whose chunks hold `chunk_bytes` is pinned (config
+/// round1_buffer; `auto` is pinned in an engine, and the CLI's --local turns it into `by-job`).
+/// GPUSORT_ROUND1_PINNED=1 or 0 overrides it, for the A/B of e2e_bench's cli and
+/// cli_round1_pinned paths.
+bool round1_pinned(const config& cfg, std::uint64_t chunk_bytes)
 {
   return detail::switch_flag("GPUSORT_ROUND1_PINNED",
-                             cfg.round1_buffer != round1_memory::pageable);
+                             detail::pins_round1(cfg.round1_buffer, chunk_bytes));
 }
 
 /// Grows a buffer the engine keeps from job to job (the round-1 buffer, the lean path's room)
-/// to at least `bytes`, pinned as round1_pinned says; false where it was large enough.
-bool keep_at_least(detail::host_buffer& kept, std::uint64_t bytes, const config& cfg)
+/// to at least `bytes`, pinned as round1_pinned says for chunks of `chunk_bytes`; false where it
+/// was large enough (then kept as it was made: `by-job` decides when the buffer is made).
+bool keep_at_least(detail::host_buffer& kept, std::uint64_t bytes, const config& cfg,
+                   std::uint64_t chunk_bytes)
 {
   if (kept.size() >= bytes) return false;
   kept = detail::host_buffer{};  // the old one's memory goes first
-  kept = round1_pinned(cfg) ? detail::pinned_host_buffer(bytes) : detail::host_buffer{bytes};
+  kept = round1_pinned(cfg, chunk_bytes) ? detail::pinned_host_buffer(bytes)
+                                         : detail::host_buffer{bytes};
   return true;
 }
 #endif
@@ -402,7 +406,8 @@ detail::execution_stats engine::impl::sort_on_gpus(const detail::job_arrays& arr
       const bool compressed = detail::compresses(cfg.compress_runs, plan);
       const std::uint64_t round1_bytes = detail::round1_bytes(plan, layout, compressed);
       const auto allocation_start = std::chrono::steady_clock::now();
-      if (!plan.in_core() && keep_at_least(round1_cache, round1_bytes, cfg)) {
+      if (!plan.in_core() &&
+          keep_at_least(round1_cache, round1_bytes, cfg, plan.chunk_size(0) * layout.bytes())) {
         // Pinning is paid once per engine: the daemon keeps the buffer, a one-shot CLI would
         // pay it every run (it keeps it pageable), so the profile shows it beside the rounds.
         if (ctx.profiling()) {
@@ -534,7 +539,9 @@ detail::lean::engine_parts engine::impl::lean_parts()
 #if GPUSORT_WITH_CUDA
   if (gpus)
     parts.room = [this](std::uint64_t bytes) {
-      keep_at_least(room_cache, bytes, cfg);
+      // The lean path moves whole buckets, not a small budget's chunks: `by-job` keeps its
+      // room pageable, as `pageable` did for --local before.
+      keep_at_least(room_cache, bytes, cfg, std::numeric_limits<std::uint64_t>::max());
       return &room_cache;
     };
 #endif

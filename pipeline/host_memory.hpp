@@ -2,11 +2,34 @@
 // gpusort::out_of_memory that names the size, not a std::bad_alloc from deep inside a sort.
 #pragma once
 
+#include <gpusort/config.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 
 namespace gpusort::detail {
+
+/// Chunks smaller than this make round1_memory::by_job register the round-1 buffer. Through the
+/// staging, each chunk's runs cost hand-offs of their own: 8 GiB at a 32 MiB device budget
+/// (1594 chunks of 5 MiB) sorted by `gpusort sort --local` in 3.07-3.30 s pinned against
+/// 4.02-4.32 s pageable, and at 1 GiB (41 chunks of 200 MiB) pageable was ahead in 5 of 7 pairs
+/// by 0.17-0.23 s (bench/results/h200x2-20261130-s11/call2, h200-20261128-c0add10-e2e-16Gi-
+/// mover-ab.txt). A fit of those two points puts the break-even near chunks of 29 MB.
+inline constexpr std::uint64_t round1_pin_below_chunk_bytes = std::uint64_t{32} << 20;
+
+/// Whether a job whose chunks hold `chunk_bytes` each registers the round-1 buffer under `how`
+/// (automatic: as an engine that runs many jobs, which repays the registration).
+[[nodiscard]] constexpr bool pins_round1(round1_memory how, std::uint64_t chunk_bytes) noexcept
+{
+  switch (how) {
+    case round1_memory::pageable: return false;
+    case round1_memory::by_job: return chunk_bytes < round1_pin_below_chunk_bytes;
+    case round1_memory::automatic:
+    case round1_memory::pinned: break;
+  }
+  return true;
+}
 
 /// Half of the physical memory: the host memory budget's "auto" (1 GiB where the system
 /// does not say).

@@ -37,7 +37,7 @@ enum class run_compression : std::uint8_t {
 /// Where round 1 of an out-of-core job on GPUs leaves its sorted runs: host memory of the
 /// job's size, the round-1 buffer.
 enum class round1_memory : std::uint8_t {
-  /// Pinned by an engine that runs many jobs (the daemon, the library), pageable for a one-shot
+  /// Pinned by an engine that runs many jobs (the daemon, the library), `by_job` for a one-shot
   /// `gpusort sort --local`.
   automatic,
   /// Its pages made and registered with the GPUs before the first such job and kept for the
@@ -47,6 +47,9 @@ enum class round1_memory : std::uint8_t {
   /// round 2 gathers through the pinned staging, so that a one-shot job pays neither the
   /// registration nor its undoing.
   pageable,
+  /// Pinned for a job whose chunks are smaller than 32 MiB (a small device budget: through the
+  /// staging, each chunk's hand-offs cost more than the registration saves), else pageable.
+  by_job,
 };
 
 enum class log_level : std::uint8_t { trace, debug, info, warn, error, off };

@@ -384,7 +384,8 @@ TEST(WordKeys, Round1BufferAutoByDefault)
   expect_words("round1_buffer", &config::round1_buffer, round1_memory::automatic,
                {{"auto", round1_memory::automatic},
                 {"pinned", round1_memory::pinned},
-                {"pageable", round1_memory::pageable}});
+                {"pageable", round1_memory::pageable},
+                {"by-job", round1_memory::by_job}});
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -144,7 +144,7 @@ TEST(ReferenceMarkdown, OneRowPerKeyWithItsDefault)
   EXPECT_EQ(lines[16].rfind("| `shutdown_timeout` | `30` | ", 0), 0u) << lines[16];
   EXPECT_EQ(lines[17].rfind("| `incore_engine` | `auto` | ", 0), 0u) << lines[17];
   EXPECT_EQ(lines[18].rfind("| `compress_runs` | `off` | ", 0), 0u) << lines[18];
-  EXPECT_EQ(lines[19].rfind("| `round1_buffer` | `auto` | one of `auto`, `pinned`, `pageable` | ",
+  EXPECT_EQ(lines[19].rfind("| `round1_buffer` | `auto` | one of `auto`, `pinned`, `pageable`, `by-job` | ",
                             0),
             0u)
       << lines[19];

@@ -277,6 +277,11 @@ TYPED_TEST(GpuEngineKeys, APageableRound1BufferIsStagedBothWays)
   pageable.round1_buffer = round1_memory::pageable;
   EXPECT_GE(registered_after_a_job<K>(pinned, n) - registered_after_a_job<K>(pageable, n),
             static_cast<std::int64_t>(n * sizeof(K)));
+  // by-job (what --local runs): this job's chunks are far below 32 MiB, so it pins.
+  config by_job = pinned;
+  by_job.round1_buffer = round1_memory::by_job;
+  EXPECT_GE(registered_after_a_job<K>(by_job, n) - registered_after_a_job<K>(pageable, n),
+            static_cast<std::int64_t>(n * sizeof(K)));
 }
 
 template <typename K, typename V>

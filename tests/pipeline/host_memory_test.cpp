@@ -43,5 +43,22 @@ TEST(PopulatePages, FreshMemoryIsFaultedInAndStaysZero)
   for (std::size_t i = 0; i < b.size(); i += 4096) ASSERT_EQ(p[i], 0) << i;
 }
 
+TEST(Round1Pinning, ByJobPinsOnlyAJobOfSmallChunksAndTheOthersAsTheySay)
+{
+  constexpr std::uint64_t mib = std::uint64_t{1} << 20;
+  // A small device budget's chunks (5 MiB at 1/256 of 8 GiB) and just below the bound: pinned.
+  EXPECT_TRUE(pins_round1(round1_memory::by_job, 5 * mib));
+  EXPECT_TRUE(pins_round1(round1_memory::by_job, round1_pin_below_chunk_bytes - 1));
+  // From the bound up (1/8 of 8 GiB: 200 MiB chunks), and the lean path's room: pageable.
+  EXPECT_FALSE(pins_round1(round1_memory::by_job, round1_pin_below_chunk_bytes));
+  EXPECT_FALSE(pins_round1(round1_memory::by_job, 200 * mib));
+  EXPECT_FALSE(pins_round1(round1_memory::by_job, ~std::uint64_t{0}));
+  for (const std::uint64_t chunk : {std::uint64_t{1}, 5 * mib, 200 * mib, ~std::uint64_t{0}}) {
+    EXPECT_TRUE(pins_round1(round1_memory::automatic, chunk));
+    EXPECT_TRUE(pins_round1(round1_memory::pinned, chunk));
+    EXPECT_FALSE(pins_round1(round1_memory::pageable, chunk));
+  }
+}
+
 }  // namespace
 }  // namespace gpusort::detail
