@@ -321,9 +321,12 @@ tmpfs_page_making environment_page_making()
   // On the H200 host (16 cores, 70af7a2, two interleaved rounds,
   // h200-20261128-70af7a2-e2e-8Gi-makers-ab/) 4 makers were slower again (the daemon's fitting
   // job 0.68-0.77 s against 0.58-0.62 s with 8, out of core 0.99-1.01 against 0.86-0.88 s), 4
-  // makers with 12 movers too, and 16 were even with 8 (0.57-0.59 and 0.87-0.90 s).
+  // makers with 12 movers too, and 16 were even with 8 (0.57-0.59 and 0.87-0.90 s). Up to 16
+  // since a 56 GiB output on the two-H200 host (32 cores): 16 makers sorted it into a new file
+  // in 3.73 and 4.01 s against 4.62 s with 8, the copy-out 1.21-1.29 s against 2.35 s
+  // (h200x2-20261130-s11/call5; 8 makers' first run after the input was written took 22.3 s).
   tmpfs_page_making m{.huge = true,
-                      .makers = std::clamp(std::thread::hardware_concurrency() / 2, 1U, 8U)};
+                      .makers = std::clamp(std::thread::hardware_concurrency() / 2, 1U, 16U)};
   m.huge = switch_flag("GPUSORT_TMPFS_HUGE", m.huge);
   if (const auto n = switch_count("GPUSORT_TMPFS_MAKERS", 1, 256))
     m.makers = static_cast<unsigned>(*n);
