@@ -408,8 +408,8 @@ detail::execution_stats engine::impl::sort_on_gpus(const detail::job_arrays& arr
       const auto allocation_start = std::chrono::steady_clock::now();
       if (!plan.in_core() &&
           keep_at_least(round1_cache, round1_bytes, cfg, plan.chunk_size(0) * layout.bytes())) {
-        // Pinning is paid once per engine: the daemon keeps the buffer, a one-shot CLI would
-        // pay it every run (it keeps it pageable), so the profile shows it beside the rounds.
+        // Pinning is paid once per engine: the daemon keeps the buffer, a one-shot CLI pays it
+        // every run (it pins only for small chunks), so the profile shows it beside the rounds.
         if (ctx.profiling()) {
           const double took = detail::seconds_since(allocation_start);
           ctx.add_profile(stage_profile{.device = "host",
