@@ -324,8 +324,8 @@ tmpfs_page_making environment_page_making()
   // makers with 12 movers too, and 16 were even with 8 (0.57-0.59 and 0.87-0.90 s). Up to 16
   // since a 56 GiB output on the two-H200 host (32 cores): 16 makers sorted it into a new file
   // in 3.73 and 4.01 s against 4.62 s with 8, the copy-out 1.21-1.29 s against 2.35 s
-  // (h200x2-20261130-s11/call5, call6: 3.10 s; the first run on a fresh host, its output on
-  // memory never touched before, took 19.8-22.3 s with either).
+  // (h200x2-20261130-s11/call5, call6: 3.10 s; a fresh host's first such run took 19.8-22.3 s
+  // with either, design.md "The data path").
   tmpfs_page_making m{.huge = true,
                       .makers = std::clamp(std::thread::hardware_concurrency() / 2, 1U, 16U)};
   m.huge = switch_flag("GPUSORT_TMPFS_HUGE", m.huge);
