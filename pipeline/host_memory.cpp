@@ -1,5 +1,6 @@
 #include "pipeline/host_memory.hpp"
 
+#include "core/switches.hpp"
 #include "core/sys_io.hpp"
 
 #include <gpusort/error.hpp>
@@ -39,9 +40,14 @@ host_buffer::host_buffer(std::size_t bytes) : bytes_{bytes}
   count_held(held::host, static_cast<std::int64_t>(bytes));
   // Huge pages where the kernel has them to give: the copy engines walk a tenth as many
   // translations, and the CPU passes over the buffer miss the TLB less. Only advice: without
-  // them the buffer works the same.
+  // them the buffer works the same. GPUSORT_HOST_HUGE=0 leaves the advice out, for the A/B. On
+  // the 2-core VM (a microVM that reports its free pages to its host) a first sort after a pause
+  // is slow with or without it (1 GiB in place: 3.3-4.4 s advised, 3.0-3.3 s not), and the
+  // advice wins the runs that follow (0.83-2.11 s against 1.30-2.11 s;
+  // h200x2-20261130-s11/notes.md): the host backing reported memory again costs, not the THP.
   constexpr std::size_t huge_page = std::size_t{2} << 20;
-  if (bytes >= huge_page) (void)::madvise(p, bytes, MADV_HUGEPAGE);
+  if (bytes >= huge_page && switch_flag("GPUSORT_HOST_HUGE", true))
+    (void)::madvise(p, bytes, MADV_HUGEPAGE);
 }
 
 void host_buffer::populate() { populate_pages(data_, bytes_, page_contents::fresh); }
