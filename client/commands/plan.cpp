@@ -25,7 +25,8 @@ const command_spec& plan_spec()
 {
   static const command_spec spec{
       .name = "plan",
-      .synopsis = "(--count N | --bytes B) --dtype T [--value-bytes 4|8] [--stable] [--argsort]\n"
+      .synopsis = "(--count N | --bytes B | --largest) --dtype T [--value-bytes 4|8] [--stable]\n"
+                  "       [--argsort]\n"
                   "       [--config FILE] [--device-budget B] [--host-memory-budget B]\n"
                   "       [--gpus K [--link-in R] [--link-out R] [--link-both R] [--host R]\n"
                   "       [--host-dma R] [--peer R] [--pageable]] [--json]",
@@ -37,10 +38,13 @@ const command_spec& plan_spec()
           "time model (docs/design.md, \"The time model\"). By default the machine is this\n"
           "one's engine (the H200's measured rates for its GPUs; the CPU's rough ones without).\n"
           "--gpus describes a hypothetical machine instead: K H200-like GPUs (0: the CPU),\n"
-          "whose rates (GB/s) the other options replace.\n",
+          "whose rates (GB/s) the other options replace. --largest plans the largest job of\n"
+          "this shape that the GPUs sort in one round trip (the resident path), found by\n"
+          "bisection over the element count.\n",
       .options = {
           {"count", "N", "elements, e.g. 1Gi"},
           {"bytes", "B", "the keys' size instead, e.g. 8GiB (a whole number of keys)"},
+          {"largest", "", "the largest job of this shape sorted in one round trip on GPUs"},
           {"dtype", "T", "key type: u32 i32 u64 i64 f32 f64"},
           {"value-bytes", "4|8", "values of this width beside the keys (default: keys alone)"},
           {"stable", "", "a stable sort"},
@@ -197,6 +201,31 @@ void print_plan(const job_plan& p, bool json, bool described)
                 "u64 on an H200 needed 23.03 MiB where a described one said 19.03 MiB)\n");
 }
 
+/// The largest element count whose plan is the resident path (one round trip on the GPUs), by
+/// bisection: the resident sort takes a job while each GPU's share fits its buffers, so the
+/// path is resident up to one count and not beyond it (issue 40: the largest job that fits).
+template <typename PlanOf>
+std::uint64_t largest_resident(const PlanOf& plan_of)
+{
+  const auto resident = [&](std::uint64_t n) { return plan_of(n).path == "resident"; };
+  std::uint64_t lo = 1;
+  if (!resident(lo))
+    throw cli_error{exit_usage, "--largest needs GPUs: this engine's (or the described machine's) "
+                                "jobs do not run on the resident path (describe GPUs with --gpus K)"};
+  std::uint64_t hi = 2;
+  while (resident(hi)) {
+    lo = hi;
+    if (hi > (std::uint64_t{1} << 50))
+      throw cli_error{exit_runtime, "--largest found no end to the resident path"};
+    hi *= 2;
+  }
+  while (hi - lo > 1) {
+    const std::uint64_t mid = lo + (hi - lo) / 2;
+    (resident(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
 }  // namespace
 
 int run_plan(const std::vector<std::string>& args)
@@ -207,10 +236,14 @@ int run_plan(const std::vector<std::string>& args)
   if (!a.positionals.empty())
     throw cli_error{exit_usage, "plan takes no file: '" + a.positionals.front() + "'"};
   const dtype type = dtype_option(a);
-  if (a.has("count") == a.has("bytes"))
-    throw cli_error{exit_usage, "give the size as --count N or --bytes B (one of them)"};
+  const bool largest = a.has("largest");
+  if (int{a.has("count")} + int{a.has("bytes")} + int{largest} != 1)
+    throw cli_error{exit_usage,
+                    "give the size as --count N or --bytes B, or ask for --largest (one of them)"};
   std::uint64_t count = 0;
-  if (a.has("count")) {
+  if (largest) {
+    // found below, once the engine is there
+  } else if (a.has("count")) {
     count = count_option(a);
   } else {
     const std::uint64_t bytes = bytes_option(a, "bytes");
@@ -229,16 +262,17 @@ int run_plan(const std::vector<std::string>& args)
   // A hypothetical machine's plan needs no GPU here: the CPU engine makes its decisions.
   if (machine) cfg.devices = device_selection::cpu;
   const engine e{cfg};
-  job_plan p;
-  if (a.has("argsort")) {
-    const argsort_job job{.keys = {nullptr, count, type}, .index_bytes = value_bytes.value_or(8)};
-    p = machine ? e.plan(job, options, *machine) : e.plan(job, options);
-  } else {
-    sort_job job{.keys = {nullptr, count, type}};
-    if (value_bytes) job.values = value_array{nullptr, count, *value_bytes};
-    p = machine ? e.plan(job, options, *machine) : e.plan(job, options);
-  }
-  print_plan(p, a.has("json"), a.has("gpus"));
+  const auto plan_of = [&](std::uint64_t n) {
+    if (a.has("argsort")) {
+      const argsort_job job{.keys = {nullptr, n, type}, .index_bytes = value_bytes.value_or(8)};
+      return machine ? e.plan(job, options, *machine) : e.plan(job, options);
+    }
+    sort_job job{.keys = {nullptr, n, type}};
+    if (value_bytes) job.values = value_array{nullptr, n, *value_bytes};
+    return machine ? e.plan(job, options, *machine) : e.plan(job, options);
+  };
+  if (largest) count = largest_resident(plan_of);
+  print_plan(plan_of(count), a.has("json"), a.has("gpus"));
   return exit_ok;
 }
 

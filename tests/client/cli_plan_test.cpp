@@ -125,6 +125,45 @@ TEST_F(CliPlan, TheHostsRateForTheCopyEnginesBoundsTwoGpusOutOfCore)
   EXPECT_NEAR(seconds("400"), seconds("4000"), 1e-9);  // the links bound it then
 }
 
+TEST_F(CliPlan, LargestIsTheLastCountOnTheResidentPath)
+{
+  // Issue 40: the largest job that runs in one round trip, per shape, on described H200s.
+  const auto plan_json = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), "plan");
+    args.emplace_back("--json");
+    const cli_result r = run(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(r.out.empty() ? "{}" : r.out);
+  };
+  const auto largest = [&](std::vector<std::string> shape) {
+    shape.insert(shape.begin(), "--largest");
+    const auto p = plan_json(shape);
+    EXPECT_EQ(p["path"], "resident");
+    return p["elements"].get<std::uint64_t>();
+  };
+  const std::uint64_t u64 = largest({"--dtype", "u64", "--gpus", "1"});
+  // Past it the job takes two rounds; the bisection found the very last count.
+  EXPECT_EQ(plan_json({"--count", std::to_string(u64), "--dtype", "u64", "--gpus", "1"})["path"],
+            "resident");
+  EXPECT_EQ(plan_json({"--count", std::to_string(u64 + 1), "--dtype", "u64", "--gpus", "1"})
+                ["path"],
+            "two rounds");
+  // An H200's 140 GiB hold well over a third of it in keys, never all of it.
+  EXPECT_GT(u64 * 8, std::uint64_t{48} << 30);
+  EXPECT_LT(u64 * 8, std::uint64_t{140} << 30);
+  // Narrower elements fit more of them, wider fewer; two GPUs twice as many.
+  EXPECT_GT(largest({"--dtype", "u32", "--gpus", "1"}), u64);
+  EXPECT_LT(largest({"--dtype", "u64", "--value-bytes", "8", "--gpus", "1"}), u64);
+  const std::uint64_t two = largest({"--dtype", "u64", "--gpus", "2"});
+  EXPECT_GE(two, 2 * u64 - 2);
+  EXPECT_LE(two, 2 * u64 + 2);
+  // The human output is the plan of that job.
+  const cli_result human = run({"plan", "--largest", "--dtype", "u64", "--gpus", "1"});
+  ASSERT_EQ(human.code, 0) << human.err;
+  EXPECT_NE(human.out.find("path: resident"), std::string::npos) << human.out;
+  EXPECT_NE(human.out.find("elements: " + std::to_string(u64)), std::string::npos) << human.out;
+}
+
 TEST_F(CliPlan, BadInputIsOneLineAndExit64)
 {
   const std::vector<std::vector<std::string>> bad{
@@ -138,6 +177,9 @@ TEST_F(CliPlan, BadInputIsOneLineAndExit64)
       {"plan", "--count", "10", "--dtype", "u64", "--gpus", "2", "--host-dma", "0"},
       {"plan", "--count", "10", "--dtype", "u64", "--device-budget", "lots"},
       {"plan", "--count", "10", "--dtype", "u64", "--value-bytes", "3"},
+      {"plan", "--largest", "--count", "10", "--dtype", "u64", "--gpus", "1"},  // two sizes
+      // No GPUs: the CPU engine has no resident path to find the end of.
+      {"plan", "--largest", "--dtype", "u64", "--config", (dir_ / "small.yaml").string()},
   };
   for (const auto& args : bad) {
     const cli_result r = run(args);
