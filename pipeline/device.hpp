@@ -14,11 +14,13 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <exception>
 #include <functional>
 #include <cstdint>
 #include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace gpusort::detail {
@@ -252,5 +254,37 @@ class device {
                                                  std::uint64_t task_elements,
                                                  std::uint64_t slices) const = 0;
 };
+
+/// Runs work(i) for every i < n, each on a thread of its own (one alone on the caller's), and
+/// once every one has returned rethrows the first failure; `on_failure` runs on a failing
+/// thread as it fails (a round's workers stop the others with it). Several devices' work side
+/// by side: a worker that blocks (a staged copy) then holds up no other device.
+template <typename Work, typename OnFailure>
+void run_side_by_side(std::size_t n, Work&& work, OnFailure&& on_failure)
+{
+  if (n == 1) {
+    work(std::size_t{0});
+    return;
+  }
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  {
+    std::vector<std::jthread> threads;
+    threads.reserve(n);
+    for (std::size_t i = 0; i < n; ++i)
+      threads.emplace_back([&, i] {
+        try {
+          work(i);
+        } catch (...) {
+          {
+            const std::lock_guard lock{failure_mutex};
+            if (!failure) failure = std::current_exception();
+          }
+          on_failure();
+        }
+      });
+  }  // joined here, before the failure is looked at
+  if (failure) std::rethrow_exception(failure);
+}
 
 }  // namespace gpusort::detail

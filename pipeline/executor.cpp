@@ -17,9 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
-#include <mutex>
 #include <optional>
-#include <thread>
 #include <vector>
 
 namespace gpusort::detail {
@@ -358,28 +356,9 @@ void run_round(int round, int rounds, std::vector<chunk_task> tasks,
     if (!ctx.profiling()) return;
     ctx.add_round_profile(round, chunks, elements * layout.bytes(), seconds_since(start));
   };
-  if (devices.size() == 1) {
-    devices.front()->process(layout, queue, ctx);
-    profile_round();
-    return;
-  }
-  std::exception_ptr failure;
-  std::mutex failure_mutex;
-  std::vector<std::jthread> workers;
-  workers.reserve(devices.size());
-  for (device* dev : devices) {
-    workers.emplace_back([&, dev] {
-      try {
-        dev->process(layout, queue, ctx);
-      } catch (...) {
-        const std::lock_guard lock{failure_mutex};
-        if (!failure) failure = std::current_exception();
-        ctx.abort();
-      }
-    });
-  }
-  workers.clear();  // joins
-  if (failure) std::rethrow_exception(failure);
+  run_side_by_side(
+      devices.size(), [&](std::size_t i) { devices[i]->process(layout, queue, ctx); },
+      [&] { ctx.abort(); });
   profile_round();
 }
 

@@ -240,12 +240,10 @@ int run_plan(const std::vector<std::string>& args)
   if (int{a.has("count")} + int{a.has("bytes")} + int{largest} != 1)
     throw cli_error{exit_usage,
                     "give the size as --count N or --bytes B, or ask for --largest (one of them)"};
-  std::uint64_t count = 0;
-  if (largest) {
-    // found below, once the engine is there
-  } else if (a.has("count")) {
+  std::uint64_t count = 0;  // --largest: found below, once the engine is there
+  if (a.has("count")) {
     count = count_option(a);
-  } else {
+  } else if (a.has("bytes")) {
     const std::uint64_t bytes = bytes_option(a, "bytes");
     if (bytes % size_of(type) != 0)
       throw cli_error{exit_usage, fmt::format("--bytes {} is not a whole number of {}-byte keys",

@@ -302,11 +302,9 @@ class engine_closer {
 
 /// The configuration of the one engine a --local command runs one job on: round1_buffer
 /// `auto` becomes `by-job`. Pinned, the round-1 buffer's pages are made and registered before
-/// round 1 (8 GiB: 0.53-0.59 s on the H200 host) and unregistered at the end (0.19-0.20 s);
-/// pageable, round 1 stores and round 2 gathers through the pinned staging, paying hand-offs
-/// per chunk. With large chunks pageable wins (8 GiB, 41 chunks, 7 interleaved pairs: ahead in
-/// 5 by 0.17-0.23 s, behind in 2 by 0.06-0.10 s), with small ones pinned does (1594 chunks:
-/// 3.07-3.30 s against 4.02-4.32 s): round1_pin_below_chunk_bytes (pipeline/host_memory.hpp).
+/// round 1 (8 GiB: 0.53-0.59 s on the H200 host) and unregistered at the end (0.19-0.20 s),
+/// which a one-shot job repays only where its chunks are small; the measurements behind the
+/// bound are at round1_pin_below_chunk_bytes (pipeline/host_memory.hpp).
 config one_shot(config cfg)
 {
   if (cfg.round1_buffer == round1_memory::automatic) cfg.round1_buffer = round1_memory::by_job;

@@ -20,7 +20,6 @@
 #include <exception>
 #include <limits>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -248,29 +247,13 @@ class resident_job {
   void store(bool first)
   {
     for (part& p : parts_) merge_down(p, 2);
-    if (parts_.size() == 1) {
-      merge_and_store(parts_.front(), first);
-    } else {
-      // Each GPU's last merges and copy-out from a thread of its own: a staged copy-out (a file,
-      // a pageable array) blocks its caller, and one thread storing GPU after GPU left the
-      // second GPU's link idle until the first had finished (96 GiB in place on two H200:
-      // cuda:0 copied out in 3.83-4.82 s, cuda:1 in 4.83-5.82 s; h200x2-20261130-s11/call6).
-      std::vector<std::exception_ptr> failed(parts_.size());
-      {
-        std::vector<std::jthread> storers;
-        storers.reserve(parts_.size());
-        for (std::size_t i = 0; i < parts_.size(); ++i)
-          storers.emplace_back([this, &failed, first, i] {
-            try {
-              merge_and_store(parts_[i], first);
-            } catch (...) {
-              failed[i] = std::current_exception();
-            }
-          });
-      }  // joined here, before any failure is looked at
-      for (const std::exception_ptr& e : failed)
-        if (e) std::rethrow_exception(e);
-    }
+    // Each GPU's last merges and copy-out from a thread of its own: a staged copy-out (a file,
+    // a pageable array) blocks its caller, and one thread storing GPU after GPU left the second
+    // GPU's link idle until the first had finished (96 GiB in place on two H200: cuda:0 copied
+    // out in 3.83-4.82 s, cuda:1 in 4.83-5.82 s; h200x2-20261130-s11/call6). A failure stops
+    // no other GPU: store_again runs the whole stage again once all are quiet.
+    run_side_by_side(
+        parts_.size(), [&](std::size_t i) { merge_and_store(parts_[i], first); }, [] {});
     synchronize(&resident_buffers::d2h);
   }
 
