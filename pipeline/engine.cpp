@@ -786,12 +786,12 @@ fast_route engine::impl::route_on(const machine_model& m, std::uint64_t n,
   }
   const std::uint64_t e = layout.bytes();
   const auto fits = [&]() -> std::uint32_t {
-    // Resident: two arrays of the share on each GPU (resident_buffers::copies), scratch aside.
+    // Resident: the share and its work array on each GPU (resident_buffers), scratch aside.
     const std::uint32_t k = detail::resident_share_gpus(n, e, m.gpus);
     const std::uint64_t share = (n + k - 1) / k;
-    const detail::buffer_sizes two{.keys = share * layout.key_bytes,
-                                   .values = share * layout.value_bytes};
-    return budget == 0 || detail::gpu_budget_margin + two.total(2) <= budget ? k : 0;
+    const detail::resident_sizes need = detail::resident_need(
+        layout.key_bytes, layout.value_bytes, share, 0, detail::resident_tuning{}, k);
+    return budget == 0 || detail::gpu_budget_margin + need.total() <= budget ? k : 0;
   };
   return route_of(
       n, layout, [&] { return cap; }, max_chunk_of(layout), m.gpus, fits, false);

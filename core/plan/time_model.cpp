@@ -1,4 +1,5 @@
 #include "core/plan/time_model.hpp"
+#include "core/plan/tuning.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -202,26 +203,27 @@ model_prediction gpu_resident(const machine_model& m, const model_job& j)
   const double share = bytes / k;
   const double pageable = m.pinned ? 1 : 3;
   const traffic t{.in = pageable, .out = pageable};
+  const double device = m.device_memory_rate * giga;
   model_prediction p;
   // Every copy in ends before any copy out starts (the caller's arrays are written only in
   // the final stage: design.md section 3), so each direction runs alone.
   p.phases.push_back({"copy in", share / in_rate(m, k, t)});
-  // Pieces sort as they arrive: only the last one's sort follows the copy, then the merges of
-  // the pieces, a pass over device memory each.
-  const double share_elements = static_cast<double>(j.n) / k;
-  const double pieces =
-      std::clamp(std::floor(share_elements / model_tuning::resident_min_piece_elements), 1.0,
-                 model_tuning::resident_max_pieces);
-  const double merges = std::ceil(std::log2(pieces));
-  p.phases.push_back({"sort", sort_seconds(m, share / pieces) +
-                                  merges * 2 * share / (m.device_memory_rate * giga)});
-  if (k > 1) {
-    // Each GPU sends the parts of its sorted share that belong to the others and merges what
-    // it receives.
-    p.phases.push_back({"exchange", m.exchange_seconds + share * (k - 1) / k / (m.peer * giga) +
-                                        2 * share / (m.device_memory_rate * giga)});
-  }
-  p.phases.push_back({"copy out", share / out_rate(m, k, t)});
+  // Pieces sort as they arrive: only the last one's sort follows the copy.
+  const auto share_elements = static_cast<std::uint64_t>(static_cast<double>(j.n) / k);
+  const resident_tuning tuning;
+  const double piece = static_cast<double>(tuning.piece_elements(share_elements)) *
+                       static_cast<double>(j.element_bytes());
+  const double runs = std::ceil(share / std::max(piece, 1.0)) * k;
+  p.phases.push_back({"sort", sort_seconds(m, piece)});
+  // The ranges' cuts (a bisection over every run), then each range merged from every run's part
+  // of it (pulled from the other GPUs first) while the range before copies out: the copy-out,
+  // or where slower the merges and pulls, and the first range's merges before it.
+  const double levels = std::ceil(std::log2(std::max(runs, 1.0)));
+  const double range = static_cast<double>(tuning.range_elements(share_elements)) *
+                       static_cast<double>(j.element_bytes());
+  const double merges = levels * 2 * share / device + share * (k - 1) / k / (m.peer * giga);
+  p.phases.push_back({"ranges cut", m.exchange_seconds + levels * 2 * range / device});
+  p.phases.push_back({"copy out", std::max(share / out_rate(m, k, t), merges)});
   return p;
 }
 

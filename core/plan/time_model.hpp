@@ -1,7 +1,7 @@
 // The time model (issues 40 and 44; docs/design.md "The time model"): the seconds a job takes
 // on a machine_model, phase by phase, from how the engine runs it: the three-stream ring of
 // each round (pipeline fill and drain, the slowest stage per chunk), the host's planning
-// between the rounds, round 2's slices, the resident path's copies, sort and exchange, and the
+// between the rounds, round 2's slices, the resident path's copies, sort and merged ranges, and the
 // host memory every GPU's copies share. No CUDA: the engine's plan() and the benchmarks use it.
 #pragma once
 
@@ -35,10 +35,6 @@ struct model_tuning {
   /// Round 2's slices below this average go through the gather kernel over mapped memory, at
   /// least this through the copy engines (cuda_device_options::gather_copy_min_bytes).
   static constexpr double kernel_gather_below_bytes = 256.0 * 1024;
-  /// A resident job is sorted in up to 8 pieces of at least 2^24 elements
-  /// (cuda_device_options::resident_max_pieces, resident_min_piece_elements).
-  static constexpr double resident_max_pieces = 8;
-  static constexpr double resident_min_piece_elements = 16777216.0;
   /// A GPU below this share is not worth its own (resident.hpp min_resident_share_bytes).
   static constexpr double min_resident_share_bytes = 64.0 * 1024 * 1024;
   /// A fit: the share of the links' (or the host's) rate a round's copies get chunk after

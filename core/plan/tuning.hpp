@@ -26,6 +26,47 @@ struct plan_tuning {
   static constexpr std::uint64_t min_out_of_core_chunks = 2;
 };
 
+/// How the resident sort (pipeline/cuda/resident.hpp) cuts a GPU's share of a job that fits:
+/// into up to max_pieces pieces of at least min_piece_elements, each sorted as it arrives
+/// (enough pieces that the last one sorts quickly after it arrived; the piece sort's alternate
+/// buffer is one piece), and an output in ranges of at least min_range_elements, up to
+/// max_ranges of them, each merged from every run's part of it into one of a ring of range
+/// buffers and copied out as the next one merges. The ring lives in the piece sort's alternate
+/// once the pieces are sorted, so a GPU holds the share and the larger of a piece and three
+/// ranges: 1.125 times the share at eight pieces and 32 ranges (issue 40: it held the share
+/// twice, sorted runs and merge targets, so the largest job kept 47% of an H200's memory in
+/// keys).
+struct resident_tuning {
+  std::uint64_t min_piece_elements{std::uint64_t{1} << 24};
+  std::uint64_t max_pieces{8};
+  std::uint64_t min_range_elements{std::uint64_t{1} << 22};
+  std::uint64_t max_ranges{32};
+
+  /// Elements of the largest piece of a share of `share` elements.
+  [[nodiscard]] constexpr std::uint64_t piece_elements(std::uint64_t share) const noexcept
+  {
+    return share_cut(share, min_piece_elements, max_pieces);
+  }
+  /// Elements of the largest output range of a share of `share` elements.
+  [[nodiscard]] constexpr std::uint64_t range_elements(std::uint64_t share) const noexcept
+  {
+    return share_cut(share, min_range_elements, max_ranges);
+  }
+
+ private:
+  /// The size of the largest of up to `most` equal parts of at least `least` elements (one
+  /// part where the share is smaller).
+  static constexpr std::uint64_t share_cut(std::uint64_t share, std::uint64_t least,
+                                           std::uint64_t most) noexcept
+  {
+    const std::uint64_t floor_least = least == 0 ? 1 : least;
+    std::uint64_t parts = share / floor_least;
+    if (parts < 1) parts = 1;
+    if (parts > most) parts = most < 1 ? 1 : most;
+    return (share + parts - 1) / parts;
+  }
+};
+
 static_assert(plan_tuning::max_total_candidates_small_budget >=
                   plan_tuning::max_total_candidates,
               "a small budget may take more candidates, never fewer");

@@ -91,8 +91,77 @@ struct buffer_sizes {
   {
     return copies * (device_pages(keys) + device_pages(values)) + device_pages(scratch);
   }
+  /// The sizes `f(a.x, b.x)` of every buffer x.
+  template <typename F>
+  [[nodiscard]] static constexpr buffer_sizes each(const buffer_sizes& a, const buffer_sizes& b,
+                                                   F&& f) noexcept
+  {
+    return {.keys = f(a.keys, b.keys), .values = f(a.values, b.values),
+            .scratch = f(a.scratch, b.scratch)};
+  }
   friend constexpr bool operator==(const buffer_sizes&, const buffer_sizes&) = default;
 };
+
+/// Range buffers in the resident sort's ring: one merged into, one merged from, one copying out.
+inline constexpr unsigned resident_ring_ranges = 3;
+
+/// Range buffers the resident sort's ring takes for a share of `share` elements on one of
+/// `gpus` GPUs (resident_need).
+[[nodiscard]] constexpr std::uint64_t resident_ring_buffers(std::uint64_t share,
+                                                            const resident_tuning& tuning,
+                                                            std::uint64_t gpus) noexcept
+{
+  if (share == 0) return 0;
+  const std::uint64_t piece = tuning.piece_elements(share);
+  const std::uint64_t range = tuning.range_elements(share);
+  if (range < share) return resident_ring_ranges;
+  return piece < share || gpus > 1 ? 2 : 1;
+}
+
+/// Bytes of the buffers the resident sort keeps (pipeline/cuda/resident.hpp): the runs (a
+/// GPU's share, sorted piece by piece where it arrived, never written after) with the scratch
+/// of a piece's sort or a range's merges, and one work array, the piece sort's alternate while
+/// the pieces sort and the ring of range buffers after (the larger of a piece and the ring).
+struct resident_sizes {
+  buffer_sizes runs;
+  buffer_sizes work;  ///< no scratch
+
+  [[nodiscard]] constexpr bool covers(const resident_sizes& need) const noexcept
+  {
+    return runs.covers(need.runs) && work.covers(need.work);
+  }
+  /// Device bytes of the buffers, in whole pages.
+  [[nodiscard]] constexpr std::uint64_t total() const noexcept
+  {
+    return runs.total(1) + work.total(1);
+  }
+  template <typename F>
+  [[nodiscard]] static constexpr resident_sizes each(const resident_sizes& a,
+                                                     const resident_sizes& b, F&& f) noexcept
+  {
+    return {.runs = buffer_sizes::each(a.runs, b.runs, f),
+            .work = buffer_sizes::each(a.work, b.work, f)};
+  }
+  friend constexpr bool operator==(const resident_sizes&, const resident_sizes&) = default;
+};
+
+/// What the resident sort of a share of `share` elements needs, cut as `tuning` says, with
+/// `scratch` bytes for its sort and merges, on one of `gpus` GPUs that share the job. The ring
+/// takes three range buffers where the share has several ranges (one copying out while the
+/// next merges in two); a lone range two (its merges), or one where it is a single run of a
+/// single GPU (only its way back to raw bits).
+[[nodiscard]] constexpr resident_sizes resident_need(std::uint64_t key_bytes,
+                                                     std::uint64_t value_bytes,
+                                                     std::uint64_t share, std::uint64_t scratch,
+                                                     const resident_tuning& tuning,
+                                                     std::uint64_t gpus) noexcept
+{
+  const std::uint64_t piece = tuning.piece_elements(share);
+  const std::uint64_t range = tuning.range_elements(share);
+  const std::uint64_t work = std::max(piece, resident_ring_buffers(share, tuning, gpus) * range);
+  return {.runs = {.keys = share * key_bytes, .values = share * value_bytes, .scratch = scratch},
+          .work = {.keys = work * key_bytes, .values = work * value_bytes, .scratch = 0}};
+}
 
 /// The budget a GPU's ring of `capacity` elements of `key_bytes` and `value_bytes` takes with
 /// `scratch` bytes of the sort's scratch: the margin, its buffers and its tables, in pages.
@@ -123,22 +192,28 @@ inline constexpr std::uint64_t min_grown_bytes = std::uint64_t{8} << 20;
 }
 
 /// The sizes to allocate for a job that needs `need` where buffers of `kept` are held now (all
-/// zero: none), with `room` bytes of the device's budget for them: each buffer grown ahead of
-/// need when that fits, else the larger of kept and needed, else exactly what the job needs
-/// (which its capacity check proved fits).
+/// zero: none), with `room` bytes of the device's budget for them, `total` counting what a set
+/// of sizes takes: each buffer grown ahead of need when that fits, else the larger of kept and
+/// needed, else exactly what the job needs (which its capacity check proved fits).
+template <typename Sizes, typename Total>
+[[nodiscard]] constexpr Sizes grown_within(const Sizes& kept, const Sizes& need,
+                                           std::uint64_t room, Total&& total) noexcept
+{
+  const Sizes ahead = Sizes::each(kept, need, grown_bytes);
+  if (total(ahead) <= room) return ahead;
+  const Sizes widest =
+      Sizes::each(kept, need, [](std::uint64_t a, std::uint64_t b) { return std::max(a, b); });
+  if (total(widest) <= room) return widest;
+  return need;
+}
+
+/// grown_within for `copies` arrays of keys and of values (a ring's slots and alternates).
 [[nodiscard]] constexpr buffer_sizes grown_sizes(const buffer_sizes& kept,
                                                  const buffer_sizes& need, unsigned copies,
                                                  std::uint64_t room) noexcept
 {
-  const buffer_sizes ahead{.keys = grown_bytes(kept.keys, need.keys),
-                           .values = grown_bytes(kept.values, need.values),
-                           .scratch = grown_bytes(kept.scratch, need.scratch)};
-  if (ahead.total(copies) <= room) return ahead;
-  const buffer_sizes widest{.keys = std::max(kept.keys, need.keys),
-                            .values = std::max(kept.values, need.values),
-                            .scratch = std::max(kept.scratch, need.scratch)};
-  if (widest.total(copies) <= room) return widest;
-  return need;
+  return grown_within(kept, need, room,
+                      [copies](const buffer_sizes& s) { return s.total(copies); });
 }
 
 }  // namespace gpusort::detail

@@ -759,11 +759,10 @@ class failure_latch {
 
 }  // namespace
 
-/// What largest_fitting found for one layout and budget (cuda_device::resident_capacity and
-/// capacity): asked for every job, and a bisection of about 34 steps (an 80 GB budget), each
-/// asking CUB for the sort's and the merge's scratch.
+/// What largest_fitting found for one layout and budget (cuda_device::capacity): asked for
+/// every job, and a bisection of about 34 steps (an 80 GB budget), each asking CUB for the
+/// sort's scratch.
 struct fitting_memo {
-  bool resident{};
   std::uint32_t key_bytes{}, value_bytes{};
   bool sample{};
   std::uint64_t budget{};
@@ -783,7 +782,7 @@ struct cuda_device_state {
   std::uint64_t fitting(fitting_memo key, Compute&& compute)
   {
     const auto same = [&](const fitting_memo& m) {
-      return m.resident == key.resident && m.key_bytes == key.key_bytes &&
+      return m.key_bytes == key.key_bytes &&
              m.value_bytes == key.value_bytes && m.sample == key.sample &&
              m.budget == key.budget;
     };
@@ -811,48 +810,39 @@ gpu_pinned::gpu_pinned(const cuda_device_options& options)
 {
 }
 
-std::uint64_t resident_buffers::piece_elements(std::uint64_t elements,
-                                               const cuda_device_options& options)
-{
-  const std::uint64_t pieces = std::clamp<std::uint64_t>(
-      elements / std::max<std::uint64_t>(options.resident_min_piece_elements, 1), 1,
-      std::max<std::uint64_t>(options.resident_max_pieces, 1));
-  return (elements + pieces - 1) / pieces;
-}
-
 std::size_t resident_buffers::scratch_bytes(const element_layout& layout, std::uint64_t elements,
                                             const cuda_device_options& options,
                                             const chunk_sorter& sorter)
 {
-  return std::max(sorter.scratch_bytes(piece_elements(elements, options), layout.key_bytes,
-                                       layout.value_bytes),
-                  cuda::merge_scratch_bytes(elements, layout.key_bytes, layout.value_bytes));
+  return std::max(sorter.scratch_bytes(options.resident.piece_elements(elements),
+                                       layout.key_bytes, layout.value_bytes),
+                  cuda::merge_scratch_bytes(options.resident.range_elements(elements),
+                                            layout.key_bytes, layout.value_bytes));
 }
 
-buffer_sizes resident_buffers::needed(const element_layout& layout, std::uint64_t elements,
-                                      const cuda_device_options& options,
-                                      const chunk_sorter& sorter)
+resident_sizes resident_buffers::needed(const element_layout& layout, std::uint64_t elements,
+                                        std::uint64_t gpus, const cuda_device_options& options,
+                                        const chunk_sorter& sorter)
 {
-  return {.keys = elements * layout.key_bytes,
-          .values = elements * layout.value_bytes,
-          .scratch = scratch_bytes(layout, elements, options, sorter)};
+  return resident_need(layout.key_bytes, layout.value_bytes, elements,
+                       scratch_bytes(layout, elements, options, sorter), options.resident, gpus);
 }
 
-resident_buffers::resident_buffers(const buffer_sizes& s, const cuda_device_options& options,
+resident_buffers::resident_buffers(const resident_sizes& s, const cuda_device_options& options,
                                    const chunk_sorter& with, gpu_pinned& pinned)
     : tuning{options},
       sorter{with},
       sizes{s},
-      scratch_capacity{s.scratch},
+      scratch_capacity{s.runs.scratch},
+      keys{s.runs.keys},
+      values{s.runs.values},
+      work_keys{s.work.keys},
+      work_values{s.work.values},
+      scratch{s.runs.scratch},
       in_staging{pinned.in},
       out_staging{pinned.out},
       words{pinned.words}
 {
-  for (unsigned i = 0; i < copies; ++i) {
-    keys[i] = cuda::device_buffer{sizes.keys};
-    values[i] = cuda::device_buffer{sizes.values};
-  }
-  scratch = cuda::device_buffer{sizes.scratch};
 }
 
 resident_buffers::~resident_buffers()
@@ -914,8 +904,8 @@ namespace {
 /// Buffers made by `make` of `grown` sizes, or of the `need`ed ones where the GPU has no room
 /// for more right now (the budget is what was free when the engine started: another process
 /// may hold some of it since). Only a failure at the needed sizes is the job's.
-template <typename Make>
-auto make_grown(const buffer_sizes& grown, const buffer_sizes& need, Make&& make)
+template <typename Sizes, typename Make>
+auto make_grown(const Sizes& grown, const Sizes& need, Make&& make)
 {
   if (grown == need) return make(need);
   try {
@@ -941,8 +931,7 @@ device_capacity cuda_device::capacity(const element_layout& layout) const
   // any GPU has, where a budget under the margin would leave no capacity at all (a 2-element
   // job with a budget below the margin was refused, naming a "smallest budget" just above it).
   const std::uint64_t fitting = state_->fitting(
-      {.resident = false,
-       .key_bytes = layout.key_bytes,
+      {.key_bytes = layout.key_bytes,
        .value_bytes = layout.value_bytes,
        .sample = with.sample(),
        .budget = budget_bytes_},
@@ -957,24 +946,14 @@ device_capacity cuda_device::capacity(const element_layout& layout) const
       .whole_jobs_only = fitting < gpu_small_job_elements};
 }
 
-std::uint64_t cuda_device::resident_capacity(const element_layout& layout) const
+bool cuda_device::resident_fits(const element_layout& layout, std::uint64_t elements,
+                                std::uint64_t gpus) const
 {
   const cuda::set_device_guard guard{options_.id};
-  const chunk_sorter with = sorter(layout);
-  return state_->fitting(
-      {.resident = true,
-       .key_bytes = layout.key_bytes,
-       .value_bytes = layout.value_bytes,
-       .sample = with.sample(),
-       .budget = budget_bytes_},
-      [&] {
-        return largest_fitting(budget_bytes_, resident_buffers::copies * layout.bytes(),
-                               [&](std::uint64_t c) -> std::uint64_t {
-                                 return budget_margin + resident_buffers::needed(layout, c,
-                                                                                 options_, with)
-                                                            .total(resident_buffers::copies);
-                               });
-      });
+  return budget_margin + resident_buffers::needed(layout, elements, gpus, options_,
+                                                  sorter(layout))
+                             .total() <=
+         budget_bytes_;
 }
 
 gpu_pinned& cuda_device::pinned()
@@ -1007,8 +986,7 @@ void cuda_device::profile_made_buffers(job_context& ctx, int round)
   add(device_made_, "device buffers made on ");
 }
 
-std::uint64_t cuda_device::room_for(const buffer_sizes& need, unsigned copies, bool for_resident,
-                                    std::uint64_t tables)
+std::uint64_t cuda_device::room_for(std::uint64_t need, bool for_resident, std::uint64_t tables)
 {
   const std::uint64_t kept = budget_margin + tables;
   const std::uint64_t room = budget_bytes_ > kept ? budget_bytes_ - kept : 0;
@@ -1017,8 +995,8 @@ std::uint64_t cuda_device::room_for(const buffer_sizes& need, unsigned copies, b
     other = state_->round->sizes.total(buffers_per_element) +
             device_pages(state_->round->tables.size());
   else if (!for_resident && state_->resident)
-    other = state_->resident->sizes.total(resident_buffers::copies);
-  if (other > 0 && other <= room && need.total(copies) <= room - other) return room - other;
+    other = state_->resident->sizes.total();
+  if (other > 0 && other <= room && need <= room - other) return room - other;
   // The budget holds one kind or the other: free it first, so that its memory is free for
   // the new buffers.
   if (for_resident)
@@ -1028,25 +1006,28 @@ std::uint64_t cuda_device::room_for(const buffer_sizes& need, unsigned copies, b
   return room;
 }
 
-resident_buffers& cuda_device::resident(const element_layout& layout, std::uint64_t elements)
+resident_buffers& cuda_device::resident(const element_layout& layout, std::uint64_t elements,
+                                        std::uint64_t gpus)
 {
   const cuda::set_device_guard guard{options_.id};
   std::unique_ptr<resident_buffers>& kept = state_->resident;
   const chunk_sorter with = sorter(layout);
-  const buffer_sizes need =
-      resident_buffers::needed(layout, std::max<std::uint64_t>(elements, 1), options_, with);
+  const resident_sizes need =
+      resident_buffers::needed(layout, std::max<std::uint64_t>(elements, 1), gpus, options_,
+                               with);
   if (!kept || !kept->sizes.covers(need)) {
-    const buffer_sizes held = kept ? kept->sizes : buffer_sizes{};
+    const resident_sizes held = kept ? kept->sizes : resident_sizes{};
     kept.reset();  // first, so that its memory is free for the new one
-    const std::uint64_t room = room_for(need, resident_buffers::copies, true, 0);
+    const std::uint64_t room = room_for(need.total(), true, 0);
     gpu_pinned& host = pinned();
     const auto start = std::chrono::steady_clock::now();
-    kept = make_grown(grown_sizes(held, need, resident_buffers::copies, room), need,
-                      [&](const buffer_sizes& sizes) {
-                        return std::make_unique<resident_buffers>(sizes, options_, with, host);
-                      });
+    kept = make_grown(
+        grown_within(held, need, room, [](const resident_sizes& s) { return s.total(); }), need,
+        [&](const resident_sizes& sizes) {
+          return std::make_unique<resident_buffers>(sizes, options_, with, host);
+        });
     device_made_.seconds += seconds_since(start);
-    device_made_.bytes += kept->sizes.total(resident_buffers::copies);
+    device_made_.bytes += kept->sizes.total();
   }
   kept->sorter = with;
   return *kept;
@@ -1085,7 +1066,7 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
     const std::size_t tables = std::max(queue.most_slices(), kept ? kept->table_entries : 0);
     kept.reset();  // first, so that its memory is free for the new one
     const std::uint64_t room =
-        room_for(need, buffers_per_element, false,
+        room_for(need.total(buffers_per_element), false,
                  std::max(ring_table_bytes(layout.bytes(), elements, ring_slots),
                           device_pages(std::uint64_t{ring_slots} * tables * table_entry_bytes)));
     gpu_pinned& host = pinned();

@@ -32,15 +32,8 @@ struct cuda_device_options {
   /// Round 2 gathers slices at least this long on average with the copy engines, shorter ones
   /// with a kernel reading mapped memory (a copy call costs a few microseconds).
   std::uint64_t gather_copy_min_bytes{std::uint64_t{256} << 10};
-  /// A job that fits is sorted in up to resident_max_pieces pieces of at least
-  /// resident_min_piece_elements: enough that the last piece sorts quickly after it arrives,
-  /// few enough that merging them back (one pass over device memory per level) stays cheap.
-  std::uint64_t resident_min_piece_elements{std::uint64_t{1} << 24};
-  std::uint64_t resident_max_pieces{8};
-  /// Its last merge runs in up to resident_max_ranges ranges of at least this many elements,
-  /// each copied out as soon as it is merged.
-  std::uint64_t resident_min_range_elements{std::uint64_t{1} << 22};
-  std::uint64_t resident_max_ranges{8};
+  /// How a job that fits is cut into pieces and output ranges (core/plan/tuning.hpp).
+  resident_tuning resident{};
 };
 
 /// The buffers, streams and staging a GPU keeps between rounds and jobs.
@@ -67,41 +60,39 @@ struct gpu_pinned {
 };
 
 /// What a GPU holds to sort a job that fits its memory in one round trip (pipeline/cuda/
-/// resident.hpp): two arrays of keys and values (sorted runs and merge targets), scratch for
-/// sorting a piece or merging, its streams, and the GPU's pinned staging and mapped words.
+/// resident.hpp): the runs (its share's keys and values), one work array (the piece sort's
+/// alternate, then the ring of range buffers the last merges write), scratch for sorting a
+/// piece or merging a range, its streams, and the GPU's pinned staging and mapped words.
 struct resident_buffers {
-  /// Buffers of `sizes` (bytes of one array of keys, of values, of scratch).
-  resident_buffers(const buffer_sizes& sizes, const cuda_device_options& options,
+  resident_buffers(const resident_sizes& sizes, const cuda_device_options& options,
                    const chunk_sorter& sorter, gpu_pinned& pinned);
   ~resident_buffers();
   resident_buffers(const resident_buffers&) = delete;
   resident_buffers& operator=(const resident_buffers&) = delete;
 
-  /// Arrays of keys and of values the resident sort keeps.
-  static constexpr unsigned copies = 2;
-  /// The bytes of each buffer a job of `elements` needs.
-  static buffer_sizes needed(const element_layout& layout, std::uint64_t elements,
-                             const cuda_device_options& options, const chunk_sorter& sorter);
-  /// Scratch for sorting a piece of `elements` or merging runs of `elements` in all.
+  /// The bytes of each buffer a share of `elements` needs on one of `gpus` GPUs.
+  static resident_sizes needed(const element_layout& layout, std::uint64_t elements,
+                               std::uint64_t gpus, const cuda_device_options& options,
+                               const chunk_sorter& sorter);
+  /// Scratch for sorting a piece of a share of `elements` or merging one of its ranges.
   static std::size_t scratch_bytes(const element_layout& layout, std::uint64_t elements,
                                    const cuda_device_options& options,
                                    const chunk_sorter& sorter);
-  /// Elements of the largest piece the resident sort sorts at once.
-  static std::uint64_t piece_elements(std::uint64_t elements, const cuda_device_options& options);
 
   cuda_device_options tuning;
   chunk_sorter sorter;
-  buffer_sizes sizes;
+  resident_sizes sizes;
   std::size_t scratch_capacity{};
-  std::array<cuda::device_buffer, copies> keys;
-  std::array<cuda::device_buffer, copies> values;
+  cuda::device_buffer keys, values;            ///< the runs
+  cuda::device_buffer work_keys, work_values;  ///< the alternate, then the ring
   cuda::device_buffer scratch;
   cuda::cuda_stream h2d, compute, d2h;
   staging& in_staging;
   staging& out_staging;
-  /// The GPU's mapped words (gpu_pinned::words), word_count of them.
+  /// The GPU's mapped words (gpu_pinned::words), word_count of them: the probes of the
+  /// ranges' splits and each run's counts below them.
   cuda::pinned_buffer& words;
-  static constexpr std::size_t word_count = 1024;
+  static constexpr std::size_t word_count = 8192;
 };
 
 class cuda_device final : public device {
@@ -133,11 +124,15 @@ class cuda_device final : public device {
                         layout.key_bytes, layout.value_bytes, sm_major_};
   }
 
-  /// Elements of `layout` this GPU can sort in one round trip (resident_buffers in its budget).
-  [[nodiscard]] std::uint64_t resident_capacity(const element_layout& layout) const;
-  /// The resident buffers for `elements`, kept from an earlier job when they fit, else grown
-  /// (buffer_sizes.hpp); frees the out-of-core ring first where the budget cannot hold both.
-  resident_buffers& resident(const element_layout& layout, std::uint64_t elements);
+  /// Whether this GPU's budget holds the resident buffers of a share of `elements` of
+  /// `layout`, one of `gpus` GPUs' shares.
+  [[nodiscard]] bool resident_fits(const element_layout& layout, std::uint64_t elements,
+                                   std::uint64_t gpus) const;
+  /// The resident buffers for a share of `elements` on one of `gpus` GPUs, kept from an
+  /// earlier job when they fit, else grown (buffer_sizes.hpp); frees the out-of-core ring
+  /// first where the budget cannot hold both.
+  resident_buffers& resident(const element_layout& layout, std::uint64_t elements,
+                             std::uint64_t gpus);
 
   /// Lowers the budget after an allocation failed, so that the engine can plan smaller chunks,
   /// and frees what the device kept from earlier rounds.
@@ -152,10 +147,9 @@ class cuda_device final : public device {
   /// The GPU's pinned staging and words, made at its first job.
   gpu_pinned& pinned();
   /// Budget bytes for one kind of kept buffers (the resident sort's, else the ring's) whose
-  /// job needs `need` with `copies` arrays and `tables` bytes of the ring's tables beside
-  /// them: beside the other kind where both fit, else after freeing the other kind.
-  std::uint64_t room_for(const buffer_sizes& need, unsigned copies, bool for_resident,
-                         std::uint64_t tables);
+  /// job needs `need` bytes of them and `tables` bytes of the ring's tables beside them:
+  /// beside the other kind where both fit, else after freeing the other kind.
+  std::uint64_t room_for(std::uint64_t need, bool for_resident, std::uint64_t tables);
 
   /// What making buffers cost since profile_made_buffers last took it: seconds and bytes.
   struct made {

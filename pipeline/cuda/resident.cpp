@@ -132,24 +132,43 @@ class timeline {
   std::vector<mark> marks_;
 };
 
-/// A sorted run in one of a GPU's two buffers.
+/// A sorted run: a piece of a GPU's share, where it lies in the GPU's runs.
 struct sorted_run {
-  unsigned buffer;
   std::uint64_t offset;
   std::uint64_t length;
 };
 
-/// One GPU's share of the job and where its runs are.
+/// One GPU's share of the job, where its runs are, and the output ranges it merges and stores.
 struct part {
   cuda_device* dev;
   resident_buffers* buf;
-  std::uint64_t first;  ///< of the input share, and (several GPUs) of the output partition
+  std::uint64_t first;  ///< of the input share and of the output partition: the same ranks
   std::uint64_t count;
   std::vector<sorted_run> runs;
   timeline tl;
-  cuda::cuda_event ready;  ///< hands work from one stream to the next
-  std::vector<cuda::cuda_event> ranges;
+  cuda::cuda_event ready;  ///< hands a piece from the copy-in to the sort
+  std::uint64_t range_elements{};  ///< of this job's ranges: a ring buffer holds one
+  std::size_t first_bound{};       ///< the bound (resident_job::bounds_) its first range starts at
+  std::size_t ranges{};
+  std::vector<cuda::cuda_event> merged;  ///< per range: its merge is done
+  std::uint64_t ring{};                  ///< range buffers in its ring
+  std::vector<cuda::cuda_event> copied;  ///< per ring buffer: read out
   std::uint64_t reported{};  ///< elements of progress reported so far
+};
+
+/// Where one range's merged keys and values are copied out from, and the ring buffer that
+/// holds them (none where they are read from a run itself).
+struct range_result {
+  const char* keys{};
+  const char* values{};
+  int ring{-1};
+};
+
+/// A sorted input of one merge level of a range: its keys and values, and its length.
+struct merge_input {
+  const char* keys;
+  const char* values;
+  std::uint64_t length;
 };
 
 class resident_job {
@@ -162,19 +181,20 @@ class resident_job {
   void run(const std::vector<cuda_device*>& gpus)
   {
     const std::uint64_t g = gpus.size();
+    // Every GPU is cut as the largest share is (pieces, ranges), and holds buffers for it.
+    most_ = std::max<std::uint64_t>((a_.n + g - 1) / g, 1);
     for (std::uint64_t j = 0; j < g; ++j) {
       const std::uint64_t first = a_.n * j / g, last = a_.n * (j + 1) / g;
       cuda_device* dev = gpus[j];
       // Events belong to the device current when they are made.
       const cuda::set_device_guard guard{dev->id()};
       parts_.push_back(part{.dev = dev,
-                            .buf = &dev->resident(layout_, last - first),
+                            .buf = &dev->resident(layout_, most_, g),
                             .first = first,
                             .count = last - first,
                             .runs = {},
                             .tl = timeline{ctx_.profiling()},
-                            .ready = cuda::cuda_event{},
-                            .ranges = {}});
+                            .ready = cuda::cuda_event{}});
     }
     for (part& p : parts_) p.dev->profile_made_buffers(ctx_, 1);
     bool storing = false;
@@ -184,12 +204,7 @@ class resident_job {
         p.tl.origin(p.buf->h2d.value(), ctx_);
       }
       load_and_sort_pieces();
-      if (parts_.size() > 1) {
-        for (part& p : parts_) merge_down(p, 1);
-        synchronize(&resident_buffers::compute);
-        ctx_.check();
-        exchange(choose_splits());
-      }
+      cut_ranges();
       ctx_.check();  // the last point at which an in-place input is untouched
       storing = true;  // a cancel from here on comes too late: the job finishes
       store(true);
@@ -207,27 +222,29 @@ class resident_job {
   }
 
  private:
-  char* keys(part& p, unsigned b, std::uint64_t at) const
+  char* keys(const part& p, std::uint64_t at) const
   {
-    return p.buf->keys[b].data<char>() + at * kb_;
+    return p.buf->keys.data<char>() + at * kb_;
   }
-  char* values(part& p, unsigned b, std::uint64_t at) const
+  char* values(const part& p, std::uint64_t at) const
   {
-    return vb_ == 0 ? nullptr : p.buf->values[b].data<char>() + at * vb_;
+    return vb_ == 0 ? nullptr : p.buf->values.data<char>() + at * vb_;
+  }
+  /// The work array: the piece sort's alternate, then ring buffer `ring`'s element `at`.
+  char* work_keys(const part& p, std::uint64_t ring, std::uint64_t at) const
+  {
+    return p.buf->work_keys.data<char>() + (ring * p.range_elements + at) * kb_;
+  }
+  char* work_values(const part& p, std::uint64_t ring, std::uint64_t at) const
+  {
+    return vb_ == 0 ? nullptr
+                    : p.buf->work_values.data<char>() + (ring * p.range_elements + at) * vb_;
   }
 
   void progress(part& p, std::uint64_t elements)
   {
     p.reported += elements;
     ctx_.add_done(elements);
-  }
-
-  void synchronize(cuda::cuda_stream resident_buffers::*stream)
-  {
-    for (part& p : parts_) {
-      const cuda::set_device_guard guard{p.dev->id()};
-      GPUSORT_CUDA_TRY(cudaStreamSynchronize((p.buf->*stream).value()));
-    }
   }
 
   static void quiesce(part& p) noexcept
@@ -240,21 +257,22 @@ class resident_job {
     }
   }
 
-  /// The final stage: the last merges and the copy-out. It never writes the buffer that holds
-  /// the runs it reads (merge_down moves a part's runs on only once a level is issued), so that
-  /// it can run again from the runs it left when it fails part way, even where a failed call's
-  /// work ran. `first`: the first time, which reports progress.
+  /// The final stage: every range merged and copied out. It never writes the runs it reads, so
+  /// that it can run again from them when it fails part way, even where a failed call's work
+  /// ran. `first`: the first time, which reports progress.
   void store(bool first)
   {
-    for (part& p : parts_) merge_down(p, 2);
-    // Each GPU's last merges and copy-out from a thread of its own: a staged copy-out (a file,
-    // a pageable array) blocks its caller, and one thread storing GPU after GPU left the second
+    // Each GPU's merges and copy-out from a thread of its own: a staged copy-out (a file, a
+    // pageable array) blocks its caller, and one thread storing GPU after GPU left the second
     // GPU's link idle until the first had finished (96 GiB in place on two H200: cuda:0 copied
     // out in 3.83-4.82 s, cuda:1 in 4.83-5.82 s; h200x2-20261130-s11/call6). A failure stops
     // no other GPU: store_again runs the whole stage again once all are quiet.
     run_side_by_side(
         parts_.size(), [&](std::size_t i) { merge_and_store(parts_[i], first); }, [] {});
-    synchronize(&resident_buffers::d2h);
+    for (part& p : parts_) {
+      const cuda::set_device_guard guard{p.dev->id()};
+      GPUSORT_CUDA_TRY(cudaStreamSynchronize(p.buf->d2h.value()));
+    }
   }
 
   /// After `failure` escaped the final stage of an in-place job (every stream quiet): ranges
@@ -290,11 +308,8 @@ class resident_job {
   /// of all GPUs are issued in turn, so that each GPU's link is busy from the start.
   void load_and_sort_pieces()
   {
-    std::uint64_t most = 0;
-    for (const part& p : parts_) most = std::max(most, p.count);
-    const std::uint64_t piece = resident_buffers::piece_elements(
-        std::max<std::uint64_t>(most, 1), parts_.front().buf->tuning);
-    for (std::uint64_t at = 0; at < most; at += piece) {
+    const std::uint64_t piece = parts_.front().buf->tuning.resident.piece_elements(most_);
+    for (std::uint64_t at = 0; at < most_; at += piece) {
       ctx_.check();
       for (part& p : parts_) {
         if (at >= p.count) continue;
@@ -302,7 +317,7 @@ class resident_job {
         const cuda::set_device_guard guard{p.dev->id()};
         load_piece(p, at, len);
         sort_piece(p, at, len);
-        p.runs.push_back({0, at, len});
+        p.runs.push_back({at, len});
         // Progress while the job runs, not only at its end: a piece in counts half of its
         // elements, a range out the other half (a staged copy returns once its bytes moved).
         progress(p, len / 2);
@@ -315,69 +330,38 @@ class resident_job {
     const cudaStream_t s = p.buf->h2d.value();
     const std::uint64_t src = p.first + at;
     p.tl.span(gpu_stage::copy_in, s, len * layout_.bytes(), [&] {
-      copy_to_device(keys(p, 0, at), static_cast<const char*>(a_.src_keys) + src * kb_,
-                     len * kb_, s, p.buf->in_staging);
+      copy_to_device(keys(p, at), static_cast<const char*>(a_.src_keys) + src * kb_, len * kb_,
+                     s, p.buf->in_staging);
       if (layout_.positions)
-        cuda::positions(values(p, 0, at), len, src, vb_, s);
+        cuda::positions(values(p, at), len, src, vb_, s);
       else if (vb_ > 0)
-        copy_to_device(values(p, 0, at), static_cast<const char*>(a_.src_values) + src * vb_,
+        copy_to_device(values(p, at), static_cast<const char*>(a_.src_values) + src * vb_,
                        len * vb_, s, p.buf->in_staging);
     });
     p.ready.record(s);
   }
 
+  /// Sorts a piece where it arrived, with the work array as the sort's alternate.
   void sort_piece(part& p, std::uint64_t at, std::uint64_t len)
   {
     const cudaStream_t s = p.buf->compute.value();
     p.ready.make_wait(s);
+    GPUSORT_EXPECTS(len * kb_ <= p.buf->work_keys.size(), "a piece must fit the work array");
+    char* alt_keys = p.buf->work_keys.data<char>();
+    char* alt_values = vb_ == 0 ? nullptr : p.buf->work_values.data<char>();
     p.tl.span(gpu_stage::sort, s, len * layout_.bytes(), [&] {
-      cuda::to_ordered(keys(p, 0, at), len, layout_.keys(), s);
-      const bool in_alt = p.buf->sorter.sort(keys(p, 0, at), keys(p, 1, at), values(p, 0, at),
-                                             values(p, 1, at), len, kb_, vb_,
-                                             p.buf->scratch.data(), p.buf->scratch_capacity, s);
-      if (in_alt) {  // runs of one merge level share a buffer: bring it home (~1 ms per GiB)
-        GPUSORT_CUDA_TRY(cudaMemcpyAsync(keys(p, 0, at), keys(p, 1, at), len * kb_,
-                                         cudaMemcpyDeviceToDevice, s));
+      cuda::to_ordered(keys(p, at), len, layout_.keys(), s);
+      const bool in_alt =
+          p.buf->sorter.sort(keys(p, at), alt_keys, values(p, at), alt_values, len, kb_, vb_,
+                             p.buf->scratch.data(), p.buf->scratch_capacity, s);
+      if (in_alt) {  // the run belongs where its piece arrived (~1 ms per GiB)
+        GPUSORT_CUDA_TRY(
+            cudaMemcpyAsync(keys(p, at), alt_keys, len * kb_, cudaMemcpyDeviceToDevice, s));
         if (vb_ > 0)
-          GPUSORT_CUDA_TRY(cudaMemcpyAsync(values(p, 0, at), values(p, 1, at), len * vb_,
+          GPUSORT_CUDA_TRY(cudaMemcpyAsync(values(p, at), alt_values, len * vb_,
                                            cudaMemcpyDeviceToDevice, s));
       }
     });
-  }
-
-  /// Merges neighbouring runs pairwise, level by level, until at most `target` remain.
-  void merge_down(part& p, std::size_t target)
-  {
-    const cuda::set_device_guard guard{p.dev->id()};
-    const cudaStream_t s = p.buf->compute.value();
-    while (p.runs.size() > target) {
-      std::vector<sorted_run> next;
-      for (std::size_t i = 0; i < p.runs.size(); i += 2) {
-        const sorted_run r1 = p.runs[i];
-        const unsigned to = 1 - r1.buffer;
-        if (i + 1 == p.runs.size()) {  // the odd one out moves to where the level goes
-          p.tl.span(gpu_stage::sort, s, 0, [&] {
-            GPUSORT_CUDA_TRY(cudaMemcpyAsync(keys(p, to, r1.offset), keys(p, r1.buffer, r1.offset),
-                                             r1.length * kb_, cudaMemcpyDeviceToDevice, s));
-            if (vb_ > 0)
-              GPUSORT_CUDA_TRY(cudaMemcpyAsync(values(p, to, r1.offset),
-                                               values(p, r1.buffer, r1.offset), r1.length * vb_,
-                                               cudaMemcpyDeviceToDevice, s));
-          });
-          next.push_back({to, r1.offset, r1.length});
-          continue;
-        }
-        const sorted_run r2 = p.runs[i + 1];
-        p.tl.span(gpu_stage::sort, s, (r1.length + r2.length) * layout_.bytes(), [&] {
-          cuda::merge(keys(p, r1.buffer, r1.offset), values(p, r1.buffer, r1.offset), r1.length,
-                      keys(p, r2.buffer, r2.offset), values(p, r2.buffer, r2.offset), r2.length,
-                      keys(p, to, r1.offset), values(p, to, r1.offset), kb_, vb_,
-                      p.buf->scratch.data(), p.buf->scratch_capacity, s);
-        });
-        next.push_back({to, r1.offset, r1.length + r2.length});
-      }
-      p.runs = std::move(next);
-    }
   }
 
   std::uint64_t* device_words(part& p) const
@@ -387,52 +371,83 @@ class resident_job {
     return static_cast<std::uint64_t*>(d);
   }
 
-  /// For every GPU i and every output partition t (0..g), where partition t starts in GPU i's
-  /// run: exact ranks t*n/g, ties between equal keys broken by GPU order.
-  std::vector<std::vector<std::uint64_t>> choose_splits()
+  /// The output ranges and where each starts in every run. Every GPU's output partition is its
+  /// input share's ranks, cut into ranges a ring buffer holds; a range takes from each run
+  /// (of every GPU) the part that the merged order of all runs puts there: for each bound k,
+  /// the smallest key value v with at least k keys at most v, found by bisection on the values
+  /// of all bounds at once (each step counts, on every GPU, each run's keys below and at most
+  /// the probes), then keys below v from every run and keys equal to v in run order (GPU by
+  /// GPU, piece by piece: the input's order, so that equal keys keep it) until k are taken.
+  void cut_ranges()
   {
-    const std::size_t g = parts_.size();
-    const std::size_t probes = g - 1;
-    GPUSORT_EXPECTS(3 * probes <= resident_buffers::word_count, "too many GPUs for the splits");
-    std::vector<std::uint64_t> rank(probes), lo(probes, 0), hi(probes);
+    bounds_.clear();
+    for (part& p : parts_) {
+      p.range_elements = p.buf->tuning.resident.range_elements(most_);
+      p.ring = resident_ring_buffers(most_, p.buf->tuning.resident, parts_.size());
+      GPUSORT_EXPECTS(p.ring * p.range_elements * kb_ <= p.buf->work_keys.size(),
+                      "the ring of ranges must fit the work array");
+      p.first_bound = bounds_.size();
+      p.ranges = p.count == 0 ? 0 : (p.count + p.range_elements - 1) / p.range_elements;
+      for (std::size_t r = 0; r < p.ranges; ++r) bounds_.push_back(p.first + p.count * r / p.ranges);
+      const cuda::set_device_guard guard{p.dev->id()};
+      p.merged.clear();
+      p.merged.resize(p.ranges);
+      p.copied.clear();
+      p.copied.resize(p.ring);
+    }
+    bounds_.push_back(a_.n);
+    // Runs in the input's order: GPU by GPU, piece by piece.
+    std::vector<std::pair<std::size_t, std::size_t>> order;
+    for (std::size_t i = 0; i < parts_.size(); ++i)
+      for (std::size_t q = 0; q < parts_[i].runs.size(); ++q) order.emplace_back(i, q);
+    cuts_.assign(parts_.size(), {});
+    for (std::size_t i = 0; i < parts_.size(); ++i) {
+      cuts_[i].assign(parts_[i].runs.size(), std::vector<std::uint64_t>(bounds_.size(), 0));
+      for (std::size_t q = 0; q < parts_[i].runs.size(); ++q)
+        cuts_[i][q].back() = parts_[i].runs[q].length;
+    }
+    if (bounds_.size() <= 2) return;  // one range: every run whole
+    const std::size_t probes = bounds_.size() - 2;
+    for (const part& p : parts_)
+      GPUSORT_EXPECTS(probes * (1 + 2 * p.runs.size()) <= resident_buffers::word_count,
+                      "too many ranges and runs for the splits' words");
     const std::uint64_t top = kb_ == 4 ? std::numeric_limits<std::uint32_t>::max()
                                        : std::numeric_limits<std::uint64_t>::max();
-    for (std::size_t t = 0; t < probes; ++t) {
-      rank[t] = a_.n * (t + 1) / g;
-      hi[t] = top;
-    }
+    std::vector<std::uint64_t> lo(probes, 0), hi(probes, top), mid(probes);
     std::vector<std::uint64_t> less(probes), less_equal(probes);
-    // Counts, summed over the GPUs, of keys below and at most each probe value.
-    auto count = [&](const std::vector<std::uint64_t>& values,
-                   std::vector<std::vector<std::uint64_t>>* each) {
+    // Counts of keys below and at most each probe value, summed over every run; with `each`,
+    // each run's too, by GPU and run.
+    using counts = std::vector<std::vector<std::vector<std::uint64_t>>>;
+    auto count = [&](const std::vector<std::uint64_t>& values, counts* each) {
       std::fill(less.begin(), less.end(), 0);
       std::fill(less_equal.begin(), less_equal.end(), 0);
       for (part& p : parts_) {
         const cuda::set_device_guard guard{p.dev->id()};
-        auto* w = p.buf->words.data<std::uint64_t>();
-        std::copy(values.begin(), values.end(), w);
+        std::copy(values.begin(), values.end(), p.buf->words.data<std::uint64_t>());
         std::uint64_t* d = device_words(p);
-        const sorted_run& r = p.runs.front();
-        cuda::count_below(keys(p, r.buffer, r.offset), r.length, kb_, d, d + probes,
-                          d + 2 * probes, static_cast<std::uint32_t>(probes),
-                          p.buf->compute.value());
+        for (std::size_t q = 0; q < p.runs.size(); ++q) {
+          std::uint64_t* below = d + probes * (1 + 2 * q);
+          cuda::count_below(keys(p, p.runs[q].offset), p.runs[q].length, kb_, d, below,
+                            below + probes, static_cast<std::uint32_t>(probes),
+                            p.buf->compute.value());
+        }
       }
-      for (part& p : parts_) {
+      for (std::size_t i = 0; i < parts_.size(); ++i) {
+        part& p = parts_[i];
         const cuda::set_device_guard guard{p.dev->id()};
         GPUSORT_CUDA_TRY(cudaStreamSynchronize(p.buf->compute.value()));
         const auto* w = p.buf->words.data<std::uint64_t>();
-        for (std::size_t t = 0; t < probes; ++t) {
-          less[t] += w[probes + t];
-          less_equal[t] += w[2 * probes + t];
-          if (each != nullptr) {
-            (*each)[&p - parts_.data()][2 * t] = w[probes + t];
-            (*each)[&p - parts_.data()][2 * t + 1] = w[2 * probes + t];
+        if (each != nullptr) (*each)[i].assign(p.runs.size(), {});
+        for (std::size_t q = 0; q < p.runs.size(); ++q) {
+          const std::uint64_t* below = w + probes * (1 + 2 * q);
+          for (std::size_t t = 0; t < probes; ++t) {
+            less[t] += below[t];
+            less_equal[t] += below[probes + t];
           }
+          if (each != nullptr) (*each)[i][q].assign(below, below + 2 * probes);
         }
       }
     };
-    // The smallest key value v_t with at least rank[t] keys at most it, for all t at once.
-    std::vector<std::uint64_t> mid(probes);
     for (;;) {
       bool open = false;
       for (std::size_t t = 0; t < probes; ++t) {
@@ -443,152 +458,170 @@ class resident_job {
       count(mid, nullptr);
       for (std::size_t t = 0; t < probes; ++t) {
         if (lo[t] >= hi[t]) continue;
-        if (less_equal[t] >= rank[t]) {
+        if (less_equal[t] >= bounds_[t + 1]) {
           hi[t] = mid[t];
         } else {
           lo[t] = mid[t] + 1;
         }
       }
     }
-    std::vector<std::vector<std::uint64_t>> each(g, std::vector<std::uint64_t>(2 * probes));
+    counts each(parts_.size());
     count(lo, &each);
-    std::vector<std::vector<std::uint64_t>> split(g, std::vector<std::uint64_t>(g + 1, 0));
-    for (std::size_t i = 0; i < g; ++i) split[i][g] = parts_[i].count;
     for (std::size_t t = 0; t < probes; ++t) {
-      std::uint64_t remaining = rank[t] - less[t];  // keys equal to v_t that partition t+1 skips
-      for (std::size_t i = 0; i < g; ++i) {
-        const std::uint64_t equal = each[i][2 * t + 1] - each[i][2 * t];
+      GPUSORT_EXPECTS(less[t] < bounds_[t + 1] && bounds_[t + 1] <= less_equal[t],
+                      "a range's bound value must hold its rank");
+      std::uint64_t remaining = bounds_[t + 1] - less[t];  // keys equal to v_t before the bound
+      for (const auto& [i, q] : order) {
+        const std::uint64_t below = each[i][q][t], equal = each[i][q][probes + t] - below;
         const std::uint64_t take = std::min(equal, remaining);
         remaining -= take;
-        split[i][t + 1] = each[i][2 * t] + take;
+        cuts_[i][q][t + 1] = below + take;
       }
     }
-    return split;
   }
 
-  /// GPU j receives partition j from every GPU's run, into its free buffer, one segment after
-  /// another; then each GPU's runs are the segments it received.
-  void exchange(const std::vector<std::vector<std::uint64_t>>& split)
+  /// Copies `bytes` from `src` on GPU `src_dev` to `dst` on GPU `dst_dev` on stream `s`.
+  static void copy_between(char* dst, int dst_dev, const char* src, int src_dev,
+                           std::uint64_t bytes, cudaStream_t s)
   {
-    const std::size_t g = parts_.size();
-    std::vector<sorted_run> own;  // each GPU's run, before its runs become what it received
-    for (const part& p : parts_) own.push_back(p.runs.front());
-    for (std::size_t j = 0; j < g; ++j) {
-      part& dst = parts_[j];
-      const cuda::set_device_guard guard{dst.dev->id()};
-      const cudaStream_t s = dst.buf->compute.value();
-      const unsigned to = 1 - own[j].buffer;
-      std::vector<sorted_run> received;
-      std::uint64_t at = 0;
-      for (std::size_t i = 0; i < g; ++i) {
-        part& src = parts_[i];
-        const sorted_run& r = own[i];
-        GPUSORT_EXPECTS(split[i][j] <= split[i][j + 1] && split[i][j + 1] <= r.length,
-                        "splitters out of order");
-        const std::uint64_t from = split[i][j], len = split[i][j + 1] - split[i][j];
-        if (len == 0) continue;
-        auto copy = [&](char* d, int dd, const char* sp, int sd, std::uint64_t bytes) {
-          if (dd == sd) {
-            GPUSORT_CUDA_TRY(cudaMemcpyAsync(d, sp, bytes, cudaMemcpyDeviceToDevice, s));
-          } else {
-            GPUSORT_CUDA_TRY(cudaMemcpyPeerAsync(d, dd, sp, sd, bytes, s));
-          }
-        };
-        dst.tl.span(gpu_stage::copy_in, s, 0, [&] {
-          copy(keys(dst, to, at), dst.dev->id(), keys(src, r.buffer, r.offset + from),
-               src.dev->id(), len * kb_);
-          if (vb_ > 0)
-            copy(values(dst, to, at), dst.dev->id(), values(src, r.buffer, r.offset + from),
-                 src.dev->id(), len * vb_);
-        });
-        received.push_back({to, at, len});
-        at += len;
-      }
-      GPUSORT_EXPECTS(at == dst.count, "the exchange must fill each partition exactly");
-      dst.runs = std::move(received);
+    if (dst_dev == src_dev) {
+      GPUSORT_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+    } else {
+      GPUSORT_CUDA_TRY(cudaMemcpyPeerAsync(dst, dst_dev, src, src_dev, bytes, s));
     }
-    // Every GPU's old run is read by the others: nobody merges over it before all copies end.
-    synchronize(&resident_buffers::compute);
   }
 
-  /// The last merge (or the one run left), in ranges copied out as each is done. Never writes
-  /// the runs it reads, so that it can run again after a failure: two runs merge into the
-  /// other buffer; one run's keys go back to raw bits into the other buffer, its values are
-  /// copied out from where they are.
+  /// Every range of `p`'s output: merged on the compute stream into the ring, each copied out
+  /// once the next one's merges are issued, so that a staged (blocking) copy-out never holds
+  /// the next merge back.
   void merge_and_store(part& p, bool report_progress)
   {
     const cuda::set_device_guard guard{p.dev->id()};
-    const cudaStream_t s = p.buf->compute.value(), out = p.buf->d2h.value();
     if (p.count == 0) return;
-    const cuda_device_options& o = p.buf->tuning;
-    const std::uint64_t wanted = std::clamp<std::uint64_t>(
-        p.count / std::max<std::uint64_t>(o.resident_min_range_elements, 1), 1,
-        std::clamp<std::uint64_t>(o.resident_max_ranges, 1, resident_buffers::word_count / 2 - 1));
-    std::vector<std::uint64_t> bounds(wanted + 1), run1(wanted + 1);
-    for (std::uint64_t r = 0; r <= wanted; ++r) bounds[r] = p.count * r / wanted;
-    // Where each range's keys and values are copied out from.
-    unsigned keys_from = p.runs.front().buffer, values_from = keys_from;
-    if (p.runs.size() == 2) {
-      const sorted_run r1 = p.runs[0], r2 = p.runs[1];
-      auto* w = p.buf->words.data<std::uint64_t>();
-      std::copy(bounds.begin(), bounds.end(), w);
-      std::uint64_t* d = device_words(p);
-      cuda::merge_path(keys(p, r1.buffer, r1.offset), r1.length, keys(p, r2.buffer, r2.offset),
-                       r2.length, kb_, d, d + wanted + 1, static_cast<std::uint32_t>(wanted + 1),
-                       s);
-      GPUSORT_CUDA_TRY(cudaStreamSynchronize(s));
-      std::copy(w + wanted + 1, w + 2 * (wanted + 1), run1.begin());
-      keys_from = values_from = 1 - r1.buffer;
-    } else {
-      const sorted_run& r = p.runs.front();
-      GPUSORT_EXPECTS(r.offset == 0 && r.length == p.count, "one run must hold the whole share");
+    std::vector<range_result> results(p.ranges);
+    int previous = -1;  // the ring buffer holding the last range, perhaps still copying out
+    for (std::size_t r = 0; r < p.ranges; ++r) {
+      results[r] = merge_range(p, r, previous);
+      if (results[r].ring >= 0) previous = results[r].ring;
+      if (r > 0) copy_out(p, r - 1, results[r - 1], report_progress);
     }
-    // Two runs merge where the keys are copied out from, and their keys go back to raw bits
-    // there; one run's keys go back to raw bits in the other buffer, read where they are
-    // (nothing to do where the ordered bits are the raw bits).
+    copy_out(p, p.ranges - 1, results.back(), report_progress);
+  }
+
+  /// Merges range `r` of `p` from every run's part of it into the ring (not into `busy`, the
+  /// buffer of the range before, which may still be copying out).
+  range_result merge_range(part& p, std::size_t r, int busy)
+  {
+    const cudaStream_t s = p.buf->compute.value();
+    const std::size_t b = p.first_bound + r;
+    const std::uint64_t k0 = bounds_[b], k1 = bounds_[b + 1];
+    // Two buffers to merge in (a lone range of a lone run needs one: the ring has one then).
+    std::array<int, 2> free{0, 0};
+    for (int x = 0, n = 0; x < static_cast<int>(p.ring) && n < 2; ++x)
+      if (x != busy) free[n++] = x;
+    // A ring buffer is written only once the range that last left its result there is out.
+    const auto take = [&](int x) { p.copied[x].make_wait(s); };
     const bool transform = a_.dst_keys != nullptr && !ordered_is_identity(layout_.keys());
-    const unsigned transformed_from = keys_from;
-    if (p.runs.size() == 1 && transform) keys_from = 1 - keys_from;
-    p.ranges.resize(wanted);
-    for (std::uint64_t r = 0; r < wanted; ++r) {
-      const std::uint64_t k0 = bounds[r], k1 = bounds[r + 1];
-      p.tl.span(gpu_stage::sort, s, (k1 - k0) * layout_.bytes(), [&] {
-        if (p.runs.size() == 2) {
-          const sorted_run r1 = p.runs[0], r2 = p.runs[1];
-          const std::uint64_t a0 = run1[r], a1 = run1[r + 1];
-          // A bad split would send the merge far outside the runs: fail here instead.
-          GPUSORT_EXPECTS(a0 <= a1 && a1 <= r1.length && a0 <= k0 && a1 <= k1 &&
-                              k0 - a0 <= k1 - a1 && k1 - a1 <= r2.length,
-                          "merge path split out of order");
-          cuda::merge(keys(p, r1.buffer, r1.offset + a0), values(p, r1.buffer, r1.offset + a0),
-                      a1 - a0, keys(p, r2.buffer, r2.offset + k0 - a0),
-                      values(p, r2.buffer, r2.offset + k0 - a0), (k1 - a1) - (k0 - a0),
-                      keys(p, keys_from, k0), values(p, values_from, k0), kb_, vb_,
-                      p.buf->scratch.data(), p.buf->scratch_capacity, s);
+    // Level 0: each run's part where it lies; parts on other GPUs come over first, into the
+    // first free buffer at their place in the range.
+    std::vector<merge_input> inputs;
+    std::uint64_t at = 0;
+    bool fetched = false;
+    for (std::size_t i = 0; i < parts_.size(); ++i) {
+      const part& src = parts_[i];
+      for (std::size_t q = 0; q < src.runs.size(); ++q) {
+        const std::uint64_t from = cuts_[i][q][b], to = cuts_[i][q][b + 1];
+        GPUSORT_EXPECTS(from <= to && to <= src.runs[q].length, "range cuts out of order");
+        const std::uint64_t len = to - from;
+        if (len == 0) continue;
+        const std::uint64_t in_run = src.runs[q].offset + from;
+        if (&src == &p) {
+          inputs.push_back({keys(p, in_run), values(p, in_run), len});
+        } else {
+          if (!fetched) take(free[0]);
+          fetched = true;
+          p.tl.span(gpu_stage::copy_in, s, 0, [&] {
+            copy_between(work_keys(p, free[0], at), p.dev->id(), keys(src, in_run),
+                         src.dev->id(), len * kb_, s);
+            if (vb_ > 0)
+              copy_between(work_values(p, free[0], at), p.dev->id(), values(src, in_run),
+                           src.dev->id(), len * vb_, s);
+          });
+          inputs.push_back({work_keys(p, free[0], at), work_values(p, free[0], at), len});
         }
-        if (transform)
-          cuda::from_ordered(keys(p, transformed_from, k0), keys(p, keys_from, k0), k1 - k0,
-                             layout_.keys(), s);
-      });
-      p.ranges[r].record(s);
+        at += len;
+      }
     }
-    // Issued after every merge, so that a staged (blocking) copy-out never holds the next
-    // merge back.
-    for (std::uint64_t r = 0; r < wanted; ++r) {
-      const std::uint64_t k0 = bounds[r], k1 = bounds[r + 1];
-      p.ranges[r].make_wait(out);
-      const std::uint64_t dst = p.first + k0;
-      p.tl.span(gpu_stage::copy_out, out, (k1 - k0) * layout_.bytes(), [&] {
-        // An argsort without its sorted keys wants the positions alone.
-        if (a_.dst_keys != nullptr)
-          copy_to_host(static_cast<char*>(a_.dst_keys) + dst * kb_, keys(p, keys_from, k0),
-                       (k1 - k0) * kb_, out, p.buf->out_staging);
-        if (vb_ > 0)
-          copy_to_host(static_cast<char*>(a_.dst_values) + dst * vb_,
-                       values(p, values_from, k0), (k1 - k0) * vb_, out, p.buf->out_staging);
-      });
-      if (report_progress) progress(p, (k1 - k0) / 2);
+    GPUSORT_EXPECTS(at == k1 - k0, "a range's parts must fill it exactly");
+    range_result result{.keys = inputs.front().keys, .values = inputs.front().values};
+    if (inputs.size() == 1 && !fetched && !transform) {
+      p.merged[r].record(s);
+      return result;  // one run's part, copied out from where it is
     }
+    p.tl.span(gpu_stage::sort, s, (k1 - k0) * layout_.bytes(), [&] {
+      // Pairwise merges, level by level, alternating between the two free buffers; the first
+      // level writes the buffer the fetched parts are not in.
+      int level_to = inputs.size() == 1 ? free[0] : free[1];
+      if (level_to != free[0] || !fetched) take(level_to);
+      while (inputs.size() > 1) {
+        std::vector<merge_input> next;
+        std::uint64_t out = 0;
+        for (std::size_t i = 0; i < inputs.size(); i += 2) {
+          char* ok = work_keys(p, level_to, out);
+          char* ov = work_values(p, level_to, out);
+          if (i + 1 == inputs.size()) {  // the odd one out moves to where the level goes
+            GPUSORT_CUDA_TRY(cudaMemcpyAsync(ok, inputs[i].keys, inputs[i].length * kb_,
+                                             cudaMemcpyDeviceToDevice, s));
+            if (vb_ > 0)
+              GPUSORT_CUDA_TRY(cudaMemcpyAsync(ov, inputs[i].values, inputs[i].length * vb_,
+                                               cudaMemcpyDeviceToDevice, s));
+            next.push_back({ok, ov, inputs[i].length});
+          } else {
+            const merge_input& x = inputs[i];
+            const merge_input& y = inputs[i + 1];
+            cuda::merge(x.keys, x.values, x.length, y.keys, y.values, y.length, ok, ov, kb_,
+                        vb_, p.buf->scratch.data(), p.buf->scratch_capacity, s);
+            next.push_back({ok, ov, x.length + y.length});
+          }
+          out += next.back().length;
+        }
+        inputs = std::move(next);
+        result.ring = level_to;
+        level_to = level_to == free[0] ? free[1] : free[0];
+        if (inputs.size() > 1) take(level_to);
+      }
+      if (result.ring < 0) result.ring = free[0];  // one fetched part: where it came
+      result.keys = inputs.front().keys;
+      result.values = inputs.front().values;
+      if (transform) {
+        // Back to raw bits in the ring; a run's own part is read, never written.
+        char* raw = work_keys(p, result.ring, 0);
+        if (result.keys != raw) take(result.ring);
+        cuda::from_ordered(result.keys, raw, k1 - k0, layout_.keys(), s);
+        result.keys = raw;
+      }
+    });
+    p.merged[r].record(s);
+    return result;
+  }
+
+  /// Copies range `r` of `p` out once merged; the ring buffer it is in is free again after.
+  void copy_out(part& p, std::size_t r, const range_result& res, bool report_progress)
+  {
+    const cudaStream_t out = p.buf->d2h.value();
+    const std::uint64_t k0 = bounds_[p.first_bound + r], k1 = bounds_[p.first_bound + r + 1];
+    p.merged[r].make_wait(out);
+    p.tl.span(gpu_stage::copy_out, out, (k1 - k0) * layout_.bytes(), [&] {
+      // An argsort without its sorted keys wants the positions alone.
+      if (a_.dst_keys != nullptr)
+        copy_to_host(static_cast<char*>(a_.dst_keys) + k0 * kb_, res.keys, (k1 - k0) * kb_, out,
+                     p.buf->out_staging);
+      if (vb_ > 0)
+        copy_to_host(static_cast<char*>(a_.dst_values) + k0 * vb_, res.values,
+                     (k1 - k0) * vb_, out, p.buf->out_staging);
+    });
+    if (res.ring >= 0) p.copied[res.ring].record(out);
+    if (report_progress) progress(p, (k1 - k0) / 2);
   }
 
   const job_arrays& a_;
@@ -596,6 +629,11 @@ class resident_job {
   job_context& ctx_;
   unsigned kb_, vb_;
   std::vector<part> parts_;
+  std::uint64_t most_{};  ///< elements of the largest share
+  /// The output ranks the ranges start at, GPU by GPU, then n.
+  std::vector<std::uint64_t> bounds_;
+  /// cuts_[i][q][b]: where bound b falls in GPU i's run q.
+  std::vector<std::vector<std::vector<std::uint64_t>>> cuts_;
 };
 
 void enable_peer_access(const std::vector<cuda_device*>& gpus)
@@ -629,7 +667,7 @@ std::vector<cuda_device*> resident_gpus(std::uint64_t n, const element_layout& l
   const std::vector<cuda_device*> use(gpus.begin(), gpus.begin() + static_cast<std::ptrdiff_t>(g));
   const std::uint64_t share = (n + g - 1) / g;
   for (const cuda_device* d : use)
-    if (share > d->resident_capacity(layout)) return {};
+    if (!d->resident_fits(layout, share, g)) return {};
   return use;
 }
 

@@ -816,6 +816,42 @@ TEST_F(gpu_test, TheGpuHoldsNoMoreThanItsBudget)
   }
 }
 
+TEST_F(gpu_test, AJobOfFiveSixthsOfTheBudgetSortsInOneRoundTripWithinIt)
+{
+  // Issue 40: the resident sort holds its share and one piece-sized work array (1.125 times
+  // the data at eight pieces), where it held the share twice: a job of 5/6 of the budget runs
+  // in one round trip now, and the GPU holds no more than the budget.
+  const std::uint64_t n = (std::uint64_t{1} << 27) + 17;  // eight pieces, 32 ranges
+  std::vector<double> keys(n), original(n);
+  std::vector<std::uint32_t> values(n);
+  generate(std::span<double>{original}, distribution::nanmix, 73);
+  generate_values(value_array{values.data(), n, 4}, 74);
+  for (const bool pairs : {false, true}) {
+    const key_array k{keys.data(), n, dtype::f64};
+    const value_array v{values.data(), n, 4};
+    const sort_job job = pairs ? sort_job{.keys = k, .values = v} : sort_job{.keys = k};
+    const std::uint64_t bytes = n * (pairs ? 12 : 8);
+    config cfg;
+    cfg.devices = device_selection::listed;
+    cfg.gpu_ids = {0};
+    cfg.device_memory_budget = bytes * 6 / 5;
+    SCOPED_TRACE(pairs ? "pairs" : "keys");
+    keys = original;
+    const fingerprint before = fingerprint_of(k, pairs ? std::optional{v} : std::nullopt);
+    const std::uint64_t free_before = free_device_bytes();
+    engine measured{cfg};
+    EXPECT_EQ(measured.plan(job).path, "resident");
+    const sort_report r = measured.sort(job);
+    const std::uint64_t free_after = free_device_bytes();
+    EXPECT_EQ(r.rounds, 1);
+    const std::uint64_t held = free_before > free_after ? free_before - free_after : 0;
+    EXPECT_LE(held, *cfg.device_memory_budget) << "held " << held << " bytes";
+    EXPECT_GE(held, bytes) << "held " << held << " bytes";
+    EXPECT_TRUE(
+        verify(k, pairs ? std::optional{v} : std::nullopt, order::ascending, before).ok);
+  }
+}
+
 TEST_F(gpu_test, TwoGpusShareTheChunks)
 {
   if (test::probed_gpus().gpus.size() < 2) GTEST_SKIP() << "needs two GPUs";

@@ -157,5 +157,88 @@ TEST(BufferSizes, TheSoaksMixReallocatesAFewTimesWhereExactSizesDidHundredsOfTim
   EXPECT_LE(grown, 10);
 }
 
+// ---- the resident sort's buffers (issue 40: the largest job that fits) ----
+
+TEST(ResidentTuning, PiecesAndRangesCutTheShareIntoAtMostSoManyOfAtLeastSoMany)
+{
+  const resident_tuning t;  // pieces of at least 2^24 elements, up to 8; ranges 2^22, up to 32
+  EXPECT_EQ(t.piece_elements(0), 0U);
+  EXPECT_EQ(t.piece_elements(1), 1U);
+  EXPECT_EQ(t.piece_elements((std::uint64_t{1} << 25) - 1), (std::uint64_t{1} << 25) - 1);
+  EXPECT_EQ(t.piece_elements(std::uint64_t{1} << 25), std::uint64_t{1} << 24);
+  EXPECT_EQ(t.piece_elements(std::uint64_t{1} << 30), std::uint64_t{1} << 27);  // 8 pieces
+  EXPECT_EQ(t.piece_elements(1000000007), 125000001U);  // 8 pieces, the last shorter
+  EXPECT_EQ(t.range_elements(std::uint64_t{1} << 30), std::uint64_t{1} << 25);  // 32 ranges
+  EXPECT_EQ(t.range_elements(std::uint64_t{3} << 22), std::uint64_t{1} << 22);
+  EXPECT_EQ(t.range_elements(5), 5U);  // one range
+  // The parts always cover the share, within the count allowed.
+  for (std::uint64_t share : {1ULL, 7ULL, 1000ULL, 16777217ULL, 33554431ULL, 123456789ULL,
+                              8770000000ULL}) {
+    for (const std::uint64_t part : {t.piece_elements(share), t.range_elements(share)}) {
+      EXPECT_GE(part, 1U) << share;
+      EXPECT_LE((share + part - 1) / part, std::max(t.max_pieces, t.max_ranges)) << share;
+    }
+    EXPECT_LE((share + t.piece_elements(share) - 1) / t.piece_elements(share), t.max_pieces);
+    EXPECT_LE((share + t.range_elements(share) - 1) / t.range_elements(share), t.max_ranges);
+  }
+  // A tuning of zeros still cuts (one part of at least one element).
+  const resident_tuning zero{.min_piece_elements = 0, .max_pieces = 0,
+                             .min_range_elements = 0, .max_ranges = 0};
+  EXPECT_EQ(zero.piece_elements(10), 10U);
+  EXPECT_EQ(zero.range_elements(10), 10U);
+}
+
+TEST(ResidentSizes, TheShareAndTheLargerOfAPieceAndTheRing)
+{
+  const resident_tuning t;
+  // 2^30 u64 keys: 8 GiB of runs, a work array of max(2^27, 3 * 2^25) keys = 1 GiB.
+  const std::uint64_t n = std::uint64_t{1} << 30;
+  const resident_sizes keys = resident_need(8, 0, n, 3 * MiB, t, 1);
+  EXPECT_EQ(keys.runs, (buffer_sizes{.keys = 8 * n, .values = 0, .scratch = 3 * MiB}));
+  EXPECT_EQ(keys.work, (buffer_sizes{.keys = n, .values = 0, .scratch = 0}));
+  EXPECT_EQ(keys.total(), 9 * n + 4 * MiB);
+  // 1.125 times the data beside the scratch: what lets the largest job hold 60% and more of a
+  // GPU's memory in keys (two arrays of the share had held under half).
+  const double per_key = static_cast<double>(keys.total() - 4 * MiB) / static_cast<double>(8 * n);
+  EXPECT_DOUBLE_EQ(per_key, 1.125);
+  // Pairs: values alike.
+  const resident_sizes pairs = resident_need(4, 8, n, 0, t, 1);
+  EXPECT_EQ(pairs.work, (buffer_sizes{.keys = n / 2, .values = n, .scratch = 0}));
+  // Fewer pieces than ranges fill the ring: a tuning of 2 pieces and 4 ranges holds 3/4 of
+  // the share in the ring.
+  const resident_tuning few{.min_piece_elements = 1, .max_pieces = 2, .min_range_elements = 1,
+                            .max_ranges = 4};
+  EXPECT_EQ(resident_need(8, 0, 1000, 0, few, 1).work.keys, 8U * 750);
+  // A share of one piece and one range: the alternate is the share (two arrays, as a small
+  // job always had); shared with other GPUs, its range merges in two buffers.
+  EXPECT_EQ(resident_need(8, 0, 1000, 0, t, 1).work.keys, 8U * 1000);
+  EXPECT_EQ(resident_need(8, 0, 1000, 0, t, 2).work.keys, 8U * 2000);
+  EXPECT_EQ(resident_ring_buffers(1000, t, 1), 1U);
+  EXPECT_EQ(resident_ring_buffers(1000, t, 2), 2U);
+  EXPECT_EQ(resident_ring_buffers(0, t, 1), 0U);
+  // One range of several pieces merges in two; several ranges take three.
+  EXPECT_EQ(resident_ring_buffers(1000, few, 1), 3U);
+  const resident_tuning one_range{.min_piece_elements = 1, .max_pieces = 4,
+                                  .min_range_elements = 1, .max_ranges = 1};
+  EXPECT_EQ(resident_ring_buffers(1000, one_range, 1), 2U);
+}
+
+TEST(ResidentSizes, GrowLikeTheRingsBuffers)
+{
+  const resident_tuning t;
+  const resident_sizes small = resident_need(8, 0, 1000, 4096, t, 1);
+  const resident_sizes big = resident_need(8, 8, 1 << 20, 4096, t, 1);
+  EXPECT_TRUE(big.covers(resident_need(8, 8, 1 << 19, 4096, t, 1)));
+  EXPECT_FALSE(small.covers(big));
+  const auto total = [](const resident_sizes& s) { return s.total(); };
+  // Ahead of need where the room allows: powers of two, at least 8 MiB each.
+  const resident_sizes ahead = grown_within(small, big, lots, total);
+  EXPECT_TRUE(ahead.covers(big));
+  EXPECT_EQ(ahead.runs.keys, 8 * MiB);
+  EXPECT_EQ(ahead.work.values, 8 * MiB);
+  // Exactly the need where nothing more fits.
+  EXPECT_EQ(grown_within(small, big, big.total(), total), big);
+}
+
 }  // namespace
 }  // namespace gpusort::detail
