@@ -3,7 +3,7 @@
 # piece-sized work array, ranges merged from every run into a ring carved from it). Its tests on
 # both GPUs (resident, argsort, two GPUs, the budget held, the fault sweep of its final stage),
 # gpusort plan --largest on the real GPUs, and the time model's check (gpu_bench --model) with
-# this build and with ba1bfc2's (the two-arrays resident sort) in one run.
+# this build (ba1bfc2's, the two-arrays resident sort, in a later call).
 C=/tmp/c; mkdir -p $C; tar xJf .gpucarry/bins.tar.xz -C $C
 FINAL=$OUT; OUT=/tmp/w; mkdir -p $OUT
 trap 'tar czf $FINAL/call1.tar.gz -C $OUT .' EXIT
@@ -30,7 +30,7 @@ for cfg in one two; do
   done
 done
 $C/gpusort plan --largest --dtype u64 --config $D/one.yaml > $OUT/largest-one.txt 2>&1
-for b in new old; do
+for b in new; do
   [ $(left) -lt 120 ] && { echo "no time for the $b model run"; continue; }
   bin=$C/gpu_bench; [ $b = old ] && bin=$C/old/gpu_bench
   s=$(date +%s%N)
