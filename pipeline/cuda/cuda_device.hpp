@@ -92,7 +92,7 @@ struct resident_buffers {
   /// The GPU's mapped words (gpu_pinned::words), word_count of them: the probes of the
   /// ranges' splits and each run's counts below them.
   cuda::pinned_buffer& words;
-  static constexpr std::size_t word_count = 8192;
+  static constexpr std::size_t word_count = 32768;
 };
 
 class cuda_device final : public device {

@@ -161,14 +161,14 @@ TEST(BufferSizes, TheSoaksMixReallocatesAFewTimesWhereExactSizesDidHundredsOfTim
 
 TEST(ResidentTuning, PiecesAndRangesCutTheShareIntoAtMostSoManyOfAtLeastSoMany)
 {
-  const resident_tuning t;  // pieces of at least 2^24 elements, up to 8; ranges 2^22, up to 32
+  const resident_tuning t;  // pieces of at least 2^24 elements, up to 16; ranges 2^22, up to 48
   EXPECT_EQ(t.piece_elements(0), 0U);
   EXPECT_EQ(t.piece_elements(1), 1U);
   EXPECT_EQ(t.piece_elements((std::uint64_t{1} << 25) - 1), (std::uint64_t{1} << 25) - 1);
   EXPECT_EQ(t.piece_elements(std::uint64_t{1} << 25), std::uint64_t{1} << 24);
-  EXPECT_EQ(t.piece_elements(std::uint64_t{1} << 30), std::uint64_t{1} << 27);  // 8 pieces
-  EXPECT_EQ(t.piece_elements(1000000007), 125000001U);  // 8 pieces, the last shorter
-  EXPECT_EQ(t.range_elements(std::uint64_t{1} << 30), std::uint64_t{1} << 25);  // 32 ranges
+  EXPECT_EQ(t.piece_elements(std::uint64_t{1} << 30), std::uint64_t{1} << 26);  // 16 pieces
+  EXPECT_EQ(t.piece_elements(1000000007), 62500001U);  // 16 pieces, the last shorter
+  EXPECT_EQ(t.range_elements(std::uint64_t{1} << 30), 22369622U);  // 48 ranges
   EXPECT_EQ(t.range_elements(std::uint64_t{3} << 22), std::uint64_t{1} << 22);
   EXPECT_EQ(t.range_elements(5), 5U);  // one range
   // The parts always cover the share, within the count allowed.
@@ -191,19 +191,22 @@ TEST(ResidentTuning, PiecesAndRangesCutTheShareIntoAtMostSoManyOfAtLeastSoMany)
 TEST(ResidentSizes, TheShareAndTheLargerOfAPieceAndTheRing)
 {
   const resident_tuning t;
-  // 2^30 u64 keys: 8 GiB of runs, a work array of max(2^27, 3 * 2^25) keys = 1 GiB.
+  // 2^30 u64 keys: 8 GiB of runs, a work array of max(2^26, 3 * 22369622) keys, 512 MiB and
+  // 16 bytes (whole pages: 514 MiB).
   const std::uint64_t n = std::uint64_t{1} << 30;
   const resident_sizes keys = resident_need(8, 0, n, 3 * MiB, t, 1);
   EXPECT_EQ(keys.runs, (buffer_sizes{.keys = 8 * n, .values = 0, .scratch = 3 * MiB}));
-  EXPECT_EQ(keys.work, (buffer_sizes{.keys = n, .values = 0, .scratch = 0}));
-  EXPECT_EQ(keys.total(), 9 * n + 4 * MiB);
-  // 1.125 times the data beside the scratch: what lets the largest job hold 60% and more of a
-  // GPU's memory in keys (two arrays of the share had held under half).
-  const double per_key = static_cast<double>(keys.total() - 4 * MiB) / static_cast<double>(8 * n);
-  EXPECT_DOUBLE_EQ(per_key, 1.125);
+  EXPECT_EQ(keys.work, (buffer_sizes{.keys = 8 * 67108866, .values = 0, .scratch = 0}));
+  EXPECT_EQ(keys.total(), 8 * n + 514 * MiB + 4 * MiB);
+  // 1.0625 times the data beside the scratch and a page: what lets the largest job hold 60%
+  // and more of a GPU's memory in keys (two arrays of the share had held under half).
+  const double per_key =
+      static_cast<double>(keys.total() - 6 * MiB) / static_cast<double>(8 * n);
+  EXPECT_DOUBLE_EQ(per_key, 1.0625);
   // Pairs: values alike.
   const resident_sizes pairs = resident_need(4, 8, n, 0, t, 1);
-  EXPECT_EQ(pairs.work, (buffer_sizes{.keys = n / 2, .values = n, .scratch = 0}));
+  EXPECT_EQ(pairs.work, (buffer_sizes{.keys = 4 * 67108866, .values = 8 * 67108866,
+                                      .scratch = 0}));
   // Fewer pieces than ranges fill the ring: a tuning of 2 pieces and 4 ranges holds 3/4 of
   // the share in the ring.
   const resident_tuning few{.min_piece_elements = 1, .max_pieces = 2, .min_range_elements = 1,
