@@ -374,9 +374,9 @@ class resident_job {
   /// The output ranges and where each starts in every run. Every GPU's output partition is its
   /// input share's ranks, cut into ranges a ring buffer holds; a range takes from each run
   /// (of every GPU) the part that the merged order of all runs puts there: for each bound k,
-  /// the smallest key value v with at least k keys at most v, found by bisection on the values
+  /// the smallest key value v with at least k keys at most v, found by a search on the values
   /// of all bounds at once (each step counts, on every GPU, each run's keys below and at most
-  /// the probes), then keys below v from every run and keys equal to v in run order (GPU by
+  /// the candidates), then keys below v from every run and keys equal to v in run order (GPU by
   /// GPU, piece by piece: the input's order, so that equal keys keep it) until k are taken.
   void cut_ranges()
   {

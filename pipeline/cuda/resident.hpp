@@ -22,12 +22,12 @@ std::vector<cuda_device*> resident_gpus(std::uint64_t n, const element_layout& l
 /// pieces as they arrive (the copy-in of piece k+1 overlaps the sort of piece k), each piece a
 /// sorted run where it arrived, with one piece-sized work array as the sort's alternate. The
 /// output is then cut into ranges: each GPU's output partition holds its input share's ranks,
-/// in ranges of at most a ring buffer; exact splits by rank (a bisection over key values, every
-/// run's keys counted on its GPU) say which part of every run, on every GPU, each range takes.
+/// in ranges of at most a ring buffer; exact splits by rank (a search over key values, every
+/// run's keys counted on its GPU, 15 candidates a bound at a time) say which part of every run, on every GPU, each range takes.
 /// Each GPU merges its ranges one after another into a ring of three range buffers carved from
 /// the work array (parts on other GPUs come over peer to peer first, NVLink where present;
 /// pairwise merges, level by level, stable), and copies each out while the next one merges, so
-/// that the time approaches N / B_h2d + N / B_d2h and a GPU holds about 1.125 times its share
+/// that the time approaches N / B_h2d + N / B_d2h and a GPU holds about 1.0625 times its share
 /// (core/plan/tuning.hpp resident_tuning). Each GPU stores from a thread of its own, so that
 /// staged copy-outs (files, pageable arrays) run side by side. The output is written only after
 /// every input element is on a GPU, so an in-place job fails or is cancelled with its input
