@@ -1,15 +1,17 @@
 #!/bin/bash
-# Two-H200 host, session 12, call 5: measurements for what comes next.
+# One-H200 host (16 cores, 125 GiB), session 12, call 1 (the two-H200 kind was not lent):
+# measurements for what comes next.
 # Issue 44: the sample sort (an MSD sort whose buckets sort in shared memory) against CUB's
 # radix sort at the small budgets' chunk sizes (65K to 4M keys; sample_bench), and the engine at
 # 1/256 of 8 GiB with either in-core sort (gpu_bench --chunks --incore sample|radix).
-# Issue 40: why the largest file's copy in read at 19.9 GB/s where 16 GiB's second run read at
+# Issue 40: why the largest file's copy in read at 19.9 GB/s (two-H200 host, h200x2-20261130-s12
+# call 3) where 16 GiB's second run read at
 # 31.6: the shmem huge pages (/proc/meminfo) after gen and after each in-place sort.
 C=/tmp/c; mkdir -p $C; tar xJf .gpucarry/bins.tar.xz -C $C
 FINAL=$OUT; OUT=/tmp/w; mkdir -p $OUT
-trap 'tar czf $FINAL/call5.tar.gz -C $OUT .' EXIT
+trap 'tar czf $FINAL/call1.tar.gz -C $OUT .' EXIT
 echo "commit $(cat $C/COMMIT)"
-T0=$(date +%s); left() { echo $(( 330 - ($(date +%s) - T0) )); }
+T0=$(date +%s); left() { echo $(( 280 - ($(date +%s) - T0) )); }
 ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 s=$(date +%s%N)
 CUDA_VISIBLE_DEVICES=0 timeout 90 $C/sample_bench --sizes 65536,262144,674000,1048576,4194304 --reps 5 \
@@ -24,7 +26,10 @@ for e in radix sample; do
 done
 shm() { grep -E "^(Shmem|ShmemHugePages|ShmemPmdMapped|FilePmdMapped|MemFree|AnonHugePages):" /proc/meminfo | tr -s ' ' | tr '\n' ';'; echo; }
 D=/dev/shm/g40; mkdir -p $D; printf 'devices: [0]\n' > $D/one.yaml
-for job in 16G:2147483648 big:12884901888; do
+avail=$(( $(df --output=avail -B1 /dev/shm | tail -1) / 8 * 3 / 4 ))
+big=$(( avail < 12884901888 ? avail : 12884901888 ))
+df -h /dev/shm | tail -1; free -g | head -2
+for job in 16G:2147483648 big:$big; do
   name=${job%%:*}; count=${job#*:}
   [ $(left) -lt 60 ] && { echo "no time for $name"; break; }
   s=$(date +%s%N); $C/gpusort gen --dtype u64 --dist uniform --count $count --seed 12 --out $D/$name.bin > /dev/null
