@@ -388,7 +388,8 @@ class resident_job {
                       "the ring of ranges must fit the work array");
       p.first_bound = bounds_.size();
       p.ranges = p.count == 0 ? 0 : (p.count + p.range_elements - 1) / p.range_elements;
-      for (std::size_t r = 0; r < p.ranges; ++r) bounds_.push_back(p.first + p.count * r / p.ranges);
+      for (std::size_t r = 0; r < p.ranges; ++r)
+        bounds_.push_back(p.first + p.count * r / p.ranges);
       const cuda::set_device_guard guard{p.dev->id()};
       p.merged.clear();
       p.merged.resize(p.ranges);

@@ -23,7 +23,8 @@ std::vector<cuda_device*> resident_gpus(std::uint64_t n, const element_layout& l
 /// sorted run where it arrived, with one piece-sized work array as the sort's alternate. The
 /// output is then cut into ranges: each GPU's output partition holds its input share's ranks,
 /// in ranges of at most a ring buffer; exact splits by rank (a search over key values, every
-/// run's keys counted on its GPU, 15 candidates a bound at a time) say which part of every run, on every GPU, each range takes.
+/// run's keys counted on its GPU, 15 candidates a bound at a time) say which part of every run,
+/// on every GPU, each range takes.
 /// Each GPU merges its ranges one after another into a ring of three range buffers carved from
 /// the work array (parts on other GPUs come over peer to peer first, NVLink where present;
 /// pairwise merges, level by level, stable), and copies each out while the next one merges, so
