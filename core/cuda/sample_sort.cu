@@ -444,6 +444,15 @@ std::size_t sample_sort_scratch_bytes(std::uint64_t n, unsigned key_bytes, unsig
   });
 }
 
+std::size_t sample_sort_scratch_bytes_here(std::uint64_t n, unsigned key_bytes,
+                                           unsigned value_bytes)
+{
+  return visit_widths(key_bytes, value_bytes, [&]<typename K, typename V>() {
+    return setup_of_current_device<K, V>().first ? make_layout<ss::policy_sm90<K, V>, K>(n).total
+                                                 : make_layout<ss::policy_sm80<K, V>, K>(n).total;
+  });
+}
+
 namespace detail {
 
 sample_sort_shape sample_sort_shape_of(std::uint64_t n, unsigned key_bytes, unsigned value_bytes,

@@ -30,6 +30,14 @@ inline constexpr std::uint64_t default_sample_seed = 0x5eed'0f'5a3b1e5ULL;
 /// scratch).
 std::size_t sample_sort_scratch_bytes(std::uint64_t n, unsigned key_bytes, unsigned value_bytes);
 
+/// As sample_sort_scratch_bytes, for the current device alone: the layout of the policy that
+/// sample_sort runs there (the binary the runtime picked for it), not the largest of every
+/// policy built. On an H200 the sm_80 layout (buckets of 4 Ki keys, four times the segments and
+/// their splitters) is the larger: about 5.5 MB for 786K u64 keys against 2.9 MB, estimated from
+/// the layout, which decides whether a 32 MiB budget holds chunks of 6 MiB (issue 44).
+std::size_t sample_sort_scratch_bytes_here(std::uint64_t n, unsigned key_bytes,
+                                           unsigned value_bytes);
+
 /// Sorts n ordered-bits keys (unsigned, 4 or 8 bytes) ascending, values (0, 4 or 8 bytes) along,
 /// over double buffers; returns true when the result is in the _alt buffers. Never allocates.
 /// Both buffers of a pair are overwritten. Not stable; deterministic for a given seed.

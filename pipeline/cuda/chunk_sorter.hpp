@@ -5,6 +5,7 @@
 
 #include "core/cuda/chunk_ops.cuh"
 #include "core/cuda/sample_sort.cuh"
+#include "core/switches.hpp"
 
 #include <gpusort/config.hpp>
 
@@ -27,11 +28,16 @@ class chunk_sorter {
   [[nodiscard]] bool sample() const noexcept { return sample_; }
   [[nodiscard]] const char* name() const noexcept { return sample_ ? "sample" : "radix"; }
 
+  /// Scratch for sorting n elements on the current device. GPUSORT_SAMPLE_SCRATCH_HERE=1 sizes
+  /// the sample sort's for the policy the device runs (sample_sort_scratch_bytes_here) instead
+  /// of the largest of every policy built: an A/B not yet run on a GPU (issue 44).
   [[nodiscard]] std::size_t scratch_bytes(std::uint64_t n, unsigned key_bytes,
                                           unsigned value_bytes) const
   {
-    return sample_ ? cuda::sample_sort_scratch_bytes(n, key_bytes, value_bytes)
-                   : cuda::radix_sort_scratch_bytes(n, key_bytes, value_bytes);
+    if (!sample_) return cuda::radix_sort_scratch_bytes(n, key_bytes, value_bytes);
+    static const bool here = switch_flag("GPUSORT_SAMPLE_SCRATCH_HERE", false);
+    return here ? cuda::sample_sort_scratch_bytes_here(n, key_bytes, value_bytes)
+                : cuda::sample_sort_scratch_bytes(n, key_bytes, value_bytes);
   }
 
   /// Sorts n ordered bits ascending over double buffers; true when the result is in the _alt
