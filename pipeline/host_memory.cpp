@@ -46,8 +46,8 @@ host_buffer::host_buffer(std::size_t bytes) : bytes_{bytes}
   // advice wins the runs that follow (0.83-2.11 s against 1.30-2.11 s;
   // h200x2-20261130-s11/notes.md): the host backing reported memory again costs, not the THP.
   constexpr std::size_t huge_page = std::size_t{2} << 20;
-  if (bytes >= huge_page && switch_flag("GPUSORT_HOST_HUGE", true))
-    (void)::madvise(p, bytes, MADV_HUGEPAGE);
+  static const bool advise = switch_flag("GPUSORT_HOST_HUGE", true);
+  if (bytes >= huge_page && advise) (void)::madvise(p, bytes, MADV_HUGEPAGE);
 }
 
 void host_buffer::populate() { populate_pages(data_, bytes_, page_contents::fresh); }

@@ -215,9 +215,9 @@ model_prediction gpu_resident(const machine_model& m, const model_job& j)
                        static_cast<double>(j.element_bytes());
   const double runs = std::ceil(share / std::max(piece, 1.0)) * k;
   p.phases.push_back({"sort", sort_seconds(m, piece)});
-  // The ranges' cuts (a bisection over every run), then each range merged from every run's part
-  // of it (pulled from the other GPUs first) while the range before copies out: the copy-out,
-  // or where slower the merges and pulls, and the first range's merges before it.
+  // The ranges' cuts (a search over every run's keys), then each range merged from every run's
+  // part of it (pulled from the other GPUs first) while the range before copies out: the
+  // copy-out, or where slower the merges and pulls, and the first range's merges before it.
   const double levels = std::ceil(std::log2(std::max(runs, 1.0)));
   const double range = static_cast<double>(tuning.range_elements(share_elements)) *
                        static_cast<double>(j.element_bytes());

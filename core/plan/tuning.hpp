@@ -1,6 +1,7 @@
 // Tunables of the DSPS planner, in one place.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 namespace gpusort::detail {
@@ -60,10 +61,8 @@ struct resident_tuning {
   static constexpr std::uint64_t share_cut(std::uint64_t share, std::uint64_t least,
                                            std::uint64_t most) noexcept
   {
-    const std::uint64_t floor_least = least == 0 ? 1 : least;
-    std::uint64_t parts = share / floor_least;
-    if (parts < 1) parts = 1;
-    if (parts > most) parts = most < 1 ? 1 : most;
+    const std::uint64_t parts = std::clamp<std::uint64_t>(
+        share / std::max<std::uint64_t>(least, 1), 1, std::max<std::uint64_t>(most, 1));
     return (share + parts - 1) / parts;
   }
 };
