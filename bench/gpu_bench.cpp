@@ -619,7 +619,7 @@ double host_copy_gbps()
 /// registered memory, fitting and at budget 1/8, on 1 and 2 GPUs, each the median of --repeat
 /// runs after a warm-up against engine::plan's prediction from the rates measured in this run
 /// (GPU 0's registered links, the host's copy rate); "multi.model_*" targets within 10%, and
-/// the predictions for 4 and 8 GPUs of the same rates.
+/// the predictions for 4 and 8 GPUs of the same rates; then one profiled run of each job.
 void run_model(const options& o, int gpus, const bandwidth& link, std::vector<target>& targets,
                std::ostringstream& raw)
 {
@@ -670,10 +670,16 @@ void run_model(const options& o, int gpus, const bandwidth& link, std::vector<ta
                     static_cast<unsigned long long>(r.chunks), p.seconds, p.path.c_str(),
                     static_cast<unsigned long long>(p.chunks), ratio);
         print_plan(p);
+        // A last, profiled, run says where the measured time went against the phases.
+        gpusort::generate(view, gpusort::distribution::uniform, 2);
+        const gpusort::sort_report profiled = e.sort(view, {.profile = true});
+        std::printf("  profiled run: %.3f s\n", profiled.seconds);
+        gpusort::bench::print_profile(profiled);
         raw << "{\"model\": \"" << what << "\", \"size\": \"" << tag
             << "\", \"gpus\": " << k << ", \"measured_s\": " << t
             << ", \"predicted_s\": " << p.seconds << ", \"chunks\": " << r.chunks
-            << ", \"planned_chunks\": " << p.chunks << "},";
+            << ", \"planned_chunks\": " << p.chunks << ", \"profile\": " << profile_json(profiled)
+            << "},";
         // Within 10% either way: the ratio's distance from 1, plus 1, at most 1.10.
         targets.push_back({"multi.model_" + std::string{what} + "." + tag + "." +
                                std::to_string(k) + "gpu",

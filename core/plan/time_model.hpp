@@ -38,12 +38,14 @@ struct model_tuning {
   /// A GPU below this share is not worth its own (resident.hpp min_resident_share_bytes).
   static constexpr double min_resident_share_bytes = 64.0 * 1024 * 1024;
   /// A fit: the share of the links' (or the host's) rate a round's copies get chunk after
-  /// chunk. One H200 at 1/8 moved each round at 43.6 GB/s each way against 50.3 measured with
-  /// both directions busy alone; the out-of-core jobs of three runs on the two-H200 host
-  /// (h200x2-20261129-s7 calls 1 and 3, h200-20261129-chunks call 4) took 0.87-0.95 of the
-  /// time predicted without it. What takes the rest is not measured apart: the slots' hand-offs
-  /// between the streams, the sort's own traffic in device memory beside the copies.
-  static constexpr double ring_link_efficiency = 0.92;
+  /// chunk. 0.92 was fitted to the engine of 11-29 (h200x2-20261129-s7 calls 1 and 3,
+  /// h200-20261129-chunks call 4: 0.87-0.95 of the time predicted without it); the engine of
+  /// 11-30 moves its rounds faster (the resident sort's buffers aside, the ring is the same,
+  /// the host fed it faster), and with 0.92 the model over-predicted its out-of-core jobs by
+  /// 1.02-1.14x in the four `gpu_bench --model` runs of h200x2-20261130-s12 (mean 1.05);
+  /// 0.96 puts every one of them within 0.92-1.10. What takes the rest is not measured apart:
+  /// the slots' hand-offs between the streams, the sort's own traffic beside the copies.
+  static constexpr double ring_link_efficiency = 0.96;
 };
 
 struct model_prediction {

@@ -199,12 +199,13 @@ class resident_job {
     for (part& p : parts_) p.dev->profile_made_buffers(ctx_, 1);
     bool storing = false;
     try {
+      origin_ = ctx_.elapsed();
       for (part& p : parts_) {
         const cuda::set_device_guard guard{p.dev->id()};
         p.tl.origin(p.buf->h2d.value(), ctx_);
       }
       load_and_sort_pieces();
-      cut_ranges();
+      timed_cut();
       ctx_.check();  // the last point at which an in-place input is untouched
       storing = true;  // a cancel from here on comes too late: the job finishes
       store(true);
@@ -369,6 +370,35 @@ class resident_job {
     void* d = nullptr;
     GPUSORT_CUDA_TRY(cudaHostGetDevicePointer(&d, p.buf->words.data(), 0));
     return static_cast<std::uint64_t*>(d);
+  }
+
+  /// cut_ranges, and with a profile its host stage "ranges cut" from the moment every piece
+  /// is sorted (the GPUs' compute streams drained first, which the cut's first count waits
+  /// for anyway) to its end: between the last copy-in and the first copy-out of a fitting job
+  /// lie that sort, the cut and the first range's merge (issue 40), and only the GPU stages
+  /// were timed.
+  void timed_cut()
+  {
+    if (!ctx_.profiling()) {
+      cut_ranges();
+      return;
+    }
+    for (part& p : parts_) {
+      const cuda::set_device_guard guard{p.dev->id()};
+      GPUSORT_CUDA_TRY(cudaStreamSynchronize(p.buf->compute.value()));
+    }
+    const double from = ctx_.elapsed();
+    cut_ranges();
+    const double to = ctx_.elapsed();
+    ctx_.add_profile(stage_profile{.device = "host",
+                                   .round = 1,
+                                   .stage = "ranges cut",
+                                   .chunks = bounds_.size() - 1,
+                                   .bytes = 0,
+                                   .busy_seconds = to - from,
+                                   .first_start = from - origin_,
+                                   .last_end = to - origin_,
+                                   .round_start = origin_});
   }
 
   /// The output ranges and where each starts in every run. Every GPU's output partition is its
@@ -644,6 +674,7 @@ class resident_job {
   unsigned kb_, vb_;
   std::vector<part> parts_;
   std::uint64_t most_{};  ///< elements of the largest share
+  double origin_{};       ///< the job's clock when the GPUs' timelines began (profiles)
   /// The output ranks the ranges start at, GPU by GPU, then n.
   std::vector<std::uint64_t> bounds_;
   /// cuts_[i][q][b]: where bound b falls in GPU i's run q.
