@@ -580,14 +580,22 @@ fast_route engine::impl::route(std::uint64_t n, const detail::element_layout& la
   // took 2643 chunks with it and 1594 with the radix sort, which then sorted in 0.81-0.84 s
   // against 0.97 s (every key type, stable or not, one H200); at 1/8, 41 chunks against 34, the
   // sample sort was the faster (0.377 against 0.40-0.42 s; h200x2-20261130-s9). Per chunk the
-  // two cost about the same at these sizes, so the plan with far fewer chunks wins.
+  // two cost about the same at these sizes, so the plan with far fewer chunks wins. (Its
+  // scratch sized for the GPU's own policy since, both plan 1594 chunks there.)
   detail::element_layout radix = layout;
   radix.radix_chunks = true;
+  // Float keys go to the radix sort out of core whatever their chunks: their ordered bits, all
+  // but a few exponents alike, cost the sample sort more than integers do. 8 GiB of f64 on one
+  // H200 in one run (h200x2-20261130-s13/call2): 0.599 against 0.652 s at 32 MiB (round 1's
+  // sorts busy 0.232 against 0.278 s), 1.193 against 1.351 s at the smallest budget, 0.371
+  // against 0.386 s at 1/8; u64 keys took 0.577 against 0.619 s at 32 MiB with the sample sort.
+  const bool floats = is_float(layout.type);
   try {
     fast_route alt = route_of(
         n, radix, [&] { return detail::common_capacity(devs, radix); }, max_chunk_of(radix),
         devs.size(), [] { return std::uint32_t{0}; }, false);
-    if (alt.path != detail::model_path::two_rounds || 2 * r.plan.d < 3 * alt.plan.d) return r;
+    if (alt.path != detail::model_path::two_rounds || (!floats && 2 * r.plan.d < 3 * alt.plan.d))
+      return r;
     alt.radix_chunks = true;
     return alt;
   } catch (const config_error&) {

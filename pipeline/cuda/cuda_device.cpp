@@ -1080,6 +1080,10 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
   }
   profile_made_buffers(ctx, ctx.round());
   kept->sorter = with;
+  // Which sort takes the chunks is the engine's choice per job (engine.cpp, route): said here,
+  // where a test or an operator can see it.
+  log(log_level::debug, "{}: round {} sorts {} chunks with the {} sort", name(), ctx.round(),
+      queue.size(), with.name());
   round_state& state = *kept;
   state.layout = layout;
   state.profiling = ctx.profiling();
