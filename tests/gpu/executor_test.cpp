@@ -3,6 +3,7 @@
 // past 2^32 elements. Checked by the order-plus-fingerprint verifier; skipped without a GPU.
 #include "gpu_test_support.hpp"
 #include "resident_gpus.hpp"
+#include "tests/support/captured_log.hpp"
 #include "tests/support/rows_reference.hpp"
 #include "tests/support/stable_reference.hpp"
 
@@ -17,7 +18,6 @@
 #include "pipeline/file_window.hpp"
 
 #include <gpusort/gpusort.hpp>
-#include <gpusort/log.hpp>
 #include <gpusort/rows.hpp>
 
 #include <gtest/gtest.h>
@@ -776,33 +776,6 @@ TEST_F(gpu_test, AtASmallBudgetTheChunksGoToTheSortWithFarFewerOfThem)
   }
 }
 
-/// The library's messages at debug level while it lives, kept (the sorter each round took).
-class captured_log {
- public:
-  captured_log() : level_{get_log_level()}
-  {
-    set_log_level(log_level::debug);
-    set_log_sink([this](log_level, std::string_view message) { lines_.emplace_back(message); });
-  }
-  ~captured_log()
-  {
-    set_log_sink({});
-    set_log_level(level_);
-  }
-  captured_log(const captured_log&) = delete;
-  captured_log& operator=(const captured_log&) = delete;
-  [[nodiscard]] std::size_t count(std::string_view part) const
-  {
-    return static_cast<std::size_t>(std::count_if(lines_.begin(), lines_.end(), [&](const auto& l) {
-      return l.find(part) != std::string::npos;
-    }));
-  }
-
- private:
-  log_level level_;
-  std::vector<std::string> lines_;
-};
-
 TEST_F(gpu_test, OutOfCoreFloatKeysTakeTheRadixSortAndIntegersTheFasterOne)
 {
   // Issue 44 (h200x2-20261130-s13/call2): out of core, f64 keys sorted faster with the radix
@@ -823,7 +796,7 @@ TEST_F(gpu_test, OutOfCoreFloatKeysTakeTheRadixSortAndIntegersTheFasterOne)
         std::max(engine{cfg}.plan(sort_job{.keys = k}).smallest_budget, n * sizeof(K) / 64);
     const job_plan planned = engine{cfg}.plan(sort_job{.keys = k});
     EXPECT_EQ(planned.path, "two rounds");
-    captured_log log;
+    const test::captured_log log{log_level::debug};
     const sort_report r = engine{cfg}.sort(sort_job{.keys = k});
     EXPECT_EQ(r.chunks, planned.chunks);
     EXPECT_TRUE(verify(k, std::nullopt, order::ascending, before).ok);

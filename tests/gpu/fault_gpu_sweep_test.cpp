@@ -13,6 +13,7 @@
 #include "pipeline/host_memory.hpp"
 #include "tests/gpu/gpu_test_support.hpp"
 #include "tests/gpu/resident_gpus.hpp"
+#include "tests/support/captured_log.hpp"
 #include "tests/support/engine_sweep.hpp"
 
 #include <cstdlib>
@@ -184,33 +185,11 @@ class resident_pairs_job {
   std::vector<std::pair<std::int64_t, std::uint64_t>> original_;
 };
 
-/// Keeps the library's warnings for the test's scope (the sweep makes hundreds).
-class captured_warnings {
- public:
-  captured_warnings()
-  {
-    set_log_sink([this](log_level, std::string_view message) { lines_.emplace_back(message); });
-  }
-  ~captured_warnings() { set_log_sink({}); }
-  captured_warnings(const captured_warnings&) = delete;
-  captured_warnings& operator=(const captured_warnings&) = delete;
-
-  [[nodiscard]] std::size_t count(std::string_view part) const
-  {
-    return static_cast<std::size_t>(std::count_if(lines_.begin(), lines_.end(),
-        [&](const std::string& l) { return l.find(part) != std::string::npos; }));
-  }
-  void clear() { lines_.clear(); }
-
- private:
-  std::vector<std::string> lines_;
-};
-
 class GpuResidentFault : public test::gpu_test {};
 
 TEST_F(GpuResidentFault, AnInPlaceJobKeepsItsPairsAndAFailedCopyOutIsDoneAgain)
 {
-  captured_warnings warnings;
+  test::captured_log warnings;  // the sweep makes hundreds
   for (const std::size_t count : {std::size_t{1}, std::size_t{2}}) {
     if (test::probed_gpus().gpus.size() < count) continue;
     const auto owned = test::small_piece_gpus(count);
