@@ -86,6 +86,9 @@ struct slot {
   encode_target::outcome outcome{};
   bool encoded{};
   std::uint64_t index_bytes{};
+  /// The chunk's keys came in through the gather kernel (round 2's short slices), whose next
+  /// launch runs beside this chunk's sort.
+  bool gathered{};
   const chunk_task* task{};
 };
 
@@ -204,6 +207,20 @@ cuda::gather_tuning gather_tuning_from_environment() noexcept
     tuning.max_blocks = tuning.max_warp_blocks = static_cast<std::uint32_t>(*blocks);
   if (!switch_flag("GPUSORT_GATHER_WARPS", true)) tuning.warp_slice_elements = 0;
   return tuning;
+}
+
+/// SMs the sample sort leaves out of its persistent grids when the chunk it sorts was gathered
+/// by a kernel (round 2): the gather of the next chunk runs beside the sort on up to
+/// gather_tuning's 32 blocks, and an SM that holds one cannot take a block of the large bucket
+/// sort of u64 keys (64 registers a thread, 1024 threads: the SM's whole register file), whose
+/// grid, sized for an idle GPU, then waits for a second wave (a hypothesis: round 2's sort took
+/// 0.314 s beside the gather where round 1's took 0.167, h200x2-20261130-s13/call2).
+/// GPUSORT_SORT_SPARE_SMS=N sets it for the A/B; 0 (the default) keeps the whole GPU.
+unsigned sort_spare_sms_from_environment() noexcept
+{
+  static const unsigned spare =
+      static_cast<unsigned>(switch_count("GPUSORT_SORT_SPARE_SMS", 0, 1024).value_or(0));
+  return spare;
 }
 
 /// Everything one round needs on one GPU. A device keeps it from round to round and job to job
@@ -359,7 +376,7 @@ struct round_state {
   /// copy engine (staged when the source is not pinned), or in one gather kernel over mapped
   /// memory for short slices. A task that reads two parts (chunk_task::from_alt) takes the copy
   /// engines: its slices are a block or more each.
-  void load_array(const chunk_task& t, bool values, std::uint64_t element_bytes, char* d_out,
+  bool load_array(const chunk_task& t, bool values, std::uint64_t element_bytes, char* d_out,
                   cuda::pinned_buffer& table_host, void* d_table)
   {
     const void* src = values ? t.src_values : t.src_keys;
@@ -372,7 +389,7 @@ struct round_state {
                                               (gather == gather_mode::automatic && short_slices));
     if (kernel) {
       gather_mapped(t.slices, mapped, element_bytes, d_out, table_host, d_table);
-      return;
+      return true;
     }
     // Packed on the host where the kernel would gather (short slices of memory: pack_in reads
     // no file window); long ones cross whole.
@@ -380,7 +397,7 @@ struct round_state {
         gather == gather_mode::host && short_slices && !find_file_window(src).has_value();
     if (t.slices.size() > 1 && mapped != nullptr && !packed &&
         batch_copies(t, values, element_bytes, d_out))
-      return;
+      return false;
     const bool pinned =
         is_pinned(src) && (!two_parts || is_pinned(values ? t.alt_src_values : t.alt_src_keys));
     // A pageable round-1 buffer (or GPUSORT_GATHER=host): packed pieces.
@@ -394,7 +411,7 @@ struct round_state {
         in_staging.pack_in(d_out, gather_runs, h2d.value());
       else
         in_staging.gather_in(d_out, gather_runs, h2d.value());
-      return;
+      return false;
     }
     std::uint64_t at = 0;
     for (std::size_t i = 0; i < t.slices.size(); ++i) {
@@ -402,6 +419,7 @@ struct round_state {
                      t.slices[i].length * element_bytes, h2d.value(), in_staging);
       at += t.slices[i].length;
     }
+    return false;
   }
 
   /// All slices of pinned memory in one cudaMemcpyBatchAsync: a round-2 task has d^2 slices,
@@ -603,8 +621,9 @@ struct round_state {
     const bool decode =
         std::any_of(t.encoded.begin(), t.encoded.end(),
                     [](const codec::encoded_slice& e) { return e.index != nullptr; });
+    s.gathered = false;
     if (!decode) {
-      load_array(t, false, kb, s.keys.data<char>(), s.key_table_host, s.d_key_table);
+      s.gathered = load_array(t, false, kb, s.keys.data<char>(), s.key_table_host, s.d_key_table);
       in_bytes += t.count * kb;
     } else {
       GPUSORT_EXPECTS(t.encoded.size() == t.slices.size(), "one encoded entry per slice");
@@ -615,7 +634,9 @@ struct round_state {
       in_bytes += *read;
     }
     if (vb > 0)
-      load_array(t, true, vb, s.values.data<char>(), s.value_table_host, s.d_value_table);
+      s.gathered = load_array(t, true, vb, s.values.data<char>(), s.value_table_host,
+                              s.d_value_table) ||
+                   s.gathered;
     end(s, gpu_stage::copy_in, st, in_bytes);
     s.loaded.record(st);
   }
@@ -679,8 +700,9 @@ struct round_state {
     begin(s, gpu_stage::sort, st);
     const unsigned kb = layout.key_bytes, vb = layout.value_bytes;
     if (!t.src_ordered) cuda::to_ordered(s.keys.data(), t.count, layout.keys(), st);
+    const unsigned spare = s.gathered ? sort_spare_sms_from_environment() : 0;
     if (sorter.sort(s.keys.data(), alt_keys.data(), s.values.data(), alt_values.data(), t.count,
-                    kb, vb, scratch.data(), sizes.scratch, st, t.key_bits)) {
+                    kb, vb, scratch.data(), sizes.scratch, st, t.key_bits, spare)) {
       std::swap(s.keys, alt_keys);
       std::swap(s.values, alt_values);
     }
