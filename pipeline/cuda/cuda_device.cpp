@@ -198,13 +198,17 @@ gather_mode gather_mode_from_environment() noexcept
 }
 
 /// The gather kernels' tuning, for measuring one choice against another: GPUSORT_GATHER_BLOCKS
-/// replaces both grid caps (the blocks that walk a table of short slices beside the sort), and
-/// GPUSORT_GATHER_WARPS=0 sends short slices to the block-a-slice kernel as before.
+/// replaces both grid caps (the blocks that walk a table of short slices beside the sort),
+/// GPUSORT_GATHER_THREADS the threads a block (32 to 1024; 8 blocks of 1024 keep as many loads
+/// in flight as 32 of 256 on a quarter of the SMs, which a sort beside them then has whole),
+/// and GPUSORT_GATHER_WARPS=0 sends short slices to the block-a-slice kernel as before.
 cuda::gather_tuning gather_tuning_from_environment() noexcept
 {
   cuda::gather_tuning tuning;
   if (const std::optional<std::uint64_t> blocks = switch_count("GPUSORT_GATHER_BLOCKS", 1, 65535))
     tuning.max_blocks = tuning.max_warp_blocks = static_cast<std::uint32_t>(*blocks);
+  if (const std::optional<std::uint64_t> threads = switch_count("GPUSORT_GATHER_THREADS", 32, 1024))
+    tuning.threads_per_block = static_cast<std::uint32_t>(*threads);
   if (!switch_flag("GPUSORT_GATHER_WARPS", true)) tuning.warp_slice_elements = 0;
   return tuning;
 }
