@@ -222,9 +222,7 @@ cuda::gather_tuning gather_tuning_from_environment() noexcept
 /// GPUSORT_SORT_SPARE_SMS=N sets it for the A/B; 0 (the default) keeps the whole GPU.
 unsigned sort_spare_sms_from_environment() noexcept
 {
-  static const unsigned spare =
-      static_cast<unsigned>(switch_count("GPUSORT_SORT_SPARE_SMS", 0, 1024).value_or(0));
-  return spare;
+  return static_cast<unsigned>(switch_count("GPUSORT_SORT_SPARE_SMS", 0, 1024).value_or(0));
 }
 
 /// Everything one round needs on one GPU. A device keeps it from round to round and job to job
@@ -262,6 +260,7 @@ struct round_state {
   bool profiling{};
   gather_mode gather{gather_mode::automatic};
   cuda::gather_tuning gather_tuning;
+  unsigned sort_spare_sms{};  ///< for sorts of chunks the gather kernel brought in
   std::uint64_t gather_copy_min_bytes{};
 
   /// The bytes of each buffer a round of `elements` needs.
@@ -282,6 +281,7 @@ struct round_state {
         sorter{with},
         gather{gather_mode_from_environment()},
         gather_tuning{gather_tuning_from_environment()},
+        sort_spare_sms{sort_spare_sms_from_environment()},
         gather_copy_min_bytes{o.gather_copy_min_bytes}
   {
     for (unsigned i = 0; i < cuda_device::ring_slots; ++i) {
@@ -704,7 +704,7 @@ struct round_state {
     begin(s, gpu_stage::sort, st);
     const unsigned kb = layout.key_bytes, vb = layout.value_bytes;
     if (!t.src_ordered) cuda::to_ordered(s.keys.data(), t.count, layout.keys(), st);
-    const unsigned spare = s.gathered ? sort_spare_sms_from_environment() : 0;
+    const unsigned spare = s.gathered ? sort_spare_sms : 0;
     if (sorter.sort(s.keys.data(), alt_keys.data(), s.values.data(), alt_values.data(), t.count,
                     kb, vb, scratch.data(), sizes.scratch, st, t.key_bits, spare)) {
       std::swap(s.keys, alt_keys);
