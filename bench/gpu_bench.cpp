@@ -24,6 +24,7 @@
 
 #include <gpusort/error.hpp>
 #include <gpusort/gpusort.hpp>
+#include <gpusort/log.hpp>
 #include <gpusort/units.hpp>
 
 #include <cuda_runtime_api.h>
@@ -273,6 +274,8 @@ constexpr const char* usage =
     "warm-up, each with its chunk count, and the profile of the last; --incore radix or\n"
     "sample sets the in-core sort of its chunks (auto: the engine's choice); --kinds and\n"
     "--budgets keep some of them (1/8 always runs: the others are rated against it).\n"
+    "--log debug (any mode) prints the library's debug messages on stderr: which sort took a\n"
+    "round's chunks, how many chunks shared a ring slot.\n"
     "exit codes: 0 done, 1 a failure (one line says which), 64 a bad command line\n";
 
 struct options {
@@ -295,6 +298,7 @@ struct options {
   std::vector<std::string> chunk_kinds{"u64", "u64.stable", "f64", "f64.stable"};
   std::vector<std::string> chunk_budgets{"1/8", "1/256", "smallest"};
   bool model = false;
+  bool debug_log = false;
   gpusort::bench::results_options results;
 };
 
@@ -328,6 +332,9 @@ void set_option(options& o, std::string_view flag, const std::string& v)
     o.chunk_incore = v == "radix"    ? gpusort::incore_engine::radix
                      : v == "sample" ? gpusort::incore_engine::sample
                                      : gpusort::incore_engine::automatic;
+  } else if (flag == "--log") {
+    if (v != "debug" && v != "info") throw usage_error{"--log takes debug or info"};
+    o.debug_log = v == "debug";
   } else if (flag == "--model") {
     if (v != "yes" && v != "no") throw usage_error{"--model takes yes or no"};
     o.model = v == "yes";
@@ -930,6 +937,7 @@ void run_compress(const options& o, double sum_both, std::vector<target>& target
 
 int run(const options& o)
 {
+  if (o.debug_log) gpusort::set_log_level(gpusort::log_level::debug);
   const int gpus = gpu_count();
   std::vector<target> targets;
   std::ostringstream raw;
@@ -1154,7 +1162,8 @@ int main(int argc, char** argv)
       "gpu_bench", usage, argc, argv,
       {"--sizes", "--cpu-count", "--repeat", "--sweep-chunks", "--compare-gather", "--compress",
        "--compress-bytes", "--dists", "--lean", "--lean-bytes", "--host-limit", "--lean-memory",
-       "--chunks", "--chunk-bytes", "--gpus", "--model", "--incore", "--kinds", "--budgets"},
+       "--chunks", "--chunk-bytes", "--gpus", "--model", "--incore", "--kinds", "--budgets",
+       "--log"},
       set_option,
       run);
 }

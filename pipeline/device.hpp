@@ -202,6 +202,19 @@ class task_queue {
   }
   /// The next task, or nullptr when the round is done.
   const chunk_task* pop();
+  /// The next task where `fits` accepts it, else nullptr (it stays for the next pop): how a
+  /// GPU takes several small tasks into one ring slot (cuda_device.cpp). Never with hooks: a
+  /// task they prepare is taken only by pop(), one at a time, in order.
+  template <typename Fits>
+  const chunk_task* pop_if(Fits&& fits)
+  {
+    if (hooks_.prepare || hooks_.ready || hooks_.written) return nullptr;
+    std::size_t i = next_.load(std::memory_order_relaxed);
+    // Another device may take it meanwhile: then this one looks at the task after it.
+    while (i < tasks_.size() && fits(tasks_[i]))
+      if (next_.compare_exchange_weak(i, i + 1, std::memory_order_relaxed)) return &tasks_[i];
+    return nullptr;
+  }
   /// Largest task, so that devices size their buffers for this round only.
   [[nodiscard]] std::uint64_t largest() const noexcept;
   /// Most slices to gather for one task, for sizing gather tables (equal slices are written by

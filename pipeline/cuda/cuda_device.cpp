@@ -89,7 +89,11 @@ struct slot {
   /// The chunk's keys came in through the gather kernel (round 2's short slices), whose next
   /// launch runs beside this chunk's sort.
   bool gathered{};
-  const chunk_task* task{};
+  /// The tasks the slot holds, in queue order, and where each begins in its buffers (elements):
+  /// one, or several small ones where the buffers hold them all (round_state::batch_fits), which
+  /// then sort side by side, one a lane.
+  std::vector<const chunk_task*> tasks;
+  std::vector<std::uint64_t> at;
 };
 
 /// Where a device's stages spent one round, from the slots' timing events.
@@ -107,7 +111,8 @@ class round_profile {
     for (unsigned st = 0; st < gpu_stage_count; ++st) {
       if (!sl.ran[st]) continue;
       totals_.add(static_cast<gpu_stage>(st), cuda::elapsed_ms(start_, sl.marks[2 * st]) / 1e3,
-                  cuda::elapsed_ms(start_, sl.marks[2 * st + 1]) / 1e3, sl.stage_bytes[st]);
+                  cuda::elapsed_ms(start_, sl.marks[2 * st + 1]) / 1e3, sl.stage_bytes[st],
+                  sl.tasks.size());
     }
   }
   void report(job_context& ctx, const std::string& device, int round) const
@@ -225,6 +230,20 @@ unsigned sort_spare_sms_from_environment() noexcept
   return static_cast<unsigned>(switch_count("GPUSORT_SORT_SPARE_SMS", 0, 1024).value_or(0));
 }
 
+/// Most tasks one ring slot takes, each sorted on a lane (a stream) of its own beside the
+/// others. A small budget's chunks are too small to fill an H200 with one sort (CUB's radix
+/// sort takes about 95 us at 65K to 262K keys, eight passes of a launch and a look-back chain;
+/// the sample sort's levels some 17 short launches), and its ring, sized for round 2's bound,
+/// holds two of round 1's chunks (issue 44). GPUSORT_SORT_LANES=1 takes one task a slot, as
+/// before, for the A/B.
+constexpr unsigned max_sort_lanes = 4;
+
+unsigned sort_lanes_from_environment() noexcept
+{
+  return static_cast<unsigned>(
+      switch_count("GPUSORT_SORT_LANES", 1, max_sort_lanes).value_or(max_sort_lanes));
+}
+
 /// Everything one round needs on one GPU. A device keeps it from round to round and job to job
 /// (allocating a ring of chunk buffers costs milliseconds per round) and releases it only after
 /// its streams are idle. Its staging is the GPU's (gpu_pinned), kept whatever the round.
@@ -262,6 +281,13 @@ struct round_state {
   cuda::gather_tuning gather_tuning;
   unsigned sort_spare_sms{};  ///< for sorts of chunks the gather kernel brought in
   std::uint64_t gather_copy_min_bytes{};
+  /// Most tasks a slot takes (sort_lanes_from_environment); the lanes past the first (which
+  /// sorts on `compute`) run on `lanes`, forked from `compute` by `fork` and joined back by
+  /// `joined`.
+  unsigned sort_lanes{1};
+  std::vector<cuda::cuda_stream> lanes;
+  cuda::cuda_event fork;
+  std::vector<cuda::cuda_event> joined;
 
   /// The bytes of each buffer a round of `elements` needs.
   static buffer_sizes needed(const element_layout& l, std::uint64_t elements,
@@ -274,7 +300,11 @@ struct round_state {
 
   round_state(const buffer_sizes& s, std::size_t entries, const cuda_device_options& o,
               const chunk_sorter& with, gpu_pinned& pinned)
-      : sizes{s},
+      // In whole pages: the budget counts each buffer so (buffer_sizes.hpp), and the slack
+      // lets a slot take one more small task and a lane's share of the scratch fit.
+      : sizes{buffer_sizes::each(s, s, [](std::uint64_t a, std::uint64_t) {
+          return device_pages(a);
+        })},
         table_entries{std::max<std::size_t>(entries, 1)},
         in_staging{pinned.in},
         out_staging{pinned.out},
@@ -282,8 +312,13 @@ struct round_state {
         gather{gather_mode_from_environment()},
         gather_tuning{gather_tuning_from_environment()},
         sort_spare_sms{sort_spare_sms_from_environment()},
-        gather_copy_min_bytes{o.gather_copy_min_bytes}
+        gather_copy_min_bytes{o.gather_copy_min_bytes},
+        sort_lanes{sort_lanes_from_environment()}
   {
+    for (unsigned i = 1; i < sort_lanes; ++i) {
+      lanes.emplace_back();
+      joined.emplace_back();
+    }
     for (unsigned i = 0; i < cuda_device::ring_slots; ++i) {
       slot& sl = slots.emplace_back();
       sl.keys = cuda::device_buffer{sizes.keys};
@@ -325,6 +360,8 @@ struct round_state {
     GPUSORT_CUDA_ASSERT_OK(cudaStreamSynchronize(h2d.value()));
     GPUSORT_CUDA_ASSERT_OK(cudaStreamSynchronize(compute.value()));
     GPUSORT_CUDA_ASSERT_OK(cudaStreamSynchronize(d2h.value()));
+    for (const cuda::cuda_stream& lane : lanes)
+      GPUSORT_CUDA_ASSERT_OK(cudaStreamSynchronize(lane.value()));
   }
   round_state(const round_state&) = delete;
   round_state& operator=(const round_state&) = delete;
@@ -359,10 +396,9 @@ struct round_state {
   /// Gathers slices of mapped host memory at `base` (device address `d_base`) with one kernel
   /// launch per 65535 slices, through the slot's pinned and device tables.
   void gather_mapped(const std::vector<run>& slices, const char* d_base,
-                     std::uint64_t element_bytes, char* d_out, cuda::pinned_buffer& table_host,
-                     void* d_table)
+                     std::uint64_t element_bytes, char* d_out, cuda::gather_slice* entries,
+                     cuda::gather_slice* d_table)
   {
-    auto* entries = table_host.data<cuda::gather_slice>();
     std::uint64_t at = 0, longest = 0;
     for (std::size_t i = 0; i < slices.size(); ++i) {
       entries[i] = {d_base + slices[i].offset * element_bytes, slices[i].length, at};
@@ -372,27 +408,24 @@ struct round_state {
     GPUSORT_CUDA_TRY(cudaMemcpyAsync(d_table, entries,
                                      slices.size() * sizeof(cuda::gather_slice),
                                      cudaMemcpyHostToDevice, h2d.value()));
-    gather_table(static_cast<const cuda::gather_slice*>(d_table), slices.size(), longest,
-                 element_bytes, d_out);
+    gather_table(d_table, slices.size(), longest, element_bytes, d_out);
   }
 
   /// One array of a task (its keys, or `values`) onto the device: slice by slice through the
   /// copy engine (staged when the source is not pinned), or in one gather kernel over mapped
   /// memory for short slices. A task that reads two parts (chunk_task::from_alt) takes the copy
-  /// engines: its slices are a block or more each.
+  /// engines: its slices are a block or more each. `entries` and `d_table`: where the gather
+  /// kernel's table of the task's slices goes (pinned and device memory). True when the gather
+  /// kernel took it.
   bool load_array(const chunk_task& t, bool values, std::uint64_t element_bytes, char* d_out,
-                  cuda::pinned_buffer& table_host, void* d_table)
+                  cuda::gather_slice* entries, cuda::gather_slice* d_table)
   {
     const void* src = values ? t.src_values : t.src_keys;
     const bool two_parts = !t.from_alt.empty();
     const char* mapped = t.src_ordered && !two_parts ? mapped_address(src) : nullptr;
-    const std::uint64_t average_bytes =
-        t.slices.empty() ? 0 : t.count * element_bytes / t.slices.size();
-    const bool short_slices = average_bytes < gather_copy_min_bytes;
-    const bool kernel = mapped != nullptr && (gather == gather_mode::kernel ||
-                                              (gather == gather_mode::automatic && short_slices));
-    if (kernel) {
-      gather_mapped(t.slices, mapped, element_bytes, d_out, table_host, d_table);
+    const bool short_slices = has_short_slices(t, element_bytes);
+    if (takes_gather_kernel(mapped, short_slices)) {
+      gather_mapped(t.slices, mapped, element_bytes, d_out, entries, d_table);
       return true;
     }
     // Packed on the host where the kernel would gather (short slices of memory: pack_in reads
@@ -424,6 +457,33 @@ struct round_state {
       at += t.slices[i].length;
     }
     return false;
+  }
+
+  /// Whether the slices of `t` average under gather_copy_min_bytes of `element_bytes` each.
+  [[nodiscard]] bool has_short_slices(const chunk_task& t, std::uint64_t element_bytes) const
+  {
+    const std::uint64_t average_bytes =
+        t.slices.empty() ? 0 : t.count * element_bytes / t.slices.size();
+    return average_bytes < gather_copy_min_bytes;
+  }
+  /// Whether the gather kernel reads an array at `mapped` (null: not mapped memory).
+  [[nodiscard]] bool takes_gather_kernel(const char* mapped, bool short_slices) const noexcept
+  {
+    return mapped != nullptr && (gather == gather_mode::kernel ||
+                                 (gather == gather_mode::automatic && short_slices));
+  }
+  /// Entries of the slot's gather tables that load_array takes for `t`: its slices where the
+  /// kernel gathers its keys or values, else none.
+  [[nodiscard]] std::size_t gather_entries(const chunk_task& t) const
+  {
+    if (!t.src_ordered || !t.from_alt.empty()) return 0;
+    const auto kernel = [&](const void* src, std::uint64_t element_bytes) {
+      return element_bytes > 0 &&
+             takes_gather_kernel(mapped_address(src), has_short_slices(t, element_bytes));
+    };
+    return kernel(t.src_keys, layout.key_bytes) || kernel(t.src_values, layout.value_bytes)
+               ? t.slices.size()
+               : 0;
   }
 
   /// All slices of pinned memory in one cudaMemcpyBatchAsync: a round-2 task has d^2 slices,
@@ -606,8 +666,46 @@ struct round_state {
     return t.count * kb;
   }
 
-  /// Copy-in stage of one task.
-  void load(slot& s, const chunk_task& t)
+  /// Whether task `t` may join the tasks slot `s` holds: a plain task (no encoding, no decoding,
+  /// one source, no wait to write) where the slot's buffers, tables and a lane's share of the
+  /// scratch hold every task of the slot with it, on at most sort_lanes lanes.
+  [[nodiscard]] bool batch_fits(const slot& s, const chunk_task& t) const
+  {
+    const auto plain = [](const chunk_task& c) {
+      return c.encode == nullptr && c.encoded.empty() && c.from_alt.empty() &&
+             c.write_after == 0;
+    };
+    const std::size_t n = s.tasks.size() + 1;
+    if (n > sort_lanes || !plain(t) || !plain(*s.tasks.front())) return false;
+    const std::uint64_t end = next_at(s) + t.count;
+    if (end * layout.key_bytes > sizes.keys || end * layout.value_bytes > sizes.values)
+      return false;
+    std::size_t entries = gather_entries(t);
+    for (const chunk_task* c : s.tasks) entries += gather_entries(*c);
+    if (entries > table_entries) return false;
+    const std::size_t part = lane_scratch_bytes(n);
+    const auto scratch_fits = [&](const chunk_task& c) {
+      return sorter.scratch_bytes(c.count, layout.key_bytes, layout.value_bytes) <= part;
+    };
+    return scratch_fits(t) && std::ranges::all_of(s.tasks, [&](const chunk_task* c) {
+             return scratch_fits(*c);
+           });
+  }
+  /// Where the next task of slot `s` would begin: past its last, at a multiple of 64 elements
+  /// (256 bytes of 32-bit keys), where the sorts' vector loads align as in a buffer of its own.
+  [[nodiscard]] static std::uint64_t next_at(const slot& s) noexcept
+  {
+    const std::uint64_t end = s.at.back() + s.tasks.back()->count;
+    return (end + 63) / 64 * 64;
+  }
+  /// A lane's share of the scratch where `n` sort side by side.
+  [[nodiscard]] std::size_t lane_scratch_bytes(std::size_t n) const noexcept
+  {
+    return sizes.scratch / n / 256 * 256;
+  }
+
+  /// Copy-in stage of the slot's tasks, one after another into its buffers.
+  void load(slot& s)
   {
     // The slot's last chunk may have been encoded (the ring serves both rounds): only this
     // chunk's compute stage may say so of this one.
@@ -616,21 +714,40 @@ struct round_state {
     s.outcome = {};
     s.encoded = false;
     s.index_bytes = 0;
-    const std::uint64_t kb = layout.key_bytes, vb = layout.value_bytes;
+    s.gathered = false;
     const cudaStream_t st = h2d.value();
     begin(s, gpu_stage::copy_in, st);
+    std::uint64_t in_bytes = 0;
+    std::size_t entries = 0;  // table entries the slot's earlier tasks took
+    for (std::size_t i = 0; i < s.tasks.size(); ++i) {
+      in_bytes += load_task(s, *s.tasks[i], s.at[i], entries);
+      entries += gather_entries(*s.tasks[i]);
+    }
+    end(s, gpu_stage::copy_in, st, in_bytes);
+    s.loaded.record(st);
+  }
+
+  /// One task into slot `s` at `at` elements, its gather tables past the first `entries`;
+  /// returns the bytes it read.
+  std::uint64_t load_task(slot& s, const chunk_task& t, std::uint64_t at, std::size_t entries)
+  {
+    const std::uint64_t kb = layout.key_bytes, vb = layout.value_bytes;
+    const cudaStream_t st = h2d.value();
     std::uint64_t in_bytes = t.count * vb;
     // Every chunk stored raw (auto found nothing worth encoding): copied as without compression,
     // by the copy engines where the slices are long, rather than gathered by a kernel.
     const bool decode =
         std::any_of(t.encoded.begin(), t.encoded.end(),
                     [](const codec::encoded_slice& e) { return e.index != nullptr; });
-    s.gathered = false;
     if (!decode) {
-      s.gathered = load_array(t, false, kb, s.keys.data<char>(), s.key_table_host, s.d_key_table);
+      s.gathered = load_array(t, false, kb, s.keys.data<char>() + at * kb,
+                              s.key_table_host.data<cuda::gather_slice>() + entries,
+                              static_cast<cuda::gather_slice*>(s.d_key_table) + entries) ||
+                   s.gathered;
       in_bytes += t.count * kb;
     } else {
       GPUSORT_EXPECTS(t.encoded.size() == t.slices.size(), "one encoded entry per slice");
+      GPUSORT_EXPECTS(s.tasks.size() == 1, "a task that decodes has its slot to itself");
       begin(s, gpu_stage::decode, st);
       std::optional<std::uint64_t> read = load_encoded_keys(s, t);
       if (!read) read = load_decoded_on_host(s, t);
@@ -638,11 +755,11 @@ struct round_state {
       in_bytes += *read;
     }
     if (vb > 0)
-      s.gathered = load_array(t, true, vb, s.values.data<char>(), s.value_table_host,
-                              s.d_value_table) ||
+      s.gathered = load_array(t, true, vb, s.values.data<char>() + at * vb,
+                              s.value_table_host.data<cuda::gather_slice>() + entries,
+                              static_cast<cuda::gather_slice*>(s.d_value_table) + entries) ||
                    s.gathered;
-    end(s, gpu_stage::copy_in, st, in_bytes);
-    s.loaded.record(st);
+    return in_bytes;
   }
 
   /// Round 1 of a compressed job, on the compute stream after the deal: measures the stream
@@ -695,62 +812,124 @@ struct round_state {
     end(s, gpu_stage::encode, st, t.count * kb);
   }
 
-  /// Compute stage: ordered bits, sort, deal or tail, raw bits again (or, for round 1 of a
-  /// compressed job, the encoding).
-  void sort(slot& s, const chunk_task& t)
+  /// One task's ordered bits, sort, deal and raw bits again (without encoding), at `at`
+  /// elements of slot `s` and of the alternates, on `st` with `scratch_bytes` of scratch at
+  /// `d_scratch`; true when its result lies in the alternates.
+  bool sort_task(slot& s, const chunk_task& t, std::uint64_t at, cudaStream_t st,
+                 void* d_scratch, std::size_t scratch_bytes, unsigned spare)
+  {
+    const unsigned kb = layout.key_bytes, vb = layout.value_bytes;
+    char* keys[2] = {s.keys.data<char>() + at * kb, alt_keys.data<char>() + at * kb};
+    char* values[2] = {vb > 0 ? s.values.data<char>() + at * vb : nullptr,
+                       vb > 0 ? alt_values.data<char>() + at * vb : nullptr};
+    int in = 0;  // where the task's elements lie: 0 the slot's buffers, 1 the alternates
+    if (!t.src_ordered) cuda::to_ordered(keys[0], t.count, layout.keys(), st);
+    if (sorter.sort(keys[0], keys[1], values[0], values[1], t.count, kb, vb, d_scratch,
+                    scratch_bytes, st, t.key_bits, spare))
+      in = 1;
+    if (t.deal_bins > 1) {
+      cuda::deal(keys[in], values[in], t.count, t.deal_bins, keys[1 - in], values[1 - in], kb,
+                 vb, st);
+      in = 1 - in;
+    }
+    if (t.encode == nullptr && !t.dst_ordered)
+      cuda::from_ordered(keys[in], t.count, layout.keys(), st);
+    return in == 1;
+  }
+
+  /// Compute stage: each task's ordered bits, sort, deal or tail, raw bits again (or, for round
+  /// 1 of a compressed job, the encoding); the tasks of a slot that holds several side by side,
+  /// one a lane, each with its share of the scratch.
+  void sort(slot& s)
   {
     const cudaStream_t st = compute.value();
     s.loaded.make_wait(st);
     begin(s, gpu_stage::sort, st);
-    const unsigned kb = layout.key_bytes, vb = layout.value_bytes;
-    if (!t.src_ordered) cuda::to_ordered(s.keys.data(), t.count, layout.keys(), st);
     const unsigned spare = s.gathered ? sort_spare_sms : 0;
-    if (sorter.sort(s.keys.data(), alt_keys.data(), s.values.data(), alt_values.data(), t.count,
-                    kb, vb, scratch.data(), sizes.scratch, st, t.key_bits, spare)) {
+    std::uint64_t bytes = 0;
+    for (const chunk_task* t : s.tasks) bytes += t->count * layout.bytes();
+    const std::size_t n = s.tasks.size();
+    bool to_alt = false;
+    if (n == 1) {
+      to_alt = sort_task(s, *s.tasks.front(), 0, st, scratch.data(), sizes.scratch, spare);
+    } else {
+      fork.record(st);
+      const std::size_t part = lane_scratch_bytes(n);
+      std::array<bool, max_sort_lanes> in_alt{};
+      for (std::size_t i = 0; i < n; ++i) {
+        const cudaStream_t lane = i == 0 ? st : lanes[i - 1].value();
+        if (i > 0) fork.make_wait(lane);
+        in_alt[i] = sort_task(s, *s.tasks[i], s.at[i], lane, scratch.data<char>() + i * part,
+                              part, spare);
+        if (i > 0) joined[i - 1].record(lane);
+      }
+      for (std::size_t i = 1; i < n; ++i) joined[i - 1].make_wait(st);
+      // The lanes' results lie where their sorts and deals left them: those in the minority
+      // cross over in device memory (microseconds), so that one buffer holds them all.
+      const auto alts = std::count(in_alt.begin(), in_alt.begin() + static_cast<std::ptrdiff_t>(n),
+                                   true);
+      to_alt = 2 * static_cast<std::size_t>(alts) > n;
+      const unsigned kb = layout.key_bytes, vb = layout.value_bytes;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (in_alt[i] == to_alt) continue;
+        const std::uint64_t at = s.at[i], count = s.tasks[i]->count;
+        char* const from_keys = (to_alt ? s.keys : alt_keys).data<char>();
+        char* const to_keys = (to_alt ? alt_keys : s.keys).data<char>();
+        GPUSORT_CUDA_TRY(cudaMemcpyAsync(to_keys + at * kb, from_keys + at * kb, count * kb,
+                                         cudaMemcpyDeviceToDevice, st));
+        if (vb == 0) continue;
+        char* const from_values = (to_alt ? s.values : alt_values).data<char>();
+        char* const to_values = (to_alt ? alt_values : s.values).data<char>();
+        GPUSORT_CUDA_TRY(cudaMemcpyAsync(to_values + at * vb, from_values + at * vb,
+                                         count * vb, cudaMemcpyDeviceToDevice, st));
+      }
+    }
+    if (to_alt) {
       std::swap(s.keys, alt_keys);
       std::swap(s.values, alt_values);
     }
-    if (t.deal_bins > 1) {
-      cuda::deal(s.keys.data(), vb > 0 ? s.values.data() : nullptr, t.count, t.deal_bins,
-                 alt_keys.data(), vb > 0 ? alt_values.data() : nullptr, kb, vb, st);
-      std::swap(s.keys, alt_keys);
-      std::swap(s.values, alt_values);
-    }
-    if (t.encode == nullptr && !t.dst_ordered)
-      cuda::from_ordered(s.keys.data(), t.count, layout.keys(), st);
-    end(s, gpu_stage::sort, st, t.count * layout.bytes());
-    if (t.encode != nullptr) {
-      encode(s, t);
-      if (!s.encoded && !t.dst_ordered)
-        cuda::from_ordered(s.keys.data(), t.count, layout.keys(), st);
+    end(s, gpu_stage::sort, st, bytes);
+    const chunk_task& first = *s.tasks.front();
+    if (first.encode != nullptr) {
+      encode(s, first);
+      if (!s.encoded && !first.dst_ordered)
+        cuda::from_ordered(s.keys.data(), first.count, layout.keys(), st);
     }
     s.computed.record(st);
   }
 
-  /// Copy-out stage; returns once the chunk is in host memory (and, for round 1 of a compressed
-  /// job, its encode_target's result is written).
-  void store(slot& s, const chunk_task& t)
+  /// Copy-out stage; returns once the slot's tasks are in host memory (and, for round 1 of a
+  /// compressed job, its encode_target's result is written).
+  void store(slot& s)
   {
     const cudaStream_t st = d2h.value();
     s.computed.make_wait(st);
     begin(s, gpu_stage::copy_out, st);
     const std::uint64_t kb = layout.key_bytes, vb = layout.value_bytes;
-    std::uint64_t out_bytes = t.count * vb;
-    if (s.encoded) {
-      copy_to_host(t.encode->index, s.keys.data<char>(), s.index_bytes, st, out_staging);
-      void* const stream = t.encode->stream != nullptr ? t.encode->stream : t.dst_keys;
-      copy_to_host(stream, s.keys.data<char>() + s.index_bytes, s.outcome.stream_bytes, st,
-                   out_staging);
-      out_bytes += s.index_bytes + s.outcome.stream_bytes;
-    } else {
-      copy_to_host(t.dst_keys, s.keys.data<char>(), t.count * kb, st, out_staging);
-      out_bytes += t.count * kb;
+    std::uint64_t out_bytes = 0;
+    for (std::size_t i = 0; i < s.tasks.size(); ++i) {
+      const chunk_task& t = *s.tasks[i];
+      const std::uint64_t at = s.at[i];
+      out_bytes += t.count * vb;
+      if (s.encoded) {
+        copy_to_host(t.encode->index, s.keys.data<char>(), s.index_bytes, st, out_staging);
+        void* const stream = t.encode->stream != nullptr ? t.encode->stream : t.dst_keys;
+        copy_to_host(stream, s.keys.data<char>() + s.index_bytes, s.outcome.stream_bytes, st,
+                     out_staging);
+        out_bytes += s.index_bytes + s.outcome.stream_bytes;
+      } else {
+        copy_to_host(t.dst_keys, s.keys.data<char>() + at * kb, t.count * kb, st, out_staging);
+        out_bytes += t.count * kb;
+      }
+      if (vb > 0)
+        copy_to_host(t.dst_values, s.values.data<char>() + at * vb, t.count * vb, st,
+                     out_staging);
     }
-    if (vb > 0) copy_to_host(t.dst_values, s.values.data<char>(), t.count * vb, st, out_staging);
     end(s, gpu_stage::copy_out, st, out_bytes);
-    write_equal_tail(t, layout);  // overlaps the copies above
+    for (const chunk_task* t : s.tasks) write_equal_tail(*t, layout);  // overlaps the copies
     GPUSORT_CUDA_TRY(cudaStreamSynchronize(st));
-    if (t.encode != nullptr) *t.encode->result = s.outcome;
+    const chunk_task& first = *s.tasks.front();
+    if (first.encode != nullptr) *first.encode->result = s.outcome;
   }
 };
 
@@ -1126,6 +1305,7 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
     computed.close();
   };
 
+  std::size_t beside = 0;  // tasks that shared a slot with an earlier one (the loader's)
   std::jthread loader{[&] {
     latch.run(
         [&] {
@@ -1134,8 +1314,17 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
             ctx.check();
             const auto s = free_slots.pop();
             if (!s) break;
-            (*s)->task = t;
-            state.load(**s, *t);
+            slot& sl = **s;
+            sl.tasks.assign(1, t);
+            sl.at.assign(1, 0);
+            // The next tasks too, while the slot holds them (small chunks: batch_fits).
+            while (const chunk_task* next = queue.pop_if(
+                       [&](const chunk_task& c) { return state.batch_fits(sl, c); })) {
+              sl.at.push_back(round_state::next_at(sl));
+              sl.tasks.push_back(next);
+              ++beside;
+            }
+            state.load(sl);
             loaded.push(*s);
           }
         },
@@ -1147,7 +1336,7 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
         [&] {
           const cuda::set_device_guard g{device_id};
           while (const auto s = loaded.pop()) {
-            state.sort(**s, *(*s)->task);
+            state.sort(**s);
             computed.push(*s);
           }
         },
@@ -1159,12 +1348,14 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
         [&] {
           const cuda::set_device_guard g{device_id};
           while (const auto s = computed.pop()) {
-            const chunk_task& t = *(*s)->task;
-            queue.wait_to_write(t, ctx);
-            state.store(**s, t);
-            queue.written(t);
+            // A slot of several tasks holds none that waits to write (batch_fits).
+            for (const chunk_task* t : (*s)->tasks) queue.wait_to_write(*t, ctx);
+            state.store(**s);
+            for (const chunk_task* t : (*s)->tasks) {
+              queue.written(*t);
+              ctx.add_done(t->total());
+            }
             if (state.profiling) profile.add(**s);
-            ctx.add_done(t.total());
             free_slots.push(*s);
           }
         },
@@ -1179,6 +1370,9 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
     kept.reset();  // a failed round may have left work queued behind an error: start afresh
     throw;
   }
+  if (beside > 0)
+    log(log_level::debug, "{}: round {} sorted {} of its {} chunks beside another", name(),
+        ctx.round(), beside, queue.size());
   if (state.profiling) profile.report(ctx, name_, ctx.round());
 }
 

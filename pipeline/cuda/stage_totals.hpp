@@ -23,15 +23,17 @@ inline constexpr unsigned gpu_stage_count = 5;
 
 class stage_totals {
  public:
-  /// One piece of work of `st`, from `begin` to `end` seconds after the round's origin.
-  void add(gpu_stage st, double begin, double end, std::uint64_t bytes) noexcept
+  /// One piece of work of `st` on `chunks` chunks, from `begin` to `end` seconds after the
+  /// round's origin.
+  void add(gpu_stage st, double begin, double end, std::uint64_t bytes,
+           std::uint64_t chunks = 1) noexcept
   {
     stage_profile& p = stages_[static_cast<unsigned>(st)];
-    p.first_start = p.chunks == 0 ? begin : std::min(p.first_start, begin);
+    p.first_start = p.steps.empty() ? begin : std::min(p.first_start, begin);
     p.last_end = std::max(p.last_end, end);
     p.busy_seconds += end - begin;
     p.bytes += bytes;
-    ++p.chunks;
+    p.chunks += chunks;
     p.steps.emplace_back(begin, end);
   }
   /// Every stage that did work, into the job's profile; `round_start`: seconds from the job's

@@ -389,5 +389,44 @@ TEST(Executor, ACompressedJobFailingInRoundTwoRestoresItsInPlaceInput)
   EXPECT_EQ(fingerprint_of(kv, vv), before) << "the decoded round-1 output restores the pairs";
 }
 
+
+/// A GPU takes the next tasks into one ring slot while they fit (task_queue::pop_if): the next
+/// task only, never one further on, and none where the round has hooks (the lean path's tasks
+/// go one at a time, in order). Devices popping side by side take every task once.
+TEST(TaskQueue, PopIfTakesTheNextTaskOnlyWhereItFits)
+{
+  const auto tasks_of = [](std::initializer_list<std::uint64_t> counts) {
+    std::vector<chunk_task> tasks;
+    for (const std::uint64_t c : counts) tasks.push_back(chunk_task{.count = c});
+    return tasks;
+  };
+  const auto small = [](const chunk_task& t) { return t.count < 10; };
+  task_queue queue{tasks_of({5, 50, 3, 4})};
+  ASSERT_EQ(queue.pop_if(small)->count, 5U);
+  EXPECT_EQ(queue.pop_if(small), nullptr) << "the next task does not fit: none is taken";
+  ASSERT_EQ(queue.pop()->count, 50U);
+  ASSERT_EQ(queue.pop_if(small)->count, 3U);
+  ASSERT_EQ(queue.pop_if(small)->count, 4U);
+  EXPECT_EQ(queue.pop_if(small), nullptr);
+  EXPECT_EQ(queue.pop(), nullptr);
+
+  task_queue hooked{tasks_of({1, 2}), 0, task_hooks{.written = [](std::size_t) {}}};
+  EXPECT_EQ(hooked.pop_if(small), nullptr) << "a round with hooks takes tasks one at a time";
+  ASSERT_EQ(hooked.pop()->count, 1U);
+
+  std::vector<chunk_task> many(20'000, chunk_task{.count = 1});
+  task_queue shared{std::move(many)};
+  std::atomic<std::uint64_t> taken{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&, i] {
+      // A task taken twice would count twice, one never taken not at all.
+      while (const chunk_task* t = i % 2 == 0 ? shared.pop() : shared.pop_if(small))
+        taken += t->count;
+    });
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(taken.load(), 20'000U) << "every task taken once";
+}
+
 }  // namespace
 }  // namespace gpusort::detail
