@@ -94,6 +94,12 @@ struct slot {
   /// then sort side by side, one a lane.
   std::vector<const chunk_task*> tasks;
   std::vector<std::uint64_t> at;
+  /// Where each task's gather tables begin (entries), as decided when the slot took it, and the
+  /// end of the last one's: a task gathers with the kernel only within its share, since a
+  /// source may be registered between then and its load (a round-1 buffer pinned by the copy
+  /// of a chunk into it), which makes the kernel take a task judged to need no tables.
+  std::vector<std::size_t> entry_at;
+  std::size_t entry_end{};
 };
 
 /// Where a device's stages spent one round, from the slots' timing events.
@@ -415,16 +421,16 @@ struct round_state {
   /// copy engine (staged when the source is not pinned), or in one gather kernel over mapped
   /// memory for short slices. A task that reads two parts (chunk_task::from_alt) takes the copy
   /// engines: its slices are a block or more each. `entries` and `d_table`: where the gather
-  /// kernel's table of the task's slices goes (pinned and device memory). True when the gather
-  /// kernel took it.
+  /// kernel's table of the task's slices goes (pinned and device memory), `room` entries at
+  /// most, else the copy engines take them. True when the gather kernel took it.
   bool load_array(const chunk_task& t, bool values, std::uint64_t element_bytes, char* d_out,
-                  cuda::gather_slice* entries, cuda::gather_slice* d_table)
+                  cuda::gather_slice* entries, cuda::gather_slice* d_table, std::size_t room)
   {
     const void* src = values ? t.src_values : t.src_keys;
     const bool two_parts = !t.from_alt.empty();
     const char* mapped = t.src_ordered && !two_parts ? mapped_address(src) : nullptr;
     const bool short_slices = has_short_slices(t, element_bytes);
-    if (takes_gather_kernel(mapped, short_slices)) {
+    if (takes_gather_kernel(mapped, short_slices) && t.slices.size() <= room) {
       gather_mapped(t.slices, mapped, element_bytes, d_out, entries, d_table);
       return true;
     }
@@ -667,8 +673,9 @@ struct round_state {
   }
 
   /// Whether task `t` may join the tasks slot `s` holds: a plain task (no encoding, no decoding,
-  /// one source, no wait to write) where the slot's buffers, tables and a lane's share of the
-  /// scratch hold every task of the slot with it, on at most sort_lanes lanes.
+  /// one source, no wait to write) where the slot's buffers, gather tables (past the entries
+  /// its tasks took: slot::entry_end) and a lane's share of the scratch hold every task of the
+  /// slot with it, on at most sort_lanes lanes.
   [[nodiscard]] bool batch_fits(const slot& s, const chunk_task& t) const
   {
     const auto plain = [](const chunk_task& c) {
@@ -680,9 +687,7 @@ struct round_state {
     const std::uint64_t end = next_at(s) + t.count;
     if (end * layout.key_bytes > sizes.keys || end * layout.value_bytes > sizes.values)
       return false;
-    std::size_t entries = gather_entries(t);
-    for (const chunk_task* c : s.tasks) entries += gather_entries(*c);
-    if (entries > table_entries) return false;
+    if (s.entry_end + gather_entries(t) > table_entries) return false;
     const std::size_t part = lane_scratch_bytes(n);
     const auto scratch_fits = [&](const chunk_task& c) {
       return sorter.scratch_bytes(c.count, layout.key_bytes, layout.value_bytes) <= part;
@@ -718,18 +723,19 @@ struct round_state {
     const cudaStream_t st = h2d.value();
     begin(s, gpu_stage::copy_in, st);
     std::uint64_t in_bytes = 0;
-    std::size_t entries = 0;  // table entries the slot's earlier tasks took
     for (std::size_t i = 0; i < s.tasks.size(); ++i) {
-      in_bytes += load_task(s, *s.tasks[i], s.at[i], entries);
-      entries += gather_entries(*s.tasks[i]);
+      const std::size_t end = i + 1 < s.tasks.size() ? s.entry_at[i + 1] : table_entries;
+      in_bytes += load_task(s, *s.tasks[i], s.at[i], s.entry_at[i],
+                            end > s.entry_at[i] ? end - s.entry_at[i] : 0);
     }
     end(s, gpu_stage::copy_in, st, in_bytes);
     s.loaded.record(st);
   }
 
-  /// One task into slot `s` at `at` elements, its gather tables past the first `entries`;
-  /// returns the bytes it read.
-  std::uint64_t load_task(slot& s, const chunk_task& t, std::uint64_t at, std::size_t entries)
+  /// One task into slot `s` at `at` elements, its gather tables past the first `entries`, at
+  /// most `room` of them; returns the bytes it read.
+  std::uint64_t load_task(slot& s, const chunk_task& t, std::uint64_t at, std::size_t entries,
+                          std::size_t room)
   {
     const std::uint64_t kb = layout.key_bytes, vb = layout.value_bytes;
     const cudaStream_t st = h2d.value();
@@ -742,7 +748,7 @@ struct round_state {
     if (!decode) {
       s.gathered = load_array(t, false, kb, s.keys.data<char>() + at * kb,
                               s.key_table_host.data<cuda::gather_slice>() + entries,
-                              static_cast<cuda::gather_slice*>(s.d_key_table) + entries) ||
+                              static_cast<cuda::gather_slice*>(s.d_key_table) + entries, room) ||
                    s.gathered;
       in_bytes += t.count * kb;
     } else {
@@ -757,7 +763,8 @@ struct round_state {
     if (vb > 0)
       s.gathered = load_array(t, true, vb, s.values.data<char>() + at * vb,
                               s.value_table_host.data<cuda::gather_slice>() + entries,
-                              static_cast<cuda::gather_slice*>(s.d_value_table) + entries) ||
+                              static_cast<cuda::gather_slice*>(s.d_value_table) + entries,
+                              room) ||
                    s.gathered;
     return in_bytes;
   }
@@ -1317,10 +1324,14 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
             slot& sl = **s;
             sl.tasks.assign(1, t);
             sl.at.assign(1, 0);
+            sl.entry_at.assign(1, 0);
+            sl.entry_end = state.gather_entries(*t);
             // The next tasks too, while the slot holds them (small chunks: batch_fits).
             while (const chunk_task* next = queue.pop_if(
                        [&](const chunk_task& c) { return state.batch_fits(sl, c); })) {
               sl.at.push_back(round_state::next_at(sl));
+              sl.entry_at.push_back(sl.entry_end);
+              sl.entry_end += state.gather_entries(*next);
               sl.tasks.push_back(next);
               ++beside;
             }

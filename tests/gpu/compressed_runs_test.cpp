@@ -34,6 +34,7 @@ using detail::chunk_task;
 using detail::encode_target;
 using detail::run;
 using test::bits_of;
+using test::raw_bits;
 using test::gpu_test;
 namespace codec = detail::codec;
 
@@ -60,15 +61,6 @@ std::vector<K> make_keys(std::uint64_t n, std::optional<distribution> dist, std:
     keys[i] = std::bit_cast<K>(b);
   }
   return keys;
-}
-
-template <typename K>
-std::vector<bits_of<K>> raw_bits(std::span<const K> keys)
-{
-  std::vector<bits_of<K>> out(keys.size());
-  std::transform(keys.begin(), keys.end(), out.begin(),
-                 [](K k) { return std::bit_cast<bits_of<K>>(k); });
-  return out;
 }
 
 /// One chunk of round 1 as the host sees it once the device is done.

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <span>
 #include <string>
 #include <vector>
@@ -33,6 +34,7 @@ namespace {
 using detail::chunk_task;
 using detail::run;
 using test::bits_of;
+using test::raw_bits;
 using test::gpu_test;
 
 template <typename K>
@@ -67,13 +69,14 @@ std::vector<bits_of<K>> sorted_raw(std::span<const K> keys, const detail::elemen
   return ordered;
 }
 
+/// Keys of K ascending, alone or with 8-byte values.
 template <typename K>
-std::vector<bits_of<K>> raw_bits(std::span<const K> keys)
+detail::element_layout layout_of(bool pairs)
 {
-  std::vector<bits_of<K>> out(keys.size());
-  std::transform(keys.begin(), keys.end(), out.begin(),
-                 [](K k) { return std::bit_cast<bits_of<K>>(k); });
-  return out;
+  return {.type = dtype_of_v<K>,
+          .direction = order::ascending,
+          .key_bytes = sizeof(K),
+          .value_bytes = pairs ? 8U : 0U};
 }
 
 /// Runs `tasks` on a fresh GPU device with a ring reserved for four times the largest, and
@@ -104,12 +107,8 @@ template <typename K>
 void round_one(incore_engine engine, bool pairs, std::uint64_t bins)
 {
   using B = bits_of<K>;
-  const detail::element_layout layout{.type = dtype_of_v<K>,
-                                      .direction = order::ascending,
-                                      .key_bytes = sizeof(K),
-                                      .value_bytes = pairs ? 8U : 0U};
-  std::uint64_t n = 0;
-  for (const std::uint64_t size : task_sizes) n += size;
+  const detail::element_layout layout = layout_of<K>(pairs);
+  const std::uint64_t n = std::accumulate(task_sizes.begin(), task_sizes.end(), std::uint64_t{0});
   std::vector<K> keys(n);
   generate(std::span<K>{keys}, distribution::uniform, n + bins);
   std::vector<std::uint64_t> values(pairs ? n : 0);
@@ -167,12 +166,8 @@ template <typename K>
 void round_two(incore_engine engine, bool pairs)
 {
   using B = bits_of<K>;
-  const detail::element_layout layout{.type = dtype_of_v<K>,
-                                      .direction = order::ascending,
-                                      .key_bytes = sizeof(K),
-                                      .value_bytes = pairs ? 8U : 0U};
-  std::uint64_t n = 0;
-  for (const std::uint64_t size : task_sizes) n += size;
+  const detail::element_layout layout = layout_of<K>(pairs);
+  const std::uint64_t n = std::accumulate(task_sizes.begin(), task_sizes.end(), std::uint64_t{0});
   std::vector<K> raw(n);
   generate(std::span<K>{raw}, distribution::uniform, n * 3);
   detail::host_buffer pinned = detail::pinned_host_buffer(n * (sizeof(B) + 8));

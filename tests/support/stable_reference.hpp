@@ -16,6 +16,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -24,6 +25,16 @@ namespace gpusort::test {
 
 template <typename K>
 using bits_of = std::conditional_t<sizeof(K) == 4, std::uint32_t, std::uint64_t>;
+
+/// The keys' bit patterns, so that results compare bit for bit (NaNs and signed zeros too).
+template <typename K>
+std::vector<bits_of<K>> raw_bits(std::span<const K> keys)
+{
+  std::vector<bits_of<K>> out(keys.size());
+  std::transform(keys.begin(), keys.end(), out.begin(),
+                 [](K k) { return std::bit_cast<bits_of<K>>(k); });
+  return out;
+}
 
 /// a before b in the job's order: NumPy's (numbers by value, -0.0 == +0.0, every NaN after every
 /// number and equal to every NaN, in both directions), or for floats in total order IEEE 754
