@@ -677,9 +677,17 @@ void run_model(const options& o, int gpus, const bandwidth& link, std::vector<ta
                     static_cast<unsigned long long>(r.chunks), p.seconds, p.path.c_str(),
                     static_cast<unsigned long long>(p.chunks), ratio);
         print_plan(p);
-        // A last, profiled, run says where the measured time went against the phases.
+        // A last, profiled, run says where the measured time went against the phases; its
+        // output is checked (order and fingerprint), as the timed runs' are not.
         gpusort::generate(view, gpusort::distribution::uniform, 2);
+        const gpusort::key_array keys_view{view.data(), n, gpusort::dtype::u64};
+        const gpusort::fingerprint before = gpusort::fingerprint_of(keys_view);
         const gpusort::sort_report profiled = e.sort(view, {.profile = true});
+        const auto checked =
+            gpusort::verify(keys_view, std::nullopt, gpusort::order::ascending, before);
+        if (!checked.ok)
+          throw std::runtime_error{tag + " " + what + " on " + std::to_string(k) +
+                                   " GPU(s) sorted wrong: " + checked.message};
         std::printf("  profiled run: %.3f s\n", profiled.seconds);
         gpusort::bench::print_profile(profiled);
         raw << "{\"model\": \"" << what << "\", \"size\": \"" << tag

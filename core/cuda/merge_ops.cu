@@ -9,6 +9,7 @@
 
 #include <cub/device/device_merge.cuh>
 
+#include <algorithm>
 #include <type_traits>
 #include <utility>
 
@@ -89,15 +90,28 @@ void merge_path(const void* d_keys1, std::uint64_t n1, const void* d_keys2, std:
   });
 }
 
-void count_below(const void* d_keys, std::uint64_t n, unsigned key_bytes,
-                 const std::uint64_t* probes, std::uint64_t* less, std::uint64_t* less_equal,
-                 std::uint32_t count, cudaStream_t stream)
+void count_below_runs(std::span<const key_run> runs, unsigned key_bytes,
+                      const std::uint64_t* probes, std::uint64_t* counts, std::uint64_t stride,
+                      std::uint32_t count, cudaStream_t stream)
 {
-  if (count == 0) return;
+  if (count == 0 || runs.empty()) return;
+  GPUSORT_EXPECTS(stride >= std::uint64_t{2} * count, "count_below_runs: runs' counts overlap");
   visit_widths(key_bytes, 0, [&]<typename K, typename>() {
-    detail::count_below_kernel<K><<<blocks_for(count), search_threads, 0, stream>>>(
-        static_cast<const K*>(d_keys), n, probes, less, less_equal, count);
-    GPUSORT_CHECK_LAUNCH();
+    for (std::size_t first = 0; first < runs.size(); first += detail::max_count_runs) {
+      const auto group = static_cast<std::uint32_t>(
+          std::min<std::size_t>(detail::max_count_runs, runs.size() - first));
+      detail::count_run_table table{};
+      for (std::uint32_t q = 0; q < group; ++q) {
+        table.keys[q] = runs[first + q].keys;
+        table.n[q] = runs[first + q].n;
+      }
+      const std::uint64_t threads = std::uint64_t{2} * count * group;
+      const auto blocks =
+          static_cast<unsigned>((threads + search_threads - 1) / search_threads);
+      detail::count_below_runs_kernel<K><<<blocks, search_threads, 0, stream>>>(
+          table, group, probes, counts + first * stride, stride, count);
+      GPUSORT_CHECK_LAUNCH();
+    }
   });
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 namespace gpusort::cuda {
 
@@ -28,10 +29,21 @@ void merge_path(const void* d_keys1, std::uint64_t n1, const void* d_keys2, std:
                 unsigned key_bytes, const std::uint64_t* diagonals, std::uint64_t* run1_counts,
                 std::uint32_t count, cudaStream_t stream);
 
-/// For each of `count` probe values (ordered bits), the number of keys of the sorted run below
-/// it and at most it. Arrays may live in mapped pinned host memory.
-void count_below(const void* d_keys, std::uint64_t n, unsigned key_bytes,
-                 const std::uint64_t* probes, std::uint64_t* less, std::uint64_t* less_equal,
-                 std::uint32_t count, cudaStream_t stream);
+/// A sorted run of ordered bits in device memory (count_below_runs).
+struct key_run {
+  const void* keys{};
+  std::uint64_t n{};
+};
+
+/// For each of `count` probe values (ordered bits) and each run of `runs`, the number of the
+/// run's keys below it and at most it, one launch per 32 runs: run q's counts of keys below
+/// probe t go to counts[q * stride + t], of keys at most it to counts[q * stride + count
+/// + t]. The resident sort's cut takes one such step per round trip to its GPUs, and a launch
+/// per run had queued their binary searches' latency one after another (16 runs: about 0.35 ms
+/// a step, 6 ms a cut of 8 GiB on two H200, issue 40). `probes` and `counts` may live in
+/// mapped pinned host memory.
+void count_below_runs(std::span<const key_run> runs, unsigned key_bytes,
+                      const std::uint64_t* probes, std::uint64_t* counts, std::uint64_t stride,
+                      std::uint32_t count, cudaStream_t stream);
 
 }  // namespace gpusort::cuda

@@ -49,16 +49,30 @@ __device__ std::uint64_t partition_point(const K* a, std::uint64_t n, K v, bool 
   return lo;
 }
 
+/// Runs of one count_below_runs launch, passed by value in the kernel's parameters.
+inline constexpr unsigned max_count_runs = 32;
+struct count_run_table {
+  const void* keys[max_count_runs];
+  std::uint64_t n[max_count_runs];
+};
+
+/// One thread a (run, probe, strictness): thread i of run q writes counts[q * stride + i], the
+/// count below probe i (i < count) or at most probe i - count.
 template <typename K>
-__global__ void count_below_kernel(const K* a, std::uint64_t n, const std::uint64_t* probes,
-                                   std::uint64_t* less, std::uint64_t* less_equal,
-                                   std::uint32_t count)
+__global__ void count_below_runs_kernel(const __grid_constant__ count_run_table runs,
+                                        std::uint32_t run_count, const std::uint64_t* probes,
+                                        std::uint64_t* counts, std::uint64_t stride,
+                                        std::uint32_t count)
 {
-  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= count) return;
-  const K v = static_cast<K>(probes[i]);
-  less[i] = partition_point(a, n, v, true);
-  less_equal[i] = partition_point(a, n, v, false);
+  const std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  const std::uint64_t per_run = std::uint64_t{2} * count;
+  if (i >= per_run * run_count) return;
+  const auto q = static_cast<std::uint32_t>(i / per_run);
+  const auto r = static_cast<std::uint32_t>(i % per_run);
+  const bool strict = r < count;
+  const K v = static_cast<K>(probes[strict ? r : r - count]);
+  counts[q * stride + r] =
+      partition_point(static_cast<const K*>(runs.keys[q]), runs.n[q], v, strict);
 }
 
 }  // namespace gpusort::cuda::detail

@@ -453,6 +453,7 @@ class resident_job {
                                        : std::numeric_limits<std::uint64_t>::max();
     std::vector<std::uint64_t> lo(probes, 0), hi(probes, top), candidates(probes * ways);
     std::vector<std::uint64_t> less, less_equal;
+    std::vector<cuda::key_run> key_runs;
     // Counts of keys below and at most each value, summed over every run; with `each`, each
     // run's too, by GPU and run.
     using counts = std::vector<std::vector<std::vector<std::uint64_t>>>;
@@ -464,11 +465,11 @@ class resident_job {
         const cuda::set_device_guard guard{p.dev->id()};
         std::copy(values.begin(), values.end(), p.buf->words.data<std::uint64_t>());
         std::uint64_t* d = device_words(p);
-        for (std::size_t q = 0; q < p.runs.size(); ++q) {
-          std::uint64_t* below = d + v * (1 + 2 * q);
-          cuda::count_below(keys(p, p.runs[q].offset), p.runs[q].length, kb_, d, below,
-                            below + v, static_cast<std::uint32_t>(v), p.buf->compute.value());
-        }
+        // Run q's counts below the values at d + v (1 + 2q), at most them v words on.
+        key_runs.clear();
+        for (const sorted_run& r : p.runs) key_runs.push_back({keys(p, r.offset), r.length});
+        cuda::count_below_runs(key_runs, kb_, d, d + v, 2 * v, static_cast<std::uint32_t>(v),
+                               p.buf->compute.value());
       }
       for (std::size_t i = 0; i < parts_.size(); ++i) {
         part& p = parts_[i];
