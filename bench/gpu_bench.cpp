@@ -133,9 +133,14 @@ bandwidth measure_bandwidth(int dev, std::uint64_t bytes, bool registered = fals
   return b;
 }
 
-/// Simultaneous H2D + D2H on every GPU at once (GB/s, all directions summed): what the host's
-/// memory and root complex allow together.
-double measure_aggregate(int gpus, std::uint64_t bytes)
+/// Which copies measure_aggregate issues on each GPU.
+enum class copy_directions : std::uint8_t { both, h2d, d2h };
+
+/// Simultaneous copies on every GPU at once (GB/s, all GPUs and directions summed): what the
+/// host's memory and root complex allow together, both ways or one way (a fitting job on
+/// several GPUs copies in on all of them, then out on all of them: issue 40's floor).
+double measure_aggregate(int gpus, std::uint64_t bytes,
+                         copy_directions directions = copy_directions::both)
 {
   struct lane {
     gpusort::cuda::pinned_buffer h_in, h_out;
@@ -154,10 +159,12 @@ double measure_aggregate(int gpus, std::uint64_t bytes)
     for (int g = 0; g < gpus; ++g) {
       const gpusort::cuda::set_device_guard guard{g};
       lane& l = lanes[static_cast<std::size_t>(g)];
-      GPUSORT_CUDA_TRY(cudaMemcpyAsync(l.d_a.data(), l.h_in.data(), bytes, cudaMemcpyHostToDevice,
-                                       l.s1.value()));
-      GPUSORT_CUDA_TRY(cudaMemcpyAsync(l.h_out.data(), l.d_b.data(), bytes,
-                                       cudaMemcpyDeviceToHost, l.s2.value()));
+      if (directions != copy_directions::d2h)
+        GPUSORT_CUDA_TRY(cudaMemcpyAsync(l.d_a.data(), l.h_in.data(), bytes,
+                                         cudaMemcpyHostToDevice, l.s1.value()));
+      if (directions != copy_directions::h2d)
+        GPUSORT_CUDA_TRY(cudaMemcpyAsync(l.h_out.data(), l.d_b.data(), bytes,
+                                         cudaMemcpyDeviceToHost, l.s2.value()));
     }
     for (lane& l : lanes) {
       l.s1.synchronize();
@@ -169,7 +176,8 @@ double measure_aggregate(int gpus, std::uint64_t bytes)
     issue_all();
     return seconds_since(t0);
   });
-  return 2.0 * gpus * static_cast<double>(bytes) / 1e9 / seconds;
+  const double ways = directions == copy_directions::both ? 2.0 : 1.0;
+  return ways * gpus * static_cast<double>(bytes) / 1e9 / seconds;
 }
 
 /// A profiled run's stages as a JSON array, each GPU stage with its steps (the timeline that
@@ -266,7 +274,8 @@ constexpr const char* usage =
     "--model yes: only the time model's check (issue 40): u64 uniform keys of --chunk-bytes\n"
     "each in registered memory, fitting and at budget 1/8 on 1 and 2 GPUs, against\n"
     "engine::plan's prediction from the link and host rates measured in the same run, and the\n"
-    "predictions for 4 and 8 GPUs of those rates.\n"
+    "predictions for 4 and 8 GPUs of those rates; each fitting job also against the copy\n"
+    "floor at its links' rates and at the one-way rates all GPUs got at once.\n"
     "--chunks yes: only the many-chunks benchmark (issue 44): u64 and f64 uniform keys of\n"
     "--chunk-bytes each in registered memory, stable and not, out of core on the first --gpus\n"
     "GPUs with device_memory_budget at 1/8 of the data, 1/256 of it and (for the smallest\n"
@@ -632,6 +641,18 @@ void run_model(const options& o, int gpus, const bandwidth& link, std::vector<ta
 {
   const double host = host_copy_gbps();
   std::printf("host memory: parallel copy %.1f GB/s\n", host);
+  // Every GPU copying one way at once: a fitting job's copy in, then its copy out.
+  const int together = std::min(2, gpus);
+  const double all_in = together > 1 ? measure_aggregate(together, std::uint64_t{1} << 30,
+                                                         copy_directions::h2d)
+                                     : link.h2d;
+  const double all_out = together > 1 ? measure_aggregate(together, std::uint64_t{1} << 30,
+                                                          copy_directions::d2h)
+                                      : link.d2h;
+  if (together > 1)
+    std::printf("all %d GPUs at once, one way: H2D %.1f GB/s, D2H %.1f GB/s summed\n", together,
+                all_in, all_out);
+  raw << "{\"all_gpus_h2d\": " << all_in << ", \"all_gpus_d2h\": " << all_out << "},";
   const auto measured_machine = [&](std::uint32_t k) {
     gpusort::machine_model m = gpusort::machine_model::h200(k);
     m.name = "measured";
@@ -700,6 +721,22 @@ void run_model(const options& o, int gpus, const bandwidth& link, std::vector<ta
                                std::to_string(k) + "gpu",
                            "predicted / measured", "the measured median", ratio,
                            1 + std::abs(ratio - 1), 1.10, false});
+        if (fitting) {
+          // The copy floor: each GPU's share in and out at its links' rates (issue 40's
+          // target), and at the rates every GPU got at once in this run (the host's share).
+          const double gb = static_cast<double>(bytes) / 1e9;
+          const double links = gb / k / link.h2d + gb / k / link.d2h;
+          const double at_once = k > 1 ? gb / all_in + gb / all_out : links;
+          std::printf("%s u64 fitting on %u GPU(s): %.3f s against the links' copy floor %.3f s "
+                      "(%.3fx) and the floor at the rates all %u took at once %.3f s (%.3fx)\n",
+                      tag.c_str(), k, t, links, t / links, k, at_once, t / at_once);
+          raw << "{\"fitting_floor\": \"" << tag << "\", \"gpus\": " << k
+              << ", \"measured_s\": " << t << ", \"links_floor_s\": " << links
+              << ", \"at_once_floor_s\": " << at_once << "},";
+          targets.push_back({"multi.fitting_vs_copy_floor." + tag + "." + std::to_string(k) +
+                                 "gpu",
+                             "time ratio", "the links' copy floor", t, t / links, 1.05, false});
+        }
       }
       for (const std::uint32_t k : {4U, 8U}) {
         gpusort::config cfg;
