@@ -865,6 +865,19 @@ job_plan engine::impl::plan_of(std::uint64_t n, const detail::element_layout& la
         job.d = r.plan.d;
         job.g = p.bins;
         job.candidates = p.candidates;
+        // A GPU's ring holds a chunk or round 2's bound, in whole pages; where that is
+        // several round-1 chunks, a slot takes them together (cuda_device.cpp's sort lanes).
+        const auto slot_elements = [&](std::uint64_t element_bytes) {
+          return element_bytes == 0 ? ~std::uint64_t{0}
+                                    : detail::device_pages(detail::ring_reserve(r.plan) *
+                                                           element_bytes) /
+                                          element_bytes;
+        };
+        const std::uint64_t held =
+            std::min(slot_elements(inner.key_bytes), slot_elements(inner.value_bytes));
+        job.lanes = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(
+            held / std::max<std::uint64_t>(r.plan.chunk_size(0), 1), 1,
+            detail::gpu_max_sort_lanes));
       }
     }
   } catch (const config_error& e) {

@@ -231,16 +231,6 @@ void restore_input(const job_arrays& a, const element_layout& layout,
   }
 }
 
-/// Elements each device keeps buffers for across both rounds: a chunk or a final chunk's
-/// bound, whichever is larger, so that round 2 reuses round 1's ring. Not the capacity: a job
-/// cut small (chunk_bytes, a budget) then reserved the whole GPU, which left no room for the
-/// buffers of jobs that fit beside the ring, and each kind freed the other (a compensated
-/// final chunk above the bound grows the ring; it is rare).
-std::uint64_t ring_reserve(const chunk_plan& plan) noexcept
-{
-  return std::min(plan.capacity, std::max(plan.chunk_size(0), plan.final_bound()));
-}
-
 /// Between the rounds and round 2 (design.md section 2), reading the runs through `source`:
 /// splitters from the runs of one new chunk (the transposed run table's row), every run cut by
 /// binary search, each final chunk sorted into its place, compensating the chunks that
@@ -388,6 +378,11 @@ std::uint64_t round1_bytes(const chunk_plan& plan, const element_layout& layout,
   if (!compressed) return round1_values_offset(plan.n, layout) + plan.n * layout.value_bytes;
   return round1_index_offset(plan.n, layout) +
          round1_index_entry(plan, plan.d) * sizeof(codec::run_block);
+}
+
+std::uint64_t ring_reserve(const chunk_plan& plan) noexcept
+{
+  return std::min(plan.capacity, std::max(plan.chunk_size(0), plan.final_bound()));
 }
 
 std::uint64_t planning_bytes(const chunk_plan& plan, const element_layout& layout) noexcept

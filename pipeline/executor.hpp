@@ -91,6 +91,13 @@ constexpr std::uint64_t round1_index_offset(std::uint64_t n, const element_layou
 std::uint64_t round1_index_entry(const chunk_plan& plan, std::uint64_t i) noexcept;
 /// Bytes of the round-1 output of a job of `plan`, compressed or not.
 std::uint64_t round1_bytes(const chunk_plan& plan, const element_layout& layout, bool compressed);
+/// Elements each device keeps buffers for across both rounds: a chunk or a final chunk's
+/// bound, whichever is larger, so that round 2 reuses round 1's ring. Not the capacity: a job
+/// cut small (chunk_bytes, a budget) then reserved the whole GPU, which left no room for the
+/// buffers of jobs that fit beside the ring, and each kind freed the other (a compensated
+/// final chunk above the bound grows the ring; it is rare). A GPU's slot that holds several
+/// round-1 chunks sorts them side by side (cuda_device.cpp, sort lanes).
+std::uint64_t ring_reserve(const chunk_plan& plan) noexcept;
 /// Host memory a job of `plan` takes between the rounds: the candidates and their merge, the
 /// cut of every run and the slices of every final chunk and its task, d * g * d of each (issue
 /// 44: 260 MB at d = 3300, where a 2^20-candidate plan at d = 32 took under 30 MB).

@@ -168,8 +168,12 @@ model_prediction gpu_two_rounds(const machine_model& m, const model_job& j)
   const traffic t1{.in = pageable, .out = lean ? pageable : 1};
   const double r1 = both_rate(m, k, t1) * model_tuning::ring_link_efficiency;
   const double sort_stage = sort_seconds(m, chunk) + m.chunk_seconds;
+  // Chunks that share a ring slot sort side by side on lanes: their launches overlap.
+  const double lane_stage =
+      sort_seconds(m, chunk) +
+      m.chunk_seconds * (j.lanes > 1 ? model_tuning::lane_chunk_share : 1.0);
   p.phases.push_back({"round 1", ring_round(d, k, chunk / in_rate(m, k, t1), chunk / r1,
-                                            sort_stage, chunk / r1,
+                                            lane_stage, chunk / r1,
                                             chunk / out_rate(m, k, t1))});
   // Between the rounds the host reads and sorts the candidates and cuts the d * g runs at
   // d - 1 splitters (design.md section 3, "Many chunks").

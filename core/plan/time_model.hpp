@@ -25,6 +25,9 @@ struct model_job {
   std::uint64_t g{1};           ///< bins per chunk
   std::uint64_t candidates{};   ///< d * s
   std::uint32_t devices{1};     ///< devices the job takes (resident: GPUs it fits on)
+  /// Round-1 chunks a GPU's ring slot sorts side by side (its sort lanes: the ring, sized for
+  /// round 2's bound, holds that many), 1: one at a time.
+  std::uint32_t lanes{1};
   /// A stable sort of pairs: the devices sort (key, position) and the host gathers the values
   /// of `stable_value_bytes` after.
   std::uint32_t stable_value_bytes{};
@@ -46,6 +49,12 @@ struct model_tuning {
   /// 0.96 puts every one of them within 0.92-1.10. What takes the rest is not measured apart:
   /// the slots' hand-offs between the streams, the sort's own traffic beside the copies.
   static constexpr double ring_link_efficiency = 0.96;
+  /// A fit: the share of a round-1 chunk's fixed cost (machine_model::chunk_seconds) left
+  /// where two or more chunks sort side by side on a GPU's lanes. One H200 at 8 GiB's smallest
+  /// budget (d = 4096, two chunks a slot): round 1 took 0.301-0.312 s with lanes against
+  /// 0.408-0.422 s without, 74 us a chunk of which 14 us its bytes at sort_rate
+  /// (h200x2-20261130-s14/call3). Only two lanes were measured; more are taken as no better.
+  static constexpr double lane_chunk_share = 0.6;
 };
 
 struct model_prediction {

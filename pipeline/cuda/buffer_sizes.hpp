@@ -56,6 +56,9 @@ inline constexpr std::uint64_t gpu_budget_margin = device_page_bytes;
 inline constexpr unsigned gpu_ring_slots = 3;
 /// Budget bytes per element of a ring's capacity: the slots plus the sort's alternate buffer.
 inline constexpr unsigned gpu_ring_buffers_per_element = gpu_ring_slots + 1;
+/// Most tasks one slot of a GPU's ring takes, each sorted on a stream of its own beside the
+/// others (cuda_device.cpp's sort lanes; GPUSORT_SORT_LANES lowers it).
+inline constexpr unsigned gpu_max_sort_lanes = 4;
 /// Jobs this small sort in core on any GPU, whatever its budget (a capacity no budget lowers).
 inline constexpr std::uint64_t gpu_small_job_elements = 4096;
 

@@ -242,7 +242,7 @@ unsigned sort_spare_sms_from_environment() noexcept
 /// the sample sort's levels some 17 short launches), and its ring, sized for round 2's bound,
 /// holds two of round 1's chunks (issue 44). GPUSORT_SORT_LANES=1 takes one task a slot, as
 /// before, for the A/B.
-constexpr unsigned max_sort_lanes = 4;
+constexpr unsigned max_sort_lanes = gpu_max_sort_lanes;
 
 unsigned sort_lanes_from_environment() noexcept
 {

@@ -178,14 +178,15 @@ TEST(TimeModel, WithinFifteenPercentOfTheH200Measurements)
   };
   const std::uint64_t n8 = gib, n32 = 4 * gib;
   const auto at = [](std::uint64_t n, std::uint64_t d, std::uint64_t candidates,
-                     std::uint32_t gpus) {
+                     std::uint32_t gpus, std::uint32_t lanes = 1) {
     return model_job{.n = n,
                      .key_bytes = 8,
                      .path = model_path::two_rounds,
                      .d = d,
                      .g = detail::bins_for(n, d, 8),
                      .candidates = candidates,
-                     .devices = gpus};
+                     .devices = gpus,
+                     .lanes = lanes};
   };
   const std::uint64_t usual = std::uint64_t{1} << 20;
   const std::vector<measured> runs{
@@ -207,6 +208,10 @@ TEST(TimeModel, WithinFifteenPercentOfTheH200Measurements)
       {"32 GiB 1/256, 2 H200 (d=1572)", at(n32, 1572, usual, 2), 2, 1.298},
       {"8 GiB 1/256, 2 H200 (d=1594)", at(n8, 1594, usual, 2), 2, 0.376},
       {"8 GiB smallest, 2 H200 (d=4096)", at(n8, 4096, usual, 2), 2, 0.70},
+      // Two round-1 chunks a ring slot, sorted side by side (sort lanes; h200x2-20261130-s14
+      // call 3, one H200 alone, and call 2, two).
+      {"8 GiB smallest, 1 H200, lanes (d=4096)", at(n8, 4096, usual, 1, 2), 1, 1.004},
+      {"8 GiB smallest, 2 H200, lanes (d=4096)", at(n8, 4096, usual, 2, 2), 2, 0.662},
   };
   for (const measured& r : runs) {
     const double predicted = seconds(machine_model::h200(r.gpus), r.job);
