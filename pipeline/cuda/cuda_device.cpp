@@ -308,9 +308,9 @@ struct round_state {
               const chunk_sorter& with, gpu_pinned& pinned)
       // In whole pages: the budget counts each buffer so (buffer_sizes.hpp), and the slack
       // lets a slot take one more small task and a lane's share of the scratch fit.
-      : sizes{buffer_sizes::each(s, s, [](std::uint64_t a, std::uint64_t) {
-          return device_pages(a);
-        })},
+      : sizes{.keys = device_pages(s.keys),
+              .values = device_pages(s.values),
+              .scratch = device_pages(s.scratch)},
         table_entries{std::max<std::size_t>(entries, 1)},
         in_staging{pinned.in},
         out_staging{pinned.out},
@@ -876,19 +876,19 @@ struct round_state {
       const auto alts = std::count(in_alt.begin(), in_alt.begin() + static_cast<std::ptrdiff_t>(n),
                                    true);
       to_alt = 2 * static_cast<std::size_t>(alts) > n;
-      const unsigned kb = layout.key_bytes, vb = layout.value_bytes;
+      // Task i's elements of `width` bytes each, from its place in one of `mine` (the slot's)
+      // and `alt` to its place in the other.
+      const auto cross = [&](std::size_t i, const cuda::device_buffer& mine,
+                             const cuda::device_buffer& alt, unsigned width) {
+        const std::uint64_t from = s.at[i] * width, count = s.tasks[i]->count * width;
+        char* const src = (to_alt ? mine : alt).data<char>() + from;
+        char* const dst = (to_alt ? alt : mine).data<char>() + from;
+        GPUSORT_CUDA_TRY(cudaMemcpyAsync(dst, src, count, cudaMemcpyDeviceToDevice, st));
+      };
       for (std::size_t i = 0; i < n; ++i) {
         if (in_alt[i] == to_alt) continue;
-        const std::uint64_t at = s.at[i], count = s.tasks[i]->count;
-        char* const from_keys = (to_alt ? s.keys : alt_keys).data<char>();
-        char* const to_keys = (to_alt ? alt_keys : s.keys).data<char>();
-        GPUSORT_CUDA_TRY(cudaMemcpyAsync(to_keys + at * kb, from_keys + at * kb, count * kb,
-                                         cudaMemcpyDeviceToDevice, st));
-        if (vb == 0) continue;
-        char* const from_values = (to_alt ? s.values : alt_values).data<char>();
-        char* const to_values = (to_alt ? alt_values : s.values).data<char>();
-        GPUSORT_CUDA_TRY(cudaMemcpyAsync(to_values + at * vb, from_values + at * vb,
-                                         count * vb, cudaMemcpyDeviceToDevice, st));
+        cross(i, s.keys, alt_keys, layout.key_bytes);
+        if (layout.value_bytes > 0) cross(i, s.values, alt_values, layout.value_bytes);
       }
     }
     if (to_alt) {
