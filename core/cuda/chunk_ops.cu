@@ -120,33 +120,6 @@ void positions(void* d_out, std::uint64_t n, std::uint64_t first, unsigned value
   GPUSORT_CHECK_LAUNCH();
 }
 
-namespace {
-
-/// Launches the warp or block gather for element type T under each cache hint.
-template <typename T>
-void launch_gather(bool warps, dim3 grid, unsigned threads, const gather_slice* d_table,
-                   std::uint32_t slices, void* d_out, gather_cache cache, cudaStream_t stream)
-{
-  const auto launch = [&]<gather_cache C>() {
-    if (warps)
-      detail::gather_warps_kernel<C, T>
-          <<<grid, threads, 0, stream>>>(d_table, slices, static_cast<T*>(d_out));
-    else
-      detail::gather_kernel<C, T>
-          <<<grid, threads, 0, stream>>>(d_table, slices, static_cast<T*>(d_out));
-  };
-  switch (cache) {
-    case gather_cache::normal: launch.template operator()<gather_cache::normal>(); break;
-    case gather_cache::streaming_loads:
-      launch.template operator()<gather_cache::streaming_loads>();
-      break;
-    case gather_cache::streaming: launch.template operator()<gather_cache::streaming>(); break;
-  }
-  GPUSORT_CHECK_LAUNCH();
-}
-
-}  // namespace
-
 void gather(const gather_slice* d_table, std::uint32_t slices, std::uint64_t longest_slice,
             void* d_out, unsigned element_bytes, cudaStream_t stream, const gather_tuning& tuning)
 {
@@ -157,31 +130,37 @@ void gather(const gather_slice* d_table, std::uint32_t slices, std::uint64_t lon
   if (tuning.threads_per_block == 0 || tuning.threads_per_block > 1024 ||
       tuning.max_blocks_per_slice == 0 || tuning.max_blocks == 0 || tuning.max_warp_blocks == 0)
     throw invalid_argument{"gather: a tuning of 1 to 1024 threads a block and at least one block"};
-  dim3 grid;
-  unsigned threads = tuning.threads_per_block;
-  const bool warps = longest_slice <= tuning.warp_slice_elements;
-  if (warps) {
+  if (longest_slice <= tuning.warp_slice_elements) {
     // A warp a slice: whole warps, at most one a slice, within the cap.
-    threads = std::max(tuning.threads_per_block / detail::gather_warp_lanes, 1U) *
-              detail::gather_warp_lanes;
+    const unsigned threads =
+        std::max(tuning.threads_per_block / detail::gather_warp_lanes, 1U) *
+        detail::gather_warp_lanes;
     const std::uint64_t warps_per_block = threads / detail::gather_warp_lanes;
-    grid.x = static_cast<unsigned>(std::clamp<std::uint64_t>(
+    const auto blocks = static_cast<unsigned>(std::clamp<std::uint64_t>(
         (std::uint64_t{slices} + warps_per_block - 1) / warps_per_block, 1,
         tuning.max_warp_blocks));
-  } else {
-    const std::uint64_t per_slice = std::clamp<std::uint64_t>(
-        (longest_slice + tuning.threads_per_block - 1) / tuning.threads_per_block, 1,
-        tuning.max_blocks_per_slice);
-    grid.x = static_cast<unsigned>(per_slice);
-    grid.y = static_cast<unsigned>(
-        std::clamp<std::uint64_t>(tuning.max_blocks / per_slice, 1, std::uint64_t{slices}));
+    if (element_bytes == 4)
+      detail::gather_warps_kernel<std::uint32_t><<<blocks, threads, 0, stream>>>(
+          d_table, slices, static_cast<std::uint32_t*>(d_out));
+    else
+      detail::gather_warps_kernel<std::uint64_t><<<blocks, threads, 0, stream>>>(
+          d_table, slices, static_cast<std::uint64_t*>(d_out));
+    GPUSORT_CHECK_LAUNCH();
+    return;
   }
+  const std::uint64_t per_slice = std::clamp<std::uint64_t>(
+      (longest_slice + tuning.threads_per_block - 1) / tuning.threads_per_block, 1,
+      tuning.max_blocks_per_slice);
+  const std::uint64_t rows =
+      std::clamp<std::uint64_t>(tuning.max_blocks / per_slice, 1, std::uint64_t{slices});
+  const dim3 grid{static_cast<unsigned>(per_slice), static_cast<unsigned>(rows)};
   if (element_bytes == 4)
-    launch_gather<std::uint32_t>(warps, grid, threads, d_table, slices, d_out, tuning.cache,
-                                 stream);
+    detail::gather_kernel<std::uint32_t><<<grid, tuning.threads_per_block, 0, stream>>>(
+        d_table, slices, static_cast<std::uint32_t*>(d_out));
   else
-    launch_gather<std::uint64_t>(warps, grid, threads, d_table, slices, d_out, tuning.cache,
-                                 stream);
+    detail::gather_kernel<std::uint64_t><<<grid, tuning.threads_per_block, 0, stream>>>(
+        d_table, slices, static_cast<std::uint64_t*>(d_out));
+  GPUSORT_CHECK_LAUNCH();
 }
 
 }  // namespace gpusort::cuda

@@ -55,20 +55,12 @@ inline constexpr std::uint32_t hopper_sms = 132;
 /// of about 420 u64) a block a slice left most lanes one load each, needed 264 blocks to reach
 /// 34 GB/s and slowed the sort beside it 1.9x; fewer blocks of it freed the sort and starved the
 /// link (32 blocks: 22 GB/s, 8: 7.6; issue 44, h200x2-20261130-s10/call1).
-/// How the gather kernels' loads and stores use the L2 cache. `normal` caches both as any
-/// access; `streaming_loads` reads the mapped slices with the evict-first hint (ld.global.cs)
-/// and `streaming` stores them so too (st.global.cs). The hypothesis under test (issue 44): the
-/// gathered bytes, 5 MiB a final chunk, evict the working set of the sort beside the gather,
-/// whose passes over a chunk of a small budget otherwise stay in the H200's 50 MiB L2.
-enum class gather_cache : std::uint8_t { normal, streaming_loads, streaming };
-
 struct gather_tuning {
   std::uint32_t threads_per_block{256};
   std::uint32_t max_blocks_per_slice{64};
   std::uint32_t max_blocks{2 * hopper_sms};
   std::uint32_t warp_slice_elements{1024};
   std::uint32_t max_warp_blocks{32};
-  gather_cache cache{gather_cache::normal};
 };
 
 /// Copies every slice of `d_table` (device-accessible, `slices` entries) into `d_out`, elements

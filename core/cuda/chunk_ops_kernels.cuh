@@ -35,30 +35,12 @@ __global__ void positions_kernel(W* __restrict__ out, std::uint64_t n, std::uint
     out[i] = static_cast<W>(first + i);
 }
 
-/// A gather's load and store under its cache hint (gather_tuning::cache).
-template <gather_cache C, typename T>
-__device__ __forceinline__ T gather_load(const T* p)
-{
-  if constexpr (C == gather_cache::normal)
-    return *p;
-  else
-    return __ldcs(p);
-}
-template <gather_cache C, typename T>
-__device__ __forceinline__ void gather_store(T* p, T v)
-{
-  if constexpr (C == gather_cache::streaming)
-    __stcs(p, v);
-  else
-    *p = v;
-}
-
 /// blockIdx.y picks a slice and then every gridDim.y-th after it; blocks along x stride
 /// through it. A grid of fewer rows than slices keeps the gather to a share of the SMs: one
 /// block for each of round 2's d short slices (2643 of 1.2 KB at d = 2643) filled the GPU and
 /// stalled the chunk sort running beside it (issue 44). Four loads in flight a thread where a
 /// slice is long: mapped host memory answers in microseconds.
-template <gather_cache C, typename T>
+template <typename T>
 __global__ void gather_kernel(const gather_slice* __restrict__ table, std::uint32_t slices,
                               T* __restrict__ out)
 {
@@ -69,14 +51,13 @@ __global__ void gather_kernel(const gather_slice* __restrict__ table, std::uint3
     T* __restrict__ dst = out + s.dst_offset;
     std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
     for (; i + 3 * stride < s.length; i += 4 * stride) {
-      const T a = gather_load<C>(src + i), b = gather_load<C>(src + i + stride),
-              c = gather_load<C>(src + i + 2 * stride), e = gather_load<C>(src + i + 3 * stride);
-      gather_store<C>(dst + i, a);
-      gather_store<C>(dst + i + stride, b);
-      gather_store<C>(dst + i + 2 * stride, c);
-      gather_store<C>(dst + i + 3 * stride, e);
+      const T a = src[i], b = src[i + stride], c = src[i + 2 * stride], e = src[i + 3 * stride];
+      dst[i] = a;
+      dst[i + stride] = b;
+      dst[i + 2 * stride] = c;
+      dst[i + 3 * stride] = e;
     }
-    for (; i < s.length; i += stride) gather_store<C>(dst + i, gather_load<C>(src + i));
+    for (; i < s.length; i += stride) dst[i] = src[i];
   }
 }
 
@@ -87,7 +68,7 @@ inline constexpr unsigned gather_warp_unroll = 8;
 /// The gather of a table of short slices (gather_tuning::warp_slice_elements): a warp a slice,
 /// walking the table a grid's warps apart, each lane loading up to eight elements before it
 /// stores any, so that a few dozen blocks keep the link's reads of mapped memory in flight.
-template <gather_cache C, typename T>
+template <typename T>
 __global__ void gather_warps_kernel(const gather_slice* __restrict__ table, std::uint32_t slices,
                                     T* __restrict__ out)
 {
@@ -104,10 +85,10 @@ __global__ void gather_warps_kernel(const gather_slice* __restrict__ table, std:
       T v[unroll];
 #pragma unroll
       for (unsigned u = 0; u < unroll; ++u)
-        if (i + u * lanes < s.length) v[u] = gather_load<C>(src + i + u * lanes);
+        if (i + u * lanes < s.length) v[u] = src[i + u * lanes];
 #pragma unroll
       for (unsigned u = 0; u < unroll; ++u)
-        if (i + u * lanes < s.length) gather_store<C>(dst + i + u * lanes, v[u]);
+        if (i + u * lanes < s.length) dst[i + u * lanes] = v[u];
     }
   }
 }

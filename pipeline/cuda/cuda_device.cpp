@@ -212,16 +212,10 @@ gather_mode gather_mode_from_environment() noexcept
 /// replaces both grid caps (the blocks that walk a table of short slices beside the sort),
 /// GPUSORT_GATHER_THREADS the threads a block (32 to 1024; 8 blocks of 1024 keep as many loads
 /// in flight as 32 of 256 on a quarter of the SMs, which a sort beside them then has whole),
-/// GPUSORT_GATHER_WARPS=0 sends short slices to the block-a-slice kernel as before, and
-/// GPUSORT_GATHER_CACHE=normal|loads|streaming picks the kernels' cache hints
-/// (cuda::gather_cache: none, evict-first loads, evict-first loads and stores).
+/// and GPUSORT_GATHER_WARPS=0 sends short slices to the block-a-slice kernel as before.
 cuda::gather_tuning gather_tuning_from_environment() noexcept
 {
   cuda::gather_tuning tuning;
-  const std::optional<std::string_view> cache =
-      switch_word("GPUSORT_GATHER_CACHE", {"normal", "loads", "streaming"});
-  if (cache == "loads") tuning.cache = cuda::gather_cache::streaming_loads;
-  if (cache == "streaming") tuning.cache = cuda::gather_cache::streaming;
   if (const std::optional<std::uint64_t> blocks = switch_count("GPUSORT_GATHER_BLOCKS", 1, 65535))
     tuning.max_blocks = tuning.max_warp_blocks = static_cast<std::uint32_t>(*blocks);
   if (const std::optional<std::uint64_t> threads = switch_count("GPUSORT_GATHER_THREADS", 32, 1024))

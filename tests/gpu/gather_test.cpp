@@ -128,9 +128,7 @@ class gpu_gather : public test::gpu_test, public ::testing::WithParamInterface<g
 /// all) with blocks of one warp, both of those with every table a block a slice; a warp a slice
 /// for every table, long slices too (each lane strides through them), on one block of one warp
 /// that walks every slice; on 3 blocks of 40 threads (whole warps: 32 each); and the default's
-/// warps on 8 blocks of 1024 threads (GPUSORT_GATHER_BLOCKS=8 GPUSORT_GATHER_THREADS=1024);
-/// the default with evict-first loads (GPUSORT_GATHER_CACHE=loads), and the small grid of
-/// blocks with evict-first loads and stores (streaming).
+/// warps on 8 blocks of 1024 threads (GPUSORT_GATHER_BLOCKS=8 GPUSORT_GATHER_THREADS=1024).
 gather_tuning tuning_of(int which)
 {
   switch (which) {
@@ -145,11 +143,8 @@ gather_tuning tuning_of(int which)
       return {.threads_per_block = 32, .warp_slice_elements = UINT32_MAX, .max_warp_blocks = 1};
     case 4:
       return {.threads_per_block = 40, .warp_slice_elements = UINT32_MAX, .max_warp_blocks = 3};
-    case 5: return {.threads_per_block = 1024, .max_blocks = 8, .max_warp_blocks = 8};
-    case 6: return {.cache = cuda::gather_cache::streaming_loads};
     default:
-      return {.threads_per_block = 32, .max_blocks_per_slice = 2, .max_blocks = 3,
-              .warp_slice_elements = 0, .cache = cuda::gather_cache::streaming};
+      return {.threads_per_block = 1024, .max_blocks = 8, .max_warp_blocks = 8};
   }
 }
 
@@ -174,8 +169,7 @@ std::string gather_case_name(const ::testing::TestParamInfo<gather_case>& param)
 {
   const auto [bytes, where, which] = param.param;
   const char* tunings[] = {"default",    "one_block",  "small_grid",
-                           "warps_only", "warps_grid", "wide_blocks",
-                           "streaming_loads", "streaming"};
+                           "warps_only", "warps_grid", "wide_blocks"};
   return std::to_string(bytes * 8) + "bit_" +
          (where == source_memory::device ? "device" : "mapped") + "_" + tunings[which];
 }
@@ -184,7 +178,7 @@ INSTANTIATE_TEST_SUITE_P(
     Tables, gpu_gather,
     ::testing::Combine(::testing::Values(4U, 8U),
                        ::testing::Values(source_memory::device, source_memory::mapped_host),
-                       ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7)),
+                       ::testing::Values(0, 1, 2, 3, 4, 5)),
     gather_case_name);
 
 TEST(gpu_gather_arguments, BadWidthsTablesAndTuningsAreRefusedBeforeAnyLaunch)
