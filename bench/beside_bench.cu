@@ -1,0 +1,293 @@
+// What slows a sort beside a kernel that reads mapped host memory (issue 44): round 2's sort
+// of a small budget's chunk takes 1.6x round 1's beside the gather kernel, and as long as
+// round 1's when copy engines gather instead. Neither SM residency (s14) nor the gathered bytes
+// in L2 (s15, evict-first hints) explained it. This bench times CUB's radix sort of one chunk
+// (--keys u64) on a GPU alone and beside back-to-back gathers of --slices slices (round 2's
+// table at 1/256 of 8 GiB: 1594 slices of 674K keys in all) from
+//   device memory, mapped host memory in one compact block (a few pages), and mapped host memory
+//   spread over --host-bytes (round 2's: every slice in another run),
+// for host memory registered with huge pages advised, registered without them, and allocated
+// by cudaHostAlloc. Spread against compact at the same read rate tells translations (the
+// GPU's TLBs) from the reads themselves. Prints one line a case; exit 1 on any CUDA failure.
+#include "bench/bench_cli.hpp"
+#include "core/checks.hpp"
+#include "core/cuda/chunk_ops.cuh"
+#include "pipeline/cuda/resources.hpp"
+
+#include <gpusort/error.hpp>
+#include <gpusort/units.hpp>
+
+#include <cub/device/device_radix_sort.cuh>
+
+#include <cuda_runtime_api.h>
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using gpusort::cuda::cuda_event;
+using gpusort::cuda::cuda_stream;
+using gpusort::cuda::device_buffer;
+using gpusort::cuda::event_timing;
+using gpusort::cuda::gather_slice;
+
+struct options {
+  std::uint64_t host_bytes = std::uint64_t{8} << 30;
+  std::uint64_t keys = 674'000;
+  std::uint64_t slices = 1594;
+  int reps = 101;
+};
+
+constexpr const char* usage =
+    "usage: beside_bench [--host-bytes 8Gi] [--keys 674000] [--slices 1594] [--reps 101]\n"
+    "CUB's radix sort of --keys u64 alone and beside back-to-back gathers of --slices slices\n"
+    "(as many keys in all) from device memory and mapped host memory, compact and spread over\n"
+    "--host-bytes, for three kinds of host memory; median microseconds a sort of --reps.\n";
+
+/// Huge pages of anonymous memory the process holds now (kB, from smaps_rollup).
+long anon_huge_kb()
+{
+  std::ifstream in{"/proc/self/smaps_rollup"};
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("AnonHugePages:", 0) == 0) return std::stol(line.substr(14));
+  return -1;
+}
+
+/// Host memory of one kind, page-locked and mapped, as the bench reads it.
+struct host_memory {
+  std::string name;
+  void* data{};
+  std::uint64_t bytes{};
+  bool mmapped{};
+  std::unique_ptr<gpusort::cuda::host_registration> registration;
+  std::unique_ptr<gpusort::cuda::pinned_buffer> allocated;
+
+  host_memory(std::string n, std::uint64_t b, int kind) : name{std::move(n)}, bytes{b}
+  {
+    if (kind == 2) {
+      allocated = std::make_unique<gpusort::cuda::pinned_buffer>(
+          bytes, cudaHostAllocPortable | cudaHostAllocMapped);
+      data = allocated->data();
+    } else {
+      data = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (data == MAP_FAILED) throw std::runtime_error{"mmap failed"};
+      mmapped = true;
+      (void)::madvise(data, bytes, kind == 0 ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    }
+    // Every page written, from every core, so that the registration pins what is there.
+    auto* words = static_cast<std::uint64_t*>(data);
+    const std::uint64_t count = bytes / 8;
+    const unsigned threads = std::max(std::thread::hardware_concurrency(), 1U);
+    std::vector<std::thread> writers;
+    for (unsigned t = 0; t < threads; ++t)
+      writers.emplace_back([=] {
+        for (std::uint64_t i = count * t / threads; i < count * (t + 1) / threads; ++i)
+          words[i] = i * 0x9E3779B97F4A7C15ULL;
+      });
+    for (std::thread& w : writers) w.join();
+    if (mmapped)
+      registration = std::make_unique<gpusort::cuda::host_registration>(
+          data, bytes, cudaHostRegisterPortable | cudaHostRegisterMapped);
+  }
+  ~host_memory()
+  {
+    registration.reset();
+    if (mmapped) ::munmap(data, bytes);
+  }
+  host_memory(const host_memory&) = delete;
+  host_memory& operator=(const host_memory&) = delete;
+
+  [[nodiscard]] const char* device_address() const
+  {
+    void* d = nullptr;
+    GPUSORT_CUDA_TRY(cudaHostGetDevicePointer(&d, data, 0));
+    return static_cast<const char*>(d);
+  }
+};
+
+/// The gather table: `slices` slices making `keys` keys in all, from `base` (a device address)
+/// of `span` bytes: compact (one after another) or spread (slice i in the i-th of `slices`
+/// equal parts of the span, at a random place of it).
+std::vector<gather_slice> table_of(const char* base, std::uint64_t span, std::uint64_t keys,
+                                   std::uint64_t slices, bool spread)
+{
+  std::vector<gather_slice> t;
+  std::mt19937_64 rng{42};
+  std::uint64_t at = 0;
+  const std::uint64_t part = span / 8 / slices;
+  for (std::uint64_t i = 0; i < slices; ++i) {
+    const std::uint64_t length = keys / slices + (i < keys % slices ? 1 : 0);
+    std::uint64_t from = at;
+    if (spread) from = i * part + rng() % (part - length);
+    t.push_back({base + from * 8, length, at});
+    at += length;
+  }
+  return t;
+}
+
+struct sorter {
+  std::uint64_t n;
+  device_buffer keys, alt, scratch;
+  std::size_t scratch_bytes{};
+
+  explicit sorter(std::uint64_t count) : n{count}, keys{count * 8}, alt{count * 8}
+  {
+    cub::DoubleBuffer<std::uint64_t> b{keys.data<std::uint64_t>(), alt.data<std::uint64_t>()};
+    GPUSORT_CUDA_TRY(cub::DeviceRadixSort::SortKeys(nullptr, scratch_bytes, b,
+                                                    static_cast<int>(n)));
+    scratch = device_buffer{scratch_bytes};
+    std::vector<std::uint64_t> h(n);
+    std::mt19937_64 rng{7};
+    for (auto& x : h) x = rng();
+    GPUSORT_CUDA_TRY(cudaMemcpy(keys.data(), h.data(), n * 8, cudaMemcpyHostToDevice));
+  }
+
+  /// Median seconds of `reps` sorts on `s` (the keys sorted again each time: a radix sort's
+  /// time does not depend on their order).
+  double median_seconds(cudaStream_t s, int reps)
+  {
+    cuda_event start{event_timing::enabled}, stop{event_timing::enabled};
+    std::vector<double> times;
+    for (int r = 0; r < reps; ++r) {
+      cub::DoubleBuffer<std::uint64_t> b{keys.data<std::uint64_t>(), alt.data<std::uint64_t>()};
+      start.record(s);
+      std::size_t bytes = scratch_bytes;
+      GPUSORT_CUDA_TRY(cub::DeviceRadixSort::SortKeys(scratch.data(), bytes, b,
+                                                      static_cast<int>(n), 0, 64, s));
+      stop.record(s);
+      stop.synchronize();
+      times.push_back(gpusort::cuda::elapsed_ms(start, stop) / 1e3);
+    }
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+  }
+};
+
+/// One case: gathers alone (GB/s), then the sort's median beside back-to-back gathers.
+void run_case(const char* memory, const char* layout, const std::vector<gather_slice>& table,
+              std::uint64_t keys, sorter& sort, int reps, double alone)
+{
+  device_buffer d_table{table.size() * sizeof(gather_slice)};
+  GPUSORT_CUDA_TRY(cudaMemcpy(d_table.data(), table.data(), d_table.size(),
+                              cudaMemcpyHostToDevice));
+  device_buffer out{keys * 8};
+  std::uint64_t longest = 0;
+  for (const gather_slice& s : table) longest = std::max(longest, s.length);
+  cuda_stream gs, ss;
+  const auto gather_once = [&] {
+    gpusort::cuda::gather(d_table.data<gather_slice>(), static_cast<std::uint32_t>(table.size()),
+                          longest, out.data(), 8, gs.value());
+  };
+  cuda_event start{event_timing::enabled}, stop{event_timing::enabled};
+  gather_once();
+  start.record(gs.value());
+  constexpr int alone_gathers = 50;
+  for (int i = 0; i < alone_gathers; ++i) gather_once();
+  stop.record(gs.value());
+  stop.synchronize();
+  const double gather_gbps = alone_gathers * static_cast<double>(keys * 8) / 1e9 /
+                             (gpusort::cuda::elapsed_ms(start, stop) / 1e3);
+  // Enough gathers to outlast the sorts and the waits between them, twice over.
+  const double gather_seconds = gpusort::cuda::elapsed_ms(start, stop) / 1e3 / alone_gathers;
+  const int beside_gathers =
+      static_cast<int>(2 * reps * (alone + 50e-6) / gather_seconds) + 20;
+  start.record(gs.value());
+  for (int i = 0; i < beside_gathers; ++i) gather_once();
+  stop.record(gs.value());
+  const double beside = sort.median_seconds(ss.value(), reps);
+  stop.synchronize();
+  const double gather_beside_gbps = beside_gathers * static_cast<double>(keys * 8) / 1e9 /
+                                    (gpusort::cuda::elapsed_ms(start, stop) / 1e3);
+  std::printf("| %-28s | %-8s | %8.1f | %8.1f | %7.1f | %7.1f | %5.2f |\n", memory, layout,
+              gather_gbps, gather_beside_gbps, alone * 1e6, beside * 1e6, beside / alone);
+  std::fflush(stdout);
+}
+
+int run(const options& o)
+{
+  GPUSORT_CUDA_TRY(cudaSetDevice(0));
+  sorter sort{o.keys};
+  cuda_stream s;
+  const double alone = sort.median_seconds(s.value(), o.reps);
+  std::printf("CUB radix sort of %llu u64 keys alone: %.1f us (median of %d)\n",
+              static_cast<unsigned long long>(o.keys), alone * 1e6, o.reps);
+  std::printf("| memory | layout | gather GB/s alone | beside | sort us alone | beside | ratio |\n"
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: |\n");
+  {
+    const std::uint64_t span = std::uint64_t{1} << 30;
+    device_buffer src{span};
+    GPUSORT_CUDA_TRY(cudaMemset(src.data(), 1, span));
+    const char* base = src.data<char>();
+    run_case("device", "compact", table_of(base, span, o.keys, o.slices, false), o.keys, sort,
+             o.reps, alone);
+    run_case("device", "spread", table_of(base, span, o.keys, o.slices, true), o.keys, sort,
+             o.reps, alone);
+  }
+  const char* names[] = {"registered, huge pages", "registered, 4 KiB pages", "cudaHostAlloc"};
+  for (int kind = 0; kind < 3; ++kind) {
+    const long before = anon_huge_kb();
+    host_memory h{names[kind], o.host_bytes, kind};
+    const long huge = anon_huge_kb() - before;
+    const std::string label = std::string{names[kind]} + " (" + std::to_string(huge / 1024) +
+                              " MiB huge)";
+    const char* base = h.device_address();
+    run_case(label.c_str(), "compact", table_of(base, o.host_bytes, o.keys, o.slices, false),
+             o.keys, sort, o.reps, alone);
+    run_case(label.c_str(), "spread", table_of(base, o.host_bytes, o.keys, o.slices, true),
+             o.keys, sort, o.reps, alone);
+  }
+  std::printf("CUB radix sort alone again: %.1f us\n", sort.median_seconds(s.value(), o.reps) * 1e6);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+  options o;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string flag = argv[i];
+      if (flag == "--help") {
+        std::fputs(usage, stdout);
+        return 0;
+      }
+      if (i + 1 >= argc) throw gpusort::bench::usage_error{flag + " needs a value"};
+      const std::string value = argv[++i];
+      if (flag == "--host-bytes")
+        o.host_bytes = gpusort::bench::parse_one_count(flag, value);
+      else if (flag == "--keys")
+        o.keys = gpusort::bench::parse_one_count(flag, value, std::uint64_t{1} << 28);
+      else if (flag == "--slices")
+        o.slices = gpusort::bench::parse_one_count(flag, value, 65535);
+      else if (flag == "--reps")
+        o.reps = static_cast<int>(gpusort::bench::parse_one_count(flag, value, 100'000));
+      else
+        throw gpusort::bench::usage_error{"unknown option " + flag};
+    }
+    if (o.slices > o.keys) throw gpusort::bench::usage_error{"--slices: at most --keys"};
+    // Each spread slice needs a part of the host memory longer than itself.
+    if (o.host_bytes / 8 / o.slices <= o.keys / o.slices + 1)
+      throw gpusort::bench::usage_error{"--host-bytes: more than 8 bytes a key"};
+    return run(o);
+  } catch (const gpusort::bench::usage_error& e) {
+    std::fprintf(stderr, "beside_bench: %s\n%s", e.what(), usage);
+    return 64;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "beside_bench: %s\n", e.what());
+    return 1;
+  }
+}
