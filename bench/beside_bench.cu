@@ -8,7 +8,10 @@
 //   spread over --host-bytes (round 2's: every slice in another run),
 // for host memory registered with huge pages advised, registered without them, and allocated
 // by cudaHostAlloc. Spread against compact at the same read rate tells translations (the
-// GPU's TLBs) from the reads themselves. Prints one line a case; exit 1 on any CUDA failure.
+// GPU's TLBs) from the reads themselves. Then, from registered memory with huge pages, the
+// copy engines' gather (cudaMemcpyBatchAsync on 1 to 8 streams), the kernel on a quarter or
+// half of the slices alone, and that kernel beside copies of the rest. Prints one line a
+// case; exit 1 on any CUDA failure.
 #include "bench/bench_cli.hpp"
 #include "core/checks.hpp"
 #include "core/cuda/chunk_ops.cuh"
@@ -29,10 +32,12 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -176,44 +181,113 @@ struct sorter {
   }
 };
 
-/// One case: gathers alone (GB/s), then the sort's median beside back-to-back gathers.
-void run_case(const char* memory, const char* layout, const std::vector<gather_slice>& table,
-              std::uint64_t keys, sorter& sort, int reps, double alone)
+/// One case: `issue` queues one gather of `bytes` on the stream it is given; gathers alone
+/// (GB/s), then the sort's median beside back-to-back gathers.
+void run_case(const std::string& memory, const char* method,
+              const std::function<void(cudaStream_t)>& issue, std::uint64_t bytes, sorter& sort,
+              int reps, double alone)
 {
-  device_buffer d_table{table.size() * sizeof(gather_slice)};
-  GPUSORT_CUDA_TRY(cudaMemcpy(d_table.data(), table.data(), d_table.size(),
-                              cudaMemcpyHostToDevice));
-  device_buffer out{keys * 8};
-  std::uint64_t longest = 0;
-  for (const gather_slice& s : table) longest = std::max(longest, s.length);
   cuda_stream gs, ss;
-  const auto gather_once = [&] {
-    gpusort::cuda::gather(d_table.data<gather_slice>(), static_cast<std::uint32_t>(table.size()),
-                          longest, out.data(), 8, gs.value());
-  };
   cuda_event start{event_timing::enabled}, stop{event_timing::enabled};
-  gather_once();
+  issue(gs.value());
   start.record(gs.value());
   constexpr int alone_gathers = 50;
-  for (int i = 0; i < alone_gathers; ++i) gather_once();
+  for (int i = 0; i < alone_gathers; ++i) issue(gs.value());
   stop.record(gs.value());
   stop.synchronize();
-  const double gather_gbps = alone_gathers * static_cast<double>(keys * 8) / 1e9 /
-                             (gpusort::cuda::elapsed_ms(start, stop) / 1e3);
-  // Enough gathers to outlast the sorts and the waits between them, twice over.
   const double gather_seconds = gpusort::cuda::elapsed_ms(start, stop) / 1e3 / alone_gathers;
+  // Enough gathers to outlast the sorts and the waits between them, twice over.
   const int beside_gathers =
       static_cast<int>(2 * reps * (alone + 50e-6) / gather_seconds) + 20;
   start.record(gs.value());
-  for (int i = 0; i < beside_gathers; ++i) gather_once();
+  for (int i = 0; i < beside_gathers; ++i) issue(gs.value());
   stop.record(gs.value());
   const double beside = sort.median_seconds(ss.value(), reps);
   stop.synchronize();
-  const double gather_beside_gbps = beside_gathers * static_cast<double>(keys * 8) / 1e9 /
-                                    (gpusort::cuda::elapsed_ms(start, stop) / 1e3);
-  std::printf("| %-28s | %-8s | %8.1f | %8.1f | %7.1f | %7.1f | %5.2f |\n", memory, layout,
-              gather_gbps, gather_beside_gbps, alone * 1e6, beside * 1e6, beside / alone);
+  const double beside_seconds = gpusort::cuda::elapsed_ms(start, stop) / 1e3 / beside_gathers;
+  std::printf("| %-40s | %-28s | %8.1f | %8.1f | %7.1f | %7.1f | %5.2f |\n", memory.c_str(),
+              method, static_cast<double>(bytes) / 1e9 / gather_seconds,
+              static_cast<double>(bytes) / 1e9 / beside_seconds, alone * 1e6, beside * 1e6,
+              beside / alone);
   std::fflush(stdout);
+}
+
+/// A gather table on the device, and one launch of the gather kernel over it.
+struct kernel_gather {
+  device_buffer d_table;
+  std::uint32_t count;
+  std::uint64_t longest = 0;
+  char* d_out;
+
+  kernel_gather(const std::vector<gather_slice>& table, char* out)
+      : d_table{std::max<std::size_t>(table.size(), 1) * sizeof(gather_slice)},
+        count{static_cast<std::uint32_t>(table.size())}, d_out{out}
+  {
+    if (!table.empty())
+      GPUSORT_CUDA_TRY(cudaMemcpy(d_table.data(), table.data(),
+                                  table.size() * sizeof(gather_slice), cudaMemcpyHostToDevice));
+    for (const gather_slice& s : table) longest = std::max(longest, s.length);
+  }
+  void operator()(cudaStream_t s) const
+  {
+    gpusort::cuda::gather(d_table.data<gather_slice>(), count, longest, d_out, 8, s);
+  }
+};
+
+/// The copy engines' gather: the table's slices in `streams` parts, each one
+/// cudaMemcpyBatchAsync on a stream of its own forked from the caller's and joined back.
+struct copy_gather {
+  std::vector<std::vector<void*>> dst;
+  std::vector<std::vector<const void*>> src;
+  std::vector<std::vector<std::size_t>> sizes;
+  std::vector<cuda_stream> streams;
+  std::vector<cuda_event> joined;
+  cuda_event fork;
+
+  copy_gather(const std::vector<gather_slice>& table, const char* host_base,
+              const char* device_base, char* out, unsigned parts)
+      : dst(parts), src(parts), sizes(parts), streams(parts), joined(parts)
+  {
+    for (std::size_t i = 0; i < table.size(); ++i) {
+      const std::size_t p = i * parts / table.size();
+      dst[p].push_back(out + table[i].dst_offset * 8);
+      // The copy engines take the host address; the table holds the device one.
+      src[p].push_back(host_base + (static_cast<const char*>(table[i].src) - device_base));
+      sizes[p].push_back(table[i].length * 8);
+    }
+  }
+  void operator()(cudaStream_t s)
+  {
+    fork.record(s);
+    for (std::size_t p = 0; p < streams.size(); ++p) {
+      if (dst[p].empty()) continue;
+      GPUSORT_CUDA_TRY(cudaStreamWaitEvent(streams[p].value(), fork.value()));
+      cudaMemcpyAttributes attributes{};
+      attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+      std::size_t first_index = 0;
+      GPUSORT_CUDA_TRY(cudaMemcpyBatchAsync(dst[p].data(), src[p].data(), sizes[p].data(),
+                                            dst[p].size(), &attributes, &first_index, 1,
+                                            streams[p].value()));
+      joined[p].record(streams[p].value());
+      GPUSORT_CUDA_TRY(cudaStreamWaitEvent(s, joined[p].value()));
+    }
+  }
+};
+
+/// Round 2's table split: the first `share` of its slices for the kernel, the rest for copies.
+std::pair<std::vector<gather_slice>, std::vector<gather_slice>> split_table(
+    const std::vector<gather_slice>& table, double share)
+{
+  const auto cut = static_cast<std::size_t>(static_cast<double>(table.size()) * share);
+  return {{table.begin(), table.begin() + static_cast<std::ptrdiff_t>(cut)},
+          {table.begin() + static_cast<std::ptrdiff_t>(cut), table.end()}};
+}
+
+std::uint64_t keys_of(const std::vector<gather_slice>& table)
+{
+  std::uint64_t n = 0;
+  for (const gather_slice& s : table) n += s.length;
+  return n;
 }
 
 int run(const options& o)
@@ -224,17 +298,20 @@ int run(const options& o)
   const double alone = sort.median_seconds(s.value(), o.reps);
   std::printf("CUB radix sort of %llu u64 keys alone: %.1f us (median of %d)\n",
               static_cast<unsigned long long>(o.keys), alone * 1e6, o.reps);
-  std::printf("| memory | layout | gather GB/s alone | beside | sort us alone | beside | ratio |\n"
+  std::printf("| memory | gather | GB/s alone | beside | sort us alone | beside | ratio |\n"
               "| --- | --- | ---: | ---: | ---: | ---: | ---: |\n");
+  device_buffer out{o.keys * 8};
+  const std::uint64_t bytes = o.keys * 8;
   {
     const std::uint64_t span = std::uint64_t{1} << 30;
     device_buffer src{span};
     GPUSORT_CUDA_TRY(cudaMemset(src.data(), 1, span));
     const char* base = src.data<char>();
-    run_case("device", "compact", table_of(base, span, o.keys, o.slices, false), o.keys, sort,
-             o.reps, alone);
-    run_case("device", "spread", table_of(base, span, o.keys, o.slices, true), o.keys, sort,
-             o.reps, alone);
+    for (const bool spread : {false, true}) {
+      const kernel_gather k{table_of(base, span, o.keys, o.slices, spread), out.data<char>()};
+      run_case("device", spread ? "kernel, spread" : "kernel, compact", std::cref(k), bytes, sort, o.reps,
+               alone);
+    }
   }
   const char* names[] = {"registered, huge pages", "registered, 4 KiB pages", "cudaHostAlloc"};
   for (int kind = 0; kind < 3; ++kind) {
@@ -244,10 +321,45 @@ int run(const options& o)
     const std::string label = std::string{names[kind]} + " (" + std::to_string(huge / 1024) +
                               " MiB huge)";
     const char* base = h.device_address();
-    run_case(label.c_str(), "compact", table_of(base, o.host_bytes, o.keys, o.slices, false),
-             o.keys, sort, o.reps, alone);
-    run_case(label.c_str(), "spread", table_of(base, o.host_bytes, o.keys, o.slices, true),
-             o.keys, sort, o.reps, alone);
+    const std::vector<gather_slice> spread = table_of(base, o.host_bytes, o.keys, o.slices, true);
+    for (const bool is_spread : {false, true}) {
+      const kernel_gather k{is_spread ? spread
+                                      : table_of(base, o.host_bytes, o.keys, o.slices, false),
+                            out.data<char>()};
+      run_case(label, is_spread ? "kernel, spread" : "kernel, compact", std::cref(k), bytes, sort, o.reps,
+               alone);
+    }
+    if (kind != 0) continue;
+    // The copy engines on 1 to 8 streams; the kernel on a share of the slices alone; and the
+    // kernel and the copies side by side, each on its share.
+    const auto* host = static_cast<const char*>(h.data);
+    for (const unsigned parts : {1U, 2U, 4U, 8U}) {
+      copy_gather c{spread, host, base, out.data<char>(), parts};
+      const std::string method = "copies, " + std::to_string(parts) + " stream(s)";
+      run_case(label, method.c_str(), std::ref(c), bytes, sort, o.reps, alone);
+    }
+    for (const double share : {0.25, 0.5}) {
+      const auto [kernel_part, copy_part] = split_table(spread, share);
+      const kernel_gather k{kernel_part, out.data<char>()};
+      const std::string alone_method = "kernel, " + std::to_string(int(share * 100)) + "% only";
+      run_case(label, alone_method.c_str(), std::cref(k), keys_of(kernel_part) * 8, sort, o.reps, alone);
+      for (const unsigned parts : {2U, 4U}) {
+        copy_gather c{copy_part, host, base, out.data<char>(), parts};
+        cuda_stream ks;
+        cuda_event forked, kernel_done;
+        const auto both = [&](cudaStream_t s) {
+          forked.record(s);
+          GPUSORT_CUDA_TRY(cudaStreamWaitEvent(ks.value(), forked.value()));
+          k(ks.value());
+          kernel_done.record(ks.value());
+          c(s);
+          GPUSORT_CUDA_TRY(cudaStreamWaitEvent(s, kernel_done.value()));
+        };
+        const std::string method = "kernel " + std::to_string(int(share * 100)) +
+                                   "% + copies x" + std::to_string(parts);
+        run_case(label, method.c_str(), both, bytes, sort, o.reps, alone);
+      }
+    }
   }
   std::printf("CUB radix sort alone again: %.1f us\n", sort.median_seconds(s.value(), o.reps) * 1e6);
   return 0;
