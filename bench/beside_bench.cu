@@ -309,8 +309,8 @@ int run(const options& o)
     const char* base = src.data<char>();
     for (const bool spread : {false, true}) {
       const kernel_gather k{table_of(base, span, o.keys, o.slices, spread), out.data<char>()};
-      run_case("device", spread ? "kernel, spread" : "kernel, compact", std::cref(k), bytes, sort,
-               o.reps, alone);
+      run_case("device", spread ? "kernel, spread" : "kernel, compact", std::cref(k), bytes, sort, o.reps,
+               alone);
     }
   }
   const char* names[] = {"registered, huge pages", "registered, 4 KiB pages", "cudaHostAlloc"};
@@ -326,8 +326,8 @@ int run(const options& o)
       const kernel_gather k{is_spread ? spread
                                       : table_of(base, o.host_bytes, o.keys, o.slices, false),
                             out.data<char>()};
-      run_case(label, is_spread ? "kernel, spread" : "kernel, compact", std::cref(k), bytes, sort,
-               o.reps, alone);
+      run_case(label, is_spread ? "kernel, spread" : "kernel, compact", std::cref(k), bytes, sort, o.reps,
+               alone);
     }
     if (kind != 0) continue;
     // The copy engines on 1 to 8 streams; the kernel on a share of the slices alone; and the
@@ -342,8 +342,7 @@ int run(const options& o)
       const auto [kernel_part, copy_part] = split_table(spread, share);
       const kernel_gather k{kernel_part, out.data<char>()};
       const std::string alone_method = "kernel, " + std::to_string(int(share * 100)) + "% only";
-      run_case(label, alone_method.c_str(), std::cref(k), keys_of(kernel_part) * 8, sort, o.reps,
-               alone);
+      run_case(label, alone_method.c_str(), std::cref(k), keys_of(kernel_part) * 8, sort, o.reps, alone);
       for (const unsigned parts : {2U, 4U}) {
         copy_gather c{copy_part, host, base, out.data<char>(), parts};
         cuda_stream ks;
@@ -362,8 +361,7 @@ int run(const options& o)
       }
     }
   }
-  std::printf("CUB radix sort alone again: %.1f us\n",
-              sort.median_seconds(s.value(), o.reps) * 1e6);
+  std::printf("CUB radix sort alone again: %.1f us\n", sort.median_seconds(s.value(), o.reps) * 1e6);
   return 0;
 }
 

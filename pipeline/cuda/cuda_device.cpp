@@ -18,7 +18,6 @@
 #include <gpusort/units.hpp>
 
 #include <cuda_runtime_api.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <array>
@@ -237,17 +236,6 @@ unsigned sort_spare_sms_from_environment() noexcept
   return static_cast<unsigned>(switch_count("GPUSORT_SORT_SPARE_SMS", 0, 1024).value_or(0));
 }
 
-/// Percent of a table of short slices (one task's keys or values) that the host packs into
-/// the staging's pieces while the gather kernel reads the rest from mapped memory
-/// (GPUSORT_GATHER_HOST_PERCENT, 0 to 90). A kernel reading mapped host memory slows the sort
-/// beside it 2.1-2.4x for as long as it reads, at any share of the slices, compact or spread,
-/// whatever the host memory (beside_bench, h200x2-20261130-s15/call2 and call3), and the copy
-/// engines gather short slices at 3-4 GB/s: the host's cores shorten the kernel's window.
-unsigned gather_host_percent_from_environment() noexcept
-{
-  return static_cast<unsigned>(switch_count("GPUSORT_GATHER_HOST_PERCENT", 0, 90).value_or(0));
-}
-
 /// Most tasks one ring slot takes, each sorted on a lane (a stream) of its own beside the
 /// others. A small budget's chunks are too small to fill an H200 with one sort (CUB's radix
 /// sort takes about 95 us at 65K to 262K keys, eight passes of a launch and a look-back chain;
@@ -299,11 +287,6 @@ struct round_state {
   cuda::gather_tuning gather_tuning;
   unsigned sort_spare_sms{};  ///< for sorts of chunks the gather kernel brought in
   std::uint64_t gather_copy_min_bytes{};
-  /// gather_host_percent_from_environment; the host's packed share crosses on `pack_stream`,
-  /// forked from h2d by `pack_fork` and joined back by `pack_joined`, beside the kernel.
-  unsigned gather_host_percent{};
-  cuda::cuda_stream pack_stream;
-  cuda::cuda_event pack_fork, pack_joined;
   /// Most tasks a slot takes (sort_lanes_from_environment); the lanes past the first (which
   /// sorts on `compute`) run on `lanes`, forked from `compute` by `fork` and joined back by
   /// `joined`.
@@ -336,7 +319,6 @@ struct round_state {
         gather_tuning{gather_tuning_from_environment()},
         sort_spare_sms{sort_spare_sms_from_environment()},
         gather_copy_min_bytes{o.gather_copy_min_bytes},
-        gather_host_percent{gather_host_percent_from_environment()},
         sort_lanes{sort_lanes_from_environment()}
   {
     for (unsigned i = 1; i < sort_lanes; ++i) {
@@ -384,7 +366,6 @@ struct round_state {
     GPUSORT_CUDA_ASSERT_OK(cudaStreamSynchronize(h2d.value()));
     GPUSORT_CUDA_ASSERT_OK(cudaStreamSynchronize(compute.value()));
     GPUSORT_CUDA_ASSERT_OK(cudaStreamSynchronize(d2h.value()));
-    GPUSORT_CUDA_ASSERT_OK(cudaStreamSynchronize(pack_stream.value()));
     for (const cuda::cuda_stream& lane : lanes)
       GPUSORT_CUDA_ASSERT_OK(cudaStreamSynchronize(lane.value()));
   }
@@ -420,11 +401,10 @@ struct round_state {
 
   /// Gathers slices of mapped host memory at `base` (device address `d_base`) with one kernel
   /// launch per 65535 slices, through the slot's pinned and device tables.
-  void gather_mapped(std::span<const run> slices, const char* d_base,
+  void gather_mapped(const std::vector<run>& slices, const char* d_base,
                      std::uint64_t element_bytes, char* d_out, cuda::gather_slice* entries,
                      cuda::gather_slice* d_table)
   {
-    if (slices.empty()) return;
     std::uint64_t at = 0, longest = 0;
     for (std::size_t i = 0; i < slices.size(); ++i) {
       entries[i] = {d_base + slices[i].offset * element_bytes, slices[i].length, at};
@@ -451,13 +431,7 @@ struct round_state {
     const char* mapped = t.src_ordered && !two_parts ? mapped_address(src) : nullptr;
     const bool short_slices = has_short_slices(t, element_bytes);
     if (takes_gather_kernel(mapped, short_slices) && t.slices.size() <= room) {
-      // The kernel's share first (its launch returns at once), then the host packs the rest
-      // while the kernel reads.
-      const std::size_t packed_count = t.slices.size() * gather_host_percent / 100;
-      const std::size_t kept = t.slices.size() - packed_count;
-      const std::span<const run> all{t.slices};
-      gather_mapped(all.first(kept), mapped, element_bytes, d_out, entries, d_table);
-      if (packed_count > 0) pack_rest(t, values, element_bytes, kept, d_out);
+      gather_mapped(t.slices, mapped, element_bytes, d_out, entries, d_table);
       return true;
     }
     // Packed on the host where the kernel would gather (short slices of memory: pack_in reads
@@ -489,26 +463,6 @@ struct round_state {
       at += t.slices[i].length;
     }
     return false;
-  }
-
-  /// The slices of `t` from `first` on, packed on the host into the staging's pieces and
-  /// copied after the elements of the slices before them, on `pack_stream` beside the gather kernel
-  /// on h2d (whose wait for the slot this fork inherits); h2d waits for the copies.
-  void pack_rest(const chunk_task& t, bool values, std::uint64_t element_bytes, std::size_t first,
-                 char* d_out)
-  {
-    std::uint64_t at = 0;
-    for (std::size_t i = 0; i < first; ++i) at += t.slices[i].length;
-    gather_runs.clear();
-    for (std::size_t i = first; i < t.slices.size(); ++i)
-      if (t.slices[i].length > 0)
-        gather_runs.push_back({.data = t.slice_source(i, values, element_bytes),
-                               .bytes = t.slices[i].length * element_bytes});
-    pack_fork.record(h2d.value());
-    GPUSORT_CUDA_TRY(cudaStreamWaitEvent(pack_stream.value(), pack_fork.value()));
-    in_staging.pack_in(d_out + at * element_bytes, gather_runs, pack_stream.value());
-    pack_joined.record(pack_stream.value());
-    GPUSORT_CUDA_TRY(cudaStreamWaitEvent(h2d.value(), pack_joined.value()));
   }
 
   /// Whether the slices of `t` average under gather_copy_min_bytes of `element_bytes` each.
@@ -1453,30 +1407,23 @@ bool is_pinned(const void* p) noexcept { return pinned_attributes(p).has_value()
 void staging::pack_in(char* d_dst, const std::vector<piece_mover::source_run>& runs,
                       cudaStream_t s)
 {
-  // Below this a piece is packed on the calling thread: waking every core costs more.
-  constexpr std::uint64_t pack_parallel_bytes = std::uint64_t{256} << 10;
   // Where each run starts among the packed bytes.
   pack_at_.resize(runs.size() + 1);
   pack_at_[0] = 0;
   for (std::size_t r = 0; r < runs.size(); ++r) pack_at_[r + 1] = pack_at_[r] + runs[r].bytes;
   stage_in(d_dst, pack_at_.back(), s, [&](char* piece, std::uint64_t off, std::uint64_t len) {
-    // Each thread an equal share of the piece's bytes, whatever the runs' lengths: runs of a
-    // few KiB handed out 64 at a time kept a share of round 2's 1594 runs a task on 8 threads
-    // of 32 (7 GB/s, h200x2-20261130-s15/call4).
-#pragma omp parallel if (len >= pack_parallel_bytes)
-    {
-      const auto threads = static_cast<std::uint64_t>(omp_get_num_threads());
-      const auto t = static_cast<std::uint64_t>(omp_get_thread_num());
-      const std::uint64_t lo = off + len * t / threads, hi = off + len * (t + 1) / threads;
-      // From the last run starting at or before lo, while runs start before hi.
-      auto k = static_cast<std::size_t>(
-          std::upper_bound(pack_at_.begin(), pack_at_.end() - 1, lo) - pack_at_.begin() - 1);
-      for (; lo < hi && k < runs.size() && pack_at_[k] < hi; ++k) {
-        const std::uint64_t from = std::max(pack_at_[k], lo);
-        const std::uint64_t to = std::min(pack_at_[k + 1], hi);
-        if (to > from)
-          std::memcpy(piece + (from - off), runs[k].data + (from - pack_at_[k]), to - from);
-      }
+    // The runs that meet [off, off + len): from the last starting at or before off.
+    const auto first = static_cast<std::int64_t>(
+        std::upper_bound(pack_at_.begin(), pack_at_.end() - 1, off) - pack_at_.begin() - 1);
+    const auto end = static_cast<std::int64_t>(
+        std::lower_bound(pack_at_.begin(), pack_at_.end() - 1, off + len) - pack_at_.begin());
+#pragma omp parallel for schedule(dynamic, 64)
+    for (std::int64_t r = first; r < end; ++r) {
+      const auto k = static_cast<std::size_t>(r);
+      const std::uint64_t from = std::max(pack_at_[k], off);
+      const std::uint64_t to = std::min(pack_at_[k + 1], off + len);
+      if (to > from)
+        std::memcpy(piece + (from - off), runs[k].data + (from - pack_at_[k]), to - from);
     }
   });
 }

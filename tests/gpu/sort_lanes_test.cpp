@@ -18,15 +18,12 @@
 
 #include <gtest/gtest.h>
 
-#include <stdlib.h>
-
 #include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -246,43 +243,6 @@ TYPED_TEST(GpuSortLanes, RoundTwoTasksGatherIntoSharedSlotsAndComeOutSorted)
       SCOPED_TRACE(std::string{engine == incore_engine::sample ? "sample" : "radix"} +
                    (pairs ? " pairs" : " keys"));
       round_two<TypeParam>(engine, pairs);
-      if (this->HasFatalFailure()) return;
-    }
-  }
-}
-
-/// Sets an environment variable for its life, putting back what was there.
-class scoped_environment {
- public:
-  scoped_environment(const char* name, const char* value) : name_{name}
-  {
-    if (const char* was = std::getenv(name)) was_ = was;
-    ::setenv(name, value, 1);
-  }
-  ~scoped_environment()
-  {
-    if (was_)
-      ::setenv(name_, was_->c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-  scoped_environment(const scoped_environment&) = delete;
-  scoped_environment& operator=(const scoped_environment&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> was_;
-};
-
-TYPED_TEST(GpuSortLanes, RoundTwoTasksWithAShareOfTheirSlicesPackedOnTheHostComeOutSorted)
-{
-  // GPUSORT_GATHER_HOST_PERCENT: the kernel reads the first slices of each table, the host
-  // packs the rest into the staging, each landing after the kernel's elements.
-  for (const char* percent : {"30", "90"}) {
-    const scoped_environment share{"GPUSORT_GATHER_HOST_PERCENT", percent};
-    for (const bool pairs : {false, true}) {
-      SCOPED_TRACE(std::string{percent} + "% packed," + (pairs ? " pairs" : " keys"));
-      round_two<TypeParam>(incore_engine::radix, pairs);
       if (this->HasFatalFailure()) return;
     }
   }
