@@ -260,31 +260,6 @@ std::pair<bool, launch_setup> setup_of_current_device()
   return known.emplace(device, std::pair{sm90, setup}).first->second;
 }
 
-/// `s` with every persistent grid cut to the SMs left when `spare` of them run another kernel
-/// (sample_sort's spare_sms); every kernel loops over its work by the grid it was given.
-launch_setup spared(launch_setup s, unsigned spare)
-{
-  if (spare == 0 || s.sms <= 1) return s;
-  const int left = s.sms - static_cast<int>(std::min<unsigned>(spare, s.sms - 1));
-  const auto cut = [&](unsigned& blocks) {
-    blocks = std::max(1U, static_cast<unsigned>(std::uint64_t{blocks} *
-                                                 static_cast<std::uint64_t>(left) /
-                                                 static_cast<std::uint64_t>(s.sms)));
-  };
-  cut(s.list);
-  cut(s.map);
-  cut(s.finish);
-  for (form_blocks& f : s.forms) {
-    cut(f.sample);
-    cut(f.histogram);
-    cut(f.scatter);
-    cut(f.large);
-    cut(f.small);
-  }
-  s.sms = left;
-  return s;
-}
-
 /// One level's sample, histogram, scan and scatter. The scan: CUB's over `cub_items` counters
 /// (all the level can have), or without them the counted scan, over the counters the level has.
 template <typename P, typename K, typename V, bool Mapped>
@@ -497,8 +472,7 @@ sample_sort_shape sample_sort_shape_of(std::uint64_t n, unsigned key_bytes, unsi
 bool sample_sort_with_levels(dtype t, order dir, void* d_keys, void* d_keys_alt, void* d_values,
                              void* d_values_alt, std::uint64_t n, unsigned value_bytes,
                              void* d_scratch, std::size_t scratch_bytes, cudaStream_t stream,
-                             std::uint64_t seed, int levels, scan_choice scans,
-                             unsigned spare_sms)
+                             std::uint64_t seed, int levels, scan_choice scans)
 {
   const auto key_bytes = static_cast<unsigned>(size_of(t));
   check_widths(key_bytes, value_bytes);
@@ -514,8 +488,7 @@ bool sample_sort_with_levels(dtype t, order dir, void* d_keys, void* d_keys_alt,
     auto* keys_alt = static_cast<K*>(d_keys_alt);
     auto* values = static_cast<V*>(d_values);
     auto* values_alt = static_cast<V*>(d_values_alt);
-    const auto [sm90, whole] = setup_of_current_device<K, V>();
-    const launch_setup setup = spared(whole, spare_sms);
+    const auto [sm90, setup] = setup_of_current_device<K, V>();
     if (sm90)
       return run<ss::policy_sm90<K, V>>(t, dir, keys, keys_alt, values, values_alt, n, d_scratch,
                                         scratch_bytes, stream, seed, levels, scans, setup);
@@ -528,16 +501,14 @@ bool sample_sort_with_levels(dtype t, order dir, void* d_keys, void* d_keys_alt,
 
 bool sample_sort(void* d_keys, void* d_keys_alt, void* d_values, void* d_values_alt,
                  std::uint64_t n, unsigned key_bytes, unsigned value_bytes, void* d_scratch,
-                 std::size_t scratch_bytes, cudaStream_t stream, std::uint64_t seed,
-                 unsigned spare_sms)
+                 std::size_t scratch_bytes, cudaStream_t stream, std::uint64_t seed)
 {
   check_widths(key_bytes, value_bytes);
   // ordered bits are unsigned keys in ascending order: the key maps are the identity
   return detail::sample_sort_with_levels(key_bytes == 4 ? dtype::u32 : dtype::u64,
                                          order::ascending, d_keys, d_keys_alt, d_values,
                                          d_values_alt, n, value_bytes, d_scratch, scratch_bytes,
-                                         stream, seed, -1, detail::scan_choice::predicted,
-                                         spare_sms);
+                                         stream, seed, -1, detail::scan_choice::predicted);
 }
 
 bool sample_sort(dtype t, order dir, void* d_keys, void* d_keys_alt, void* d_values,

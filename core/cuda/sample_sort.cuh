@@ -41,14 +41,10 @@ std::size_t sample_sort_scratch_bytes_here(std::uint64_t n, unsigned key_bytes,
 /// Sorts n ordered-bits keys (unsigned, 4 or 8 bytes) ascending, values (0, 4 or 8 bytes) along,
 /// over double buffers; returns true when the result is in the _alt buffers. Never allocates.
 /// Both buffers of a pair are overwritten. Not stable; deterministic for a given seed.
-/// `spare_sms`: SMs that another kernel holds while this one runs (round 2's gather beside it):
-/// the persistent grids, sized for an idle GPU, are cut to the SMs left, so that none of their
-/// blocks waits for a second wave (the large bucket sort of u64 keys takes an SM's whole
-/// register file). 0: the whole GPU.
 bool sample_sort(void* d_keys, void* d_keys_alt, void* d_values, void* d_values_alt,
                  std::uint64_t n, unsigned key_bytes, unsigned value_bytes, void* d_scratch,
                  std::size_t scratch_bytes, cudaStream_t stream,
-                 std::uint64_t seed = default_sample_seed, unsigned spare_sms = 0);
+                 std::uint64_t seed = default_sample_seed);
 
 /// Sorts n raw keys of type `t` in direction `dir` (floats by IEEE 754 totalOrder), values along:
 /// the passes map keys to ordered bits as they read the input and back as they write the
@@ -108,8 +104,7 @@ bool sample_sort_with_levels(dtype t, order dir, void* d_keys, void* d_keys_alt,
                              void* d_values_alt, std::uint64_t n, unsigned value_bytes,
                              void* d_scratch, std::size_t scratch_bytes, cudaStream_t stream,
                              std::uint64_t seed, int levels,
-                             scan_choice scans = scan_choice::predicted,
-                             unsigned spare_sms = 0);
+                             scan_choice scans = scan_choice::predicted);
 
 }  // namespace detail
 

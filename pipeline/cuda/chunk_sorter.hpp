@@ -46,15 +46,13 @@ class chunk_sorter {
   /// Sorts n ordered bits ascending over double buffers; true when the result is in the _alt
   /// buffers. `key_bits` > 0: the keys differ only in their low key_bits bits (round 2's, between
   /// two splitters), which the radix sort then sorts on alone; the sample sort, whose passes do
-  /// not go digit by digit, sorts as before. `spare_sms`: SMs another kernel holds meanwhile,
-  /// which the sample sort's persistent grids leave out (CUB's radix sort sizes its own).
+  /// not go digit by digit, sorts as before.
   bool sort(void* d_keys, void* d_keys_alt, void* d_values, void* d_values_alt, std::uint64_t n,
             unsigned key_bytes, unsigned value_bytes, void* d_scratch, std::size_t scratch_bytes,
-            cudaStream_t stream, unsigned key_bits = 0, unsigned spare_sms = 0) const
+            cudaStream_t stream, unsigned key_bits = 0) const
   {
     return sample_ ? cuda::sample_sort(d_keys, d_keys_alt, d_values, d_values_alt, n, key_bytes,
-                                       value_bytes, d_scratch, scratch_bytes, stream,
-                                       cuda::default_sample_seed, spare_sms)
+                                       value_bytes, d_scratch, scratch_bytes, stream)
                    : cuda::radix_sort(d_keys, d_keys_alt, d_values, d_values_alt, n, key_bytes,
                                       value_bytes, d_scratch, scratch_bytes, stream, key_bits);
   }

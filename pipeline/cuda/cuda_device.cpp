@@ -86,9 +86,6 @@ struct slot {
   encode_target::outcome outcome{};
   bool encoded{};
   std::uint64_t index_bytes{};
-  /// The chunk's keys came in through the gather kernel (round 2's short slices), whose next
-  /// launch runs beside this chunk's sort.
-  bool gathered{};
   /// The tasks the slot holds, in queue order, and where each begins in its buffers (elements):
   /// one, or several small ones where the buffers hold them all (round_state::batch_fits), which
   /// then sort side by side, one a lane.
@@ -224,18 +221,6 @@ cuda::gather_tuning gather_tuning_from_environment() noexcept
   return tuning;
 }
 
-/// SMs the sample sort leaves out of its persistent grids when the chunk it sorts was gathered
-/// by a kernel (round 2): the gather of the next chunk runs beside the sort on up to
-/// gather_tuning's 32 blocks, and an SM that holds one cannot take a block of the large bucket
-/// sort of u64 keys (64 registers a thread, 1024 threads: the SM's whole register file), whose
-/// grid, sized for an idle GPU, then waits for a second wave (a hypothesis: round 2's sort took
-/// 0.314 s beside the gather where round 1's took 0.167, h200x2-20261130-s13/call2).
-/// GPUSORT_SORT_SPARE_SMS=N sets it for the A/B; 0 (the default) keeps the whole GPU.
-unsigned sort_spare_sms_from_environment() noexcept
-{
-  return static_cast<unsigned>(switch_count("GPUSORT_SORT_SPARE_SMS", 0, 1024).value_or(0));
-}
-
 /// Most tasks one ring slot takes, each sorted on a lane (a stream) of its own beside the
 /// others. A small budget's chunks are too small to fill an H200 with one sort (CUB's radix
 /// sort takes about 95 us at 65K to 262K keys, eight passes of a launch and a look-back chain;
@@ -285,7 +270,6 @@ struct round_state {
   bool profiling{};
   gather_mode gather{gather_mode::automatic};
   cuda::gather_tuning gather_tuning;
-  unsigned sort_spare_sms{};  ///< for sorts of chunks the gather kernel brought in
   std::uint64_t gather_copy_min_bytes{};
   /// Most tasks a slot takes (sort_lanes_from_environment); the lanes past the first (which
   /// sorts on `compute`) run on `lanes`, forked from `compute` by `fork` and joined back by
@@ -317,7 +301,6 @@ struct round_state {
         sorter{with},
         gather{gather_mode_from_environment()},
         gather_tuning{gather_tuning_from_environment()},
-        sort_spare_sms{sort_spare_sms_from_environment()},
         gather_copy_min_bytes{o.gather_copy_min_bytes},
         sort_lanes{sort_lanes_from_environment()}
   {
@@ -422,8 +405,8 @@ struct round_state {
   /// memory for short slices. A task that reads two parts (chunk_task::from_alt) takes the copy
   /// engines: its slices are a block or more each. `entries` and `d_table`: where the gather
   /// kernel's table of the task's slices goes (pinned and device memory), `room` entries at
-  /// most, else the copy engines take them. True when the gather kernel took it.
-  bool load_array(const chunk_task& t, bool values, std::uint64_t element_bytes, char* d_out,
+  /// most, else the copy engines take them.
+  void load_array(const chunk_task& t, bool values, std::uint64_t element_bytes, char* d_out,
                   cuda::gather_slice* entries, cuda::gather_slice* d_table, std::size_t room)
   {
     const void* src = values ? t.src_values : t.src_keys;
@@ -432,7 +415,7 @@ struct round_state {
     const bool short_slices = has_short_slices(t, element_bytes);
     if (takes_gather_kernel(mapped, short_slices) && t.slices.size() <= room) {
       gather_mapped(t.slices, mapped, element_bytes, d_out, entries, d_table);
-      return true;
+      return;
     }
     // Packed on the host where the kernel would gather (short slices of memory: pack_in reads
     // no file window); long ones cross whole.
@@ -440,7 +423,7 @@ struct round_state {
         gather == gather_mode::host && short_slices && !find_file_window(src).has_value();
     if (t.slices.size() > 1 && mapped != nullptr && !packed &&
         batch_copies(t, values, element_bytes, d_out))
-      return false;
+      return;
     const bool pinned =
         is_pinned(src) && (!two_parts || is_pinned(values ? t.alt_src_values : t.alt_src_keys));
     // A pageable round-1 buffer (or GPUSORT_GATHER=host): packed pieces.
@@ -454,7 +437,7 @@ struct round_state {
         in_staging.pack_in(d_out, gather_runs, h2d.value());
       else
         in_staging.gather_in(d_out, gather_runs, h2d.value());
-      return false;
+      return;
     }
     std::uint64_t at = 0;
     for (std::size_t i = 0; i < t.slices.size(); ++i) {
@@ -462,7 +445,6 @@ struct round_state {
                      t.slices[i].length * element_bytes, h2d.value(), in_staging);
       at += t.slices[i].length;
     }
-    return false;
   }
 
   /// Whether the slices of `t` average under gather_copy_min_bytes of `element_bytes` each.
@@ -719,7 +701,6 @@ struct round_state {
     s.outcome = {};
     s.encoded = false;
     s.index_bytes = 0;
-    s.gathered = false;
     const cudaStream_t st = h2d.value();
     begin(s, gpu_stage::copy_in, st);
     std::uint64_t in_bytes = 0;
@@ -746,10 +727,9 @@ struct round_state {
         std::any_of(t.encoded.begin(), t.encoded.end(),
                     [](const codec::encoded_slice& e) { return e.index != nullptr; });
     if (!decode) {
-      s.gathered = load_array(t, false, kb, s.keys.data<char>() + at * kb,
-                              s.key_table_host.data<cuda::gather_slice>() + entries,
-                              static_cast<cuda::gather_slice*>(s.d_key_table) + entries, room) ||
-                   s.gathered;
+      load_array(t, false, kb, s.keys.data<char>() + at * kb,
+                 s.key_table_host.data<cuda::gather_slice>() + entries,
+                 static_cast<cuda::gather_slice*>(s.d_key_table) + entries, room);
       in_bytes += t.count * kb;
     } else {
       GPUSORT_EXPECTS(t.encoded.size() == t.slices.size(), "one encoded entry per slice");
@@ -761,11 +741,9 @@ struct round_state {
       in_bytes += *read;
     }
     if (vb > 0)
-      s.gathered = load_array(t, true, vb, s.values.data<char>() + at * vb,
-                              s.value_table_host.data<cuda::gather_slice>() + entries,
-                              static_cast<cuda::gather_slice*>(s.d_value_table) + entries,
-                              room) ||
-                   s.gathered;
+      load_array(t, true, vb, s.values.data<char>() + at * vb,
+                 s.value_table_host.data<cuda::gather_slice>() + entries,
+                 static_cast<cuda::gather_slice*>(s.d_value_table) + entries, room);
     return in_bytes;
   }
 
@@ -823,7 +801,7 @@ struct round_state {
   /// elements of slot `s` and of the alternates, on `st` with `scratch_bytes` of scratch at
   /// `d_scratch`; true when its result lies in the alternates.
   bool sort_task(slot& s, const chunk_task& t, std::uint64_t at, cudaStream_t st,
-                 void* d_scratch, std::size_t scratch_bytes, unsigned spare)
+                 void* d_scratch, std::size_t scratch_bytes)
   {
     const unsigned kb = layout.key_bytes, vb = layout.value_bytes;
     char* keys[2] = {s.keys.data<char>() + at * kb, alt_keys.data<char>() + at * kb};
@@ -832,7 +810,7 @@ struct round_state {
     int in = 0;  // where the task's elements lie: 0 the slot's buffers, 1 the alternates
     if (!t.src_ordered) cuda::to_ordered(keys[0], t.count, layout.keys(), st);
     if (sorter.sort(keys[0], keys[1], values[0], values[1], t.count, kb, vb, d_scratch,
-                    scratch_bytes, st, t.key_bits, spare))
+                    scratch_bytes, st, t.key_bits))
       in = 1;
     if (t.deal_bins > 1) {
       cuda::deal(keys[in], values[in], t.count, t.deal_bins, keys[1 - in], values[1 - in], kb,
@@ -852,13 +830,12 @@ struct round_state {
     const cudaStream_t st = compute.value();
     s.loaded.make_wait(st);
     begin(s, gpu_stage::sort, st);
-    const unsigned spare = s.gathered ? sort_spare_sms : 0;
     std::uint64_t bytes = 0;
     for (const chunk_task* t : s.tasks) bytes += t->count * layout.bytes();
     const std::size_t n = s.tasks.size();
     bool to_alt = false;
     if (n == 1) {
-      to_alt = sort_task(s, *s.tasks.front(), 0, st, scratch.data(), sizes.scratch, spare);
+      to_alt = sort_task(s, *s.tasks.front(), 0, st, scratch.data(), sizes.scratch);
     } else {
       fork.record(st);
       const std::size_t part = lane_scratch_bytes(n);
@@ -867,7 +844,7 @@ struct round_state {
         const cudaStream_t lane = i == 0 ? st : lanes[i - 1].value();
         if (i > 0) fork.make_wait(lane);
         in_alt[i] = sort_task(s, *s.tasks[i], s.at[i], lane, scratch.data<char>() + i * part,
-                              part, spare);
+                              part);
         if (i > 0) joined[i - 1].record(lane);
       }
       for (std::size_t i = 1; i < n; ++i) joined[i - 1].make_wait(st);

@@ -307,60 +307,6 @@ TEST_F(gpu_sample_sort_bits, any_seed_sorts)
   }
 }
 
-// Round 2's sorts beside the gather kernel may leave SMs out of their persistent grids
-// (sample_sort's spare_sms, GPUSORT_SORT_SPARE_SMS): a grid cut to any share of the GPU, down to
-// one SM, sorts the same keys and pairs, against std::sort.
-TEST_F(gpu_sample_sort_bits, grids_cut_for_spare_sms_sort_the_same)
-{
-  for (const std::uint64_t n : {786'433ULL, 5'000'011ULL}) {
-    if (n > max_test_n()) continue;
-    std::vector<std::uint64_t> keys(n), values(n);
-    std::mt19937_64 rng{n};
-    for (std::uint64_t i = 0; i < n; ++i) {
-      keys[i] = rng() >> (i % 3 == 0 ? 40 : 0);  // duplicates among the small ones
-      values[i] = i;
-    }
-    std::vector<std::pair<std::uint64_t, std::uint64_t>> expected(n);
-    for (std::uint64_t i = 0; i < n; ++i) expected[i] = {keys[i], values[i]};
-    std::sort(expected.begin(), expected.end());
-    const std::uint64_t bytes = n * 8;
-    const std::size_t scratch_bytes = cuda::sample_sort_scratch_bytes(n, 8, 8);
-    device_buffer k{bytes}, k_alt{bytes}, v{bytes}, v_alt{bytes}, scratch{scratch_bytes};
-    cuda_stream stream;
-    for (const unsigned spare : {1U, 32U, 100U, 1'000'000U}) {
-      for (const bool pairs : {false, true}) {
-        SCOPED_TRACE(std::to_string(n) + " elements, " + std::to_string(spare) +
-                     " SMs spared, " + (pairs ? "pairs" : "keys"));
-        ASSERT_EQ(cudaMemcpy(k.data(), keys.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
-        ASSERT_EQ(cudaMemcpy(v.data(), values.data(), bytes, cudaMemcpyHostToDevice),
-                  cudaSuccess);
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        const bool alt = cuda::sample_sort(
-            k.data(), k_alt.data(), pairs ? v.data() : nullptr, pairs ? v_alt.data() : nullptr,
-            n, 8, pairs ? 8 : 0, scratch.data(), scratch_bytes, stream.value(),
-            cuda::default_sample_seed, spare);
-        stream.synchronize();
-        std::vector<std::uint64_t> got_keys(n), got_values(n);
-        ASSERT_EQ(cudaMemcpy(got_keys.data(), alt ? k_alt.data() : k.data(), bytes,
-                             cudaMemcpyDeviceToHost),
-                  cudaSuccess);
-        bool keys_ok = true;
-        for (std::uint64_t i = 0; i < n && keys_ok; ++i) keys_ok = got_keys[i] == expected[i].first;
-        EXPECT_TRUE(keys_ok);
-        if (!pairs) continue;
-        ASSERT_EQ(cudaMemcpy(got_values.data(), alt ? v_alt.data() : v.data(), bytes,
-                             cudaMemcpyDeviceToHost),
-                  cudaSuccess);
-        // Not stable: each key's values, as a set, are its own.
-        std::vector<std::pair<std::uint64_t, std::uint64_t>> got(n);
-        for (std::uint64_t i = 0; i < n; ++i) got[i] = {got_keys[i], got_values[i]};
-        std::sort(got.begin(), got.end());
-        EXPECT_TRUE(got == expected);
-      }
-    }
-  }
-}
-
 // ---- every path at small sizes: the set compute-sanitizer runs (GPUSORT_TEST_MAX_N caps it) ----
 
 TEST_F(gpu_sample_sort_bits, small_sizes_over_every_path)
