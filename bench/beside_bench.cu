@@ -13,6 +13,7 @@
 // half of the slices alone, and that kernel beside copies of the rest. Prints one line a
 // case; exit 1 on any CUDA failure.
 #include "bench/bench_cli.hpp"
+#include "bench/results_format.hpp"
 #include "core/checks.hpp"
 #include "core/cuda/chunk_ops.cuh"
 #include "pipeline/cuda/resources.hpp"
@@ -35,7 +36,9 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -53,13 +56,17 @@ struct options {
   std::uint64_t keys = 674'000;
   std::uint64_t slices = 1594;
   int reps = 101;
+  gpusort::bench::results_options results;
 };
 
 constexpr const char* usage =
     "usage: beside_bench [--host-bytes 8Gi] [--keys 674000] [--slices 1594] [--reps 101]\n"
+    "                    [--json FILE] [--machine NAME] [--commit C]\n"
     "CUB's radix sort of --keys u64 alone and beside back-to-back gathers of --slices slices\n"
     "(as many keys in all) from device memory and mapped host memory, compact and spread over\n"
-    "--host-bytes, for three kinds of host memory; median microseconds a sort of --reps.\n";
+    "--host-bytes, for three kinds of host memory; median microseconds a sort of --reps.\n"
+    "Then the copy engines' gather on 1 to 8 streams, and the kernel beside copies.\n"
+    "exit codes: 0 done, 1 a failure (one line says which), 64 a bad command line\n";
 
 /// Huge pages of anonymous memory the process holds now (kB, from smaps_rollup).
 long anon_huge_kb()
@@ -185,7 +192,7 @@ struct sorter {
 /// (GB/s), then the sort's median beside back-to-back gathers.
 void run_case(const std::string& memory, const char* method,
               const std::function<void(cudaStream_t)>& issue, std::uint64_t bytes, sorter& sort,
-              int reps, double alone)
+              int reps, double alone, std::ostringstream& raw)
 {
   cuda_stream gs, ss;
   cuda_event start{event_timing::enabled}, stop{event_timing::enabled};
@@ -205,10 +212,14 @@ void run_case(const std::string& memory, const char* method,
   const double beside = sort.median_seconds(ss.value(), reps);
   stop.synchronize();
   const double beside_seconds = gpusort::cuda::elapsed_ms(start, stop) / 1e3 / beside_gathers;
+  const double gbps = static_cast<double>(bytes) / 1e9 / gather_seconds;
+  const double beside_gbps = static_cast<double>(bytes) / 1e9 / beside_seconds;
   std::printf("| %-40s | %-28s | %8.1f | %8.1f | %7.1f | %7.1f | %5.2f |\n", memory.c_str(),
-              method, static_cast<double>(bytes) / 1e9 / gather_seconds,
-              static_cast<double>(bytes) / 1e9 / beside_seconds, alone * 1e6, beside * 1e6,
-              beside / alone);
+              method, gbps, beside_gbps, alone * 1e6, beside * 1e6, beside / alone);
+  raw << "{\"memory\": " << gpusort::bench::json_string(memory)
+      << ", \"gather\": " << gpusort::bench::json_string(method)
+      << ", \"gather_gbps\": " << gbps << ", \"gather_beside_gbps\": " << beside_gbps
+      << ", \"sort_seconds\": " << alone << ", \"sort_beside_seconds\": " << beside << "},";
   std::fflush(stdout);
 }
 
@@ -292,6 +303,11 @@ std::uint64_t keys_of(const std::vector<gather_slice>& table)
 
 int run(const options& o)
 {
+  if (o.slices > o.keys) throw gpusort::bench::usage_error{"--slices: at most --keys"};
+  // Each spread slice needs a part of the host memory longer than itself.
+  if (o.host_bytes / 8 / o.slices <= o.keys / o.slices + 1)
+    throw gpusort::bench::usage_error{"--host-bytes: more than 8 bytes a key"};
+  std::ostringstream raw;
   GPUSORT_CUDA_TRY(cudaSetDevice(0));
   sorter sort{o.keys};
   cuda_stream s;
@@ -309,8 +325,8 @@ int run(const options& o)
     const char* base = src.data<char>();
     for (const bool spread : {false, true}) {
       const kernel_gather k{table_of(base, span, o.keys, o.slices, spread), out.data<char>()};
-      run_case("device", spread ? "kernel, spread" : "kernel, compact", std::cref(k), bytes, sort, o.reps,
-               alone);
+      run_case("device", spread ? "kernel, spread" : "kernel, compact", std::cref(k), bytes, sort,
+               o.reps, alone, raw);
     }
   }
   const char* names[] = {"registered, huge pages", "registered, 4 KiB pages", "cudaHostAlloc"};
@@ -326,8 +342,8 @@ int run(const options& o)
       const kernel_gather k{is_spread ? spread
                                       : table_of(base, o.host_bytes, o.keys, o.slices, false),
                             out.data<char>()};
-      run_case(label, is_spread ? "kernel, spread" : "kernel, compact", std::cref(k), bytes, sort, o.reps,
-               alone);
+      run_case(label, is_spread ? "kernel, spread" : "kernel, compact", std::cref(k), bytes, sort,
+               o.reps, alone, raw);
     }
     if (kind != 0) continue;
     // The copy engines on 1 to 8 streams; the kernel on a share of the slices alone; and the
@@ -336,13 +352,14 @@ int run(const options& o)
     for (const unsigned parts : {1U, 2U, 4U, 8U}) {
       copy_gather c{spread, host, base, out.data<char>(), parts};
       const std::string method = "copies, " + std::to_string(parts) + " stream(s)";
-      run_case(label, method.c_str(), std::ref(c), bytes, sort, o.reps, alone);
+      run_case(label, method.c_str(), std::ref(c), bytes, sort, o.reps, alone, raw);
     }
     for (const double share : {0.25, 0.5}) {
       const auto [kernel_part, copy_part] = split_table(spread, share);
       const kernel_gather k{kernel_part, out.data<char>()};
       const std::string alone_method = "kernel, " + std::to_string(int(share * 100)) + "% only";
-      run_case(label, alone_method.c_str(), std::cref(k), keys_of(kernel_part) * 8, sort, o.reps, alone);
+      run_case(label, alone_method.c_str(), std::cref(k), keys_of(kernel_part) * 8, sort, o.reps,
+               alone, raw);
       for (const unsigned parts : {2U, 4U}) {
         copy_gather c{copy_part, host, base, out.data<char>(), parts};
         cuda_stream ks;
@@ -357,49 +374,36 @@ int run(const options& o)
         };
         const std::string method = "kernel " + std::to_string(int(share * 100)) +
                                    "% + copies x" + std::to_string(parts);
-        run_case(label, method.c_str(), both, bytes, sort, o.reps, alone);
+        run_case(label, method.c_str(), both, bytes, sort, o.reps, alone, raw);
       }
     }
   }
-  std::printf("CUB radix sort alone again: %.1f us\n", sort.median_seconds(s.value(), o.reps) * 1e6);
+  std::printf("CUB radix sort alone again: %.1f us\n",
+              sort.median_seconds(s.value(), o.reps) * 1e6);
+  if (!o.results.json.empty()) {
+    std::string rows = raw.str();
+    if (!rows.empty()) rows.pop_back();  // the last comma
+    gpusort::bench::write_results(o.results.json, o.results.commit, o.results.machine, {}, rows,
+                                  {});
+  }
   return 0;
+}
+
+void set_option(options& o, std::string_view flag, const std::string& value)
+{
+  if (flag == "--host-bytes") o.host_bytes = gpusort::bench::parse_one_count(flag, value);
+  if (flag == "--keys")
+    o.keys = gpusort::bench::parse_one_count(flag, value, std::uint64_t{1} << 28);
+  if (flag == "--slices") o.slices = gpusort::bench::parse_one_count(flag, value, 65535);
+  if (flag == "--reps")
+    o.reps = static_cast<int>(gpusort::bench::parse_one_count(flag, value, 100'000));
 }
 
 }  // namespace
 
 int main(int argc, char** argv)
 {
-  options o;
-  try {
-    for (int i = 1; i < argc; ++i) {
-      const std::string flag = argv[i];
-      if (flag == "--help") {
-        std::fputs(usage, stdout);
-        return 0;
-      }
-      if (i + 1 >= argc) throw gpusort::bench::usage_error{flag + " needs a value"};
-      const std::string value = argv[++i];
-      if (flag == "--host-bytes")
-        o.host_bytes = gpusort::bench::parse_one_count(flag, value);
-      else if (flag == "--keys")
-        o.keys = gpusort::bench::parse_one_count(flag, value, std::uint64_t{1} << 28);
-      else if (flag == "--slices")
-        o.slices = gpusort::bench::parse_one_count(flag, value, 65535);
-      else if (flag == "--reps")
-        o.reps = static_cast<int>(gpusort::bench::parse_one_count(flag, value, 100'000));
-      else
-        throw gpusort::bench::usage_error{"unknown option " + flag};
-    }
-    if (o.slices > o.keys) throw gpusort::bench::usage_error{"--slices: at most --keys"};
-    // Each spread slice needs a part of the host memory longer than itself.
-    if (o.host_bytes / 8 / o.slices <= o.keys / o.slices + 1)
-      throw gpusort::bench::usage_error{"--host-bytes: more than 8 bytes a key"};
-    return run(o);
-  } catch (const gpusort::bench::usage_error& e) {
-    std::fprintf(stderr, "beside_bench: %s\n%s", e.what(), usage);
-    return 64;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "beside_bench: %s\n", e.what());
-    return 1;
-  }
+  return gpusort::bench::run_main<options>("beside_bench", usage, argc, argv,
+                                           {"--host-bytes", "--keys", "--slices", "--reps"},
+                                           set_option, run);
 }

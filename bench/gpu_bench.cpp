@@ -143,16 +143,23 @@ enum class aggregate_memory : std::uint8_t { allocated, registered };
 /// Simultaneous copies on every GPU at once (GB/s, all GPUs and directions summed): what the
 /// host's memory and root complex allow together, both ways or one way (a fitting job on
 /// several GPUs copies in on all of them, then out on all of them: issue 40's floor).
+/// `busy`: every GPU sorts meanwhile (CUB's radix sort of 2^25 u64 keys in device memory, back
+/// to back on a stream of its own), as a fitting job sorts its pieces while they copy in and
+/// merges its ranges while they copy out.
 double measure_aggregate(int gpus, std::uint64_t bytes,
                          copy_directions directions = copy_directions::both,
-                         aggregate_memory memory = aggregate_memory::allocated)
+                         aggregate_memory memory = aggregate_memory::allocated, bool busy = false)
 {
   struct lane {
     gpusort::cuda::device_buffer d_a, d_b;
     gpusort::cuda::cuda_stream s1, s2;
     void* h_in{};
     void* h_out{};
+    // The sorts beside the copies, when busy.
+    gpusort::cuda::device_buffer d_keys, d_alt, d_scratch;
+    gpusort::cuda::cuda_stream sorting;
   };
+  constexpr std::uint64_t sort_keys = std::uint64_t{1} << 25;
   std::vector<gpusort::cuda::pinned_buffer> allocated;
   host_buffer registered;
   if (memory == aggregate_memory::registered)
@@ -163,6 +170,13 @@ double measure_aggregate(int gpus, std::uint64_t bytes,
     lane& l = lanes.emplace_back(lane{gpusort::cuda::device_buffer{bytes},
                                       gpusort::cuda::device_buffer{bytes},
                                       gpusort::cuda::cuda_stream{}, gpusort::cuda::cuda_stream{}});
+    if (busy) {
+      l.d_keys = gpusort::cuda::device_buffer{sort_keys * 8};
+      l.d_alt = gpusort::cuda::device_buffer{sort_keys * 8};
+      l.d_scratch =
+          gpusort::cuda::device_buffer{gpusort::cuda::radix_sort_scratch_bytes(sort_keys, 8, 0)};
+      GPUSORT_CUDA_TRY(cudaMemset(l.d_keys.data(), 0x5a, sort_keys * 8));
+    }
     if (memory == aggregate_memory::registered) {
       char* base = registered.as<char>();
       l.h_in = base + static_cast<std::uint64_t>(g) * bytes;
@@ -173,6 +187,14 @@ double measure_aggregate(int gpus, std::uint64_t bytes,
     }
   }
   auto issue_all = [&] {
+    for (int g = 0; g < gpus && busy; ++g) {
+      // Sorts enough to outlast the copies (a few ms each against 20-40 ms of copies).
+      const gpusort::cuda::set_device_guard guard{g};
+      lane& l = lanes[static_cast<std::size_t>(g)];
+      for (int i = 0; i < 24; ++i)
+        gpusort::cuda::radix_sort(l.d_keys.data(), l.d_alt.data(), nullptr, nullptr, sort_keys, 8,
+                                  0, l.d_scratch.data(), l.d_scratch.size(), l.sorting.value());
+    }
     for (int g = 0; g < gpus; ++g) {
       const gpusort::cuda::set_device_guard guard{g};
       lane& l = lanes[static_cast<std::size_t>(g)];
@@ -191,7 +213,9 @@ double measure_aggregate(int gpus, std::uint64_t bytes,
   const double seconds = best_of(bandwidth_repeats, [&] {
     const auto t0 = clock_type::now();
     issue_all();
-    return seconds_since(t0);
+    const double took = seconds_since(t0);
+    for (lane& l : lanes) l.sorting.synchronize();  // the sorts end before the next run's
+    return took;
   });
   const double ways = directions == copy_directions::both ? 2.0 : 1.0;
   return ways * gpus * static_cast<double>(bytes) / 1e9 / seconds;
@@ -292,7 +316,8 @@ constexpr const char* usage =
     "each in registered memory, fitting and at budget 1/8 on 1 and 2 GPUs, against\n"
     "engine::plan's prediction from the link and host rates measured in the same run, and the\n"
     "predictions for 4 and 8 GPUs of those rates; each fitting job also against the copy\n"
-    "floor at its links' rates and at the one-way rates all GPUs got at once.\n"
+    "floor at its links' rates and at the one-way rates all GPUs got at once (also measured\n"
+    "from one registered array, and with every GPU sorting in device memory meanwhile).\n"
     "--chunks yes: only the many-chunks benchmark (issue 44): u64 and f64 uniform keys of\n"
     "--chunk-bytes each in registered memory, stable and not, out of core on the first --gpus\n"
     "GPUs with device_memory_budget at 1/8 of the data, 1/256 of it and (for the smallest\n"
@@ -679,8 +704,18 @@ void run_model(const options& o, int gpus, const bandwidth& link, std::vector<ta
     std::printf("all %d GPUs at once, one way, from one registered array: H2D %.1f GB/s, D2H "
                 "%.1f GB/s summed\n",
                 together, reg_in, reg_out);
+    // And with every GPU sorting meanwhile, as the job's pieces and merges do: does device
+    // memory's traffic slow the links (51 GB/s a GPU in the job, h200x2-20261130-s15)?
+    const double busy_in = measure_aggregate(together, share, copy_directions::h2d,
+                                             aggregate_memory::registered, true);
+    const double busy_out = measure_aggregate(together, share, copy_directions::d2h,
+                                              aggregate_memory::registered, true);
+    std::printf("all %d GPUs at once, one way, from one registered array, every GPU sorting "
+                "meanwhile: H2D %.1f GB/s, D2H %.1f GB/s summed\n",
+                together, busy_in, busy_out);
     raw << "{\"all_gpus_registered_h2d\": " << reg_in << ", \"all_gpus_registered_d2h\": "
-        << reg_out << "},";
+        << reg_out << ", \"all_gpus_sorting_h2d\": " << busy_in
+        << ", \"all_gpus_sorting_d2h\": " << busy_out << "},";
   }
   raw << "{\"all_gpus_h2d\": " << all_in << ", \"all_gpus_d2h\": " << all_out << "},";
   const auto measured_machine = [&](std::uint32_t k) {

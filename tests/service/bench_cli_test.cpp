@@ -18,6 +18,7 @@
 #include <iterator>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gpusort::service::testing {
@@ -90,6 +91,7 @@ std::vector<std::string> benches()
 #ifdef GPU_BENCH
   all.emplace_back(GPU_BENCH);
   all.emplace_back(SAMPLE_BENCH);
+  all.emplace_back(BESIDE_BENCH);
 #endif
   return all;
 }
@@ -138,8 +140,11 @@ TEST(BenchCli, PlanBenchTimesThePlanningAndNamesTheSmallestCapacity)
 #ifdef GPU_BENCH
 TEST(BenchCli, NoGpuIsOneLineAndExitCode1)
 {
-  for (const std::string& bench : {std::string{GPU_BENCH}, std::string{SAMPLE_BENCH}}) {
-    const finished f = run({bench, "--sizes", "1Ki"}, {"CUDA_VISIBLE_DEVICES="});
+  // Each with a command line it takes (beside_bench has no --sizes).
+  for (const auto& [bench, flag] : {std::pair{std::string{GPU_BENCH}, "--sizes"},
+                                    std::pair{std::string{SAMPLE_BENCH}, "--sizes"},
+                                    std::pair{std::string{BESIDE_BENCH}, "--reps"}}) {
+    const finished f = run({bench, flag, "1Ki"}, {"CUDA_VISIBLE_DEVICES="});
     const std::string name = fs::path{bench}.filename().string();
     EXPECT_EQ(f.code, 1) << bench << ": " << f.err;
     EXPECT_TRUE(one_line(f.err, name + ": ")) << bench;
