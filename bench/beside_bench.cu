@@ -10,8 +10,12 @@
 // by cudaHostAlloc. Spread against compact at the same read rate tells translations (the
 // GPU's TLBs) from the reads themselves. Then, from registered memory with huge pages, the
 // copy engines' gather (cudaMemcpyBatchAsync on 1 to 8 streams), the kernel on a quarter or
-// half of the slices alone, and that kernel beside copies of the rest. Prints one line a
-// case; exit 1 on any CUDA failure.
+// half of the slices alone, and that kernel beside copies of the rest. Last, the GPU split by
+// green contexts (CUDA 12.4's SM partitions, through the driver's entry points): the gather on
+// 8, 16 or 32 SMs of its own and the sort on the rest, so that no sort block shares an SM with
+// a gather block; if the sort then keeps its speed, what slowed it was its blocks on the
+// gather's SMs holding up the rest (onesweep's look-back waits for its slowest tiles). Prints
+// one line a case; exit 1 on any CUDA failure.
 #include "bench/bench_cli.hpp"
 #include "bench/results_format.hpp"
 #include "core/checks.hpp"
@@ -23,6 +27,7 @@
 
 #include <cub/device/device_radix_sort.cuh>
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <sys/mman.h>
@@ -32,14 +37,18 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <stdexcept>
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -301,6 +310,161 @@ std::uint64_t keys_of(const std::vector<gather_slice>& table)
   return n;
 }
 
+/// The driver's green-context calls, fetched at run time (the benchmarks link only cudart).
+struct green_api {
+  CUresult (*get_resource)(CUdevice, CUdevResource*, CUdevResourceType){};
+  CUresult (*split)(CUdevResource*, unsigned*, const CUdevResource*, CUdevResource*, unsigned,
+                    unsigned){};
+  CUresult (*describe)(CUdevResourceDesc*, CUdevResource*, unsigned){};
+  CUresult (*create)(CUgreenCtx*, CUdevResourceDesc, CUdevice, unsigned){};
+  CUresult (*destroy)(CUgreenCtx){};
+  CUresult (*stream_create)(CUstream*, CUgreenCtx, unsigned, int){};
+  CUresult (*stream_destroy)(CUstream){};
+  CUresult (*as_context)(CUcontext*, CUgreenCtx){};
+  CUresult (*push)(CUcontext){};
+  CUresult (*pop)(CUcontext*){};
+
+  /// Null where the driver lacks green contexts (older than 12.4).
+  static const green_api* get()
+  {
+    static const std::optional<green_api> api = []() -> std::optional<green_api> {
+      green_api a;
+      const auto fetch = [](const char* name, auto& fn) {
+        void* p = nullptr;
+        cudaDriverEntryPointQueryResult status{};
+        return cudaGetDriverEntryPointByVersion(name, &p, 12040, cudaEnableDefault, &status) ==
+                   cudaSuccess &&
+               status == cudaDriverEntryPointSuccess &&
+               (fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p), true);
+      };
+      if (fetch("cuDeviceGetDevResource", a.get_resource) &&
+          fetch("cuDevSmResourceSplitByCount", a.split) &&
+          fetch("cuDevResourceGenerateDesc", a.describe) &&
+          fetch("cuGreenCtxCreate", a.create) && fetch("cuGreenCtxDestroy", a.destroy) &&
+          fetch("cuGreenCtxStreamCreate", a.stream_create) &&
+          fetch("cuStreamDestroy", a.stream_destroy) &&
+          fetch("cuCtxFromGreenCtx", a.as_context) && fetch("cuCtxPushCurrent", a.push) &&
+          fetch("cuCtxPopCurrent", a.pop))
+        return a;
+      return std::nullopt;
+    }();
+    return api ? &*api : nullptr;
+  }
+};
+
+void check_driver(CUresult r, const char* what)
+{
+  if (r != CUDA_SUCCESS)
+    throw std::runtime_error{std::string{what} + " failed: CUresult " + std::to_string(r)};
+}
+
+/// A green context on some of device 0's SMs, with a stream in it.
+class green_part {
+ public:
+  green_part(const green_api& api, CUdevResource sms) : api_{api}
+  {
+    CUdevResourceDesc desc{};
+    check_driver(api_.describe(&desc, &sms, 1), "cuDevResourceGenerateDesc");
+    check_driver(api_.create(&ctx_, desc, 0, CU_GREEN_CTX_DEFAULT_STREAM), "cuGreenCtxCreate");
+    check_driver(api_.stream_create(&stream_, ctx_, CU_STREAM_NON_BLOCKING, 0),
+                 "cuGreenCtxStreamCreate");
+    check_driver(api_.as_context(&context_, ctx_), "cuCtxFromGreenCtx");
+    sms_ = sms.sm.smCount;
+  }
+  ~green_part()
+  {
+    (void)cudaStreamSynchronize(stream_);
+    (void)api_.stream_destroy(stream_);
+    (void)api_.destroy(ctx_);
+  }
+  green_part(const green_part&) = delete;
+  green_part& operator=(const green_part&) = delete;
+
+  [[nodiscard]] cudaStream_t stream() const noexcept { return stream_; }
+  [[nodiscard]] unsigned sms() const noexcept { return sms_; }
+  /// Runs `f` with this context current (events made in it belong to it).
+  template <typename F>
+  auto in(F&& f) const
+  {
+    check_driver(api_.push(context_), "cuCtxPushCurrent");
+    struct popper {
+      const green_api& api;
+      ~popper()
+      {
+        CUcontext c{};
+        (void)api.pop(&c);
+      }
+    } pop{api_};
+    return f();
+  }
+
+ private:
+  const green_api& api_;
+  CUgreenCtx ctx_{};
+  CUcontext context_{};
+  CUstream stream_{};
+  unsigned sms_{};
+};
+
+/// The sort alone and beside back-to-back gathers, each in a green context of its own: the
+/// gather on `gather_sms` SMs (rounded as the driver rounds partitions), the sort on the rest.
+void run_green_case(const std::string& memory, const std::vector<gather_slice>& table,
+                    std::uint64_t keys, sorter& sort, int reps, double whole_gpu_alone,
+                    unsigned gather_sms, char* d_out, std::ostringstream& raw)
+{
+  const green_api* api = green_api::get();
+  if (api == nullptr) {
+    std::printf("green contexts: not in this driver\n");
+    return;
+  }
+  CUdevResource all{};
+  check_driver(api->get_resource(0, &all, CU_DEV_RESOURCE_TYPE_SM), "cuDeviceGetDevResource");
+  CUdevResource group{}, rest{};
+  unsigned groups = 1;
+  check_driver(api->split(&group, &groups, &all, &rest, 0, gather_sms),
+               "cuDevSmResourceSplitByCount");
+  const green_part gather_part{*api, group};
+  const green_part sort_part{*api, rest};
+  const kernel_gather k{table, d_out};
+  const double alone =
+      sort_part.in([&] { return sort.median_seconds(sort_part.stream(), reps); });
+  const cudaStream_t gs = gather_part.stream();
+  const auto [gather_seconds, beside, beside_seconds] = gather_part.in([&] {
+    cuda_event start{event_timing::enabled}, stop{event_timing::enabled};
+    k(gs);
+    start.record(gs);
+    constexpr int alone_gathers = 50;
+    for (int i = 0; i < alone_gathers; ++i) k(gs);
+    stop.record(gs);
+    stop.synchronize();
+    const double one = gpusort::cuda::elapsed_ms(start, stop) / 1e3 / alone_gathers;
+    const int beside_gathers = static_cast<int>(2 * reps * (alone + 50e-6) / one) + 20;
+    start.record(gs);
+    for (int i = 0; i < beside_gathers; ++i) k(gs);
+    stop.record(gs);
+    const double sorted =
+        sort_part.in([&] { return sort.median_seconds(sort_part.stream(), reps); });
+    stop.synchronize();
+    return std::tuple{one, sorted,
+                      gpusort::cuda::elapsed_ms(start, stop) / 1e3 / beside_gathers};
+  });
+  const double bytes = static_cast<double>(keys * 8);
+  const std::string method = "kernel on " + std::to_string(gather_part.sms()) + " SMs, sort on " +
+                             std::to_string(sort_part.sms());
+  std::printf("| %-40s | %-28s | %8.1f | %8.1f | %7.1f | %7.1f | %5.2f |\n", memory.c_str(),
+              method.c_str(), bytes / 1e9 / gather_seconds, bytes / 1e9 / beside_seconds,
+              alone * 1e6, beside * 1e6, beside / alone);
+  std::printf("  (the sort on %u SMs alone: %.2fx its time on the whole GPU)\n", sort_part.sms(),
+              alone / whole_gpu_alone);
+  std::fflush(stdout);
+  raw << "{\"memory\": " << gpusort::bench::json_string(memory)
+      << ", \"gather\": " << gpusort::bench::json_string(method)
+      << ", \"gather_sms\": " << gather_part.sms() << ", \"sort_sms\": " << sort_part.sms()
+      << ", \"gather_gbps\": " << bytes / 1e9 / gather_seconds
+      << ", \"gather_beside_gbps\": " << bytes / 1e9 / beside_seconds
+      << ", \"sort_seconds\": " << alone << ", \"sort_beside_seconds\": " << beside << "},";
+}
+
 int run(const options& o)
 {
   if (o.slices > o.keys) throw gpusort::bench::usage_error{"--slices: at most --keys"};
@@ -375,6 +539,17 @@ int run(const options& o)
         const std::string method = "kernel " + std::to_string(int(share * 100)) +
                                    "% + copies x" + std::to_string(parts);
         run_case(label, method.c_str(), both, bytes, sort, o.reps, alone, raw);
+      }
+    }
+    // The GPU split between the gather and the sort by green contexts; a driver that refuses
+    // one is said and the rest still run.
+    for (const unsigned gather_sms : {8U, 16U, 32U}) {
+      try {
+        run_green_case(label, spread, o.keys, sort, o.reps, alone, gather_sms, out.data<char>(),
+                       raw);
+      } catch (const std::exception& e) {
+        std::printf("green contexts, gather on %u SMs: %s\n", gather_sms, e.what());
+        (void)cudaGetLastError();
       }
     }
   }
