@@ -97,6 +97,24 @@ struct slot {
   /// of a chunk into it), which makes the kernel take a task judged to need no tables.
   std::vector<std::size_t> entry_at;
   std::size_t entry_end{};
+
+  /// Takes task `t` at `element` of the buffers, with `entries` of the gather tables past the
+  /// last task's (round_state::gather_entries, as judged when the slot took it).
+  void take(const chunk_task& t, std::uint64_t element, std::size_t entries)
+  {
+    tasks.push_back(&t);
+    at.push_back(element);
+    entry_at.push_back(entry_end);
+    entry_end += entries;
+  }
+  /// Holds no task, ready for the next ones.
+  void clear() noexcept
+  {
+    tasks.clear();
+    at.clear();
+    entry_at.clear();
+    entry_end = 0;
+  }
 };
 
 /// Where a device's stages spent one round, from the slots' timing events.
@@ -654,11 +672,12 @@ struct round_state {
     return t.count * kb;
   }
 
-  /// Whether task `t` may join the tasks slot `s` holds: a plain task (no encoding, no decoding,
-  /// one source, no wait to write) where the slot's buffers, gather tables (past the entries
-  /// its tasks took: slot::entry_end) and a lane's share of the scratch hold every task of the
-  /// slot with it, on at most sort_lanes lanes.
-  [[nodiscard]] bool batch_fits(const slot& s, const chunk_task& t) const
+  /// Whether task `t`, which takes `entries` of the gather tables (gather_entries), may join the
+  /// tasks slot `s` holds: a plain task (no encoding, no decoding, one source, no wait to write)
+  /// where the slot's buffers, gather tables (past the entries its tasks took: slot::entry_end)
+  /// and a lane's share of the scratch hold every task of the slot with it, on at most
+  /// sort_lanes lanes.
+  [[nodiscard]] bool batch_fits(const slot& s, const chunk_task& t, std::size_t entries) const
   {
     const auto plain = [](const chunk_task& c) {
       return c.encode == nullptr && c.encoded.empty() && c.from_alt.empty() &&
@@ -669,7 +688,7 @@ struct round_state {
     const std::uint64_t end = next_at(s) + t.count;
     if (end * layout.key_bytes > sizes.keys || end * layout.value_bytes > sizes.values)
       return false;
-    if (s.entry_end + gather_entries(t) > table_entries) return false;
+    if (s.entry_end + entries > table_entries) return false;
     const std::size_t part = lane_scratch_bytes(n);
     const auto scratch_fits = [&](const chunk_task& c) {
       return sorter.scratch_bytes(c.count, layout.key_bytes, layout.value_bytes) <= part;
@@ -1299,17 +1318,16 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
             const auto s = free_slots.pop();
             if (!s) break;
             slot& sl = **s;
-            sl.tasks.assign(1, t);
-            sl.at.assign(1, 0);
-            sl.entry_at.assign(1, 0);
-            sl.entry_end = state.gather_entries(*t);
-            // The next tasks too, while the slot holds them (small chunks: batch_fits).
-            while (const chunk_task* next = queue.pop_if(
-                       [&](const chunk_task& c) { return state.batch_fits(sl, c); })) {
-              sl.at.push_back(round_state::next_at(sl));
-              sl.entry_at.push_back(sl.entry_end);
-              sl.entry_end += state.gather_entries(*next);
-              sl.tasks.push_back(next);
+            sl.clear();
+            sl.take(*t, 0, state.gather_entries(*t));
+            // The next tasks too, while the slot holds them (small chunks: batch_fits), each
+            // with the table entries judged for it (pop_if's last look is at the task it takes).
+            std::size_t entries = 0;
+            while (const chunk_task* next = queue.pop_if([&](const chunk_task& c) {
+                     entries = state.gather_entries(c);
+                     return state.batch_fits(sl, c, entries);
+                   })) {
+              sl.take(*next, round_state::next_at(sl), entries);
               ++beside;
             }
             state.load(sl);

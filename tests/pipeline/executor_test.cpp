@@ -389,7 +389,6 @@ TEST(Executor, ACompressedJobFailingInRoundTwoRestoresItsInPlaceInput)
   EXPECT_EQ(fingerprint_of(kv, vv), before) << "the decoded round-1 output restores the pairs";
 }
 
-
 /// A GPU takes the next tasks into one ring slot while they fit (task_queue::pop_if): the next
 /// task only, never one further on, and none where the round has hooks (the lean path's tasks
 /// go one at a time, in order). Devices popping side by side take every task once.
@@ -416,16 +415,26 @@ TEST(TaskQueue, PopIfTakesTheNextTaskOnlyWhereItFits)
 
   std::vector<chunk_task> many(20'000, chunk_task{.count = 1});
   task_queue shared{std::move(many)};
-  std::atomic<std::uint64_t> taken{0};
+  std::atomic<std::uint64_t> taken{0}, judged_another{0};
   std::vector<std::thread> threads;
   for (int i = 0; i < 4; ++i)
     threads.emplace_back([&, i] {
+      // The task pop_if returns is the one its predicate last looked at (what the predicate
+      // judged serves the caller), even where another thread took the one it looked at first.
+      const chunk_task* seen = nullptr;
+      const auto look = [&](const chunk_task& c) {
+        seen = &c;
+        return small(c);
+      };
       // A task taken twice would count twice, one never taken not at all.
-      while (const chunk_task* t = i % 2 == 0 ? shared.pop() : shared.pop_if(small))
+      while (const chunk_task* t = i % 2 == 0 ? shared.pop() : shared.pop_if(look)) {
         taken += t->count;
+        if (i % 2 == 1 && t != seen) ++judged_another;
+      }
     });
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(taken.load(), 20'000U) << "every task taken once";
+  EXPECT_EQ(judged_another.load(), 0U);
 }
 
 }  // namespace
