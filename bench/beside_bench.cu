@@ -17,6 +17,7 @@
 // gather's SMs holding up the rest (onesweep's look-back waits for its slowest tiles). Prints
 // one line a case; exit 1 on any CUDA failure.
 #include "bench/bench_cli.hpp"
+#include "bench/gpu_timing.hpp"
 #include "bench/results_format.hpp"
 #include "core/checks.hpp"
 #include "core/cuda/chunk_ops.cuh"
@@ -47,7 +48,6 @@
 #include <string>
 #include <string_view>
 #include <thread>
-#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -180,56 +180,84 @@ struct sorter {
   /// time does not depend on their order).
   double median_seconds(cudaStream_t s, int reps)
   {
-    cuda_event start{event_timing::enabled}, stop{event_timing::enabled};
-    std::vector<double> times;
-    for (int r = 0; r < reps; ++r) {
+    return gpusort::bench::gpu_time_median(s, reps, nullptr, [&] {
       cub::DoubleBuffer<std::uint64_t> b{keys.data<std::uint64_t>(), alt.data<std::uint64_t>()};
-      start.record(s);
       std::size_t bytes = scratch_bytes;
       GPUSORT_CUDA_TRY(cub::DeviceRadixSort::SortKeys(scratch.data(), bytes, b,
                                                       static_cast<int>(n), 0, 64, s));
-      stop.record(s);
-      stop.synchronize();
-      times.push_back(gpusort::cuda::elapsed_ms(start, stop) / 1e3);
-    }
-    std::sort(times.begin(), times.end());
-    return times[times.size() / 2];
+    });
   }
 };
 
-/// One case: `issue` queues one gather of `bytes` on the stream it is given; gathers alone
-/// (GB/s), then the sort's median beside back-to-back gathers.
+/// Where a case's gathers and sorts run: their streams, and how each one's context is made
+/// current while its events are made and recorded (green contexts; nothing to do otherwise).
+struct placement {
+  using in_context = std::function<void(const std::function<void()>&)>;
+  cudaStream_t gather{}, sort{};
+  in_context in_gather = [](const std::function<void()>& f) { f(); };
+  in_context in_sort = [](const std::function<void()>& f) { f(); };
+};
+
+/// A case's times: one gather alone, one gather beside the sorts, one sort beside the gathers.
+struct beside_times {
+  double gather{}, gather_beside{}, sort_beside{};
+};
+
+/// `issue` queues one gather on the stream it is given: gathers alone, then the sort's median
+/// of `reps` beside back-to-back gathers (`alone`: the sort's time without them).
+beside_times measure_beside(const std::function<void(cudaStream_t)>& issue, sorter& sort,
+                            int reps, double alone, const placement& where)
+{
+  beside_times t;
+  where.in_gather([&] {
+    const cudaStream_t gs = where.gather;
+    cuda_event start{event_timing::enabled}, stop{event_timing::enabled};
+    issue(gs);
+    start.record(gs);
+    constexpr int alone_gathers = 50;
+    for (int i = 0; i < alone_gathers; ++i) issue(gs);
+    stop.record(gs);
+    stop.synchronize();
+    t.gather = gpusort::cuda::elapsed_ms(start, stop) / 1e3 / alone_gathers;
+    // Enough gathers to outlast the sorts and the waits between them, twice over.
+    const int beside_gathers = static_cast<int>(2 * reps * (alone + 50e-6) / t.gather) + 20;
+    start.record(gs);
+    for (int i = 0; i < beside_gathers; ++i) issue(gs);
+    stop.record(gs);
+    where.in_sort([&] { t.sort_beside = sort.median_seconds(where.sort, reps); });
+    stop.synchronize();
+    t.gather_beside = gpusort::cuda::elapsed_ms(start, stop) / 1e3 / beside_gathers;
+  });
+  return t;
+}
+
+/// One line of the table and one JSON object (with `extra` fields, each ", \"name\": value").
+void report(const std::string& memory, const std::string& method, std::uint64_t bytes,
+            double alone, const beside_times& t, std::ostringstream& raw,
+            const std::string& extra = {})
+{
+  const double gbps = static_cast<double>(bytes) / 1e9 / t.gather;
+  const double beside_gbps = static_cast<double>(bytes) / 1e9 / t.gather_beside;
+  std::printf("| %-40s | %-28s | %8.1f | %8.1f | %7.1f | %7.1f | %5.2f |\n", memory.c_str(),
+              method.c_str(), gbps, beside_gbps, alone * 1e6, t.sort_beside * 1e6,
+              t.sort_beside / alone);
+  std::fflush(stdout);
+  raw << "{\"memory\": " << gpusort::bench::json_string(memory)
+      << ", \"gather\": " << gpusort::bench::json_string(method) << extra
+      << ", \"gather_gbps\": " << gbps << ", \"gather_beside_gbps\": " << beside_gbps
+      << ", \"sort_seconds\": " << alone << ", \"sort_beside_seconds\": " << t.sort_beside
+      << "},";
+}
+
+/// One case on the whole GPU: `issue` queues one gather of `bytes` on the stream it is given.
 void run_case(const std::string& memory, const char* method,
               const std::function<void(cudaStream_t)>& issue, std::uint64_t bytes, sorter& sort,
               int reps, double alone, std::ostringstream& raw)
 {
   cuda_stream gs, ss;
-  cuda_event start{event_timing::enabled}, stop{event_timing::enabled};
-  issue(gs.value());
-  start.record(gs.value());
-  constexpr int alone_gathers = 50;
-  for (int i = 0; i < alone_gathers; ++i) issue(gs.value());
-  stop.record(gs.value());
-  stop.synchronize();
-  const double gather_seconds = gpusort::cuda::elapsed_ms(start, stop) / 1e3 / alone_gathers;
-  // Enough gathers to outlast the sorts and the waits between them, twice over.
-  const int beside_gathers =
-      static_cast<int>(2 * reps * (alone + 50e-6) / gather_seconds) + 20;
-  start.record(gs.value());
-  for (int i = 0; i < beside_gathers; ++i) issue(gs.value());
-  stop.record(gs.value());
-  const double beside = sort.median_seconds(ss.value(), reps);
-  stop.synchronize();
-  const double beside_seconds = gpusort::cuda::elapsed_ms(start, stop) / 1e3 / beside_gathers;
-  const double gbps = static_cast<double>(bytes) / 1e9 / gather_seconds;
-  const double beside_gbps = static_cast<double>(bytes) / 1e9 / beside_seconds;
-  std::printf("| %-40s | %-28s | %8.1f | %8.1f | %7.1f | %7.1f | %5.2f |\n", memory.c_str(),
-              method, gbps, beside_gbps, alone * 1e6, beside * 1e6, beside / alone);
-  raw << "{\"memory\": " << gpusort::bench::json_string(memory)
-      << ", \"gather\": " << gpusort::bench::json_string(method)
-      << ", \"gather_gbps\": " << gbps << ", \"gather_beside_gbps\": " << beside_gbps
-      << ", \"sort_seconds\": " << alone << ", \"sort_beside_seconds\": " << beside << "},";
-  std::fflush(stdout);
+  report(memory, method, bytes, alone,
+         measure_beside(issue, sort, reps, alone, {.gather = gs.value(), .sort = ss.value()}),
+         raw);
 }
 
 /// A gather table on the device, and one launch of the gather kernel over it.
@@ -425,44 +453,22 @@ void run_green_case(const std::string& memory, const std::vector<gather_slice>& 
                "cuDevSmResourceSplitByCount");
   const green_part gather_part{*api, group};
   const green_part sort_part{*api, rest};
+  const placement where{
+      .gather = gather_part.stream(),
+      .sort = sort_part.stream(),
+      .in_gather = [&](const std::function<void()>& f) { gather_part.in(f); },
+      .in_sort = [&](const std::function<void()>& f) { sort_part.in(f); }};
+  double alone = 0;
+  where.in_sort([&] { alone = sort.median_seconds(where.sort, reps); });
   const kernel_gather k{table, d_out};
-  const double alone =
-      sort_part.in([&] { return sort.median_seconds(sort_part.stream(), reps); });
-  const cudaStream_t gs = gather_part.stream();
-  const auto [gather_seconds, beside, beside_seconds] = gather_part.in([&] {
-    cuda_event start{event_timing::enabled}, stop{event_timing::enabled};
-    k(gs);
-    start.record(gs);
-    constexpr int alone_gathers = 50;
-    for (int i = 0; i < alone_gathers; ++i) k(gs);
-    stop.record(gs);
-    stop.synchronize();
-    const double one = gpusort::cuda::elapsed_ms(start, stop) / 1e3 / alone_gathers;
-    const int beside_gathers = static_cast<int>(2 * reps * (alone + 50e-6) / one) + 20;
-    start.record(gs);
-    for (int i = 0; i < beside_gathers; ++i) k(gs);
-    stop.record(gs);
-    const double sorted =
-        sort_part.in([&] { return sort.median_seconds(sort_part.stream(), reps); });
-    stop.synchronize();
-    return std::tuple{one, sorted,
-                      gpusort::cuda::elapsed_ms(start, stop) / 1e3 / beside_gathers};
-  });
-  const double bytes = static_cast<double>(keys * 8);
+  const beside_times t = measure_beside(std::cref(k), sort, reps, alone, where);
   const std::string method = "kernel on " + std::to_string(gather_part.sms()) + " SMs, sort on " +
                              std::to_string(sort_part.sms());
-  std::printf("| %-40s | %-28s | %8.1f | %8.1f | %7.1f | %7.1f | %5.2f |\n", memory.c_str(),
-              method.c_str(), bytes / 1e9 / gather_seconds, bytes / 1e9 / beside_seconds,
-              alone * 1e6, beside * 1e6, beside / alone);
+  report(memory, method, keys * 8, alone, t, raw,
+         ", \"gather_sms\": " + std::to_string(gather_part.sms()) +
+             ", \"sort_sms\": " + std::to_string(sort_part.sms()));
   std::printf("  (the sort on %u SMs alone: %.2fx its time on the whole GPU)\n", sort_part.sms(),
               alone / whole_gpu_alone);
-  std::fflush(stdout);
-  raw << "{\"memory\": " << gpusort::bench::json_string(memory)
-      << ", \"gather\": " << gpusort::bench::json_string(method)
-      << ", \"gather_sms\": " << gather_part.sms() << ", \"sort_sms\": " << sort_part.sms()
-      << ", \"gather_gbps\": " << bytes / 1e9 / gather_seconds
-      << ", \"gather_beside_gbps\": " << bytes / 1e9 / beside_seconds
-      << ", \"sort_seconds\": " << alone << ", \"sort_beside_seconds\": " << beside << "},";
 }
 
 int run(const options& o)
