@@ -48,6 +48,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -683,33 +684,29 @@ void run_model(const options& o, int gpus, const bandwidth& link, std::vector<ta
 {
   const double host = host_copy_gbps();
   std::printf("host memory: parallel copy %.1f GB/s\n", host);
-  // Every GPU copying one way at once: a fitting job's copy in, then its copy out.
+  // Every GPU copying one way at once: a fitting job's copy in, then its copy out. Each GPU
+  // copies `share` in and `share` out, in turn.
   const int together = std::min(2, gpus);
-  const double all_in = together > 1 ? measure_aggregate(together, std::uint64_t{1} << 30,
-                                                         copy_directions::h2d)
-                                     : link.h2d;
-  const double all_out = together > 1 ? measure_aggregate(together, std::uint64_t{1} << 30,
-                                                          copy_directions::d2h)
-                                      : link.d2h;
+  const std::uint64_t share = std::uint64_t{1} << 30;
+  const auto one_way = [&](aggregate_memory memory, bool busy) {
+    return std::pair{
+        measure_aggregate(together, share, copy_directions::h2d, memory, busy),
+        measure_aggregate(together, share, copy_directions::d2h, memory, busy)};
+  };
+  const auto [all_in, all_out] = together > 1 ? one_way(aggregate_memory::allocated, false)
+                                              : std::pair{link.h2d, link.d2h};
   if (together > 1) {
     std::printf("all %d GPUs at once, one way: H2D %.1f GB/s, D2H %.1f GB/s summed\n", together,
                 all_in, all_out);
     // The same from one array pinned as the engine pins a caller's, each GPU its share: the
     // fitting jobs copy at 51 GB/s a GPU with both busy against 54-55 from cudaHostAlloc.
-    const std::uint64_t share = std::uint64_t{1} << 30;
-    const double reg_in =
-        measure_aggregate(together, share, copy_directions::h2d, aggregate_memory::registered);
-    const double reg_out =
-        measure_aggregate(together, share, copy_directions::d2h, aggregate_memory::registered);
+    const auto [reg_in, reg_out] = one_way(aggregate_memory::registered, false);
     std::printf("all %d GPUs at once, one way, from one registered array: H2D %.1f GB/s, D2H "
                 "%.1f GB/s summed\n",
                 together, reg_in, reg_out);
     // And with every GPU sorting meanwhile, as the job's pieces and merges do: does device
     // memory's traffic slow the links (51 GB/s a GPU in the job, h200x2-20261130-s15)?
-    const double busy_in = measure_aggregate(together, share, copy_directions::h2d,
-                                             aggregate_memory::registered, true);
-    const double busy_out = measure_aggregate(together, share, copy_directions::d2h,
-                                              aggregate_memory::registered, true);
+    const auto [busy_in, busy_out] = one_way(aggregate_memory::registered, true);
     std::printf("all %d GPUs at once, one way, from one registered array, every GPU sorting "
                 "meanwhile: H2D %.1f GB/s, D2H %.1f GB/s summed\n",
                 together, busy_in, busy_out);
