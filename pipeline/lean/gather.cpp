@@ -174,7 +174,10 @@ class gatherer {
     std::uint64_t o, from, to;
   };
 
-  /// Waits under `lock` until `done()`, checking for cancellation and stop() every 20 ms.
+  /// Waits under `lock` until `done()`, checking for cancellation and stop() every 20 ms. The
+  /// lock is held whenever it returns or throws: a caller that catches may read the state
+  /// (clear() asks stopped_ whether the wait ended for a stop; a cancellation thrown by the
+  /// check below had left the lock released, and that read raced stop(): tsan, lean_sanitized).
   template <typename F>
   void wait(std::unique_lock<std::mutex>& lock, F&& done)
   {
@@ -183,7 +186,12 @@ class gatherer {
       changed_.wait_for(lock, std::chrono::milliseconds{20});
       if (stopped_) throw cancelled{"the sort was stopped because another part of it failed"};
       lock.unlock();
-      ctx_.check();
+      try {
+        ctx_.check();
+      } catch (...) {
+        lock.lock();
+        throw;
+      }
       lock.lock();
     }
   }
