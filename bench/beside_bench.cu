@@ -352,18 +352,27 @@ struct green_api {
   CUresult (*push)(CUcontext){};
   CUresult (*pop)(CUcontext*){};
 
-  /// Null where the driver lacks green contexts (older than 12.4).
+  /// Null where the driver lacks green contexts (older than 12.5), after a line naming the
+  /// entry point it lacks.
   static const green_api* get()
   {
     static const std::optional<green_api> api = []() -> std::optional<green_api> {
       green_api a;
+      // The entry points as this build's headers declare them (CUDA_VERSION): asking for 12.4's
+      // found no cuGreenCtxStreamCreate, which came in 12.5 (h200x2-20261130-s16, call 1), and
+      // the structures passed (CUdevResource) are the headers' own.
       const auto fetch = [](const char* name, auto& fn) {
         void* p = nullptr;
         cudaDriverEntryPointQueryResult status{};
-        return cudaGetDriverEntryPointByVersion(name, &p, 12040, cudaEnableDefault, &status) ==
-                   cudaSuccess &&
-               status == cudaDriverEntryPointSuccess &&
-               (fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p), true);
+        const cudaError_t e = cudaGetDriverEntryPointByVersion(name, &p, CUDA_VERSION,
+                                                               cudaEnableDefault, &status);
+        if (e == cudaSuccess && status == cudaDriverEntryPointSuccess) {
+          fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
+          return true;
+        }
+        std::printf("green contexts: no %s for CUDA %d in this driver (%s, query status %d)\n",
+                    name, CUDA_VERSION, cudaGetErrorString(e), static_cast<int>(status));
+        return false;
       };
       if (fetch("cuDeviceGetDevResource", a.get_resource) &&
           fetch("cuDevSmResourceSplitByCount", a.split) &&
