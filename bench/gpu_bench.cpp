@@ -144,23 +144,32 @@ enum class aggregate_memory : std::uint8_t { allocated, registered };
 /// Simultaneous copies on every GPU at once (GB/s, all GPUs and directions summed): what the
 /// host's memory and root complex allow together, both ways or one way (a fitting job on
 /// several GPUs copies in on all of them, then out on all of them: issue 40's floor).
-/// `busy`: every GPU sorts meanwhile (CUB's radix sort of 2^25 u64 keys in device memory, back
-/// to back on a stream of its own), as a fitting job sorts its pieces while they copy in and
-/// merges its ranges while they copy out.
+/// `beside`: what every GPU does meanwhile on a stream of its own, as a fitting job sorts its
+/// pieces while they copy in and merges its ranges, fetching their parts from the other GPUs,
+/// while they copy out: CUB's radix sort of 2^25 u64 keys in device memory back to back, or
+/// fetches of the next GPU's 256 MiB in 16 parts, by cudaMemcpyPeerAsync (the copy engines)
+/// or by one gather kernel a fetch (the SMs, reading the peer's memory over NVLink).
+enum class beside_work : std::uint8_t { nothing, sorts, peer_copies, peer_kernel };
+
 double measure_aggregate(int gpus, std::uint64_t bytes,
                          copy_directions directions = copy_directions::both,
-                         aggregate_memory memory = aggregate_memory::allocated, bool busy = false)
+                         aggregate_memory memory = aggregate_memory::allocated,
+                         beside_work beside = beside_work::nothing)
 {
+  constexpr std::uint64_t work_keys = std::uint64_t{1} << 25;
+  constexpr std::uint32_t fetch_parts = 16;
+  constexpr std::uint64_t part_keys = work_keys / fetch_parts;
   struct lane {
     gpusort::cuda::device_buffer d_a, d_b;
     gpusort::cuda::cuda_stream s1, s2;
     void* h_in{};
     void* h_out{};
-    // The sorts beside the copies, when busy.
+    // The work beside the copies: its keys, where it writes, a sort's scratch or a fetch's
+    // table of parts.
     gpusort::cuda::device_buffer d_keys, d_alt, d_scratch;
-    gpusort::cuda::cuda_stream sorting;
+    gpusort::cuda::cuda_stream working;
   };
-  constexpr std::uint64_t sort_keys = std::uint64_t{1} << 25;
+  const bool working = beside != beside_work::nothing;
   std::vector<gpusort::cuda::pinned_buffer> allocated;
   host_buffer registered;
   if (memory == aggregate_memory::registered)
@@ -171,12 +180,14 @@ double measure_aggregate(int gpus, std::uint64_t bytes,
     lane& l = lanes.emplace_back(lane{gpusort::cuda::device_buffer{bytes},
                                       gpusort::cuda::device_buffer{bytes},
                                       gpusort::cuda::cuda_stream{}, gpusort::cuda::cuda_stream{}});
-    if (busy) {
-      l.d_keys = gpusort::cuda::device_buffer{sort_keys * 8};
-      l.d_alt = gpusort::cuda::device_buffer{sort_keys * 8};
-      l.d_scratch =
-          gpusort::cuda::device_buffer{gpusort::cuda::radix_sort_scratch_bytes(sort_keys, 8, 0)};
-      GPUSORT_CUDA_TRY(cudaMemset(l.d_keys.data(), 0x5a, sort_keys * 8));
+    if (working) {
+      l.d_keys = gpusort::cuda::device_buffer{work_keys * 8};
+      l.d_alt = gpusort::cuda::device_buffer{work_keys * 8};
+      l.d_scratch = gpusort::cuda::device_buffer{
+          beside == beside_work::sorts
+              ? gpusort::cuda::radix_sort_scratch_bytes(work_keys, 8, 0)
+              : fetch_parts * sizeof(gpusort::cuda::gather_slice)};
+      GPUSORT_CUDA_TRY(cudaMemset(l.d_keys.data(), 0x5a, work_keys * 8));
     }
     if (memory == aggregate_memory::registered) {
       char* base = registered.as<char>();
@@ -187,16 +198,48 @@ double measure_aggregate(int gpus, std::uint64_t bytes,
       l.h_out = allocated.emplace_back(bytes, cudaHostAllocPortable).data();
     }
   }
-  // The sorts go in before the clock starts: their few hundred launches took milliseconds of
+  const auto peer_of = [&](int g) { return (g + 1) % gpus; };
+  if (beside == beside_work::peer_copies || beside == beside_work::peer_kernel) {
+    for (int g = 0; g < gpus; ++g) {
+      const gpusort::cuda::set_device_guard guard{g};
+      const cudaError_t e = cudaDeviceEnablePeerAccess(peer_of(g), 0);
+      if (e == cudaErrorPeerAccessAlreadyEnabled)
+        cudaGetLastError();
+      else
+        GPUSORT_CUDA_TRY(e);
+      std::vector<gpusort::cuda::gather_slice> table(fetch_parts);
+      const char* peer = lanes[static_cast<std::size_t>(peer_of(g))].d_keys.data<char>();
+      for (std::uint32_t i = 0; i < fetch_parts; ++i)
+        table[i] = {peer + i * part_keys * 8, part_keys, i * part_keys};
+      lane& l = lanes[static_cast<std::size_t>(g)];
+      GPUSORT_CUDA_TRY(cudaMemcpy(l.d_scratch.data(), table.data(),
+                                  table.size() * sizeof(table[0]), cudaMemcpyHostToDevice));
+    }
+  }
+  // The work goes in before the clock starts: its few hundred launches took milliseconds of
   // the host's time against 20-40 ms of copies, which the copies' rate had counted as theirs.
-  const auto issue_sorts = [&] {
-    for (int g = 0; g < gpus && busy; ++g) {
-      // Sorts enough to outlast the copies (a few ms each against 20-40 ms of copies).
+  // Enough of it to outlast the copies: 24 sorts of a few ms each, 64 fetches of 256 MiB at
+  // NVLink's few hundred GB/s.
+  const auto issue_work = [&] {
+    for (int g = 0; g < gpus && working; ++g) {
       const gpusort::cuda::set_device_guard guard{g};
       lane& l = lanes[static_cast<std::size_t>(g)];
-      for (int i = 0; i < 24; ++i)
-        gpusort::cuda::radix_sort(l.d_keys.data(), l.d_alt.data(), nullptr, nullptr, sort_keys, 8,
-                                  0, l.d_scratch.data(), l.d_scratch.size(), l.sorting.value());
+      const lane& peer = lanes[static_cast<std::size_t>(peer_of(g))];
+      const cudaStream_t s = l.working.value();
+      for (int i = 0; i < (beside == beside_work::sorts ? 24 : 64); ++i) {
+        if (beside == beside_work::sorts) {
+          gpusort::cuda::radix_sort(l.d_keys.data(), l.d_alt.data(), nullptr, nullptr, work_keys,
+                                    8, 0, l.d_scratch.data(), l.d_scratch.size(), s);
+        } else if (beside == beside_work::peer_copies) {
+          for (std::uint64_t p = 0; p < fetch_parts; ++p)
+            GPUSORT_CUDA_TRY(cudaMemcpyPeerAsync(l.d_alt.data<char>() + p * part_keys * 8, g,
+                                                 peer.d_keys.data<char>() + p * part_keys * 8,
+                                                 peer_of(g), part_keys * 8, s));
+        } else {
+          gpusort::cuda::gather(l.d_scratch.data<gpusort::cuda::gather_slice>(), fetch_parts,
+                                part_keys, l.d_alt.data(), 8, s);
+        }
+      }
     }
   };
   const auto issue_copies = [&] {
@@ -216,11 +259,11 @@ double measure_aggregate(int gpus, std::uint64_t bytes,
     }
   };
   const double seconds = best_of(bandwidth_repeats, [&] {
-    issue_sorts();
+    issue_work();
     const auto t0 = clock_type::now();
     issue_copies();
     const double took = seconds_since(t0);
-    for (lane& l : lanes) l.sorting.synchronize();  // the sorts end before the next run's
+    for (lane& l : lanes) l.working.synchronize();  // the work ends before the next run's
     return took;
   });
   const double ways = directions == copy_directions::both ? 2.0 : 1.0;
@@ -693,31 +736,36 @@ void run_model(const options& o, int gpus, const bandwidth& link, std::vector<ta
   // copies `share` in and `share` out, in turn.
   const int together = std::min(2, gpus);
   const std::uint64_t share = std::uint64_t{1} << 30;
-  const auto one_way = [&](aggregate_memory memory, bool busy) {
+  const auto one_way = [&](aggregate_memory memory, beside_work beside) {
     return std::pair{
-        measure_aggregate(together, share, copy_directions::h2d, memory, busy),
-        measure_aggregate(together, share, copy_directions::d2h, memory, busy)};
+        measure_aggregate(together, share, copy_directions::h2d, memory, beside),
+        measure_aggregate(together, share, copy_directions::d2h, memory, beside)};
   };
-  const auto [all_in, all_out] = together > 1 ? one_way(aggregate_memory::allocated, false)
-                                              : std::pair{link.h2d, link.d2h};
+  const auto [all_in, all_out] = together > 1
+                                     ? one_way(aggregate_memory::allocated, beside_work::nothing)
+                                     : std::pair{link.h2d, link.d2h};
   if (together > 1) {
     std::printf("all %d GPUs at once, one way: H2D %.1f GB/s, D2H %.1f GB/s summed\n", together,
                 all_in, all_out);
-    // The same from one array pinned as the engine pins a caller's, each GPU its share: the
-    // fitting jobs copy at 51 GB/s a GPU with both busy against 54-55 from cudaHostAlloc.
-    const auto [reg_in, reg_out] = one_way(aggregate_memory::registered, false);
-    std::printf("all %d GPUs at once, one way, from one registered array: H2D %.1f GB/s, D2H "
-                "%.1f GB/s summed\n",
-                together, reg_in, reg_out);
-    // And with every GPU sorting meanwhile, as the job's pieces and merges do: does device
-    // memory's traffic slow the links (51 GB/s a GPU in the job, h200x2-20261130-s15)?
-    const auto [busy_in, busy_out] = one_way(aggregate_memory::registered, true);
-    std::printf("all %d GPUs at once, one way, from one registered array, every GPU sorting "
-                "meanwhile: H2D %.1f GB/s, D2H %.1f GB/s summed\n",
-                together, busy_in, busy_out);
-    raw << "{\"all_gpus_registered_h2d\": " << reg_in << ", \"all_gpus_registered_d2h\": "
-        << reg_out << ", \"all_gpus_sorting_h2d\": " << busy_in
-        << ", \"all_gpus_sorting_d2h\": " << busy_out << "},";
+    // The same from one array pinned as the engine pins a caller's, each GPU its share (the
+    // fitting jobs copy at 51 GB/s a GPU against 54-55 from cudaHostAlloc), alone and beside
+    // each kind of work a fitting job does meanwhile: which of them slows the links?
+    raw << "{";
+    const std::pair<beside_work, const char*> kinds[] = {
+        {beside_work::nothing, "alone"},
+        {beside_work::sorts, "every GPU sorting in device memory meanwhile"},
+        {beside_work::peer_copies, "every GPU fetching from the next by cudaMemcpyPeerAsync"},
+        {beside_work::peer_kernel, "every GPU fetching from the next by a gather kernel"}};
+    const char* keys[] = {"registered", "sorting", "peer_copies", "peer_kernel"};
+    for (std::size_t k = 0; k < std::size(kinds); ++k) {
+      const auto [in, out] = one_way(aggregate_memory::registered, kinds[k].first);
+      std::printf("all %d GPUs at once, one way, from one registered array, %s: H2D %.1f GB/s, "
+                  "D2H %.1f GB/s summed\n",
+                  together, kinds[k].second, in, out);
+      raw << (k > 0 ? ", " : "") << "\"all_gpus_" << keys[k] << "_h2d\": " << in
+          << ", \"all_gpus_" << keys[k] << "_d2h\": " << out;
+    }
+    raw << "},";
   }
   raw << "{\"all_gpus_h2d\": " << all_in << ", \"all_gpus_d2h\": " << all_out << "},";
   const auto measured_machine = [&](std::uint32_t k) {
