@@ -14,8 +14,14 @@
 // green contexts (CUDA 12.4's SM partitions, through the driver's entry points): the gather on
 // 8, 16 or 32 SMs of its own and the sort on the rest, so that no sort block shares an SM with
 // a gather block; if the sort then keeps its speed, what slowed it was its blocks on the
-// gather's SMs holding up the rest (onesweep's look-back waits for its slowest tiles). Prints
-// one line a case; exit 1 on any CUDA failure.
+// gather's SMs holding up the rest (onesweep's look-back waits for its slowest tiles). It did
+// not (h200x2-20261130-s16, call 2: 2.2-2.5x on its own SMs). So two ways round it, measured
+// from registered memory with huge pages: the copy engines bringing a superset of the slices in
+// one 2D copy (a row a slice, each row as wide as the slice times 1 to 2, at the runs' pitch:
+// round 2's slices of uniform keys start near the same offset in every run), for the device to
+// pick the slices out of; and the kernel writing the slices to mapped host memory instead of
+// reading them (round 1 scattering its sorted chunk into buckets), the sort beside each.
+// Prints one line a case; exit 1 on any CUDA failure.
 #include "bench/bench_cli.hpp"
 #include "bench/gpu_timing.hpp"
 #include "bench/results_format.hpp"
@@ -74,7 +80,9 @@ constexpr const char* usage =
     "CUB's radix sort of --keys u64 alone and beside back-to-back gathers of --slices slices\n"
     "(as many keys in all) from device memory and mapped host memory, compact and spread over\n"
     "--host-bytes, for three kinds of host memory; median microseconds a sort of --reps.\n"
-    "Then the copy engines' gather on 1 to 8 streams, and the kernel beside copies.\n"
+    "Then the copy engines' gather on 1 to 8 streams, the kernel beside copies, the copy\n"
+    "engines' 2D copies of a superset of the slices, the kernel writing the slices to host\n"
+    "memory, and the sort and the gather in green contexts of their own.\n"
     "exit codes: 0 done, 1 a failure (one line says which), 64 a bad command line\n";
 
 /// Huge pages of anonymous memory the process holds now (kB, from smaps_rollup).
@@ -322,6 +330,19 @@ struct copy_gather {
   }
 };
 
+/// The copy engines bringing a superset of the slices: one 2D copy of `rows` rows of `width`
+/// bytes at `pitch` bytes from one another in host memory, packed in the device's buffer.
+struct copy_2d {
+  const char* host;
+  std::uint64_t pitch, width, rows;
+  char* out;
+  void operator()(cudaStream_t s) const
+  {
+    GPUSORT_CUDA_TRY(cudaMemcpy2DAsync(out, width, host, pitch, width, rows,
+                                       cudaMemcpyHostToDevice, s));
+  }
+};
+
 /// Round 2's table split: the first `share` of its slices for the kernel, the rest for copies.
 std::pair<std::vector<gather_slice>, std::vector<gather_slice>> split_table(
     const std::vector<gather_slice>& table, double share)
@@ -496,6 +517,8 @@ int run(const options& o)
   std::printf("| memory | gather | GB/s alone | beside | sort us alone | beside | ratio |\n"
               "| --- | --- | ---: | ---: | ---: | ---: | ---: |\n");
   device_buffer out{o.keys * 8};
+  // The 2D copies' rows, up to twice a slice's length each.
+  device_buffer wide{(o.keys / o.slices + 1) * 2 * 8 * o.slices};
   const std::uint64_t bytes = o.keys * 8;
   {
     const std::uint64_t span = std::uint64_t{1} << 30;
@@ -534,6 +557,26 @@ int run(const options& o)
       copy_gather c{spread, host, base, out.data<char>(), parts};
       const std::string method = "copies, " + std::to_string(parts) + " stream(s)";
       run_case(label, method.c_str(), std::ref(c), bytes, sort, o.reps, alone, raw);
+    }
+    // 2D copies of a superset, the useful bytes' rate reported: each row is a slice's
+    // average length times `widen`, the rows at the spread table's pitch.
+    for (const double widen : {1.0, 1.25, 1.5, 2.0}) {
+      const std::uint64_t width =
+          static_cast<std::uint64_t>(widen * static_cast<double>(o.keys / o.slices + 1)) * 8;
+      const copy_2d c{host, o.host_bytes / o.slices, width, o.slices, wide.data<char>()};
+      char method[64];
+      std::snprintf(method, sizeof method, "2D copy, rows %.2fx a slice", widen);
+      run_case(label, method, std::cref(c), bytes, sort, o.reps, alone, raw);
+    }
+    // The kernel writing each slice to its place in host memory (the spread table reversed).
+    {
+      std::vector<gather_slice> scatter;
+      for (const gather_slice& g : spread)
+        scatter.push_back({out.data<char>() + g.dst_offset * 8, g.length,
+                           static_cast<std::uint64_t>(static_cast<const char*>(g.src) - base) /
+                               8});
+      const kernel_gather k{scatter, const_cast<char*>(base)};
+      run_case(label, "kernel writing to host", std::cref(k), bytes, sort, o.reps, alone, raw);
     }
     for (const double share : {0.25, 0.5}) {
       const auto [kernel_part, copy_part] = split_table(spread, share);
