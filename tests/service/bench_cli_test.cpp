@@ -92,6 +92,7 @@ std::vector<std::string> benches()
   all.emplace_back(GPU_BENCH);
   all.emplace_back(SAMPLE_BENCH);
   all.emplace_back(BESIDE_BENCH);
+  all.emplace_back(SCATTER_BENCH);
 #endif
   return all;
 }
@@ -140,10 +141,12 @@ TEST(BenchCli, PlanBenchTimesThePlanningAndNamesTheSmallestCapacity)
 #ifdef GPU_BENCH
 TEST(BenchCli, NoGpuIsOneLineAndExitCode1)
 {
-  // Each with a command line it takes (beside_bench has no --sizes).
-  for (const auto& [bench, flag] : {std::pair{std::string{GPU_BENCH}, "--sizes"},
-                                    std::pair{std::string{SAMPLE_BENCH}, "--sizes"},
-                                    std::pair{std::string{BESIDE_BENCH}, "--reps"}}) {
+  // Each with a command line it takes (beside_bench and scatter_bench have no --sizes).
+  using bench_flag = std::pair<std::string, const char*>;
+  for (const auto& [bench, flag] : {bench_flag{GPU_BENCH, "--sizes"},
+                                    bench_flag{SAMPLE_BENCH, "--sizes"},
+                                    bench_flag{BESIDE_BENCH, "--reps"},
+                                    bench_flag{SCATTER_BENCH, "--samples-per-bucket"}}) {
     const finished f = run({bench, flag, "1Ki"}, {"CUDA_VISIBLE_DEVICES="});
     const std::string name = fs::path{bench}.filename().string();
     EXPECT_EQ(f.code, 1) << bench << ": " << f.err;

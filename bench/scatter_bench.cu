@@ -1,0 +1,353 @@
+// Round 1 scattering into buckets (issue 44), a prototype measured whole on one GPU. A small
+// device budget makes round 2 gather d short slices a chunk with a kernel reading mapped host
+// memory, and a sort beside such reads runs at under half speed on any SMs (beside_bench,
+// h200x2-20261130-s15 and -s16); a kernel writing slices to host memory leaves it at full speed
+// (1.02x, s16 call 4). So this bench turns the gather round: splitters first, from a sample of
+// the input; round 1 copies each chunk in (copy engine), sorts it, finds its d bucket slices
+// and writes them by kernel to their buckets' places in host memory (each bucket a region of
+// one chunk's capacity); round 2 copies each bucket in whole (copy engine), sorts it and copies
+// it out to its place in the array. Keys only, u64 uniform, not stable (a bucket's slices land
+// in the order the chunks' kernels take them); a bucket fuller than a chunk fails the run.
+// Against the engine at budget 1/8, run beside it (gpu_bench --chunks): how far the design
+// would carry the small budgets. Each run is verified: sorted, and the same keys (sum and xor
+// of a hash of each) as before.
+#include "bench/bench_cli.hpp"
+#include "bench/results_format.hpp"
+#include "core/cuda/chunk_ops.cuh"
+#include "pipeline/cuda/resources.hpp"
+#include "pipeline/cuda/staging.hpp"
+#include "pipeline/host_memory.hpp"
+
+#include <gpusort/error.hpp>
+#include <gpusort/units.hpp>
+
+#include <cuda_runtime_api.h>
+#include <parallel/algorithm>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using gpusort::cuda::cuda_stream;
+using gpusort::cuda::device_buffer;
+using gpusort::cuda::gather_slice;
+using clock_type = std::chrono::steady_clock;
+
+struct options {
+  std::uint64_t bytes = std::uint64_t{8} << 30;
+  std::vector<std::uint64_t> divisors{8, 256, 372};
+  std::uint64_t repeat = 3;
+  std::uint64_t samples_per_bucket = 1024;
+  gpusort::bench::results_options results;
+};
+
+constexpr const char* usage =
+    "usage: scatter_bench [--bytes 8Gi] [--divisors 8,256,372] [--repeat 3]\n"
+    "                     [--samples-per-bucket 1024] [--json FILE] [--machine NAME]\n"
+    "                     [--commit C]\n"
+    "Out of core on GPU 0 with round 1 scattering into buckets (splitters from a sample first;\n"
+    "round 2 copies whole buckets): u64 uniform keys of --bytes in registered memory, a device\n"
+    "budget of --bytes / each divisor; the median of --repeat runs, each verified.\n"
+    "exit codes: 0 done, 1 a failure (one line says which), 64 a bad command line\n";
+
+constexpr unsigned slots = 3;  // chunks in flight: one copying in, one sorting, one writing out
+// Buckets are planned this much below a chunk, for the sample's error (with 1024 samples a
+// bucket, a bucket's size has a relative deviation of about 3%).
+constexpr double bucket_slack = 1.15;
+
+double seconds_since(clock_type::time_point t0)
+{
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+std::uint64_t mix(std::uint64_t x)
+{
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+/// `f(begin, end)` over [0, n) split among the host's cores.
+template <typename F>
+void in_parallel(std::uint64_t n, F&& f)
+{
+  const unsigned threads = std::max(std::thread::hardware_concurrency(), 1U);
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] { f(n * t / threads, n * (t + 1) / threads); });
+  for (std::thread& th : pool) th.join();
+}
+
+struct fingerprint {
+  std::uint64_t sum{}, xors{};
+  bool operator==(const fingerprint&) const = default;
+};
+
+fingerprint fingerprint_of(const std::uint64_t* keys, std::uint64_t n)
+{
+  std::atomic<std::uint64_t> sum{0}, xors{0};
+  in_parallel(n, [&](std::uint64_t b, std::uint64_t e) {
+    std::uint64_t s = 0, x = 0;
+    for (std::uint64_t i = b; i < e; ++i) {
+      s += mix(keys[i]);
+      x ^= mix(keys[i] ^ 0x5555555555555555ULL);
+    }
+    sum += s;
+    xors ^= x;
+  });
+  return {sum.load(), xors.load()};
+}
+
+bool is_sorted(const std::uint64_t* keys, std::uint64_t n)
+{
+  std::atomic<bool> sorted{true};
+  in_parallel(n, [&](std::uint64_t b, std::uint64_t e) {
+    for (std::uint64_t i = std::max<std::uint64_t>(b, 1); i < e; ++i)
+      if (keys[i - 1] > keys[i]) {
+        sorted = false;
+        return;
+      }
+  });
+  return sorted.load();
+}
+
+/// Bucket j of a sorted chunk holds its keys in [splitters[j - 1], splitters[j]) (the first
+/// from the lowest key, the last to the highest): one thread a bucket finds its slice, takes
+/// its place in the bucket's region (fill, in the order the chunks come) and writes the
+/// scatter's table entry; a bucket past `capacity` raises `overflow` and writes nothing.
+__global__ void bucket_table_kernel(const std::uint64_t* __restrict__ sorted, std::uint64_t n,
+                                    const std::uint64_t* __restrict__ splitters,
+                                    std::uint32_t buckets, std::uint64_t capacity,
+                                    unsigned long long* __restrict__ fill,
+                                    gather_slice* __restrict__ table,
+                                    unsigned* __restrict__ overflow)
+{
+  const std::uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= buckets) return;
+  const auto lower = [&](std::uint64_t v) {
+    std::uint64_t lo = 0, hi = n;
+    while (lo < hi) {
+      const std::uint64_t mid = lo + (hi - lo) / 2;
+      if (sorted[mid] < v)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    return lo;
+  };
+  const std::uint64_t begin = j == 0 ? 0 : lower(splitters[j - 1]);
+  const std::uint64_t end = j + 1 == buckets ? n : lower(splitters[j]);
+  const std::uint64_t length = end - begin;
+  const unsigned long long at = atomicAdd(&fill[j], static_cast<unsigned long long>(length));
+  if (at + length > capacity) {
+    atomicExch(overflow, 1U);
+    table[j] = gather_slice{sorted, 0, 0};
+    return;
+  }
+  table[j] = gather_slice{sorted + begin, length, j * capacity + at};
+}
+
+/// The shape of one budget's job: chunk (and bucket) capacity and bucket count.
+struct shape {
+  std::uint64_t capacity{}, buckets{}, chunks{};
+};
+
+shape shape_for(std::uint64_t n, std::uint64_t budget)
+{
+  // Each slot: keys and their sort's other buffer, CUB's scratch, a table; then the
+  // splitters and fills. The largest capacity that fits.
+  for (std::uint64_t c = budget / 16 / slots; c > 1024; c -= std::max<std::uint64_t>(c / 64, 1)) {
+    const auto buckets = static_cast<std::uint64_t>(
+        static_cast<double>(n) * bucket_slack / static_cast<double>(c)) + 1;
+    const std::uint64_t need =
+        slots * (16 * c + gpusort::cuda::radix_sort_scratch_bytes(c, 8, 0) +
+                 buckets * sizeof(gather_slice)) +
+        buckets * 16 + 256;
+    if (need <= budget) return {c, buckets, (n + c - 1) / c};
+  }
+  throw std::runtime_error{"no shape fits a budget of " + gpusort::format_bytes(budget)};
+}
+
+struct slot {
+  device_buffer keys, alt, scratch, table;
+  cuda_stream stream;
+};
+
+struct times {
+  double sample{}, round1{}, round2{}, total{};
+};
+
+/// One job: `keys` (registered) sorted in place through `buckets_host` (registered, mapped).
+times run_once(std::uint64_t* keys, std::uint64_t n, const shape& sh, std::uint64_t per_bucket,
+               std::uint64_t* buckets_host, std::vector<slot>& ring,
+               std::uint64_t* d_splitters, unsigned long long* d_fill, unsigned* d_overflow)
+{
+  times t;
+  const auto t0 = clock_type::now();
+  // Splitters: every per_bucket-th of a sorted random sample.
+  const std::uint64_t d = sh.buckets;
+  std::vector<std::uint64_t> sample(per_bucket * d);
+  in_parallel(sample.size(), [&](std::uint64_t b, std::uint64_t e) {
+    for (std::uint64_t i = b; i < e; ++i) sample[i] = keys[mix(i * 7919 + 17) % n];
+  });
+  __gnu_parallel::sort(sample.begin(), sample.end());
+  std::vector<std::uint64_t> splitters(d - 1);
+  for (std::uint64_t j = 0; j + 1 < d; ++j) splitters[j] = sample[(j + 1) * per_bucket];
+  GPUSORT_CUDA_TRY(cudaMemcpy(d_splitters, splitters.data(), splitters.size() * 8,
+                              cudaMemcpyHostToDevice));
+  GPUSORT_CUDA_TRY(cudaMemset(d_fill, 0, d * sizeof(unsigned long long)));
+  GPUSORT_CUDA_TRY(cudaMemset(d_overflow, 0, sizeof(unsigned)));
+  t.sample = seconds_since(t0);
+
+  // Round 1: in, sort, slices found, written to their buckets.
+  const auto t1 = clock_type::now();
+  void* buckets_device = nullptr;
+  GPUSORT_CUDA_TRY(cudaHostGetDevicePointer(&buckets_device, buckets_host, 0));
+  for (std::uint64_t c = 0; c < sh.chunks; ++c) {
+    slot& s = ring[c % slots];
+    const cudaStream_t st = s.stream.value();
+    const std::uint64_t first = c * sh.capacity;
+    const std::uint64_t len = std::min(sh.capacity, n - first);
+    GPUSORT_CUDA_TRY(cudaMemcpyAsync(s.keys.data(), keys + first, len * 8,
+                                     cudaMemcpyHostToDevice, st));
+    const bool in_alt =
+        gpusort::cuda::radix_sort(s.keys.data(), s.alt.data(), nullptr, nullptr, len, 8, 0,
+                                  s.scratch.data(), s.scratch.size(), st);
+    const auto* sorted = (in_alt ? s.alt : s.keys).data<std::uint64_t>();
+    bucket_table_kernel<<<static_cast<unsigned>((d + 127) / 128), 128, 0, st>>>(
+        sorted, len, d_splitters, static_cast<std::uint32_t>(d), sh.capacity, d_fill,
+        s.table.data<gather_slice>(), d_overflow);
+    GPUSORT_CUDA_TRY(cudaGetLastError());
+    // The longest slice is not known here: the mean picks the kernel (a warp a slice for
+    // short ones, blocks along long ones), and either takes slices of any length.
+    gpusort::cuda::gather(s.table.data<gather_slice>(), static_cast<std::uint32_t>(d),
+                          len / d + 1, buckets_device, 8, st);
+  }
+  for (slot& s : ring) s.stream.synchronize();
+  t.round1 = seconds_since(t1);
+  unsigned overflow = 0;
+  GPUSORT_CUDA_TRY(cudaMemcpy(&overflow, d_overflow, sizeof overflow, cudaMemcpyDeviceToHost));
+  if (overflow != 0)
+    throw std::runtime_error{"a bucket outgrew a chunk (raise --samples-per-bucket)"};
+  std::vector<unsigned long long> fill(d);
+  GPUSORT_CUDA_TRY(cudaMemcpy(fill.data(), d_fill, d * sizeof(fill[0]), cudaMemcpyDeviceToHost));
+
+  // Round 2: each bucket in whole, sorted on the bits its splitters leave, out to its place.
+  const auto t2 = clock_type::now();
+  std::uint64_t out = 0;
+  for (std::uint64_t j = 0; j < d; ++j) {
+    slot& s = ring[j % slots];
+    const cudaStream_t st = s.stream.value();
+    const std::uint64_t len = fill[j];
+    if (len > 0) {
+      const std::uint64_t lo = j == 0 ? 0 : splitters[j - 1];
+      const std::uint64_t hi = j + 1 == d ? ~std::uint64_t{0} : splitters[j] - 1;
+      const unsigned bits = std::max(64U - static_cast<unsigned>(std::countl_zero(lo ^ hi)), 1U);
+      GPUSORT_CUDA_TRY(cudaMemcpyAsync(s.keys.data(), buckets_host + j * sh.capacity, len * 8,
+                                       cudaMemcpyHostToDevice, st));
+      const bool in_alt =
+          gpusort::cuda::radix_sort(s.keys.data(), s.alt.data(), nullptr, nullptr, len, 8, 0,
+                                    s.scratch.data(), s.scratch.size(), st, bits);
+      GPUSORT_CUDA_TRY(cudaMemcpyAsync(keys + out, (in_alt ? s.alt : s.keys).data(), len * 8,
+                                       cudaMemcpyDeviceToHost, st));
+    }
+    out += len;
+  }
+  for (slot& s : ring) s.stream.synchronize();
+  t.round2 = seconds_since(t2);
+  t.total = seconds_since(t0);
+  if (out != n) throw std::runtime_error{"the buckets do not hold every key"};
+  return t;
+}
+
+int run(const options& o)
+{
+  const std::uint64_t n = o.bytes / 8;
+  if (n < 1024) throw gpusort::bench::usage_error{"--bytes: at least 8Ki"};
+  GPUSORT_CUDA_TRY(cudaSetDevice(0));
+  gpusort::detail::host_buffer array = gpusort::detail::pinned_host_buffer(n * 8);
+  auto* keys = array.as<std::uint64_t>();
+  std::ostringstream raw;
+  std::printf("%s u64 uniform, registered, GPU 0, round 1 scattering into buckets\n",
+              gpusort::format_bytes(n * 8).c_str());
+  for (const std::uint64_t divisor : o.divisors) {
+    const std::uint64_t budget = n * 8 / divisor;
+    const shape sh = shape_for(n, budget);
+    std::vector<slot> ring;
+    for (unsigned i = 0; i < slots; ++i)
+      ring.push_back(slot{device_buffer{sh.capacity * 8}, device_buffer{sh.capacity * 8},
+                          device_buffer{gpusort::cuda::radix_sort_scratch_bytes(sh.capacity, 8,
+                                                                                0)},
+                          device_buffer{sh.buckets * sizeof(gather_slice)}, cuda_stream{}});
+    device_buffer splitters{sh.buckets * 8}, fill{sh.buckets * 8}, overflow{sizeof(unsigned)};
+    gpusort::detail::host_buffer buckets =
+        gpusort::detail::pinned_host_buffer(sh.buckets * sh.capacity * 8);
+    std::vector<times> runs;
+    for (std::uint64_t r = 0; r <= o.repeat; ++r) {  // the first a warm-up
+      in_parallel(n, [&](std::uint64_t b, std::uint64_t e) {
+        for (std::uint64_t i = b; i < e; ++i) keys[i] = mix(i + (r + 1) * n);
+      });
+      const fingerprint before = fingerprint_of(keys, n);
+      const times t = run_once(keys, n, sh, o.samples_per_bucket, buckets.as<std::uint64_t>(),
+                               ring, splitters.data<std::uint64_t>(),
+                               fill.data<unsigned long long>(), overflow.data<unsigned>());
+      if (!is_sorted(keys, n)) throw std::runtime_error{"the output is not sorted"};
+      if (!(fingerprint_of(keys, n) == before))
+        throw std::runtime_error{"the output does not hold the input's keys"};
+      if (r > 0) runs.push_back(t);
+    }
+    std::sort(runs.begin(), runs.end(),
+              [](const times& a, const times& b) { return a.total < b.total; });
+    const times m = runs[runs.size() / 2];
+    std::printf("budget 1/%llu (%s): capacity %llu keys, %llu chunks, %llu buckets: median %.3f s"
+                " (%.2f GB/s) of %zu: sample %.3f, round 1 %.3f, round 2 %.3f s; verified\n",
+                static_cast<unsigned long long>(divisor), gpusort::format_bytes(budget).c_str(),
+                static_cast<unsigned long long>(sh.capacity),
+                static_cast<unsigned long long>(sh.chunks),
+                static_cast<unsigned long long>(sh.buckets), m.total,
+                static_cast<double>(n * 8) / 1e9 / m.total, runs.size(), m.sample, m.round1,
+                m.round2);
+    std::fflush(stdout);
+    raw << "{\"divisor\": " << divisor << ", \"budget_bytes\": " << budget
+        << ", \"capacity\": " << sh.capacity << ", \"chunks\": " << sh.chunks
+        << ", \"buckets\": " << sh.buckets << ", \"seconds\": " << m.total
+        << ", \"sample_seconds\": " << m.sample << ", \"round1_seconds\": " << m.round1
+        << ", \"round2_seconds\": " << m.round2 << "},";
+  }
+  if (!o.results.json.empty()) {
+    std::string rows = raw.str();
+    if (!rows.empty()) rows.pop_back();
+    gpusort::bench::write_results(o.results.json, o.results.commit, o.results.machine, {}, rows,
+                                  {});
+  }
+  return 0;
+}
+
+void set_option(options& o, std::string_view flag, const std::string& value)
+{
+  if (flag == "--bytes") o.bytes = gpusort::bench::parse_one_count(flag, value);
+  if (flag == "--divisors") o.divisors = gpusort::bench::parse_counts(flag, value);
+  if (flag == "--repeat") o.repeat = gpusort::bench::parse_one_count(flag, value, 100);
+  if (flag == "--samples-per-bucket")
+    o.samples_per_bucket = gpusort::bench::parse_one_count(flag, value, 1 << 20);
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+  return gpusort::bench::run_main<options>(
+      "scatter_bench", usage, argc, argv,
+      {"--bytes", "--divisors", "--repeat", "--samples-per-bucket"}, set_option, run);
+}
