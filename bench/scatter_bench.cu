@@ -3,14 +3,17 @@
 // memory, and a sort beside such reads runs at under half speed on any SMs (beside_bench,
 // h200x2-20261130-s15 and -s16); a kernel writing slices to host memory leaves it at full speed
 // (1.02x, s16 call 4). So this bench turns the gather round: splitters first, from a sample of
-// the input; round 1 copies each chunk in (copy engine), sorts it, finds its d bucket slices
-// and writes them by kernel to their buckets' places in host memory (each bucket a region of
-// one chunk's capacity); round 2 copies each bucket in whole (copy engine), sorts it and copies
-// it out to its place in the array. Keys only, u64 uniform, not stable (a bucket's slices land
-// in the order the chunks' kernels take them); a bucket fuller than a chunk fails the run.
-// Against the engine at budget 1/8, run beside it (gpu_bench --chunks): how far the design
-// would carry the small budgets. Each run is verified: sorted, and the same keys (sum and xor
-// of a hash of each) as before.
+// the input; round 1 copies each chunk in (copy engine), orders it by bucket, finds its d
+// bucket slices and writes them by kernel to their buckets' places in host memory (each bucket
+// a region of round 2's capacity); round 2 copies each bucket in whole (copy engine), sorts it
+// on the bits its splitters leave and copies it out to its place in the array. Round 1 orders
+// a chunk either by sorting it whole, as the engine's round 1 does, or by partitioning it (each
+// key's bucket number, then a radix sort of the numbers carrying the keys: one or two passes
+// of 8 bits instead of eight), since round 2 sorts each bucket anyway. Keys only, u64 uniform,
+// not stable (a bucket's slices land in the order the chunks' kernels take them); a bucket
+// fuller than its region fails the run. Against the engine at budget 1/8, run beside it
+// (gpu_bench --chunks): how far the design would carry the small budgets. Each run is
+// verified: sorted, and the same keys (sum and xor of a hash of each) as before.
 #include "bench/bench_cli.hpp"
 #include "bench/results_format.hpp"
 #include "core/cuda/chunk_ops.cuh"
@@ -22,7 +25,6 @@
 #include <gpusort/units.hpp>
 
 #include <cuda_runtime_api.h>
-#include <parallel/algorithm>
 
 #include <algorithm>
 #include <atomic>
@@ -57,7 +59,8 @@ constexpr const char* usage =
     "                     [--commit C]\n"
     "Out of core on GPU 0 with round 1 scattering into buckets (splitters from a sample first;\n"
     "round 2 copies whole buckets): u64 uniform keys of --bytes in registered memory, a device\n"
-    "budget of --bytes / each divisor; the median of --repeat runs, each verified.\n"
+    "budget of --bytes / each divisor, round 1 ordering each chunk by a sort and by a\n"
+    "partition; the median of --repeat runs, each verified.\n"
     "exit codes: 0 done, 1 a failure (one line says which), 64 a bad command line\n";
 
 constexpr unsigned slots = 3;  // chunks in flight: one copying in, one sorting, one writing out
@@ -122,11 +125,29 @@ bool is_sorted(const std::uint64_t* keys, std::uint64_t n)
   return sorted.load();
 }
 
-/// Bucket j of a sorted chunk holds its keys in [splitters[j - 1], splitters[j]) (the first
-/// from the lowest key, the last to the highest): one thread a bucket finds its slice, takes
-/// its place in the bucket's region (fill, in the order the chunks come) and writes the
-/// scatter's table entry; a bucket past `capacity` raises `overflow` and writes nothing.
-__global__ void bucket_table_kernel(const std::uint64_t* __restrict__ sorted, std::uint64_t n,
+/// The first of [0, n) at which `at(i) < v` stops holding (`at` ascending).
+template <typename At, typename V>
+__device__ std::uint64_t lower_bound(At at, std::uint64_t n, V v)
+{
+  std::uint64_t lo = 0, hi = n;
+  while (lo < hi) {
+    const std::uint64_t mid = lo + (hi - lo) / 2;
+    if (at(mid) < v)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/// Bucket j holds the keys in [splitters[j - 1], splitters[j]) (the first from the lowest key,
+/// the last to the highest). A chunk ordered by bucket (sorted keys, or keys sorted by their
+/// bucket numbers `ids`) has bucket j's slice where the search finds it: one thread a bucket
+/// finds its slice, takes its place in the bucket's region (fill, in the order the chunks'
+/// kernels come) and writes the scatter's table entry; a bucket past `capacity` raises
+/// `overflow` and writes nothing.
+__global__ void bucket_table_kernel(const std::uint64_t* __restrict__ keys,
+                                    const std::uint32_t* __restrict__ ids, std::uint64_t n,
                                     const std::uint64_t* __restrict__ splitters,
                                     std::uint32_t buckets, std::uint64_t capacity,
                                     unsigned long long* __restrict__ fill,
@@ -135,62 +156,151 @@ __global__ void bucket_table_kernel(const std::uint64_t* __restrict__ sorted, st
 {
   const std::uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= buckets) return;
-  const auto lower = [&](std::uint64_t v) {
-    std::uint64_t lo = 0, hi = n;
-    while (lo < hi) {
-      const std::uint64_t mid = lo + (hi - lo) / 2;
-      if (sorted[mid] < v)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    return lo;
+  const auto first_of = [&](std::uint32_t b) {
+    if (ids != nullptr) return lower_bound([&](std::uint64_t i) { return ids[i]; }, n, b);
+    return lower_bound([&](std::uint64_t i) { return keys[i]; }, n, splitters[b - 1]);
   };
-  const std::uint64_t begin = j == 0 ? 0 : lower(splitters[j - 1]);
-  const std::uint64_t end = j + 1 == buckets ? n : lower(splitters[j]);
+  const std::uint64_t begin = j == 0 ? 0 : first_of(j);
+  const std::uint64_t end = j + 1 == buckets ? n : first_of(j + 1);
   const std::uint64_t length = end - begin;
   const unsigned long long at = atomicAdd(&fill[j], static_cast<unsigned long long>(length));
   if (at + length > capacity) {
     atomicExch(overflow, 1U);
-    table[j] = gather_slice{sorted, 0, 0};
+    table[j] = gather_slice{keys, 0, 0};
     return;
   }
-  table[j] = gather_slice{sorted + begin, length, j * capacity + at};
+  table[j] = gather_slice{keys + begin, length, j * capacity + at};
 }
 
-/// The shape of one budget's job: chunk (and bucket) capacity and bucket count.
+/// Each key's bucket: how many splitters are at most it, searched in shared memory.
+__global__ void classify_kernel(const std::uint64_t* __restrict__ keys, std::uint64_t n,
+                                const std::uint64_t* __restrict__ splitters,
+                                std::uint32_t count, std::uint32_t* __restrict__ ids)
+{
+  extern __shared__ std::uint64_t s[];
+  for (std::uint32_t i = threadIdx.x; i < count; i += blockDim.x) s[i] = splitters[i];
+  __syncthreads();
+  const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
+  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const std::uint64_t k = keys[i];
+    std::uint32_t lo = 0, hi = count;  // the first splitter above k
+    while (lo < hi) {
+      const std::uint32_t mid = (lo + hi) / 2;
+      if (s[mid] <= k)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    ids[i] = lo;
+  }
+}
+
+/// How round 1 orders a chunk by bucket before writing its slices out: sorting its keys whole
+/// (what the engine's round 1 does), or partitioning them (each key's bucket number, then a
+/// radix sort of the numbers carrying the keys: a pass or two of 8 bits instead of eight).
+enum class order_by : std::uint8_t { sort, partition };
+
+/// The shape of one budget's job: round 1's chunk capacity, round 2's bucket capacity (one
+/// bucket a chunk there) and the bucket count, each slot's share of the budget.
 struct shape {
-  std::uint64_t capacity{}, buckets{}, chunks{};
+  std::uint64_t chunk{}, bucket{}, buckets{}, chunks{}, slot_bytes{};
 };
 
-shape shape_for(std::uint64_t n, std::uint64_t budget)
+std::uint64_t table_bytes(std::uint64_t buckets) { return buckets * sizeof(gather_slice); }
+
+/// Round 1's bytes in a slot for a chunk of `c` keys.
+std::uint64_t round1_slot_bytes(std::uint64_t c, std::uint64_t buckets, order_by how)
 {
-  // Each slot: keys and their sort's other buffer, CUB's scratch, a table; then the
-  // splitters and fills. The largest capacity that fits.
-  for (std::uint64_t c = budget / 16 / slots; c > 1024; c -= std::max<std::uint64_t>(c / 64, 1)) {
-    const auto buckets = static_cast<std::uint64_t>(
-        static_cast<double>(n) * bucket_slack / static_cast<double>(c)) + 1;
-    const std::uint64_t need =
-        slots * (16 * c + gpusort::cuda::radix_sort_scratch_bytes(c, 8, 0) +
-                 buckets * sizeof(gather_slice)) +
-        buckets * 16 + 256;
-    if (need <= budget) return {c, buckets, (n + c - 1) / c};
-  }
-  throw std::runtime_error{"no shape fits a budget of " + gpusort::format_bytes(budget)};
+  const std::uint64_t sort = how == order_by::sort
+                                 ? 16 * c + gpusort::cuda::radix_sort_scratch_bytes(c, 8, 0)
+                                 : 24 * c + gpusort::cuda::radix_sort_scratch_bytes(c, 4, 8);
+  return sort + table_bytes(buckets) + 1024;
 }
 
+/// Round 2's bytes in a slot for a bucket of `c` keys.
+std::uint64_t round2_slot_bytes(std::uint64_t c)
+{
+  return 16 * c + gpusort::cuda::radix_sort_scratch_bytes(c, 8, 0) + 512;
+}
+
+/// The largest `c` with `bytes(c)` at most `room`.
+template <typename F>
+std::uint64_t largest(std::uint64_t room, F bytes)
+{
+  std::uint64_t c = room / 16;
+  while (c > 1024 && bytes(c) > room) c -= std::max<std::uint64_t>(c / 128, 1);
+  if (c <= 1024) throw std::runtime_error{"a budget too small for this prototype"};
+  return c;
+}
+
+shape shape_for(std::uint64_t n, std::uint64_t budget, order_by how)
+{
+  shape sh;
+  // A slot's share of the budget, the splitters and fills set aside; the table's size depends
+  // on the bucket count, which depends on the bucket's capacity: twice round.
+  std::uint64_t buckets = 1;
+  for (int pass = 0; pass < 2; ++pass) {
+    sh.slot_bytes = (budget - 16 * buckets - 4096) / slots;
+    sh.bucket = largest(sh.slot_bytes, round2_slot_bytes);
+    buckets = static_cast<std::uint64_t>(static_cast<double>(n) * bucket_slack /
+                                         static_cast<double>(sh.bucket)) + 1;
+  }
+  sh.buckets = buckets;
+  sh.chunk = largest(sh.slot_bytes,
+                     [&](std::uint64_t c) { return round1_slot_bytes(c, buckets, how); });
+  sh.chunks = (n + sh.chunk - 1) / sh.chunk;
+  return sh;
+}
+
+/// A slot's share of the budget, carved anew for each round, and its stream.
 struct slot {
-  device_buffer keys, alt, scratch, table;
+  device_buffer arena;
   cuda_stream stream;
+
+  /// The next `bytes` of the arena from `at` (256-byte aligned).
+  template <typename T>
+  T* carve(std::uint64_t& at, std::uint64_t bytes)
+  {
+    at = (at + 255) / 256 * 256;
+    T* p = reinterpret_cast<T*>(arena.data<char>() + at);
+    at += bytes;
+    if (at > arena.size()) throw std::logic_error{"a slot's arena overflows"};
+    return p;
+  }
 };
 
 struct times {
   double sample{}, round1{}, round2{}, total{};
 };
 
+/// Sorts `v` on every core: parts sorted side by side, then merged pairwise, level by level.
+void parallel_sort(std::vector<std::uint64_t>& v)
+{
+  const std::uint64_t parts = std::max(std::thread::hardware_concurrency(), 1U);
+  const std::uint64_t part = (v.size() + parts - 1) / parts;
+  in_parallel(parts, [&](std::uint64_t b, std::uint64_t e) {
+    for (std::uint64_t p = b; p < e; ++p)
+      std::sort(v.begin() + static_cast<std::ptrdiff_t>(std::min(p * part, v.size())),
+                v.begin() + static_cast<std::ptrdiff_t>(std::min((p + 1) * part, v.size())));
+  });
+  for (std::uint64_t width = part; width < v.size(); width *= 2) {
+    const std::uint64_t pairs = (v.size() + 2 * width - 1) / (2 * width);
+    in_parallel(pairs, [&](std::uint64_t b, std::uint64_t e) {
+      for (std::uint64_t p = b; p < e; ++p) {
+        const auto at = [&](std::uint64_t i) {
+          return v.begin() + static_cast<std::ptrdiff_t>(std::min(i, v.size()));
+        };
+        std::inplace_merge(at(2 * p * width), at(2 * p * width + width),
+                           at(2 * p * width + 2 * width));
+      }
+    });
+  }
+}
+
 /// One job: `keys` (registered) sorted in place through `buckets_host` (registered, mapped).
-times run_once(std::uint64_t* keys, std::uint64_t n, const shape& sh, std::uint64_t per_bucket,
-               std::uint64_t* buckets_host, std::vector<slot>& ring,
+times run_once(std::uint64_t* keys, std::uint64_t n, const shape& sh, order_by how,
+               std::uint64_t per_bucket, std::uint64_t* buckets_host, std::vector<slot>& ring,
                std::uint64_t* d_splitters, unsigned long long* d_fill, unsigned* d_overflow)
 {
   times t;
@@ -201,7 +311,7 @@ times run_once(std::uint64_t* keys, std::uint64_t n, const shape& sh, std::uint6
   in_parallel(sample.size(), [&](std::uint64_t b, std::uint64_t e) {
     for (std::uint64_t i = b; i < e; ++i) sample[i] = keys[mix(i * 7919 + 17) % n];
   });
-  __gnu_parallel::sort(sample.begin(), sample.end());
+  parallel_sort(sample);
   std::vector<std::uint64_t> splitters(d - 1);
   for (std::uint64_t j = 0; j + 1 < d; ++j) splitters[j] = sample[(j + 1) * per_bucket];
   GPUSORT_CUDA_TRY(cudaMemcpy(d_splitters, splitters.data(), splitters.size() * 8,
@@ -210,56 +320,84 @@ times run_once(std::uint64_t* keys, std::uint64_t n, const shape& sh, std::uint6
   GPUSORT_CUDA_TRY(cudaMemset(d_overflow, 0, sizeof(unsigned)));
   t.sample = seconds_since(t0);
 
-  // Round 1: in, sort, slices found, written to their buckets.
+  // Round 1: in, ordered by bucket, slices found, written to their buckets.
   const auto t1 = clock_type::now();
   void* buckets_device = nullptr;
   GPUSORT_CUDA_TRY(cudaHostGetDevicePointer(&buckets_device, buckets_host, 0));
+  const unsigned id_bits = std::max(64U - static_cast<unsigned>(std::countl_zero(d - 1)), 1U);
+  const auto count = static_cast<std::uint32_t>(d - 1);
+  const std::uint64_t shared = count * 8;
   for (std::uint64_t c = 0; c < sh.chunks; ++c) {
     slot& s = ring[c % slots];
     const cudaStream_t st = s.stream.value();
-    const std::uint64_t first = c * sh.capacity;
-    const std::uint64_t len = std::min(sh.capacity, n - first);
-    GPUSORT_CUDA_TRY(cudaMemcpyAsync(s.keys.data(), keys + first, len * 8,
-                                     cudaMemcpyHostToDevice, st));
-    const bool in_alt =
-        gpusort::cuda::radix_sort(s.keys.data(), s.alt.data(), nullptr, nullptr, len, 8, 0,
-                                  s.scratch.data(), s.scratch.size(), st);
-    const auto* sorted = (in_alt ? s.alt : s.keys).data<std::uint64_t>();
+    const std::uint64_t first = c * sh.chunk;
+    const std::uint64_t len = std::min(sh.chunk, n - first);
+    std::uint64_t at = 0;
+    auto* k = s.carve<std::uint64_t>(at, sh.chunk * 8);
+    auto* k_alt = s.carve<std::uint64_t>(at, sh.chunk * 8);
+    GPUSORT_CUDA_TRY(cudaMemcpyAsync(k, keys + first, len * 8, cudaMemcpyHostToDevice, st));
+    const std::uint64_t* ordered = nullptr;
+    const std::uint32_t* ids = nullptr;
+    if (how == order_by::sort) {
+      const std::size_t scratch = gpusort::cuda::radix_sort_scratch_bytes(sh.chunk, 8, 0);
+      void* d_scratch = s.carve<char>(at, scratch);
+      ordered = gpusort::cuda::radix_sort(k, k_alt, nullptr, nullptr, len, 8, 0, d_scratch,
+                                          scratch, st)
+                    ? k_alt
+                    : k;
+    } else {
+      auto* id = s.carve<std::uint32_t>(at, sh.chunk * 4);
+      auto* id_alt = s.carve<std::uint32_t>(at, sh.chunk * 4);
+      const std::size_t scratch = gpusort::cuda::radix_sort_scratch_bytes(sh.chunk, 4, 8);
+      void* d_scratch = s.carve<char>(at, scratch);
+      if (shared > 48 * 1024) throw std::runtime_error{"too many splitters for shared memory"};
+      classify_kernel<<<264, 256, shared, st>>>(k, len, d_splitters, count, id);
+      GPUSORT_CUDA_TRY(cudaGetLastError());
+      const bool alt = gpusort::cuda::radix_sort(id, id_alt, k, k_alt, len, 4, 8, d_scratch,
+                                                 scratch, st, id_bits);
+      ordered = alt ? k_alt : k;
+      ids = alt ? id_alt : id;
+    }
+    auto* table = s.carve<gather_slice>(at, table_bytes(d));
     bucket_table_kernel<<<static_cast<unsigned>((d + 127) / 128), 128, 0, st>>>(
-        sorted, len, d_splitters, static_cast<std::uint32_t>(d), sh.capacity, d_fill,
-        s.table.data<gather_slice>(), d_overflow);
+        ordered, ids, len, d_splitters, static_cast<std::uint32_t>(d), sh.bucket, d_fill, table,
+        d_overflow);
     GPUSORT_CUDA_TRY(cudaGetLastError());
     // The longest slice is not known here: the mean picks the kernel (a warp a slice for
     // short ones, blocks along long ones), and either takes slices of any length.
-    gpusort::cuda::gather(s.table.data<gather_slice>(), static_cast<std::uint32_t>(d),
-                          len / d + 1, buckets_device, 8, st);
+    gpusort::cuda::gather(table, static_cast<std::uint32_t>(d), len / d + 1, buckets_device, 8,
+                          st);
   }
   for (slot& s : ring) s.stream.synchronize();
   t.round1 = seconds_since(t1);
   unsigned overflow = 0;
   GPUSORT_CUDA_TRY(cudaMemcpy(&overflow, d_overflow, sizeof overflow, cudaMemcpyDeviceToHost));
   if (overflow != 0)
-    throw std::runtime_error{"a bucket outgrew a chunk (raise --samples-per-bucket)"};
+    throw std::runtime_error{"a bucket outgrew its region (raise --samples-per-bucket)"};
   std::vector<unsigned long long> fill(d);
   GPUSORT_CUDA_TRY(cudaMemcpy(fill.data(), d_fill, d * sizeof(fill[0]), cudaMemcpyDeviceToHost));
 
   // Round 2: each bucket in whole, sorted on the bits its splitters leave, out to its place.
   const auto t2 = clock_type::now();
   std::uint64_t out = 0;
+  const std::size_t scratch = gpusort::cuda::radix_sort_scratch_bytes(sh.bucket, 8, 0);
   for (std::uint64_t j = 0; j < d; ++j) {
     slot& s = ring[j % slots];
     const cudaStream_t st = s.stream.value();
     const std::uint64_t len = fill[j];
     if (len > 0) {
+      std::uint64_t at = 0;
+      auto* k = s.carve<std::uint64_t>(at, sh.bucket * 8);
+      auto* k_alt = s.carve<std::uint64_t>(at, sh.bucket * 8);
+      void* d_scratch = s.carve<char>(at, scratch);
       const std::uint64_t lo = j == 0 ? 0 : splitters[j - 1];
       const std::uint64_t hi = j + 1 == d ? ~std::uint64_t{0} : splitters[j] - 1;
       const unsigned bits = std::max(64U - static_cast<unsigned>(std::countl_zero(lo ^ hi)), 1U);
-      GPUSORT_CUDA_TRY(cudaMemcpyAsync(s.keys.data(), buckets_host + j * sh.capacity, len * 8,
+      GPUSORT_CUDA_TRY(cudaMemcpyAsync(k, buckets_host + j * sh.bucket, len * 8,
                                        cudaMemcpyHostToDevice, st));
-      const bool in_alt =
-          gpusort::cuda::radix_sort(s.keys.data(), s.alt.data(), nullptr, nullptr, len, 8, 0,
-                                    s.scratch.data(), s.scratch.size(), st, bits);
-      GPUSORT_CUDA_TRY(cudaMemcpyAsync(keys + out, (in_alt ? s.alt : s.keys).data(), len * 8,
+      const bool alt = gpusort::cuda::radix_sort(k, k_alt, nullptr, nullptr, len, 8, 0,
+                                                 d_scratch, scratch, st, bits);
+      GPUSORT_CUDA_TRY(cudaMemcpyAsync(keys + out, alt ? k_alt : k, len * 8,
                                        cudaMemcpyDeviceToHost, st));
     }
     out += len;
@@ -282,48 +420,52 @@ int run(const options& o)
   std::printf("%s u64 uniform, registered, GPU 0, round 1 scattering into buckets\n",
               gpusort::format_bytes(n * 8).c_str());
   for (const std::uint64_t divisor : o.divisors) {
-    const std::uint64_t budget = n * 8 / divisor;
-    const shape sh = shape_for(n, budget);
-    std::vector<slot> ring;
-    for (unsigned i = 0; i < slots; ++i)
-      ring.push_back(slot{device_buffer{sh.capacity * 8}, device_buffer{sh.capacity * 8},
-                          device_buffer{gpusort::cuda::radix_sort_scratch_bytes(sh.capacity, 8,
-                                                                                0)},
-                          device_buffer{sh.buckets * sizeof(gather_slice)}, cuda_stream{}});
-    device_buffer splitters{sh.buckets * 8}, fill{sh.buckets * 8}, overflow{sizeof(unsigned)};
-    gpusort::detail::host_buffer buckets =
-        gpusort::detail::pinned_host_buffer(sh.buckets * sh.capacity * 8);
-    std::vector<times> runs;
-    for (std::uint64_t r = 0; r <= o.repeat; ++r) {  // the first a warm-up
-      in_parallel(n, [&](std::uint64_t b, std::uint64_t e) {
-        for (std::uint64_t i = b; i < e; ++i) keys[i] = mix(i + (r + 1) * n);
-      });
-      const fingerprint before = fingerprint_of(keys, n);
-      const times t = run_once(keys, n, sh, o.samples_per_bucket, buckets.as<std::uint64_t>(),
-                               ring, splitters.data<std::uint64_t>(),
-                               fill.data<unsigned long long>(), overflow.data<unsigned>());
-      if (!is_sorted(keys, n)) throw std::runtime_error{"the output is not sorted"};
-      if (!(fingerprint_of(keys, n) == before))
-        throw std::runtime_error{"the output does not hold the input's keys"};
-      if (r > 0) runs.push_back(t);
+    for (const order_by how : {order_by::sort, order_by::partition}) {
+      const std::uint64_t budget = n * 8 / divisor;
+      const shape sh = shape_for(n, budget, how);
+      std::vector<slot> ring;
+      for (unsigned i = 0; i < slots; ++i)
+        ring.push_back(slot{device_buffer{sh.slot_bytes}, cuda_stream{}});
+      device_buffer splitters{sh.buckets * 8}, fill{sh.buckets * 8}, overflow{sizeof(unsigned)};
+      gpusort::detail::host_buffer buckets =
+          gpusort::detail::pinned_host_buffer(sh.buckets * sh.bucket * 8);
+      std::vector<times> runs;
+      for (std::uint64_t r = 0; r <= o.repeat; ++r) {  // the first a warm-up
+        in_parallel(n, [&](std::uint64_t b, std::uint64_t e) {
+          for (std::uint64_t i = b; i < e; ++i) keys[i] = mix(i + (r + 1) * n);
+        });
+        const fingerprint before = fingerprint_of(keys, n);
+        const times t = run_once(keys, n, sh, how, o.samples_per_bucket,
+                                 buckets.as<std::uint64_t>(), ring,
+                                 splitters.data<std::uint64_t>(),
+                                 fill.data<unsigned long long>(), overflow.data<unsigned>());
+        if (!is_sorted(keys, n)) throw std::runtime_error{"the output is not sorted"};
+        if (!(fingerprint_of(keys, n) == before))
+          throw std::runtime_error{"the output does not hold the input's keys"};
+        if (r > 0) runs.push_back(t);
+      }
+      std::sort(runs.begin(), runs.end(),
+                [](const times& a, const times& b) { return a.total < b.total; });
+      const times m = runs[runs.size() / 2];
+      const char* name = how == order_by::sort ? "sort" : "partition";
+      std::printf("budget 1/%llu (%s), round 1 by %s: chunks of %llu keys (%llu), %llu buckets "
+                  "of at most %llu: median %.3f s (%.2f GB/s) of %zu: sample %.3f, round 1 "
+                  "%.3f, round 2 %.3f s; verified\n",
+                  static_cast<unsigned long long>(divisor), gpusort::format_bytes(budget).c_str(),
+                  name, static_cast<unsigned long long>(sh.chunk),
+                  static_cast<unsigned long long>(sh.chunks),
+                  static_cast<unsigned long long>(sh.buckets),
+                  static_cast<unsigned long long>(sh.bucket), m.total,
+                  static_cast<double>(n * 8) / 1e9 / m.total, runs.size(), m.sample, m.round1,
+                  m.round2);
+      std::fflush(stdout);
+      raw << "{\"divisor\": " << divisor << ", \"round1\": \"" << name
+          << "\", \"budget_bytes\": " << budget << ", \"chunk\": " << sh.chunk
+          << ", \"chunks\": " << sh.chunks << ", \"bucket\": " << sh.bucket
+          << ", \"buckets\": " << sh.buckets << ", \"seconds\": " << m.total
+          << ", \"sample_seconds\": " << m.sample << ", \"round1_seconds\": " << m.round1
+          << ", \"round2_seconds\": " << m.round2 << "},";
     }
-    std::sort(runs.begin(), runs.end(),
-              [](const times& a, const times& b) { return a.total < b.total; });
-    const times m = runs[runs.size() / 2];
-    std::printf("budget 1/%llu (%s): capacity %llu keys, %llu chunks, %llu buckets: median %.3f s"
-                " (%.2f GB/s) of %zu: sample %.3f, round 1 %.3f, round 2 %.3f s; verified\n",
-                static_cast<unsigned long long>(divisor), gpusort::format_bytes(budget).c_str(),
-                static_cast<unsigned long long>(sh.capacity),
-                static_cast<unsigned long long>(sh.chunks),
-                static_cast<unsigned long long>(sh.buckets), m.total,
-                static_cast<double>(n * 8) / 1e9 / m.total, runs.size(), m.sample, m.round1,
-                m.round2);
-    std::fflush(stdout);
-    raw << "{\"divisor\": " << divisor << ", \"budget_bytes\": " << budget
-        << ", \"capacity\": " << sh.capacity << ", \"chunks\": " << sh.chunks
-        << ", \"buckets\": " << sh.buckets << ", \"seconds\": " << m.total
-        << ", \"sample_seconds\": " << m.sample << ", \"round1_seconds\": " << m.round1
-        << ", \"round2_seconds\": " << m.round2 << "},";
   }
   if (!o.results.json.empty()) {
     std::string rows = raw.str();
