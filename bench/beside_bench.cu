@@ -268,6 +268,56 @@ void run_case(const std::string& memory, const char* method,
          raw);
 }
 
+/// The copy engine copying in from host memory (64 MiB copies from `host`, `host_bytes` of it)
+/// alone, the kernel writing to host memory (`write`, `bytes` a launch) alone, and both at once,
+/// each back to back on a stream of its own for about a second: GB/s of each.
+void copy_in_beside_writes(const std::function<void(cudaStream_t)>& write, std::uint64_t bytes,
+                           const char* host, std::uint64_t host_bytes, std::ostringstream& raw)
+{
+  constexpr std::uint64_t piece = std::uint64_t{64} << 20;
+  device_buffer in{piece};
+  cuda_stream cs, ws;
+  cuda_event start_c{event_timing::enabled}, stop_c{event_timing::enabled};
+  cuda_event start_w{event_timing::enabled}, stop_w{event_timing::enabled};
+  const std::uint64_t pieces = std::min<std::uint64_t>(host_bytes / piece, 128);
+  const auto copies = [&](int rounds) {
+    start_c.record(cs.value());
+    for (int r = 0; r < rounds; ++r)
+      for (std::uint64_t i = 0; i < pieces; ++i)
+        GPUSORT_CUDA_TRY(cudaMemcpyAsync(in.data(), host + i * piece, piece,
+                                         cudaMemcpyHostToDevice, cs.value()));
+    stop_c.record(cs.value());
+  };
+  const auto writes = [&](int launches) {
+    start_w.record(ws.value());
+    for (int i = 0; i < launches; ++i) write(ws.value());
+    stop_w.record(ws.value());
+  };
+  const auto gbps = [](std::uint64_t moved, const cuda_event& a, const cuda_event& b) {
+    return static_cast<double>(moved) / 1e9 / (gpusort::cuda::elapsed_ms(a, b) / 1e3);
+  };
+  copies(1);
+  stop_c.synchronize();
+  const double copy_alone = gbps(pieces * piece, start_c, stop_c);
+  writes(50);
+  stop_w.synchronize();
+  const double write_alone = gbps(50 * bytes, start_w, stop_w);
+  // Both for as long as the copies take, the writes a few more launches than fit.
+  const int launches = static_cast<int>(write_alone / copy_alone * pieces * piece / bytes) + 8;
+  copies(1);
+  writes(launches);
+  stop_c.synchronize();
+  stop_w.synchronize();
+  const double copy_beside = gbps(pieces * piece, start_c, stop_c);
+  const double write_beside = gbps(launches * bytes, start_w, stop_w);
+  std::printf("copy engine in %.1f GB/s alone, %.1f beside the kernel writing to host; the "
+              "kernel writing %.1f GB/s alone, %.1f beside the copies in\n",
+              copy_alone, copy_beside, write_alone, write_beside);
+  raw << "{\"copy_in_gbps\": " << copy_alone << ", \"copy_in_beside_writes_gbps\": "
+      << copy_beside << ", \"writes_gbps\": " << write_alone
+      << ", \"writes_beside_copy_in_gbps\": " << write_beside << "},";
+}
+
 /// A gather table on the device, and one launch of the gather kernel over it.
 struct kernel_gather {
   device_buffer d_table;
@@ -577,6 +627,9 @@ int run(const options& o)
                                8});
       const kernel_gather k{scatter, const_cast<char*>(base)};
       run_case(label, "kernel writing to host", std::cref(k), bytes, sort, o.reps, alone, raw);
+      // And beside the copy engine copying in, as a round 1 that writes its slices so would
+      // run: does either direction lose?
+      copy_in_beside_writes(std::cref(k), bytes, host, o.host_bytes, raw);
     }
     for (const double share : {0.25, 0.5}) {
       const auto [kernel_part, copy_part] = split_table(spread, share);
