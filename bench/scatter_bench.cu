@@ -45,25 +45,32 @@ using gpusort::cuda::device_buffer;
 using gpusort::cuda::gather_slice;
 using clock_type = std::chrono::steady_clock;
 
+/// How round 1 orders a chunk by bucket before writing its slices out: sorting its keys whole
+/// (what the engine's round 1 does), or partitioning them (each key's bucket number, then a
+/// radix sort of the numbers carrying the keys: a pass or two of 8 bits instead of eight).
+enum class order_by : std::uint8_t { sort, partition };
+
 struct options {
   std::uint64_t bytes = std::uint64_t{8} << 30;
   std::vector<std::uint64_t> divisors{8, 256, 372};
+  std::vector<std::uint64_t> slots{3};
+  std::vector<order_by> orders{order_by::sort, order_by::partition};
   std::uint64_t repeat = 3;
   std::uint64_t samples_per_bucket = 1024;
   gpusort::bench::results_options results;
 };
 
 constexpr const char* usage =
-    "usage: scatter_bench [--bytes 8Gi] [--divisors 8,256,372] [--repeat 3]\n"
-    "                     [--samples-per-bucket 1024] [--json FILE] [--machine NAME]\n"
-    "                     [--commit C]\n"
+    "usage: scatter_bench [--bytes 8Gi] [--divisors 8,256,372] [--slots 3] [--repeat 3]\n"
+    "                     [--round1 sort,partition] [--samples-per-bucket 1024]\n"
+    "                     [--json FILE] [--machine NAME] [--commit C]\n"
     "Out of core on GPU 0 with round 1 scattering into buckets (splitters from a sample first;\n"
     "round 2 copies whole buckets): u64 uniform keys of --bytes in registered memory, a device\n"
-    "budget of --bytes / each divisor, round 1 ordering each chunk by a sort and by a\n"
-    "partition; the median of --repeat runs, each verified.\n"
+    "budget of --bytes / each divisor shared by each count of --slots (chunks in flight), round\n"
+    "1 ordering each chunk as --round1 says (a sort, a partition); the median of --repeat runs,\n"
+    "each verified.\n"
     "exit codes: 0 done, 1 a failure (one line says which), 64 a bad command line\n";
 
-constexpr unsigned slots = 3;  // chunks in flight: one copying in, one sorting, one writing out
 // Buckets are planned this much below their regions, for the sample's error: with 1024
 // samples a bucket, a bucket's size deviates by about 3%, and the fullest of 1790 buckets of
 // 8 GiB held 1.12 times the mean in a simulation of this sample (a slack of 1.15 overflowed
@@ -198,11 +205,6 @@ __global__ void classify_kernel(const std::uint64_t* __restrict__ keys, std::uin
   }
 }
 
-/// How round 1 orders a chunk by bucket before writing its slices out: sorting its keys whole
-/// (what the engine's round 1 does), or partitioning them (each key's bucket number, then a
-/// radix sort of the numbers carrying the keys: a pass or two of 8 bits instead of eight).
-enum class order_by : std::uint8_t { sort, partition };
-
 /// The shape of one budget's job: round 1's chunk capacity, round 2's bucket capacity (one
 /// bucket a chunk there) and the bucket count, each slot's share of the budget.
 struct shape {
@@ -236,7 +238,9 @@ std::uint64_t largest(std::uint64_t room, F bytes)
   return c;
 }
 
-shape shape_for(std::uint64_t n, std::uint64_t budget, order_by how)
+/// `slots`: chunks in flight (three: one copying in, one sorting, one writing out; two make
+/// each chunk and bucket half as large again, and a small sort is cheaper a key the larger).
+shape shape_for(std::uint64_t n, std::uint64_t budget, order_by how, unsigned slots)
 {
   shape sh;
   // A slot's share of the budget, the splitters and fills set aside; the table's size depends
@@ -330,7 +334,7 @@ times run_once(std::uint64_t* keys, std::uint64_t n, const shape& sh, order_by h
   const auto count = static_cast<std::uint32_t>(d - 1);
   const std::uint64_t shared = count * 8;
   for (std::uint64_t c = 0; c < sh.chunks; ++c) {
-    slot& s = ring[c % slots];
+    slot& s = ring[c % ring.size()];
     const cudaStream_t st = s.stream.value();
     const std::uint64_t first = c * sh.chunk;
     const std::uint64_t len = std::min(sh.chunk, n - first);
@@ -384,7 +388,7 @@ times run_once(std::uint64_t* keys, std::uint64_t n, const shape& sh, order_by h
   std::uint64_t out = 0;
   const std::size_t scratch = gpusort::cuda::radix_sort_scratch_bytes(sh.bucket, 8, 0);
   for (std::uint64_t j = 0; j < d; ++j) {
-    slot& s = ring[j % slots];
+    slot& s = ring[j % ring.size()];
     const cudaStream_t st = s.stream.value();
     const std::uint64_t len = fill[j];
     if (len > 0) {
@@ -421,10 +425,11 @@ int run(const options& o)
   std::ostringstream raw;
   std::printf("%s u64 uniform, registered, GPU 0, round 1 scattering into buckets\n",
               gpusort::format_bytes(n * 8).c_str());
-  for (const std::uint64_t divisor : o.divisors) {
-    for (const order_by how : {order_by::sort, order_by::partition}) {
+  for (const std::uint64_t divisor : o.divisors)
+  for (const std::uint64_t slots : o.slots)
+    for (const order_by how : o.orders) {
       const std::uint64_t budget = n * 8 / divisor;
-      const shape sh = shape_for(n, budget, how);
+      const shape sh = shape_for(n, budget, how, static_cast<unsigned>(slots));
       std::vector<slot> ring;
       for (unsigned i = 0; i < slots; ++i)
         ring.push_back(slot{device_buffer{sh.slot_bytes}, cuda_stream{}});
@@ -450,25 +455,25 @@ int run(const options& o)
                 [](const times& a, const times& b) { return a.total < b.total; });
       const times m = runs[runs.size() / 2];
       const char* name = how == order_by::sort ? "sort" : "partition";
-      std::printf("budget 1/%llu (%s), round 1 by %s: chunks of %llu keys (%llu), %llu buckets "
-                  "of at most %llu: median %.3f s (%.2f GB/s) of %zu: sample %.3f, round 1 "
-                  "%.3f, round 2 %.3f s; verified\n",
+      std::printf("budget 1/%llu (%s), %llu slots, round 1 by %s: chunks of %llu keys (%llu), "
+                  "%llu buckets of at most %llu: median %.3f s (%.2f GB/s) of %zu: sample %.3f, "
+                  "round 1 %.3f, round 2 %.3f s; verified\n",
                   static_cast<unsigned long long>(divisor), gpusort::format_bytes(budget).c_str(),
-                  name, static_cast<unsigned long long>(sh.chunk),
+                  static_cast<unsigned long long>(slots), name,
+                  static_cast<unsigned long long>(sh.chunk),
                   static_cast<unsigned long long>(sh.chunks),
                   static_cast<unsigned long long>(sh.buckets),
                   static_cast<unsigned long long>(sh.bucket), m.total,
                   static_cast<double>(n * 8) / 1e9 / m.total, runs.size(), m.sample, m.round1,
                   m.round2);
       std::fflush(stdout);
-      raw << "{\"divisor\": " << divisor << ", \"round1\": \"" << name
+      raw << "{\"divisor\": " << divisor << ", \"slots\": " << slots << ", \"round1\": \"" << name
           << "\", \"budget_bytes\": " << budget << ", \"chunk\": " << sh.chunk
           << ", \"chunks\": " << sh.chunks << ", \"bucket\": " << sh.bucket
           << ", \"buckets\": " << sh.buckets << ", \"seconds\": " << m.total
           << ", \"sample_seconds\": " << m.sample << ", \"round1_seconds\": " << m.round1
           << ", \"round2_seconds\": " << m.round2 << "},";
     }
-  }
   if (!o.results.json.empty()) {
     std::string rows = raw.str();
     if (!rows.empty()) rows.pop_back();
@@ -482,6 +487,17 @@ void set_option(options& o, std::string_view flag, const std::string& value)
 {
   if (flag == "--bytes") o.bytes = gpusort::bench::parse_one_count(flag, value);
   if (flag == "--divisors") o.divisors = gpusort::bench::parse_counts(flag, value);
+  if (flag == "--slots") {
+    o.slots = gpusort::bench::parse_counts(flag, value);
+    for (const std::uint64_t k : o.slots)
+      if (k < 2 || k > 8) throw gpusort::bench::usage_error{"--slots: 2 to 8 each"};
+  }
+  if (flag == "--round1") {
+    o.orders.clear();
+    static constexpr std::string_view names[] = {"sort", "partition"};
+    for (const std::string& name : gpusort::bench::parse_names(flag, value, names))
+      o.orders.push_back(name == "sort" ? order_by::sort : order_by::partition);
+  }
   if (flag == "--repeat") o.repeat = gpusort::bench::parse_one_count(flag, value, 100);
   if (flag == "--samples-per-bucket")
     o.samples_per_bucket = gpusort::bench::parse_one_count(flag, value, 1 << 20);
@@ -493,5 +509,6 @@ int main(int argc, char** argv)
 {
   return gpusort::bench::run_main<options>(
       "scatter_bench", usage, argc, argv,
-      {"--bytes", "--divisors", "--repeat", "--samples-per-bucket"}, set_option, run);
+      {"--bytes", "--divisors", "--slots", "--round1", "--repeat", "--samples-per-bucket"},
+      set_option, run);
 }
