@@ -259,10 +259,12 @@ shape shape_for(std::uint64_t n, std::uint64_t budget, order_by how, unsigned sl
   return sh;
 }
 
-/// A slot's share of the budget, carved anew for each round, and its stream.
+/// A slot's share of the budget, carved anew for each round, and the events that pass it from
+/// one stage of the pipeline to the next: copied in, worked on (ordered, or sorted), and free
+/// again once written out.
 struct slot {
   device_buffer arena;
-  cuda_stream stream;
+  gpusort::cuda::cuda_event in, worked, freed;
 
   /// The next `bytes` of the arena from `at` (256-byte aligned).
   template <typename T>
@@ -273,6 +275,19 @@ struct slot {
     at += bytes;
     if (at > arena.size()) throw std::logic_error{"a slot's arena overflows"};
     return p;
+  }
+};
+
+/// The pipeline's three streams: the copy engine copying in, the SMs' work, and the writing
+/// out (round 1's kernel writing slices to host memory, round 2's copy engine copying out), so
+/// that a chunk copies in while the one before is worked on and the one before that goes out.
+struct stages {
+  cuda_stream in, work, out;
+  void synchronize()
+  {
+    in.synchronize();
+    work.synchronize();
+    out.synchronize();
   }
 };
 
@@ -307,6 +322,7 @@ void parallel_sort(std::vector<std::uint64_t>& v)
 /// One job: `keys` (registered) sorted in place through `buckets_host` (registered, mapped).
 times run_once(std::uint64_t* keys, std::uint64_t n, const shape& sh, order_by how,
                std::uint64_t per_bucket, std::uint64_t* buckets_host, std::vector<slot>& ring,
+               stages& st,
                std::uint64_t* d_splitters, unsigned long long* d_fill, unsigned* d_overflow)
 {
   times t;
@@ -335,46 +351,55 @@ times run_once(std::uint64_t* keys, std::uint64_t n, const shape& sh, order_by h
   const std::uint64_t shared = count * 8;
   for (std::uint64_t c = 0; c < sh.chunks; ++c) {
     slot& s = ring[c % ring.size()];
-    const cudaStream_t st = s.stream.value();
     const std::uint64_t first = c * sh.chunk;
     const std::uint64_t len = std::min(sh.chunk, n - first);
     std::uint64_t at = 0;
     auto* k = s.carve<std::uint64_t>(at, sh.chunk * 8);
     auto* k_alt = s.carve<std::uint64_t>(at, sh.chunk * 8);
-    GPUSORT_CUDA_TRY(cudaMemcpyAsync(k, keys + first, len * 8, cudaMemcpyHostToDevice, st));
+    s.freed.make_wait(st.in.value());
+    GPUSORT_CUDA_TRY(
+        cudaMemcpyAsync(k, keys + first, len * 8, cudaMemcpyHostToDevice, st.in.value()));
+    s.in.record(st.in.value());
+    const cudaStream_t w = st.work.value();
+    s.in.make_wait(w);
     const std::uint64_t* ordered = nullptr;
     const std::uint32_t* ids = nullptr;
     if (how == order_by::sort) {
       const std::size_t scratch = gpusort::cuda::radix_sort_scratch_bytes(sh.chunk, 8, 0);
       void* d_scratch = s.carve<char>(at, scratch);
-      ordered = gpusort::cuda::radix_sort(k, k_alt, nullptr, nullptr, len, 8, 0, d_scratch,
-                                          scratch, st)
-                    ? k_alt
-                    : k;
+      ordered =
+          gpusort::cuda::radix_sort(k, k_alt, nullptr, nullptr, len, 8, 0, d_scratch, scratch, w)
+              ? k_alt
+              : k;
     } else {
       auto* id = s.carve<std::uint32_t>(at, sh.chunk * 4);
       auto* id_alt = s.carve<std::uint32_t>(at, sh.chunk * 4);
       const std::size_t scratch = gpusort::cuda::radix_sort_scratch_bytes(sh.chunk, 4, 8);
       void* d_scratch = s.carve<char>(at, scratch);
       if (shared > 48 * 1024) throw std::runtime_error{"too many splitters for shared memory"};
-      classify_kernel<<<264, 256, shared, st>>>(k, len, d_splitters, count, id);
+      classify_kernel<<<264, 256, shared, w>>>(k, len, d_splitters, count, id);
       GPUSORT_CUDA_TRY(cudaGetLastError());
       const bool alt = gpusort::cuda::radix_sort(id, id_alt, k, k_alt, len, 4, 8, d_scratch,
-                                                 scratch, st, id_bits);
+                                                 scratch, w, id_bits);
       ordered = alt ? k_alt : k;
       ids = alt ? id_alt : id;
     }
+    // The chunks' tables in their order on one stream: each bucket's slices land in it in
+    // the chunks' order.
     auto* table = s.carve<gather_slice>(at, table_bytes(d));
-    bucket_table_kernel<<<static_cast<unsigned>((d + 127) / 128), 128, 0, st>>>(
+    bucket_table_kernel<<<static_cast<unsigned>((d + 127) / 128), 128, 0, w>>>(
         ordered, ids, len, d_splitters, static_cast<std::uint32_t>(d), sh.bucket, d_fill, table,
         d_overflow);
     GPUSORT_CUDA_TRY(cudaGetLastError());
+    s.worked.record(w);
+    s.worked.make_wait(st.out.value());
     // The longest slice is not known here: the mean picks the kernel (a warp a slice for
     // short ones, blocks along long ones), and either takes slices of any length.
     gpusort::cuda::gather(table, static_cast<std::uint32_t>(d), len / d + 1, buckets_device, 8,
-                          st);
+                          st.out.value());
+    s.freed.record(st.out.value());
   }
-  for (slot& s : ring) s.stream.synchronize();
+  st.synchronize();
   t.round1 = seconds_since(t1);
   unsigned overflow = 0;
   GPUSORT_CUDA_TRY(cudaMemcpy(&overflow, d_overflow, sizeof overflow, cudaMemcpyDeviceToHost));
@@ -389,7 +414,6 @@ times run_once(std::uint64_t* keys, std::uint64_t n, const shape& sh, order_by h
   const std::size_t scratch = gpusort::cuda::radix_sort_scratch_bytes(sh.bucket, 8, 0);
   for (std::uint64_t j = 0; j < d; ++j) {
     slot& s = ring[j % ring.size()];
-    const cudaStream_t st = s.stream.value();
     const std::uint64_t len = fill[j];
     if (len > 0) {
       std::uint64_t at = 0;
@@ -399,16 +423,22 @@ times run_once(std::uint64_t* keys, std::uint64_t n, const shape& sh, order_by h
       const std::uint64_t lo = j == 0 ? 0 : splitters[j - 1];
       const std::uint64_t hi = j + 1 == d ? ~std::uint64_t{0} : splitters[j] - 1;
       const unsigned bits = std::max(64U - static_cast<unsigned>(std::countl_zero(lo ^ hi)), 1U);
+      s.freed.make_wait(st.in.value());
       GPUSORT_CUDA_TRY(cudaMemcpyAsync(k, buckets_host + j * sh.bucket, len * 8,
-                                       cudaMemcpyHostToDevice, st));
+                                       cudaMemcpyHostToDevice, st.in.value()));
+      s.in.record(st.in.value());
+      s.in.make_wait(st.work.value());
       const bool alt = gpusort::cuda::radix_sort(k, k_alt, nullptr, nullptr, len, 8, 0,
-                                                 d_scratch, scratch, st, bits);
+                                                 d_scratch, scratch, st.work.value(), bits);
+      s.worked.record(st.work.value());
+      s.worked.make_wait(st.out.value());
       GPUSORT_CUDA_TRY(cudaMemcpyAsync(keys + out, alt ? k_alt : k, len * 8,
-                                       cudaMemcpyDeviceToHost, st));
+                                       cudaMemcpyDeviceToHost, st.out.value()));
+      s.freed.record(st.out.value());
     }
     out += len;
   }
-  for (slot& s : ring) s.stream.synchronize();
+  st.synchronize();
   t.round2 = seconds_since(t2);
   t.total = seconds_since(t0);
   if (out != n) throw std::runtime_error{"the buckets do not hold every key"};
@@ -432,7 +462,9 @@ int run(const options& o)
       const shape sh = shape_for(n, budget, how, static_cast<unsigned>(slots));
       std::vector<slot> ring;
       for (unsigned i = 0; i < slots; ++i)
-        ring.push_back(slot{device_buffer{sh.slot_bytes}, cuda_stream{}});
+        ring.push_back(slot{device_buffer{sh.slot_bytes}, gpusort::cuda::cuda_event{},
+                            gpusort::cuda::cuda_event{}, gpusort::cuda::cuda_event{}});
+      stages st;
       device_buffer splitters{sh.buckets * 8}, fill{sh.buckets * 8}, overflow{sizeof(unsigned)};
       gpusort::detail::host_buffer buckets =
           gpusort::detail::pinned_host_buffer(sh.buckets * sh.bucket * 8);
@@ -443,7 +475,7 @@ int run(const options& o)
         });
         const fingerprint before = fingerprint_of(keys, n);
         const times t = run_once(keys, n, sh, how, o.samples_per_bucket,
-                                 buckets.as<std::uint64_t>(), ring,
+                                 buckets.as<std::uint64_t>(), ring, st,
                                  splitters.data<std::uint64_t>(),
                                  fill.data<unsigned long long>(), overflow.data<unsigned>());
         if (!is_sorted(keys, n)) throw std::runtime_error{"the output is not sorted"};
