@@ -9,9 +9,9 @@
 // on the bits its splitters leave and copies it out to its place in the array. Round 1 orders
 // a chunk either by sorting it whole, as the engine's round 1 does, or by partitioning it (each
 // key's bucket number, then a radix sort of the numbers carrying the keys: one or two passes
-// of 8 bits instead of eight), since round 2 sorts each bucket anyway. Keys only, u64 uniform,
-// not stable (a bucket's slices land in the order the chunks' kernels take them); a bucket
-// fuller than its region fails the run. Against the engine at budget 1/8, run beside it
+// of 8 bits instead of eight), since round 2 sorts each bucket anyway. Keys only, u64 uniform
+// (a bucket's slices land in the chunks' order); a bucket fuller than its region fails the
+// run. Against the engine at budget 1/8, run beside it
 // (gpu_bench --chunks): how far the design would carry the small budgets. Each run is
 // verified: sorted, and the same keys (sum and xor of a hash of each) as before.
 #include "bench/bench_cli.hpp"
@@ -23,6 +23,8 @@
 
 #include <gpusort/error.hpp>
 #include <gpusort/units.hpp>
+
+#include <cub/block/block_scan.cuh>
 
 #include <cuda_runtime_api.h>
 
@@ -134,29 +136,12 @@ bool is_sorted(const std::uint64_t* keys, std::uint64_t n)
   return sorted.load();
 }
 
-/// The first of [0, n) at which `at(i) < v` stops holding (`at` ascending).
-template <typename At, typename V>
-__device__ std::uint64_t lower_bound(At at, std::uint64_t n, V v)
-{
-  std::uint64_t lo = 0, hi = n;
-  while (lo < hi) {
-    const std::uint64_t mid = lo + (hi - lo) / 2;
-    if (at(mid) < v)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
-}
-
 /// Bucket j holds the keys in [splitters[j - 1], splitters[j]) (the first from the lowest key,
-/// the last to the highest). A chunk ordered by bucket (sorted keys, or keys sorted by their
-/// bucket numbers `ids`) has bucket j's slice where the search finds it: one thread a bucket
-/// finds its slice, takes its place in the bucket's region (fill, in the order the chunks'
-/// kernels come) and writes the scatter's table entry; a bucket past `capacity` raises
-/// `overflow` and writes nothing.
-__global__ void bucket_table_kernel(const std::uint64_t* __restrict__ keys,
-                                    const std::uint32_t* __restrict__ ids, std::uint64_t n,
+/// the last to the highest). A sorted chunk has bucket j's slice where a search of its keys
+/// finds it: one thread a bucket finds its slice, takes its place in the bucket's region (fill,
+/// in the order the chunks' kernels come on their one stream) and writes the scatter's table
+/// entry; a bucket past `capacity` raises `overflow` and writes nothing.
+__global__ void bucket_table_kernel(const std::uint64_t* __restrict__ keys, std::uint64_t n,
                                     const std::uint64_t* __restrict__ splitters,
                                     std::uint32_t buckets, std::uint64_t capacity,
                                     unsigned long long* __restrict__ fill,
@@ -165,29 +150,43 @@ __global__ void bucket_table_kernel(const std::uint64_t* __restrict__ keys,
 {
   const std::uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= buckets) return;
-  const auto first_of = [&](std::uint32_t b) {
-    if (ids != nullptr) return lower_bound([&](std::uint64_t i) { return ids[i]; }, n, b);
-    return lower_bound([&](std::uint64_t i) { return keys[i]; }, n, splitters[b - 1]);
+  const auto first_of = [&](std::uint32_t b) {  // the first key at least splitters[b - 1]
+    const std::uint64_t v = splitters[b - 1];
+    std::uint64_t lo = 0, hi = n;
+    while (lo < hi) {
+      const std::uint64_t mid = lo + (hi - lo) / 2;
+      if (keys[mid] < v)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    return lo;
   };
   const std::uint64_t begin = j == 0 ? 0 : first_of(j);
   const std::uint64_t end = j + 1 == buckets ? n : first_of(j + 1);
   const std::uint64_t length = end - begin;
-  const unsigned long long at = atomicAdd(&fill[j], static_cast<unsigned long long>(length));
+  const unsigned long long at = fill[j];
   if (at + length > capacity) {
     atomicExch(overflow, 1U);
     table[j] = gather_slice{keys, 0, 0};
     return;
   }
   table[j] = gather_slice{keys + begin, length, j * capacity + at};
+  fill[j] = at + length;
 }
 
-/// Each key's bucket: how many splitters are at most it, searched in shared memory.
+/// Each key's bucket: how many splitters are at most it, searched in shared memory; and how
+/// many keys each bucket has (`counts`, count + 1 of them, zero before), so that the slices'
+/// places come from a scan instead of searches of the ordered chunk.
 __global__ void classify_kernel(const std::uint64_t* __restrict__ keys, std::uint64_t n,
                                 const std::uint64_t* __restrict__ splitters,
-                                std::uint32_t count, std::uint32_t* __restrict__ ids)
+                                std::uint32_t count, std::uint32_t* __restrict__ ids,
+                                unsigned* __restrict__ counts)
 {
   extern __shared__ std::uint64_t s[];
+  auto* histogram = reinterpret_cast<unsigned*>(s + count);
   for (std::uint32_t i = threadIdx.x; i < count; i += blockDim.x) s[i] = splitters[i];
+  for (std::uint32_t i = threadIdx.x; i <= count; i += blockDim.x) histogram[i] = 0;
   __syncthreads();
   const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
   for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
@@ -202,6 +201,48 @@ __global__ void classify_kernel(const std::uint64_t* __restrict__ keys, std::uin
         hi = mid;
     }
     ids[i] = lo;
+    atomicAdd(&histogram[lo], 1U);
+  }
+  __syncthreads();
+  for (std::uint32_t i = threadIdx.x; i <= count; i += blockDim.x)
+    if (histogram[i] != 0) atomicAdd(&counts[i], histogram[i]);
+}
+
+/// The shared memory classify_kernel takes for `count` splitters.
+std::uint64_t classify_shared_bytes(std::uint64_t count) { return count * 8 + (count + 1) * 4; }
+
+constexpr unsigned table_threads = 1024;
+
+/// The scatter's table of a partitioned chunk from its buckets' counts, in one block: each
+/// thread scans a run of buckets, the block scans the runs' sums, and each bucket takes its
+/// place in its region (fill; the kernels of the chunks run in their order on one stream). A
+/// bucket past `capacity` raises `overflow` and writes nothing.
+__global__ void __launch_bounds__(table_threads)
+    table_from_counts_kernel(const std::uint64_t* __restrict__ ordered,
+                             const unsigned* __restrict__ counts, std::uint32_t buckets,
+                             std::uint64_t capacity, unsigned long long* __restrict__ fill,
+                             gather_slice* __restrict__ table, unsigned* __restrict__ overflow)
+{
+  using block_scan = cub::BlockScan<unsigned long long, table_threads>;
+  __shared__ typename block_scan::TempStorage temp;
+  const std::uint32_t per = (buckets + table_threads - 1) / table_threads;
+  const std::uint32_t first = threadIdx.x * per;
+  const std::uint32_t last = min(first + per, buckets);
+  unsigned long long sum = 0;
+  for (std::uint32_t j = first; j < last; ++j) sum += counts[j];
+  unsigned long long begin = 0;
+  block_scan(temp).ExclusiveSum(sum, begin);
+  for (std::uint32_t j = first; j < last; ++j) {
+    const unsigned long long length = counts[j];
+    const unsigned long long at = fill[j];
+    if (at + length > capacity) {
+      atomicExch(overflow, 1U);
+      table[j] = gather_slice{ordered, 0, 0};
+    } else {
+      table[j] = gather_slice{ordered + begin, length, j * capacity + at};
+      fill[j] = at + length;
+    }
+    begin += length;
   }
 }
 
@@ -219,7 +260,8 @@ std::uint64_t round1_slot_bytes(std::uint64_t c, std::uint64_t buckets, order_by
   const std::uint64_t sort = how == order_by::sort
                                  ? 16 * c + gpusort::cuda::radix_sort_scratch_bytes(c, 8, 0)
                                  : 24 * c + gpusort::cuda::radix_sort_scratch_bytes(c, 4, 8);
-  return sort + table_bytes(buckets) + 1024;
+  return sort + table_bytes(buckets) + (how == order_by::partition ? buckets * 4 + 256 : 0) +
+         1024;
 }
 
 /// Round 2's bytes in a slot for a bucket of `c` keys.
@@ -348,7 +390,7 @@ times run_once(std::uint64_t* keys, std::uint64_t n, const shape& sh, order_by h
   GPUSORT_CUDA_TRY(cudaHostGetDevicePointer(&buckets_device, buckets_host, 0));
   const unsigned id_bits = std::max(64U - static_cast<unsigned>(std::countl_zero(d - 1)), 1U);
   const auto count = static_cast<std::uint32_t>(d - 1);
-  const std::uint64_t shared = count * 8;
+  const std::uint64_t shared = classify_shared_bytes(count);
   for (std::uint64_t c = 0; c < sh.chunks; ++c) {
     slot& s = ring[c % ring.size()];
     const std::uint64_t first = c * sh.chunk;
@@ -363,7 +405,7 @@ times run_once(std::uint64_t* keys, std::uint64_t n, const shape& sh, order_by h
     const cudaStream_t w = st.work.value();
     s.in.make_wait(w);
     const std::uint64_t* ordered = nullptr;
-    const std::uint32_t* ids = nullptr;
+    const unsigned* bucket_counts = nullptr;
     if (how == order_by::sort) {
       const std::size_t scratch = gpusort::cuda::radix_sort_scratch_bytes(sh.chunk, 8, 0);
       void* d_scratch = s.carve<char>(at, scratch);
@@ -376,20 +418,28 @@ times run_once(std::uint64_t* keys, std::uint64_t n, const shape& sh, order_by h
       auto* id_alt = s.carve<std::uint32_t>(at, sh.chunk * 4);
       const std::size_t scratch = gpusort::cuda::radix_sort_scratch_bytes(sh.chunk, 4, 8);
       void* d_scratch = s.carve<char>(at, scratch);
+      auto* counts = s.carve<unsigned>(at, d * 4);
       if (shared > 48 * 1024) throw std::runtime_error{"too many splitters for shared memory"};
-      classify_kernel<<<264, 256, shared, w>>>(k, len, d_splitters, count, id);
+      GPUSORT_CUDA_TRY(cudaMemsetAsync(counts, 0, d * 4, w));
+      classify_kernel<<<264, 256, shared, w>>>(k, len, d_splitters, count, id, counts);
       GPUSORT_CUDA_TRY(cudaGetLastError());
       const bool alt = gpusort::cuda::radix_sort(id, id_alt, k, k_alt, len, 4, 8, d_scratch,
                                                  scratch, w, id_bits);
       ordered = alt ? k_alt : k;
-      ids = alt ? id_alt : id;
+      bucket_counts = counts;
     }
     // The chunks' tables in their order on one stream: each bucket's slices land in it in
     // the chunks' order.
     auto* table = s.carve<gather_slice>(at, table_bytes(d));
-    bucket_table_kernel<<<static_cast<unsigned>((d + 127) / 128), 128, 0, w>>>(
-        ordered, ids, len, d_splitters, static_cast<std::uint32_t>(d), sh.bucket, d_fill, table,
-        d_overflow);
+    if (bucket_counts != nullptr) {
+      table_from_counts_kernel<<<1, table_threads, 0, w>>>(ordered, bucket_counts,
+                                                           static_cast<std::uint32_t>(d),
+                                                           sh.bucket, d_fill, table, d_overflow);
+    } else {
+      bucket_table_kernel<<<static_cast<unsigned>((d + 127) / 128), 128, 0, w>>>(
+          ordered, len, d_splitters, static_cast<std::uint32_t>(d), sh.bucket, d_fill, table,
+          d_overflow);
+    }
     GPUSORT_CUDA_TRY(cudaGetLastError());
     s.worked.record(w);
     s.worked.make_wait(st.out.value());
