@@ -11,12 +11,14 @@
 // key's bucket number, then a radix sort of the numbers carrying the keys: one or two passes
 // of 8 bits instead of eight), since round 2 sorts each bucket anyway. Keys only, u64 uniform
 // (a bucket's slices land in the chunks' order); a bucket fuller than its region fails the
-// run. Against the engine at budget 1/8, run beside it
-// (gpu_bench --chunks): how far the design would carry the small budgets. Each run is
-// verified: sorted, and the same keys (sum and xor of a hash of each) as before.
+// run. Against the engine at budget 1/8, run beside it (gpu_bench --chunks): how far the design
+// would carry the small budgets. Each run is verified by core/verify.hpp: sorted, and the same
+// keys as before.
 #include "bench/bench_cli.hpp"
 #include "bench/results_format.hpp"
 #include "core/cuda/chunk_ops.cuh"
+#include "core/generate.hpp"
+#include "core/verify.hpp"
 #include "pipeline/cuda/resources.hpp"
 #include "pipeline/cuda/staging.hpp"
 #include "pipeline/host_memory.hpp"
@@ -29,7 +31,8 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <atomic>
+#include <optional>
+#include <span>
 #include <bit>
 #include <chrono>
 #include <cstdint>
@@ -101,39 +104,6 @@ void in_parallel(std::uint64_t n, F&& f)
   for (unsigned t = 0; t < threads; ++t)
     pool.emplace_back([&, t] { f(n * t / threads, n * (t + 1) / threads); });
   for (std::thread& th : pool) th.join();
-}
-
-struct fingerprint {
-  std::uint64_t sum{}, xors{};
-  bool operator==(const fingerprint&) const = default;
-};
-
-fingerprint fingerprint_of(const std::uint64_t* keys, std::uint64_t n)
-{
-  std::atomic<std::uint64_t> sum{0}, xors{0};
-  in_parallel(n, [&](std::uint64_t b, std::uint64_t e) {
-    std::uint64_t s = 0, x = 0;
-    for (std::uint64_t i = b; i < e; ++i) {
-      s += mix(keys[i]);
-      x ^= mix(keys[i] ^ 0x5555555555555555ULL);
-    }
-    sum += s;
-    xors ^= x;
-  });
-  return {sum.load(), xors.load()};
-}
-
-bool is_sorted(const std::uint64_t* keys, std::uint64_t n)
-{
-  std::atomic<bool> sorted{true};
-  in_parallel(n, [&](std::uint64_t b, std::uint64_t e) {
-    for (std::uint64_t i = std::max<std::uint64_t>(b, 1); i < e; ++i)
-      if (keys[i - 1] > keys[i]) {
-        sorted = false;
-        return;
-      }
-  });
-  return sorted.load();
 }
 
 /// Bucket j holds the keys in [splitters[j - 1], splitters[j]) (the first from the lowest key,
@@ -520,17 +490,17 @@ int run(const options& o)
           gpusort::detail::pinned_host_buffer(sh.buckets * sh.bucket * 8);
       std::vector<times> runs;
       for (std::uint64_t r = 0; r <= o.repeat; ++r) {  // the first a warm-up
-        in_parallel(n, [&](std::uint64_t b, std::uint64_t e) {
-          for (std::uint64_t i = b; i < e; ++i) keys[i] = mix(i + (r + 1) * n);
-        });
-        const fingerprint before = fingerprint_of(keys, n);
+        gpusort::generate(std::span<std::uint64_t>{keys, n}, gpusort::distribution::uniform,
+                          r + 1);
+        const gpusort::key_array view{keys, n, gpusort::dtype::u64};
+        const gpusort::fingerprint before = gpusort::fingerprint_of(view);
         const times t = run_once(keys, n, sh, how, o.samples_per_bucket,
                                  buckets.as<std::uint64_t>(), ring, st,
                                  splitters.data<std::uint64_t>(),
                                  fill.data<unsigned long long>(), overflow.data<unsigned>());
-        if (!is_sorted(keys, n)) throw std::runtime_error{"the output is not sorted"};
-        if (!(fingerprint_of(keys, n) == before))
-          throw std::runtime_error{"the output does not hold the input's keys"};
+        const gpusort::verify_result v =
+            gpusort::verify(view, std::nullopt, gpusort::order::ascending, before);
+        if (!v.ok) throw std::runtime_error{"not verified: " + v.message};
         if (r > 0) runs.push_back(t);
       }
       std::sort(runs.begin(), runs.end(),
