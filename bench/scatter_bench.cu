@@ -16,6 +16,7 @@
 // keys as before.
 #include "bench/bench_cli.hpp"
 #include "bench/results_format.hpp"
+#include "core/cpu_sort.hpp"
 #include "core/cuda/chunk_ops.cuh"
 #include "core/generate.hpp"
 #include "core/verify.hpp"
@@ -31,6 +32,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <optional>
 #include <span>
 #include <bit>
@@ -62,18 +64,19 @@ struct options {
   std::vector<order_by> orders{order_by::sort, order_by::partition};
   std::uint64_t repeat = 3;
   std::uint64_t samples_per_bucket = 1024;
+  bool profile = false;
   gpusort::bench::results_options results;
 };
 
 constexpr const char* usage =
     "usage: scatter_bench [--bytes 8Gi] [--divisors 8,256,372] [--slots 3] [--repeat 3]\n"
     "                     [--round1 sort,partition] [--samples-per-bucket 1024]\n"
-    "                     [--json FILE] [--machine NAME] [--commit C]\n"
+    "                     [--profile no] [--json FILE] [--machine NAME] [--commit C]\n"
     "Out of core on GPU 0 with round 1 scattering into buckets (splitters from a sample first;\n"
     "round 2 copies whole buckets): u64 uniform keys of --bytes in registered memory, a device\n"
     "budget of --bytes / each divisor shared by each count of --slots (chunks in flight), round\n"
     "1 ordering each chunk as --round1 says (a sort, a partition); the median of --repeat runs,\n"
-    "each verified.\n"
+    "each verified. --profile yes: then a run more, each stage's busy time in each round.\n"
     "exit codes: 0 done, 1 a failure (one line says which), 64 a bad command line\n";
 
 // Buckets are planned this much below their regions, for the sample's error: with 1024
@@ -303,49 +306,75 @@ struct stages {
   }
 };
 
-struct times {
-  double sample{}, round1{}, round2{}, total{};
+/// The pipeline's stages, as stage_clock counts them.
+enum stage : unsigned { in_stage, work_stage, out_stage, stage_count };
+
+/// Busy seconds of each stage of a round (--profile): an event pair around every chunk's or
+/// bucket's work on each stage's stream, summed once the round is done. Where the round's time
+/// goes: a stage busy all the round long is its bound.
+class stage_clock {
+ public:
+  explicit stage_clock(std::uint64_t items) : marked_(items)
+  {
+    for (auto& pairs : events_)
+      for (std::uint64_t i = 0; i < 2 * items; ++i)
+        pairs.emplace_back(gpusort::cuda::event_timing::enabled);
+  }
+  void begin(stage s, std::uint64_t i, cudaStream_t stream)
+  {
+    events_[s][2 * i].record(stream);
+    marked_[i] = true;
+  }
+  void end(stage s, std::uint64_t i, cudaStream_t stream) { events_[s][2 * i + 1].record(stream); }
+  /// The stages' busy seconds since the last reset (the round synchronized).
+  [[nodiscard]] std::array<double, stage_count> busy() const
+  {
+    std::array<double, stage_count> seconds{};
+    for (unsigned s = 0; s < stage_count; ++s)
+      for (std::uint64_t i = 0; i < marked_.size(); ++i)
+        if (marked_[i])
+          seconds[s] += gpusort::cuda::elapsed_ms(events_[s][2 * i], events_[s][2 * i + 1]) / 1e3;
+    return seconds;
+  }
+  void reset() { std::fill(marked_.begin(), marked_.end(), false); }
+
+ private:
+  std::array<std::vector<gpusort::cuda::cuda_event>, stage_count> events_;
+  std::vector<bool> marked_;
 };
 
-/// Sorts `v` on every core: parts sorted side by side, then merged pairwise, level by level.
-void parallel_sort(std::vector<std::uint64_t>& v)
-{
-  const std::uint64_t parts = std::max(std::thread::hardware_concurrency(), 1U);
-  const std::uint64_t part = (v.size() + parts - 1) / parts;
-  in_parallel(parts, [&](std::uint64_t b, std::uint64_t e) {
-    for (std::uint64_t p = b; p < e; ++p)
-      std::sort(v.begin() + static_cast<std::ptrdiff_t>(std::min(p * part, v.size())),
-                v.begin() + static_cast<std::ptrdiff_t>(std::min((p + 1) * part, v.size())));
-  });
-  for (std::uint64_t width = part; width < v.size(); width *= 2) {
-    const std::uint64_t pairs = (v.size() + 2 * width - 1) / (2 * width);
-    in_parallel(pairs, [&](std::uint64_t b, std::uint64_t e) {
-      for (std::uint64_t p = b; p < e; ++p) {
-        const auto at = [&](std::uint64_t i) {
-          return v.begin() + static_cast<std::ptrdiff_t>(std::min(i, v.size()));
-        };
-        std::inplace_merge(at(2 * p * width), at(2 * p * width + width),
-                           at(2 * p * width + 2 * width));
-      }
-    });
-  }
-}
+struct times {
+  double sample{}, round1{}, round2{}, total{};
+  /// Each round's stages' busy seconds, in a profiled run.
+  std::array<double, stage_count> busy1{}, busy2{};
+};
 
 /// One job: `keys` (registered) sorted in place through `buckets_host` (registered, mapped).
 times run_once(std::uint64_t* keys, std::uint64_t n, const shape& sh, order_by how,
                std::uint64_t per_bucket, std::uint64_t* buckets_host, std::vector<slot>& ring,
-               stages& st,
-               std::uint64_t* d_splitters, unsigned long long* d_fill, unsigned* d_overflow)
+               stages& st, std::uint64_t* d_splitters, unsigned long long* d_fill,
+               unsigned* d_overflow, stage_clock* clock)
 {
   times t;
+  const auto mark = [&](bool begin, stage s, std::uint64_t i, cudaStream_t stream) {
+    if (clock == nullptr) return;
+    if (begin)
+      clock->begin(s, i, stream);
+    else
+      clock->end(s, i, stream);
+  };
   const auto t0 = clock_type::now();
-  // Splitters: every per_bucket-th of a sorted random sample.
+  // Splitters: every per_bucket-th of a random sample, sorted by the CPU sorter on every core.
   const std::uint64_t d = sh.buckets;
   std::vector<std::uint64_t> sample(per_bucket * d);
   in_parallel(sample.size(), [&](std::uint64_t b, std::uint64_t e) {
     for (std::uint64_t i = b; i < e; ++i) sample[i] = keys[mix(i * 7919 + 17) % n];
   });
-  parallel_sort(sample);
+  using gpusort::detail::no_value;
+  std::vector<std::uint64_t> sort_scratch(
+      (gpusort::detail::cpu_sort_scratch_bytes<std::uint64_t, no_value>(sample.size()) + 7) / 8);
+  gpusort::detail::cpu_sort<std::uint64_t, no_value>(sample.data(), nullptr, sample.size(),
+                                                     sort_scratch.data(), 0);
   std::vector<std::uint64_t> splitters(d - 1);
   for (std::uint64_t j = 0; j + 1 < d; ++j) splitters[j] = sample[(j + 1) * per_bucket];
   GPUSORT_CUDA_TRY(cudaMemcpy(d_splitters, splitters.data(), splitters.size() * 8,
@@ -369,11 +398,14 @@ times run_once(std::uint64_t* keys, std::uint64_t n, const shape& sh, order_by h
     auto* k = s.carve<std::uint64_t>(at, sh.chunk * 8);
     auto* k_alt = s.carve<std::uint64_t>(at, sh.chunk * 8);
     s.freed.make_wait(st.in.value());
+    mark(true, in_stage, c, st.in.value());
     GPUSORT_CUDA_TRY(
         cudaMemcpyAsync(k, keys + first, len * 8, cudaMemcpyHostToDevice, st.in.value()));
+    mark(false, in_stage, c, st.in.value());
     s.in.record(st.in.value());
     const cudaStream_t w = st.work.value();
     s.in.make_wait(w);
+    mark(true, work_stage, c, w);
     const std::uint64_t* ordered = nullptr;
     const unsigned* bucket_counts = nullptr;
     if (how == order_by::sort) {
@@ -411,16 +443,23 @@ times run_once(std::uint64_t* keys, std::uint64_t n, const shape& sh, order_by h
           d_overflow);
     }
     GPUSORT_CUDA_TRY(cudaGetLastError());
+    mark(false, work_stage, c, w);
     s.worked.record(w);
     s.worked.make_wait(st.out.value());
+    mark(true, out_stage, c, st.out.value());
     // The longest slice is not known here: the mean picks the kernel (a warp a slice for
     // short ones, blocks along long ones), and either takes slices of any length.
     gpusort::cuda::gather(table, static_cast<std::uint32_t>(d), len / d + 1, buckets_device, 8,
                           st.out.value());
+    mark(false, out_stage, c, st.out.value());
     s.freed.record(st.out.value());
   }
   st.synchronize();
   t.round1 = seconds_since(t1);
+  if (clock != nullptr) {
+    t.busy1 = clock->busy();
+    clock->reset();
+  }
   unsigned overflow = 0;
   GPUSORT_CUDA_TRY(cudaMemcpy(&overflow, d_overflow, sizeof overflow, cudaMemcpyDeviceToHost));
   if (overflow != 0)
@@ -444,25 +483,106 @@ times run_once(std::uint64_t* keys, std::uint64_t n, const shape& sh, order_by h
       const std::uint64_t hi = j + 1 == d ? ~std::uint64_t{0} : splitters[j] - 1;
       const unsigned bits = std::max(64U - static_cast<unsigned>(std::countl_zero(lo ^ hi)), 1U);
       s.freed.make_wait(st.in.value());
+      mark(true, in_stage, j, st.in.value());
       GPUSORT_CUDA_TRY(cudaMemcpyAsync(k, buckets_host + j * sh.bucket, len * 8,
                                        cudaMemcpyHostToDevice, st.in.value()));
+      mark(false, in_stage, j, st.in.value());
       s.in.record(st.in.value());
       s.in.make_wait(st.work.value());
+      mark(true, work_stage, j, st.work.value());
       const bool alt = gpusort::cuda::radix_sort(k, k_alt, nullptr, nullptr, len, 8, 0,
                                                  d_scratch, scratch, st.work.value(), bits);
+      mark(false, work_stage, j, st.work.value());
       s.worked.record(st.work.value());
       s.worked.make_wait(st.out.value());
+      mark(true, out_stage, j, st.out.value());
       GPUSORT_CUDA_TRY(cudaMemcpyAsync(keys + out, alt ? k_alt : k, len * 8,
                                        cudaMemcpyDeviceToHost, st.out.value()));
+      mark(false, out_stage, j, st.out.value());
       s.freed.record(st.out.value());
     }
     out += len;
   }
   st.synchronize();
   t.round2 = seconds_since(t2);
+  if (clock != nullptr) {
+    t.busy2 = clock->busy();
+    clock->reset();
+  }
   t.total = seconds_since(t0);
   if (out != n) throw std::runtime_error{"the buckets do not hold every key"};
   return t;
+}
+
+/// One case: the median of --repeat runs after a warm-up, each verified, then with --profile a
+/// run more whose stages are timed.
+void run_case(const options& o, std::uint64_t* keys, std::uint64_t n, std::uint64_t divisor,
+              unsigned slots, order_by how, std::ostringstream& raw)
+{
+  const std::uint64_t budget = n * 8 / divisor;
+  const shape sh = shape_for(n, budget, how, slots);
+  std::vector<slot> ring;
+  for (unsigned i = 0; i < slots; ++i)
+    ring.push_back(slot{device_buffer{sh.slot_bytes}, gpusort::cuda::cuda_event{},
+                        gpusort::cuda::cuda_event{}, gpusort::cuda::cuda_event{}});
+  stages st;
+  device_buffer splitters{sh.buckets * 8}, fill{sh.buckets * 8}, overflow{sizeof(unsigned)};
+  gpusort::detail::host_buffer buckets =
+      gpusort::detail::pinned_host_buffer(sh.buckets * sh.bucket * 8);
+  std::optional<stage_clock> clock;
+  const auto one = [&](std::uint64_t seed) {
+    gpusort::generate(std::span<std::uint64_t>{keys, n}, gpusort::distribution::uniform, seed);
+    const gpusort::key_array view{keys, n, gpusort::dtype::u64};
+    const gpusort::fingerprint before = gpusort::fingerprint_of(view);
+    const times t = run_once(keys, n, sh, how, o.samples_per_bucket, buckets.as<std::uint64_t>(),
+                             ring, st, splitters.data<std::uint64_t>(),
+                             fill.data<unsigned long long>(), overflow.data<unsigned>(),
+                             clock ? &*clock : nullptr);
+    const gpusort::verify_result v =
+        gpusort::verify(view, std::nullopt, gpusort::order::ascending, before);
+    if (!v.ok) throw std::runtime_error{"not verified: " + v.message};
+    return t;
+  };
+  std::vector<times> runs;
+  for (std::uint64_t r = 0; r <= o.repeat; ++r) {  // the first a warm-up
+    const times t = one(r + 1);
+    if (r > 0) runs.push_back(t);
+  }
+  std::sort(runs.begin(), runs.end(),
+            [](const times& a, const times& b) { return a.total < b.total; });
+  const times m = runs[runs.size() / 2];
+  const char* name = how == order_by::sort ? "sort" : "partition";
+  std::printf("budget 1/%llu (%s), %u slots, round 1 by %s: chunks of %llu keys (%llu), %llu "
+              "buckets of at most %llu: median %.3f s (%.2f GB/s) of %zu: sample %.3f, round 1 "
+              "%.3f, round 2 %.3f s; verified\n",
+              static_cast<unsigned long long>(divisor), gpusort::format_bytes(budget).c_str(),
+              slots, name, static_cast<unsigned long long>(sh.chunk),
+              static_cast<unsigned long long>(sh.chunks),
+              static_cast<unsigned long long>(sh.buckets),
+              static_cast<unsigned long long>(sh.bucket), m.total,
+              static_cast<double>(n * 8) / 1e9 / m.total, runs.size(), m.sample, m.round1,
+              m.round2);
+  raw << "{\"divisor\": " << divisor << ", \"slots\": " << slots << ", \"round1\": \"" << name
+      << "\", \"budget_bytes\": " << budget << ", \"chunk\": " << sh.chunk
+      << ", \"chunks\": " << sh.chunks << ", \"bucket\": " << sh.bucket
+      << ", \"buckets\": " << sh.buckets << ", \"seconds\": " << m.total
+      << ", \"sample_seconds\": " << m.sample << ", \"round1_seconds\": " << m.round1
+      << ", \"round2_seconds\": " << m.round2;
+  if (o.profile) {
+    clock.emplace(std::max(sh.chunks, sh.buckets));
+    const times p = one(o.repeat + 2);
+    std::printf("  profiled run %.3f s: round 1 %.3f s, busy: in %.3f, work %.3f, out %.3f; "
+                "round 2 %.3f s, busy: in %.3f, work %.3f, out %.3f\n",
+                p.total, p.round1, p.busy1[in_stage], p.busy1[work_stage], p.busy1[out_stage],
+                p.round2, p.busy2[in_stage], p.busy2[work_stage], p.busy2[out_stage]);
+    raw << ", \"profile\": {\"round1_seconds\": " << p.round1 << ", \"round1_busy\": ["
+        << p.busy1[in_stage] << ", " << p.busy1[work_stage] << ", " << p.busy1[out_stage]
+        << "], \"round2_seconds\": " << p.round2 << ", \"round2_busy\": ["
+        << p.busy2[in_stage] << ", " << p.busy2[work_stage] << ", " << p.busy2[out_stage]
+        << "]}";
+  }
+  raw << "},";
+  std::fflush(stdout);
 }
 
 int run(const options& o)
@@ -475,57 +595,12 @@ int run(const options& o)
   std::ostringstream raw;
   std::printf("%s u64 uniform, registered, GPU 0, round 1 scattering into buckets\n",
               gpusort::format_bytes(n * 8).c_str());
-  for (const std::uint64_t divisor : o.divisors)
-  for (const std::uint64_t slots : o.slots)
-    for (const order_by how : o.orders) {
-      const std::uint64_t budget = n * 8 / divisor;
-      const shape sh = shape_for(n, budget, how, static_cast<unsigned>(slots));
-      std::vector<slot> ring;
-      for (unsigned i = 0; i < slots; ++i)
-        ring.push_back(slot{device_buffer{sh.slot_bytes}, gpusort::cuda::cuda_event{},
-                            gpusort::cuda::cuda_event{}, gpusort::cuda::cuda_event{}});
-      stages st;
-      device_buffer splitters{sh.buckets * 8}, fill{sh.buckets * 8}, overflow{sizeof(unsigned)};
-      gpusort::detail::host_buffer buckets =
-          gpusort::detail::pinned_host_buffer(sh.buckets * sh.bucket * 8);
-      std::vector<times> runs;
-      for (std::uint64_t r = 0; r <= o.repeat; ++r) {  // the first a warm-up
-        gpusort::generate(std::span<std::uint64_t>{keys, n}, gpusort::distribution::uniform,
-                          r + 1);
-        const gpusort::key_array view{keys, n, gpusort::dtype::u64};
-        const gpusort::fingerprint before = gpusort::fingerprint_of(view);
-        const times t = run_once(keys, n, sh, how, o.samples_per_bucket,
-                                 buckets.as<std::uint64_t>(), ring, st,
-                                 splitters.data<std::uint64_t>(),
-                                 fill.data<unsigned long long>(), overflow.data<unsigned>());
-        const gpusort::verify_result v =
-            gpusort::verify(view, std::nullopt, gpusort::order::ascending, before);
-        if (!v.ok) throw std::runtime_error{"not verified: " + v.message};
-        if (r > 0) runs.push_back(t);
-      }
-      std::sort(runs.begin(), runs.end(),
-                [](const times& a, const times& b) { return a.total < b.total; });
-      const times m = runs[runs.size() / 2];
-      const char* name = how == order_by::sort ? "sort" : "partition";
-      std::printf("budget 1/%llu (%s), %llu slots, round 1 by %s: chunks of %llu keys (%llu), "
-                  "%llu buckets of at most %llu: median %.3f s (%.2f GB/s) of %zu: sample %.3f, "
-                  "round 1 %.3f, round 2 %.3f s; verified\n",
-                  static_cast<unsigned long long>(divisor), gpusort::format_bytes(budget).c_str(),
-                  static_cast<unsigned long long>(slots), name,
-                  static_cast<unsigned long long>(sh.chunk),
-                  static_cast<unsigned long long>(sh.chunks),
-                  static_cast<unsigned long long>(sh.buckets),
-                  static_cast<unsigned long long>(sh.bucket), m.total,
-                  static_cast<double>(n * 8) / 1e9 / m.total, runs.size(), m.sample, m.round1,
-                  m.round2);
-      std::fflush(stdout);
-      raw << "{\"divisor\": " << divisor << ", \"slots\": " << slots << ", \"round1\": \"" << name
-          << "\", \"budget_bytes\": " << budget << ", \"chunk\": " << sh.chunk
-          << ", \"chunks\": " << sh.chunks << ", \"bucket\": " << sh.bucket
-          << ", \"buckets\": " << sh.buckets << ", \"seconds\": " << m.total
-          << ", \"sample_seconds\": " << m.sample << ", \"round1_seconds\": " << m.round1
-          << ", \"round2_seconds\": " << m.round2 << "},";
+  for (const std::uint64_t divisor : o.divisors) {
+    for (const std::uint64_t slots : o.slots) {
+      for (const order_by how : o.orders)
+        run_case(o, keys, n, divisor, static_cast<unsigned>(slots), how, raw);
     }
+  }
   if (!o.results.json.empty()) {
     std::string rows = raw.str();
     if (!rows.empty()) rows.pop_back();
@@ -551,6 +626,11 @@ void set_option(options& o, std::string_view flag, const std::string& value)
       o.orders.push_back(name == "sort" ? order_by::sort : order_by::partition);
   }
   if (flag == "--repeat") o.repeat = gpusort::bench::parse_one_count(flag, value, 100);
+  if (flag == "--profile") {
+    if (value != "yes" && value != "no")
+      throw gpusort::bench::usage_error{"--profile: yes or no, not '" + value + "'"};
+    o.profile = value == "yes";
+  }
   if (flag == "--samples-per-bucket")
     o.samples_per_bucket = gpusort::bench::parse_one_count(flag, value, 1 << 20);
 }
@@ -561,6 +641,7 @@ int main(int argc, char** argv)
 {
   return gpusort::bench::run_main<options>(
       "scatter_bench", usage, argc, argv,
-      {"--bytes", "--divisors", "--slots", "--round1", "--repeat", "--samples-per-bucket"},
+      {"--bytes", "--divisors", "--slots", "--round1", "--repeat", "--samples-per-bucket",
+       "--profile"},
       set_option, run);
 }
