@@ -16,6 +16,7 @@
 // keys as before.
 #include "bench/bench_cli.hpp"
 #include "bench/results_format.hpp"
+#include "core/counter_rng.hpp"
 #include "core/cpu_sort.hpp"
 #include "core/cuda/chunk_ops.cuh"
 #include "core/generate.hpp"
@@ -88,14 +89,6 @@ constexpr double bucket_slack = 1.25;
 double seconds_since(clock_type::time_point t0)
 {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
-
-std::uint64_t mix(std::uint64_t x)
-{
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
 }
 
 /// `f(begin, end)` over [0, n) split among the host's cores.
@@ -367,8 +360,9 @@ times run_once(std::uint64_t* keys, std::uint64_t n, const shape& sh, order_by h
   // Splitters: every per_bucket-th of a random sample, sorted by the CPU sorter on every core.
   const std::uint64_t d = sh.buckets;
   std::vector<std::uint64_t> sample(per_bucket * d);
+  const gpusort::detail::counter_rng pick{per_bucket, 0};  // the sample's i-th place: pick(i)
   in_parallel(sample.size(), [&](std::uint64_t b, std::uint64_t e) {
-    for (std::uint64_t i = b; i < e; ++i) sample[i] = keys[mix(i * 7919 + 17) % n];
+    for (std::uint64_t i = b; i < e; ++i) sample[i] = keys[pick(i) % n];
   });
   using gpusort::detail::no_value;
   std::vector<std::uint64_t> sort_scratch(
