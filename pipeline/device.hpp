@@ -6,6 +6,7 @@
 #include "core/keys.hpp"
 #include "core/plan/chunk_plan.hpp"
 #include "core/plan/dealing.hpp"
+#include "core/plan/scatter_buckets.hpp"
 #include "core/run_codec.hpp"
 
 #include <gpusort/gpusort.hpp>
@@ -95,6 +96,9 @@ struct chunk_task {
   unsigned key_bits{};
   /// Round 1 of a compressed job: encode the dealt runs (see encode_target); null: write keys.
   const encode_target* encode{};
+  /// Round 1 of a scattering job (scatter_target): the sorted chunk's slice of each bucket goes
+  /// to dst_keys and dst_values at the place the target gives it; null: written whole.
+  const scatter_target* scatter{};
   /// Round 2 of a compressed job: the keys of slices[i] are encoded[i] (host addresses in the
   /// round-1 buffer; its dst_offset counts from the task's first element, as the gathered
   /// slices lie one after another). An entry whose index is null belongs to a chunk stored raw:

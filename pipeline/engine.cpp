@@ -298,14 +298,16 @@ fast_route route_of(std::uint64_t n, const detail::element_layout& layout,
     const std::uint64_t chunks = pipeline_chunks(n * layout.bytes(), gpus);
     const std::uint64_t pipelined = std::max<std::uint64_t>(
         (n + chunks - 1) / chunks, min_pipeline_chunk_bytes / layout.bytes());
-    const detail::chunk_plan plan = detail::make_plan(
+    detail::chunk_plan plan = detail::make_plan(
         n, capacity(), max_chunk ? std::min(*max_chunk, pipelined) : pipelined,
         layout.key_bytes);
+    plan.scatter_elements = detail::scatter_elements_for(plan, true);
     return {.path = plan.in_core() ? detail::model_path::in_core : detail::model_path::two_rounds,
             .plan = plan};
   }
   if (direct) return {.path = detail::model_path::direct};
-  const detail::chunk_plan plan = detail::make_plan(n, capacity(), max_chunk, layout.key_bytes);
+  detail::chunk_plan plan = detail::make_plan(n, capacity(), max_chunk, layout.key_bytes);
+  plan.scatter_elements = detail::scatter_elements_for(plan, false);
   return {.path = plan.in_core() ? detail::model_path::in_core : detail::model_path::two_rounds,
           .plan = plan};
 }

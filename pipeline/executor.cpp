@@ -1,14 +1,17 @@
 #include "pipeline/executor.hpp"
 
 #include "core/checks.hpp"
+#include "core/counter_rng.hpp"
 #include "core/cpu_sort.hpp"
 #include "core/keys.hpp"
 #include "core/log.hpp"
 #include "core/plan/compensation.hpp"
 #include "core/plan/dealing.hpp"
 #include "core/plan/run_source.hpp"
+#include "core/plan/scatter_buckets.hpp"
 #include "core/plan/slicing.hpp"
 #include "core/plan/splitters.hpp"
+#include "core/switches.hpp"
 #include "pipeline/file_window.hpp"
 #include "pipeline/host_memory.hpp"
 
@@ -31,16 +34,17 @@ class round1_output {
  public:
   round1_output(const chunk_plan& plan, const element_layout& layout, bool compressed,
                 const host_buffer* scratch)
+      : round1_output{plan.n, round1_bytes(plan, layout, compressed), layout, scratch}
   {
-    const std::size_t bytes = round1_bytes(plan, layout, compressed);
-    if (scratch == nullptr || scratch->size() < bytes) {
-      owned_ = host_buffer{bytes};
-      scratch = &owned_;
-    }
-    keys_ = scratch->as<char>();
-    values_ = keys_ + round1_values_offset(plan.n, layout);
     if (compressed)
       index_ = reinterpret_cast<codec::run_block*>(keys_ + round1_index_offset(plan.n, layout));
+  }
+  /// A scattering job's: `elements` of bucket regions, keys then values.
+  round1_output(std::uint64_t elements, const element_layout& layout, const host_buffer* scratch)
+      : round1_output{elements,
+                      round1_values_offset(elements, layout) + elements * layout.value_bytes,
+                      layout, scratch}
+  {
   }
   [[nodiscard]] K* keys() const noexcept { return reinterpret_cast<K*>(keys_); }
   [[nodiscard]] void* values() const noexcept { return values_; }
@@ -48,6 +52,17 @@ class round1_output {
   [[nodiscard]] codec::run_block* index() const noexcept { return index_; }
 
  private:
+  round1_output(std::uint64_t elements, std::size_t bytes, const element_layout& layout,
+                const host_buffer* scratch)
+  {
+    if (scratch == nullptr || scratch->size() < bytes) {
+      owned_ = host_buffer{bytes};
+      scratch = &owned_;
+    }
+    keys_ = scratch->as<char>();
+    values_ = keys_ + round1_values_offset(elements, layout);
+  }
+
   host_buffer owned_;
   char* keys_{};
   char* values_{};
@@ -282,6 +297,165 @@ void sort_round2(const job_arrays& a, const element_layout& layout, const chunk_
   }
 }
 
+/// The scattered rounds (issue 44; core/plan/scatter_buckets.hpp): buckets from a sample of the
+/// input first, then round 1 sorts each chunk and writes its slice of every bucket behind the
+/// earlier chunks' in the bucket's region, and round 2 sorts each bucket, one slice long, into
+/// its place. Nothing is planned between the rounds, and round 2 reads whole regions (the
+/// copy engines' work) where DSPS's gathered d slices a final chunk.
+template <typename K, typename V>
+class scattered_rounds {
+ public:
+  static constexpr std::size_t value_size = std::is_same_v<V, no_value> ? 0 : sizeof(V);
+
+  scattered_rounds(const job_arrays& a, const element_layout& layout, const chunk_plan& plan,
+                   const std::vector<device*>& devices, job_context& ctx)
+      : a_{a}, layout_{layout}, plan_{plan}, devices_{devices}, ctx_{ctx}
+  {
+  }
+
+  /// Buckets from a sample of the input: nullopt where their regions would need more than the
+  /// plan's round-1 buffer (heavy keys the sample found many of), for DSPS to take the job.
+  bool choose_buckets()
+  {
+    const auto start = std::chrono::steady_clock::now();
+    const std::uint64_t m = tuning_.samples(plan_.n, plan_.capacity);
+    std::vector<std::uint64_t> sample = sample_input(m);
+    buckets_ = make_scatter_buckets(sample, plan_.n, plan_.capacity, 8 * sizeof(K), tuning_);
+    host_stage(1, "sample", 0, seconds_since(start), buckets_.count());
+    return buckets_.region_elements() <= plan_.scatter_elements;
+  }
+
+  execution_stats sort(const host_buffer* scratch)
+  {
+    const round1_output<K, V> r1{plan_.scatter_elements, layout_, scratch};
+    // Round 1: every chunk sorted and scattered into its buckets' regions. The chunks are the
+    // plan's (a GPU's ring slot takes two where they fit, sorting them side by side).
+    const chunk_plan& cut = plan_;
+    const std::uint64_t chunks = plan_.d;
+    scatter_places places{buckets_, chunks};
+    std::vector<scatter_target> targets(chunks);
+    std::vector<chunk_task> tasks(chunks);
+    for (std::uint64_t i = 0; i < chunks; ++i) {
+      targets[i] = {.buckets = &buckets_, .places = &places, .chunk = i};
+      chunk_task& t = tasks[i];
+      t.src_keys = a_.src_keys;
+      t.src_values = a_.src_values;
+      t.slices = {run{cut.chunk_begin(i), cut.chunk_size(i)}};
+      t.count = cut.chunk_size(i);
+      t.dst_keys = r1.keys();
+      t.dst_values = r1.values();
+      t.dst_ordered = true;
+      t.scatter = &targets[i];
+    }
+    run_round(1, 2, std::move(tasks), layout_, devices_, ctx_, plan_.capacity);
+
+    // Round 2: every bucket into its place; a bucket of one key needs no sort.
+    const auto between = std::chrono::steady_clock::now();
+    std::vector<chunk_task> sorts;
+    std::vector<chunk_task> equal;
+    std::uint64_t out = 0;
+    for (std::uint64_t b = 0; b < buckets_.count(); ++b) {
+      const std::uint64_t filled = places.filled(b);
+      if (filled == 0) continue;
+      chunk_task t;
+      t.src_keys = r1.keys();
+      t.src_values = r1.values();
+      t.src_ordered = true;
+      t.dst_keys = static_cast<char*>(a_.dst_keys) + out * sizeof(K);
+      t.dst_values = static_cast<char*>(a_.dst_values) + out * value_size;
+      const run region{buckets_.region[b], filled};
+      if (buckets_.equal[b] != 0) {
+        t.equal_slices = {region};
+        t.equal_count = filled;
+        t.splitter_bits = buckets_.lower[b];
+        equal.push_back(std::move(t));
+      } else {
+        t.slices = {region};
+        t.count = filled;
+        t.key_bits = std::max(buckets_.differing_bits(b, 8 * sizeof(K)), 1U);
+        sorts.push_back(std::move(t));
+      }
+      out += filled;
+    }
+    GPUSORT_EXPECTS(out == plan_.n, "round 1 placed every element in a bucket");
+    host_stage(2, "plan", 0, seconds_since(between), sorts.size());
+    try {
+      for (const chunk_task& t : equal) write_equal_tail(t, layout_);
+      run_round(2, 2, std::move(sorts), layout_, devices_, ctx_, plan_.capacity);
+    } catch (...) {
+      if (a_.in_place()) restore(r1, places);
+      throw;
+    }
+    return execution_stats{.chunks = chunks, .rounds = 2, .scatter_buckets = buckets_.count()};
+  }
+
+ private:
+  /// m keys at random places of the input, as ordered bits, sorted. The reads miss cache and
+  /// TLB alike: every core takes a share.
+  std::vector<std::uint64_t> sample_input(std::uint64_t m) const
+  {
+    enum class stream : std::uint8_t { scatter_sample = 7 };
+    const counter_rng rng{plan_.n, stream::scatter_sample};
+    const K* src = static_cast<const K*>(a_.src_keys);
+    std::vector<std::uint64_t> sample(m);
+    const auto count = static_cast<std::int64_t>(m);
+    const key_order order = layout_.keys();
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < count; ++i) {
+      const std::uint64_t at = rng(static_cast<std::uint64_t>(i)) % plan_.n;
+      sample[static_cast<std::size_t>(i)] = to_ordered<K>(src[at], order);
+    }
+    std::vector<std::uint64_t> scratch(cpu_sort_scratch_bytes<std::uint64_t, no_value>(m) / 8 + 1);
+    cpu_sort<std::uint64_t, no_value>(sample.data(), nullptr, m, scratch.data(), 0);
+    return sample;
+  }
+
+  /// An in-place job whose round 2 failed: the regions hold a permutation of the input.
+  void restore(const round1_output<K, V>& r1, const scatter_places& places) const noexcept
+  {
+    try {
+      std::uint64_t at = 0;
+      for (std::uint64_t b = 0; b < buckets_.count(); ++b) {
+        const std::uint64_t filled = places.filled(b);
+        const K* from = r1.keys() + buckets_.region[b];
+        produce_into(static_cast<K*>(a_.src_keys) + at, filled,
+                     [&](K* dst, std::uint64_t first, std::uint64_t count) {
+                       from_ordered_bits<K>(from + first, dst, count, layout_.keys());
+                     });
+        if constexpr (value_size > 0)
+          host_write(static_cast<V*>(a_.src_values) + at,
+                     static_cast<const V*>(r1.values()) + buckets_.region[b], filled * sizeof(V));
+        at += filled;
+      }
+    } catch (const std::exception& e) {
+      log(log_level::error, "an in-place sort failed and its input could not be restored: {}",
+          e.what());
+    }
+  }
+
+  void host_stage(int round, const char* name, double from, double to, std::uint64_t chunks)
+  {
+    if (!ctx_.profiling()) return;
+    const double at = ctx_.elapsed();
+    ctx_.add_profile(stage_profile{.device = "host",
+                                   .round = round,
+                                   .stage = name,
+                                   .chunks = chunks,
+                                   .bytes = 0,
+                                   .busy_seconds = to - from,
+                                   .first_start = at - (to - from),
+                                   .last_end = at});
+  }
+
+  const job_arrays& a_;
+  const element_layout& layout_;
+  const chunk_plan& plan_;
+  const std::vector<device*>& devices_;
+  job_context& ctx_;
+  scatter_tuning tuning_{};
+  scatter_buckets buckets_;
+};
+
 /// DSPS in two rounds (design.md section 2), round 1's runs compressed when `mode` says so.
 template <typename K, typename V>
 execution_stats sort_out_of_core(const job_arrays& a, const element_layout& layout,
@@ -289,8 +463,23 @@ execution_stats sort_out_of_core(const job_arrays& a, const element_layout& layo
                                  job_context& ctx, const host_buffer* scratch,
                                  run_compression mode)
 {
-  execution_stats stats{.chunks = plan.d, .rounds = 2};
   const bool compressed = compresses(mode, plan);
+  // The scattered rounds read the input at random places before round 1 (a file's would be a
+  // read each) and write no runs to compress.
+  if (plan.scatter_elements > 0 && !compressed && !find_file_window(a.src_keys)) {
+    scattered_rounds<K, V> scattered{a, layout, plan, devices, ctx};
+    if (scattered.choose_buckets()) {
+      try {
+        return scattered.sort(scratch);
+      } catch (const scatter_overflow& e) {
+        // Round 1 wrote only the round-1 buffer: DSPS starts afresh.
+        log(log_level::info, "the scattered rounds gave way to DSPS: {}", e.what());
+      }
+    } else {
+      log(log_level::debug, "the sample's buckets need more than the round-1 buffer: DSPS");
+    }
+  }
+  execution_stats stats{.chunks = plan.d, .rounds = 2};
   const round1_output<K, V> r1{plan, layout, compressed, scratch};
   std::optional<round1_encoding> encoding;
   if (compressed) encoding.emplace(plan, layout, mode, r1.index(), r1.keys());
@@ -375,7 +564,11 @@ std::uint64_t round1_index_entry(const chunk_plan& plan, std::uint64_t i) noexce
 
 std::uint64_t round1_bytes(const chunk_plan& plan, const element_layout& layout, bool compressed)
 {
-  if (!compressed) return round1_values_offset(plan.n, layout) + plan.n * layout.value_bytes;
+  if (!compressed) {
+    // The scattered rounds' regions, or DSPS's runs where the job runs as DSPS after all.
+    const std::uint64_t n = std::max(plan.n, plan.scatter_elements);
+    return round1_values_offset(n, layout) + n * layout.value_bytes;
+  }
   return round1_index_offset(plan.n, layout) +
          round1_index_entry(plan, plan.d) * sizeof(codec::run_block);
 }
@@ -388,10 +581,30 @@ std::uint64_t ring_reserve(const chunk_plan& plan) noexcept
 std::uint64_t planning_bytes(const chunk_plan& plan, const element_layout& layout) noexcept
 {
   if (plan.in_core()) return 0;
+  if (plan.scatter_elements > 0) {
+    // The sample and its sort's scratch, and a bucket's bound, region and count.
+    const std::uint64_t m = scatter_tuning{}.samples(plan.n, plan.capacity);
+    chunk_plan as_dsps = plan;
+    as_dsps.scatter_elements = 0;
+    const std::uint64_t dsps = planning_bytes(as_dsps, layout);
+    // A job the sample sends back to DSPS plans as DSPS.
+    return std::max(dsps, 2 * m * sizeof(std::uint64_t) + m / 4 * sizeof(std::uint64_t));
+  }
   const std::uint64_t candidates = plan.d * plan.s;
   const std::uint64_t pieces = plan.d * plan.runs_per_chunk() * plan.d;
   return 2 * candidates * layout.key_bytes +
          pieces * (sizeof(std::uint64_t) + 2 * sizeof(slice));
+}
+
+std::uint64_t scatter_elements_for(const chunk_plan& plan, bool gpus)
+{
+  if (plan.in_core()) return 0;
+  const std::optional<std::string_view> mode =
+      switch_word("GPUSORT_SCATTER", {"auto", "on", "off"});
+  const scatter_tuning tuning{};
+  const bool take =
+      mode == "on" || (mode != "off" && gpus && plan.d >= tuning.min_chunks);
+  return take ? tuning.round1_elements(plan.n, plan.capacity) : 0;
 }
 
 execution_stats execute(const job_arrays& arrays, const element_layout& layout,

@@ -36,6 +36,8 @@ struct execution_stats {
   std::uint64_t round1_key_bytes{};
   std::uint64_t round1_stored_bytes{};
   std::uint64_t encoded_chunks{};
+  /// Buckets of a job that took the scattered rounds (0: it took DSPS's).
+  std::uint64_t scatter_buckets{};
 };
 
 /// Runs one round: every device pulls tasks until the queue is empty. The first failure stops
@@ -102,6 +104,11 @@ std::uint64_t ring_reserve(const chunk_plan& plan) noexcept;
 /// cut of every run and the slices of every final chunk and its task, d * g * d of each (issue
 /// 44: 260 MB at d = 3300, where a 2^20-candidate plan at d = 32 took under 30 MB).
 std::uint64_t planning_bytes(const chunk_plan& plan, const element_layout& layout) noexcept;
+
+/// plan.scatter_elements for a job of `plan` on GPUs (`gpus`) or the host device: the scattered
+/// rounds' round-1 buffer where the job takes them (GPUSORT_SCATTER: `auto`, jobs of at least
+/// scatter_tuning::min_chunks chunks on GPUs; `on`, every out-of-core job; `off`, none), else 0.
+std::uint64_t scatter_elements_for(const chunk_plan& plan, bool gpus);
 
 /// Sorts `arrays` on `devices` by `plan` (in core when plan.d == 1), compressing round 1's runs
 /// as `compress_runs` says (compresses()). The round-1 output goes to `round1_scratch` when it

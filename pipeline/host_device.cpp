@@ -176,6 +176,28 @@ void write_encoded(const chunk_task& task, const element_layout& layout, K* deal
   *target.result = result;
 }
 
+/// Round 1 of a scattering job (scatter_target): the sorted chunk's slice of each bucket to the
+/// place the target gives it, once the chunks before it are placed.
+template <typename K, typename V>
+void write_scattered(const chunk_task& task, const K* keys, const V* values,
+                     const job_context& ctx)
+{
+  const scatter_target& target = *task.scatter;
+  const std::uint64_t buckets = target.buckets->count();
+  std::vector<std::uint64_t> counts(buckets), at(buckets);
+  bucket_counts<K>({keys, task.count}, *target.buckets, counts);
+  target.places->place(target.chunk, counts, at, [&] { ctx.check(); });
+  std::uint64_t from = 0;
+  for (std::uint64_t b = 0; b < buckets; ++b) {
+    if (counts[b] == 0) continue;
+    std::memcpy(static_cast<K*>(task.dst_keys) + at[b], keys + from, counts[b] * sizeof(K));
+    if constexpr (!std::is_same_v<V, no_value>)
+      std::memcpy(static_cast<V*>(task.dst_values) + at[b], values + from,
+                  counts[b] * sizeof(V));
+    from += counts[b];
+  }
+}
+
 template <typename K, typename V>
 void run_task(const chunk_task& task, const element_layout& layout, chunk_buffers<K, V>& buf,
               unsigned threads, task_queue& queue, const job_context& ctx)
@@ -188,6 +210,10 @@ void run_task(const chunk_task& task, const element_layout& layout, chunk_buffer
   // sticky error there (device lost) the daemon's, without a GPU.
   if (fault::hit(fault::site::launch)) fault::throw_device_fault(fault::site::launch, "cpu");
   cpu_sort<K, V>(a_keys, a_values, task.count, buf.scratch(), threads);
+  if (task.scatter != nullptr) {
+    write_scattered<K, V>(task, a_keys, a_values, ctx);
+    return;
+  }
   queue.wait_to_write(task, ctx);
   // The sorted (and dealt) elements, and a free buffer of keys for a stream.
   K* keys = a_keys;

@@ -45,6 +45,10 @@ struct chunk_plan {
   std::uint64_t quick_s{};
   std::uint64_t bound{};     ///< elements strictly between two splitters, at most
   std::uint64_t sampled_chunk{};  ///< the new chunk j < g whose runs give the candidates
+  /// > 0: the job takes the scattered rounds (core/plan/scatter_buckets.hpp; issue 44), its
+  /// round-1 buffer this many elements of bucket regions; 0: DSPS's rounds. A job whose input
+  /// is a file, whose runs are compressed or whose sample needs larger regions runs as DSPS.
+  std::uint64_t scatter_elements{};
 
   [[nodiscard]] bool in_core() const noexcept { return d == 1; }
   /// g: the runs of each chunk (bins, or d where bins is 0).

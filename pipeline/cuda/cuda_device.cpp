@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -81,6 +82,9 @@ struct slot {
   std::array<std::uint64_t, gpu_stage_count> stage_bytes{};
   /// Round 1 of a compressed job: encoded_size's answer, read by the compute thread.
   cuda::pinned_buffer measured{sizeof(std::uint64_t)};
+  /// Round 1 of a scattering job: each task's counts of keys below (and at most) each bucket
+  /// bound, written by the count kernel (mapped), read by the store.
+  cuda::pinned_buffer scatter_counts;
   /// What the compute stage made of an encode_target, for the store: when `encoded`, the keys
   /// buffer holds the chunk's index (index_bytes) and behind it its stream.
   encode_target::outcome outcome{};
@@ -296,6 +300,12 @@ struct round_state {
   std::vector<cuda::cuda_stream> lanes;
   cuda::cuda_event fork;
   std::vector<cuda::cuda_event> joined;
+  /// A scattering round's bucket bounds past the first (mapped, read by the count kernel), and
+  /// the buckets they are of (reset each round: a later job's may lie at the same address).
+  cuda::pinned_buffer scatter_probes;
+  const scatter_buckets* scatter_source{};
+  /// Reused by store_scattered: a task's bucket counts and places.
+  std::vector<std::uint64_t> scatter_lengths, scatter_places_at;
 
   /// The bytes of each buffer a round of `elements` needs.
   static buffer_sizes needed(const element_layout& l, std::uint64_t elements,
@@ -482,6 +492,8 @@ struct round_state {
   /// kernel gathers its keys or values, else none.
   [[nodiscard]] std::size_t gather_entries(const chunk_task& t) const
   {
+    // A scattering chunk's store tables a slice a bucket.
+    if (t.scatter != nullptr) return t.scatter->buckets->count();
     if (!t.src_ordered || !t.from_alt.empty()) return 0;
     const auto kernel = [&](const void* src, std::uint64_t element_bytes) {
       return element_bytes > 0 &&
@@ -891,6 +903,7 @@ struct round_state {
       std::swap(s.keys, alt_keys);
       std::swap(s.values, alt_values);
     }
+    if (s.tasks.front()->scatter != nullptr) count_buckets(s, st);
     end(s, gpu_stage::sort, st, bytes);
     const chunk_task& first = *s.tasks.front();
     if (first.encode != nullptr) {
@@ -899,6 +912,115 @@ struct round_state {
         cuda::from_ordered(s.keys.data(), first.count, layout.keys(), st);
     }
     s.computed.record(st);
+  }
+
+  /// Round 1 of a scattering job, after the sort on `st`: each sorted task's count of keys below
+  /// every bucket bound (one binary search a bound), into the slot's mapped counts.
+  void count_buckets(slot& s, cudaStream_t st)
+  {
+    const scatter_buckets& buckets = *s.tasks.front()->scatter->buckets;
+    const std::span<const std::uint64_t> probes = buckets.probes();
+    if (probes.empty()) return;  // one bucket: the whole chunk
+    if (scatter_source != &buckets) {
+      if (scatter_probes.size() < probes.size_bytes())
+        scatter_probes = cuda::pinned_buffer{probes.size_bytes(),
+                                             cudaHostAllocPortable | cudaHostAllocMapped};
+      std::memcpy(scatter_probes.data(), probes.data(), probes.size_bytes());
+      scatter_source = &buckets;
+    }
+    const std::uint64_t per_task = 2 * probes.size();
+    const std::uint64_t need = per_task * s.tasks.size() * sizeof(std::uint64_t);
+    if (s.scatter_counts.size() < need)
+      s.scatter_counts = cuda::pinned_buffer{need, cudaHostAllocPortable | cudaHostAllocMapped};
+    const auto* d_probes = reinterpret_cast<const std::uint64_t*>(
+        mapped_address(scatter_probes.data()));
+    auto* d_counts = reinterpret_cast<std::uint64_t*>(
+        const_cast<char*>(mapped_address(s.scatter_counts.data())));
+    GPUSORT_EXPECTS(d_probes != nullptr && d_counts != nullptr,
+                    "the scatter's bounds and counts are mapped pinned memory");
+    for (std::size_t i = 0; i < s.tasks.size(); ++i) {
+      const cuda::key_run r{s.keys.data<char>() + s.at[i] * layout.key_bytes, s.tasks[i]->count};
+      cuda::count_below_runs({&r, 1}, layout.key_bytes, d_probes, d_counts + i * per_task,
+                             per_task, static_cast<std::uint32_t>(probes.size()), st);
+    }
+  }
+
+  /// Copy-out stage of a scattering round: once the slot's counts are in, each task's places
+  /// (in chunk order: scatter_places), then every bucket's slice written there, by the gather
+  /// kernel writing to the mapped round-1 buffer (writes leave a sort beside them at full
+  /// speed, where reads of host memory halve it: issue 44), or, where the buffer is not mapped,
+  /// slice by slice through the copy engine. `check`: the job's, while a place waits.
+  void store_scattered(slot& s, const std::function<void()>& check)
+  {
+    const cudaStream_t st = d2h.value();
+    GPUSORT_CUDA_TRY(cudaEventSynchronize(s.computed.value()));
+    begin(s, gpu_stage::copy_out, st);
+    const std::uint64_t kb = layout.key_bytes, vb = layout.value_bytes;
+    std::uint64_t out_bytes = 0;
+    const auto* counts = s.scatter_counts.data<std::uint64_t>();
+    for (std::size_t i = 0; i < s.tasks.size(); ++i) {
+      const chunk_task& t = *s.tasks[i];
+      const scatter_target& target = *t.scatter;
+      const std::uint64_t buckets = target.buckets->count();
+      const std::uint64_t bounds = buckets - 1;
+      const std::uint64_t* below = counts + i * 2 * bounds;
+      scatter_lengths.resize(buckets);
+      scatter_places_at.resize(buckets);
+      std::uint64_t from = 0;
+      for (std::uint64_t b = 0; b < buckets; ++b) {
+        const std::uint64_t to = b < bounds ? below[b] : t.count;
+        GPUSORT_EXPECTS(to >= from && to <= t.count, "a bucket's count within its chunk");
+        scatter_lengths[b] = to - from;
+        from = to;
+      }
+      target.places->place(target.chunk, scatter_lengths, scatter_places_at, check);
+      out_bytes += t.count * layout.bytes();
+      const char* d_keys = s.keys.data<char>() + s.at[i] * kb;
+      const char* d_values = vb > 0 ? s.values.data<char>() + s.at[i] * vb : nullptr;
+      scatter_array(t, d_keys, t.dst_keys, kb, s.key_table_host.data<cuda::gather_slice>() +
+                    s.entry_at[i], static_cast<cuda::gather_slice*>(s.d_key_table) + s.entry_at[i]);
+      if (vb > 0)
+        scatter_array(t, d_values, t.dst_values, vb,
+                      s.value_table_host.data<cuda::gather_slice>() + s.entry_at[i],
+                      static_cast<cuda::gather_slice*>(s.d_value_table) + s.entry_at[i]);
+    }
+    end(s, gpu_stage::copy_out, st, out_bytes);
+    GPUSORT_CUDA_TRY(cudaStreamSynchronize(st));
+  }
+
+  /// One array of a scattering task (its keys or values, `element_bytes` each, sorted at
+  /// `d_src`) to the places scatter_lengths and scatter_places_at give, in `dst` (elements).
+  void scatter_array(const chunk_task& t, const char* d_src, void* dst,
+                     std::uint64_t element_bytes, cuda::gather_slice* entries,
+                     cuda::gather_slice* d_table)
+  {
+    const cudaStream_t st = d2h.value();
+    const char* mapped = mapped_address(dst);
+    std::uint64_t from = 0, longest = 0;
+    std::size_t used = 0;
+    for (std::size_t b = 0; b < scatter_lengths.size(); ++b) {
+      const std::uint64_t length = scatter_lengths[b];
+      if (length > 0 && mapped != nullptr) {
+        // The gather kernel turned round: it reads each slice from the sorted chunk and writes
+        // it to the round-1 buffer at its place.
+        entries[used++] = {d_src + from * element_bytes, length, scatter_places_at[b]};
+        longest = std::max(longest, length);
+      } else if (length > 0) {
+        copy_to_host(static_cast<char*>(dst) + scatter_places_at[b] * element_bytes,
+                     d_src + from * element_bytes, length * element_bytes, st, out_staging);
+      }
+      from += length;
+    }
+    GPUSORT_EXPECTS(from == t.count, "a task's buckets hold its keys");
+    if (used == 0) return;
+    GPUSORT_CUDA_TRY(cudaMemcpyAsync(d_table, entries, used * sizeof(cuda::gather_slice),
+                                     cudaMemcpyHostToDevice, st));
+    for (std::size_t first = 0; first < used; first += max_slices_per_launch) {
+      const auto group =
+          static_cast<std::uint32_t>(std::min<std::size_t>(max_slices_per_launch, used - first));
+      cuda::gather(d_table + first, group, longest, const_cast<char*>(mapped),
+                   static_cast<unsigned>(element_bytes), st, gather_tuning);
+    }
   }
 
   /// Copy-out stage; returns once the slot's tasks are in host memory (and, for round 1 of a
@@ -1295,6 +1417,7 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
   round_state& state = *kept;
   state.layout = layout;
   state.profiling = ctx.profiling();
+  state.scatter_source = nullptr;
   round_profile profile;
   if (state.profiling) profile.begin(state.h2d.value(), ctx);
 
@@ -1356,7 +1479,10 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
           while (const auto s = computed.pop()) {
             // A slot of several tasks holds none that waits to write (batch_fits).
             for (const chunk_task* t : (*s)->tasks) queue.wait_to_write(*t, ctx);
-            state.store(**s);
+            if ((*s)->tasks.front()->scatter != nullptr)
+              state.store_scattered(**s, [&] { ctx.check(); });
+            else
+              state.store(**s);
             for (const chunk_task* t : (*s)->tasks) {
               queue.written(*t);
               ctx.add_done(t->total());
