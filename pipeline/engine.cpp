@@ -1151,6 +1151,8 @@ sort_report engine::impl::report_of(std::string engine_name, std::uint64_t eleme
   report.compensated_chunks = stats.compensated_chunks;
   report.round1_key_bytes = stats.round1_key_bytes;
   report.round1_stored_bytes = stats.round1_stored_bytes;
+  report.scatter_buckets = stats.scatter_buckets;
+  report.equal_buckets = stats.equal_buckets;
   report.profile = ctx.take_profile();
   return report;
 }

@@ -1,7 +1,6 @@
 #include "pipeline/executor.hpp"
 
 #include "core/checks.hpp"
-#include "core/counter_rng.hpp"
 #include "core/cpu_sort.hpp"
 #include "core/keys.hpp"
 #include "core/log.hpp"
@@ -318,9 +317,9 @@ class scattered_rounds {
   bool choose_buckets()
   {
     const auto start = std::chrono::steady_clock::now();
-    const std::uint64_t m = tuning_.samples(plan_.n, plan_.capacity);
+    const std::uint64_t m = tuning_.samples(plan_.n, task_elements());
     std::vector<std::uint64_t> sample = sample_input(m);
-    buckets_ = make_scatter_buckets(sample, plan_.n, plan_.capacity, 8 * sizeof(K), tuning_);
+    buckets_ = make_scatter_buckets(sample, plan_.n, task_elements(), 8 * sizeof(K), tuning_);
     host_stage(1, "sample", 0, seconds_since(start), buckets_.count());
     return buckets_.region_elements() <= plan_.scatter_elements;
   }
@@ -347,7 +346,7 @@ class scattered_rounds {
       t.dst_ordered = true;
       t.scatter = &targets[i];
     }
-    run_round(1, 2, std::move(tasks), layout_, devices_, ctx_, plan_.capacity);
+    run_round(1, 2, std::move(tasks), layout_, devices_, ctx_, task_elements());
 
     // Round 2: every bucket into its place; a bucket of one key needs no sort.
     const auto between = std::chrono::steady_clock::now();
@@ -381,28 +380,35 @@ class scattered_rounds {
     host_stage(2, "plan", 0, seconds_since(between), sorts.size());
     try {
       for (const chunk_task& t : equal) write_equal_tail(t, layout_);
-      run_round(2, 2, std::move(sorts), layout_, devices_, ctx_, plan_.capacity);
+      run_round(2, 2, std::move(sorts), layout_, devices_, ctx_, task_elements());
     } catch (...) {
       if (a_.in_place()) restore(r1, places);
       throw;
     }
-    return execution_stats{.chunks = chunks, .rounds = 2, .scatter_buckets = buckets_.count()};
+    return execution_stats{.chunks = chunks,
+                           .rounds = 2,
+                           .scatter_buckets = buckets_.count(),
+                           .equal_buckets = static_cast<std::uint64_t>(std::count(
+                               buckets_.equal.begin(), buckets_.equal.end(), 1))};
   }
 
  private:
+  /// The largest task of either round, which the devices keep their buffers for: DSPS's
+  /// (ring_reserve), so that a job cut small by chunk_bytes does not take a GPU's whole
+  /// capacity in buffers, and a bucket's region within it.
+  [[nodiscard]] std::uint64_t task_elements() const noexcept { return ring_reserve(plan_); }
+
   /// m keys at random places of the input, as ordered bits, sorted. The reads miss cache and
   /// TLB alike: every core takes a share.
   std::vector<std::uint64_t> sample_input(std::uint64_t m) const
   {
-    enum class stream : std::uint8_t { scatter_sample = 7 };
-    const counter_rng rng{plan_.n, stream::scatter_sample};
     const K* src = static_cast<const K*>(a_.src_keys);
     std::vector<std::uint64_t> sample(m);
     const auto count = static_cast<std::int64_t>(m);
     const key_order order = layout_.keys();
 #pragma omp parallel for schedule(static)
     for (std::int64_t i = 0; i < count; ++i) {
-      const std::uint64_t at = rng(static_cast<std::uint64_t>(i)) % plan_.n;
+      const std::uint64_t at = scatter_sample_position(plan_.n, static_cast<std::uint64_t>(i));
       sample[static_cast<std::size_t>(i)] = to_ordered<K>(src[at], order);
     }
     std::vector<std::uint64_t> scratch(cpu_sort_scratch_bytes<std::uint64_t, no_value>(m) / 8 + 1);
@@ -583,7 +589,7 @@ std::uint64_t planning_bytes(const chunk_plan& plan, const element_layout& layou
   if (plan.in_core()) return 0;
   if (plan.scatter_elements > 0) {
     // The sample and its sort's scratch, and a bucket's bound, region and count.
-    const std::uint64_t m = scatter_tuning{}.samples(plan.n, plan.capacity);
+    const std::uint64_t m = scatter_tuning{}.samples(plan.n, ring_reserve(plan));
     chunk_plan as_dsps = plan;
     as_dsps.scatter_elements = 0;
     const std::uint64_t dsps = planning_bytes(as_dsps, layout);
@@ -604,7 +610,7 @@ std::uint64_t scatter_elements_for(const chunk_plan& plan, bool gpus)
   const scatter_tuning tuning{};
   const bool take =
       mode == "on" || (mode != "off" && gpus && plan.d >= tuning.min_chunks);
-  return take ? tuning.round1_elements(plan.n, plan.capacity) : 0;
+  return take ? tuning.round1_elements(plan.n, ring_reserve(plan)) : 0;
 }
 
 execution_stats execute(const job_arrays& arrays, const element_layout& layout,

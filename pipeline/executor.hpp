@@ -36,8 +36,10 @@ struct execution_stats {
   std::uint64_t round1_key_bytes{};
   std::uint64_t round1_stored_bytes{};
   std::uint64_t encoded_chunks{};
-  /// Buckets of a job that took the scattered rounds (0: it took DSPS's).
+  /// Buckets of a job that took the scattered rounds, and of them those of a single key (both
+  /// 0: it took DSPS's).
   std::uint64_t scatter_buckets{};
+  std::uint64_t equal_buckets{};
 };
 
 /// Runs one round: every device pulls tasks until the queue is empty. The first failure stops

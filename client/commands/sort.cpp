@@ -136,7 +136,8 @@ const command_spec& sort_spec()
                        "direct, in core), host_memory_limit and host_memory_bytes (the\n"
                        "budget and what its path takes beyond the arrays, as planned); a\n"
                        "job that compressed its round-1 runs (--local) adds\n"
-                       "round1_key_bytes and round1_stored_bytes"},
+                       "round1_key_bytes and round1_stored_bytes, one that took the\n"
+                       "scattered rounds scatter_buckets and equal_buckets"},
           {"quiet", "", "no progress bar, no summary, only warnings and errors (also -q)"},
           {"no-sync", "", "publish the output without waiting for it to reach the disk\n"
                           "(no fsync: for scratch files a crash may lose)"},
@@ -401,6 +402,11 @@ void print_sort_report(std::FILE* to, const sort_report& r, sorted_by by,
     if (r.round1_key_bytes > 0) {
       out["round1_key_bytes"] = r.round1_key_bytes;
       out["round1_stored_bytes"] = r.round1_stored_bytes;
+    }
+    // A job that took the scattered rounds (embedded): its buckets, and those of one key.
+    if (r.scatter_buckets > 0) {
+      out["scatter_buckets"] = r.scatter_buckets;
+      out["equal_buckets"] = r.equal_buckets;
     }
     timeline.add_json_fields(out);
     print_json(to, out);

@@ -1,6 +1,7 @@
 #include "core/plan/scatter_buckets.hpp"
 
 #include "core/checks.hpp"
+#include "core/counter_rng.hpp"
 
 #include <gpusort/error.hpp>
 
@@ -118,6 +119,12 @@ scatter_buckets make_scatter_buckets(std::span<const std::uint64_t> sorted_sampl
     out.region[b + 1] = out.region[b] + room;
   }
   return out;
+}
+
+std::uint64_t scatter_sample_position(std::uint64_t n, std::uint64_t i) noexcept
+{
+  enum class stream : std::uint8_t { scatter_sample = 7 };
+  return n == 0 ? 0 : counter_rng{n, stream::scatter_sample}(i) % n;
 }
 
 scatter_places::scatter_places(const scatter_buckets& buckets, std::uint64_t chunks)

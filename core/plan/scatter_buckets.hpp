@@ -75,6 +75,11 @@ scatter_buckets make_scatter_buckets(std::span<const std::uint64_t> sorted_sampl
                                      std::uint64_t capacity, unsigned key_bits,
                                      const scatter_tuning& tuning = {});
 
+/// Where the i-th key of the sample of a job of n keys lies: a random place, the same in every
+/// run of a job of n (the generators' counter_rng, seeded by n), so that runs repeat and a test
+/// can make an input the sample misses.
+[[nodiscard]] std::uint64_t scatter_sample_position(std::uint64_t n, std::uint64_t i) noexcept;
+
 /// A bucket outgrew its region: the job runs as DSPS instead (nothing of its input was written).
 class scatter_overflow : public std::runtime_error {
  public:

@@ -196,6 +196,11 @@ struct sort_report {
   /// only: the daemon's protocol does not carry them.
   std::uint64_t round1_key_bytes{};
   std::uint64_t round1_stored_bytes{};
+  /// A job that took the scattered rounds (buckets chosen from a sample before round 1): its
+  /// buckets, and of them those of a single key, which need no sort (where DSPS compensates
+  /// final chunks); both 0 for other jobs. Embedded only, like the round-1 bytes.
+  std::uint64_t scatter_buckets{};
+  std::uint64_t equal_buckets{};
   /// How it ran: "in core", "resident" (fits the GPUs: one round trip), "two rounds" (the
   /// round-1 buffer), "direct" (the CPU in place), "lean" (in place within a host memory
   /// limit), or "" for an empty job.

@@ -1,9 +1,11 @@
 // The executor's scheduling over several devices, and its behaviour when a device fails.
 #include "core/generate.hpp"
 #include "core/plan/chunk_plan.hpp"
+#include "core/plan/scatter_buckets.hpp"
 #include "core/verify.hpp"
 #include "pipeline/executor.hpp"
 #include "pipeline/host_device.hpp"
+#include "tests/support/captured_log.hpp"
 
 #include <gpusort/error.hpp>
 
@@ -183,7 +185,10 @@ TEST(Executor, ASmallBudgetsJobCutsWithTheUsualSampleWhereItKeepsTheBound)
 
 TEST(Executor, AFailingDeviceFailsTheJobAndRestoresAnInPlaceInput)
 {
+  for (const bool scattered : {false, true})
   for (const int fail_round : {1, 2}) {
+    SCOPED_TRACE(std::string{scattered ? "scattered" : "DSPS"} + ", round " +
+                 std::to_string(fail_round));
     const std::uint64_t n = 1'000'000;
     std::vector<float> keys(n);
     generate(std::span<float>{keys}, distribution::uniform, 10);
@@ -195,7 +200,10 @@ TEST(Executor, AFailingDeviceFailsTheJobAndRestoresAnInPlaceInput)
     probe_device bad{std::uint64_t{2} << 20, 1, fail_round, 1, &failed};
     std::vector<device*> devs{&good, &bad};
     const element_layout layout{.type = dtype::f32, .key_bytes = 4};
-    const chunk_plan plan = make_plan(n, common_capacity(devs, layout));
+    chunk_plan plan = make_plan(n, common_capacity(devs, layout));
+    // The scattered rounds restore from their buckets' regions.
+    if (scattered)
+      plan.scatter_elements = scatter_tuning{}.round1_elements(n, ring_reserve(plan));
     sort_options opt;
     job_context ctx{opt, 4};
     EXPECT_THROW(execute(job_arrays{keys.data(), nullptr, keys.data(), nullptr, n}, layout, plan,
@@ -206,6 +214,82 @@ TEST(Executor, AFailingDeviceFailsTheJobAndRestoresAnInPlaceInput)
     else
       EXPECT_EQ(fingerprint_of(view), before) << "round 2 failures restore the elements";
   }
+}
+
+/// The plan of n elements on `devs` with the scattered rounds (plan.scatter_elements), as
+/// GPUSORT_SCATTER=on makes it.
+chunk_plan scattered_plan(std::uint64_t n, const std::vector<device*>& devs,
+                          const element_layout& layout)
+{
+  chunk_plan plan = make_plan(n, common_capacity(devs, layout), std::nullopt, layout.key_bytes);
+  plan.scatter_elements = scatter_tuning{}.round1_elements(n, ring_reserve(plan));
+  return plan;
+}
+
+// The scattered rounds on two devices: the chunks' slices land in their buckets in chunk order
+// whichever device took them, so a stable sort of pairs keeps equal keys in input order.
+TEST(Executor, TheScatteredRoundsSortPairsStablyOnTwoDevices)
+{
+  const std::uint64_t n = 1'000'003;
+  std::vector<std::uint64_t> keys(n);
+  generate(std::span<std::uint64_t>{keys}, distribution::uniform, 45);
+  for (std::uint64_t& k : keys) k %= 5000;  // about 200 of each key
+  std::vector<std::uint32_t> values(n);
+  std::iota(values.begin(), values.end(), 0U);
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> expected(n);
+  for (std::uint64_t i = 0; i < n; ++i) expected[i] = {keys[i], values[i]};
+  std::sort(expected.begin(), expected.end());  // (key, position): the stable order
+  host_device a{std::uint64_t{2} << 20, 1, 0}, b{std::uint64_t{2} << 20, 1, 1};
+  std::vector<device*> devs{&a, &b};
+  const element_layout layout{.type = dtype::u64, .key_bytes = 8, .value_bytes = 4,
+                              .stable = true};
+  const chunk_plan plan = scattered_plan(n, devs, layout);
+  ASSERT_GE(plan.d, 16U);
+  sort_options opt;
+  job_context ctx{opt, layout.bytes()};
+  const execution_stats stats =
+      execute(job_arrays{keys.data(), values.data(), keys.data(), values.data(), n}, layout,
+              plan, devs, ctx);
+  EXPECT_EQ(stats.rounds, 2);
+  EXPECT_GT(stats.scatter_buckets, 1U);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(keys[i], expected[i].first) << i;
+    ASSERT_EQ(values[i], expected[i].second) << i;
+  }
+}
+
+// An input the sample misses: every key the sample reads lies far from the rest, which all fall
+// between two of them, so one bucket takes nearly every key and outgrows its region in round 1.
+// The job then runs as DSPS (round 1 wrote only its buffer) and still sorts.
+TEST(Executor, ABucketOutgrowingItsRegionSendsTheJobBackToDsps)
+{
+  const std::uint64_t n = std::uint64_t{1} << 20;
+  host_device dev{std::uint64_t{2} << 20, 1, 0};
+  std::vector<device*> devs{&dev};
+  const element_layout layout{.type = dtype::u64, .key_bytes = 8};
+  const chunk_plan plan = scattered_plan(n, devs, layout);
+  const std::uint64_t m = scatter_tuning{}.samples(n, ring_reserve(plan));
+  ASSERT_LT(m, n / 4);
+  std::vector<std::uint64_t> keys(n, 0);
+  std::vector<bool> sampled(n, false);
+  for (std::uint64_t i = 0; i < m; ++i) {
+    const std::uint64_t at = scatter_sample_position(n, i);
+    sampled[at] = true;
+    keys[at] = (i + 1) << 40;  // spread: a bucket every q of them
+  }
+  for (std::uint64_t i = 0; i < n; ++i)
+    if (!sampled[i]) keys[i] = (std::uint64_t{5} << 40) + 1 + (i * 7919) % n;  // one gap
+  const key_array view{keys.data(), n, dtype::u64};
+  const fingerprint before = fingerprint_of(view);
+  sort_options opt;
+  job_context ctx{opt, 8};
+  const test::captured_log log{log_level::info};
+  const execution_stats stats =
+      execute(job_arrays{keys.data(), nullptr, keys.data(), nullptr, n}, layout, plan, devs, ctx);
+  EXPECT_TRUE(verify(view, std::nullopt, order::ascending, before).ok);
+  EXPECT_EQ(stats.rounds, 2);
+  EXPECT_EQ(stats.scatter_buckets, 0U) << "DSPS sorted it";
+  EXPECT_EQ(log.count("outgrew its region"), 1U) << "in round 1, not before it";
 }
 
 /// Sorts (keys, values) in place on `devs` by `plan` in two rounds and checks every key against

@@ -1,0 +1,409 @@
+// The scattered rounds' buckets (core/plan/scatter_buckets): the tuning's arithmetic, the cuts of
+// a sample, the slices of a sorted chunk and the chunk-ordered places. Every expectation comes
+// from a brute-force count or a hand-worked figure, not from the code under test.
+#include "core/plan/scatter_buckets.hpp"
+
+#include <gpusort/error.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <span>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace gpusort::detail {
+namespace {
+
+using keys_t = std::vector<std::uint64_t>;
+constexpr std::uint64_t max32 = 0xFFFFFFFFULL;
+constexpr std::uint64_t max64 = std::numeric_limits<std::uint64_t>::max();
+constexpr std::array<std::uint64_t, 3> job_sizes{1'000'000, std::uint64_t{1} << 30, 3'000'000'007};
+constexpr std::array<std::uint64_t, 4> capacities{1000, 65536, 786432, std::uint64_t{1} << 24};
+
+/// m distinct keys drawn uniformly from [0, top), sorted.
+keys_t distinct_sample(std::uint64_t m, std::uint64_t top, std::uint64_t seed)
+{
+  std::mt19937_64 rng{seed};
+  keys_t s;
+  while (s.size() < m) {
+    while (s.size() < m) s.push_back(rng() % top);
+    std::sort(s.begin(), s.end());
+    s.erase(std::unique(s.begin(), s.end()), s.end());
+  }
+  return s;
+}
+
+/// Keys k with lower[b] <= k < lower[b + 1] (the last bucket unbounded), by scanning them all.
+std::uint64_t brute_count(const keys_t& keys, const scatter_buckets& bk, std::uint64_t b)
+{
+  const bool last = b + 1 == bk.count();
+  return static_cast<std::uint64_t>(std::count_if(keys.begin(), keys.end(), [&](std::uint64_t k) {
+    return bk.lower[b] <= k && (last || k < bk.lower[b + 1]);
+  }));
+}
+
+/// The bucket whose bounds hold k, by a linear walk.
+std::uint64_t bucket_of(const scatter_buckets& bk, std::uint64_t k)
+{
+  std::uint64_t b = 0;
+  while (b + 1 < bk.count() && bk.lower[b + 1] <= k) ++b;
+  return b;
+}
+
+/// What every cut keeps: bounds increasing, every sample key in a bucket, regions one after
+/// another from the formula, within the capacity and of at most q sample keys unless equal.
+void expect_well_formed(const keys_t& s, const scatter_buckets& bk, std::uint64_t n,
+                        std::uint64_t capacity, const scatter_tuning& t)
+{
+  ASSERT_GT(bk.count(), 0U);
+  ASSERT_EQ(bk.equal.size(), bk.count());
+  ASSERT_EQ(bk.region.size(), bk.count() + 1);
+  EXPECT_EQ(bk.region[0], 0U);
+  for (std::uint64_t b = 0; b + 1 < bk.count(); ++b) EXPECT_LT(bk.lower[b], bk.lower[b + 1]);
+  std::uint64_t total = 0;
+  for (std::uint64_t b = 0; b < bk.count(); ++b) {
+    const std::uint64_t c = brute_count(s, bk, b);
+    const auto cd = static_cast<double>(c);
+    const double want = std::ceil((cd + t.z * std::sqrt(cd) + t.z * t.z) /
+                                  static_cast<double>(s.size()) * static_cast<double>(n));
+    const std::uint64_t room = bk.region[b + 1] - bk.region[b];
+    EXPECT_EQ(room, std::min(n, static_cast<std::uint64_t>(want))) << "bucket " << b;
+    if (bk.equal[b] == 0) {
+      EXPECT_LE(c, t.samples_per_bucket) << "bucket " << b;
+      EXPECT_LE(room, capacity) << "bucket " << b;
+    }
+    total += c;
+  }
+  EXPECT_EQ(total, s.size());
+}
+
+std::uint64_t equal_buckets(const scatter_buckets& bk)
+{
+  return static_cast<std::uint64_t>(std::count(bk.equal.begin(), bk.equal.end(), 1));
+}
+
+TEST(ScatterTuning, RegionMatchesHandWorkedFigures)
+{
+  const scatter_tuning t;  // q 1024, z 5: a full bucket grows by (1024 + 160 + 25) / 1024
+  EXPECT_EQ(t.region(1024, 40960, 4096), 12090U);
+  EXPECT_EQ(t.region(0, 4096, 1024), 100U);     // z^2 only
+  EXPECT_EQ(t.region(100, 1 << 20, 1 << 14), 11200U);  // (100 + 50 + 25) * 64
+  EXPECT_EQ(t.region(1024, 100, 1024), 100U);   // 119, capped at n
+  EXPECT_EQ(t.region(3, 777, 0), 777U);         // no sample: the whole job
+}
+
+TEST(ScatterTuning, MeanBucketKeepsFullRegionWithinCapacity)
+{
+  const scatter_tuning t;
+  for (const std::uint64_t n : job_sizes)
+    for (const std::uint64_t cap : capacities) {
+      const std::uint64_t m = t.samples(n, cap);
+      EXPECT_EQ(m % t.samples_per_bucket, 0U);
+      EXPECT_LE(t.region(t.samples_per_bucket, n, m), cap) << n << " keys, capacity " << cap;
+      // Not needlessly small either, where many buckets make the rounding up cheap.
+      if (n >= 64 * cap) {
+        EXPECT_GT(t.region(t.samples_per_bucket, n, m), cap * 8 / 10) << n << ", " << cap;
+      }
+    }
+}
+
+TEST(ScatterTuning, Round1ElementsHoldTheRegionsOfADistinctSample)
+{
+  const scatter_tuning t;
+  for (const std::uint64_t n : job_sizes)
+    for (const std::uint64_t cap : capacities) {
+      const std::uint64_t m = t.samples(n, cap);
+      if (m > (std::uint64_t{1} << 21)) continue;  // too big a sample for a unit test
+      const keys_t s = distinct_sample(m, max64, n ^ cap);
+      const scatter_buckets bk = make_scatter_buckets(s, n, cap, 64, t);
+      const std::uint64_t r1 = t.round1_elements(n, cap);
+      EXPECT_GE(r1, n);
+      EXPECT_GE(r1, bk.region_elements()) << n << " keys, capacity " << cap;
+    }
+}
+
+TEST(ScatterBuckets, DistinctSampleCutsEveryQKeys)
+{
+  const std::uint64_t n = 10'000'000, cap = 65536;
+  const scatter_tuning t;
+  for (const unsigned bits : {32U, 64U}) {
+    const keys_t s = distinct_sample(t.samples(n, cap), bits == 32 ? max32 + 1 : max64, bits);
+    const scatter_buckets bk = make_scatter_buckets(s, n, cap, bits, t);
+    EXPECT_EQ(bk.lower[0], 0U);  // the first bucket takes the keys below the sample's least
+    EXPECT_EQ(bk.count(), s.size() / t.samples_per_bucket);
+    EXPECT_EQ(equal_buckets(bk), 0U);
+    expect_well_formed(s, bk, n, cap, t);
+  }
+}
+
+TEST(ScatterBuckets, HeavyKeyGetsAnEqualBucket)
+{
+  const std::uint64_t n = 10'000'000, cap = 65536;
+  const scatter_tuning t;
+  const std::uint64_t m = t.samples(n, cap);
+  keys_t s = distinct_sample(m - m * 4 / 10, 1'000'000, 5);
+  std::erase(s, 12345);
+  s.insert(s.end(), m - s.size(), 12345);  // 40% of the sample
+  std::sort(s.begin(), s.end());
+  const scatter_buckets bk = make_scatter_buckets(s, n, cap, 64, t);
+  expect_well_formed(s, bk, n, cap, t);
+  EXPECT_EQ(bk.lower[0], 0U);
+  EXPECT_EQ(equal_buckets(bk), 1U);
+  const std::uint64_t b = bucket_of(bk, 12345);
+  EXPECT_EQ(bk.lower[b], 12345U);
+  EXPECT_EQ(bk.equal[b], 1);
+  ASSERT_LT(b + 1, bk.count());
+  EXPECT_EQ(bk.lower[b + 1], 12346U);
+}
+
+TEST(ScatterBuckets, LightRunsAreNeverSplit)
+{
+  const std::uint64_t n = 10'000'000, cap = 65536;
+  const scatter_tuning t;
+  keys_t s(t.samples(n, cap));
+  for (std::uint64_t i = 0; i < s.size(); ++i) s[i] = 2 * i;
+  // Runs of 2 to q/2 - 1 equal keys every 600 to 800 places: many straddle a cut.
+  std::mt19937_64 rng{11};
+  for (std::uint64_t p = 300; p + t.samples_per_bucket < s.size(); p += 600 + rng() % 200) {
+    const std::uint64_t len = 2 + rng() % (t.samples_per_bucket / 2 - 2);
+    std::fill_n(s.begin() + static_cast<std::ptrdiff_t>(p), len, s[p]);
+  }
+  const scatter_buckets bk = make_scatter_buckets(s, n, cap, 64, t);
+  expect_well_formed(s, bk, n, cap, t);
+  EXPECT_EQ(equal_buckets(bk), 0U);
+  std::uint64_t short_buckets = 0;  // cuts moved back: the runs did straddle some
+  for (std::uint64_t b = 0; b + 1 < bk.count(); ++b)
+    short_buckets += brute_count(s, bk, b) < t.samples_per_bucket ? 1 : 0;
+  EXPECT_GT(short_buckets, 0U);
+  for (std::uint64_t i = 1; i < s.size(); ++i) {
+    if (s[i] == s[i - 1]) {
+      EXPECT_EQ(bucket_of(bk, s[i]), bucket_of(bk, s[i - 1])) << s[i];
+    }
+  }
+}
+
+TEST(ScatterBuckets, RunsOfHalfQOrMoreAreHeavy)
+{
+  const std::uint64_t n = 10'000'000, cap = 65536;
+  const scatter_tuning t;
+  const std::uint64_t q = t.samples_per_bucket;
+  keys_t s(t.samples(n, cap));
+  for (std::uint64_t i = 0; i < s.size(); ++i) s[i] = 2 * i;
+  const auto run = [&](std::uint64_t p, std::uint64_t len) {
+    std::fill_n(s.begin() + static_cast<std::ptrdiff_t>(p), len, s[p]);
+    return s[p];
+  };
+  // Worked by hand: q/2 keys across the cut at q (heavy, the next cut at 5q/4 + q), q/2 - 1
+  // across that one (light, the cut moves to its start), then more than q keys starting just
+  // where a bucket does (heavy, with no empty bucket before it).
+  const std::uint64_t half = run(q - q / 4, q / 2);
+  const std::uint64_t light = run(2 * q + q / 4 - 100, q / 2 - 1);
+  const std::uint64_t from_cut = run(3 * q + q / 4 - 100, q + 500);
+  const scatter_buckets bk = make_scatter_buckets(s, n, cap, 64, t);
+  expect_well_formed(s, bk, n, cap, t);
+  EXPECT_EQ(equal_buckets(bk), 2U);
+  EXPECT_EQ(bk.equal[bucket_of(bk, half)], 1);
+  EXPECT_EQ(bk.lower[bucket_of(bk, light)], light);
+  EXPECT_EQ(bk.equal[bucket_of(bk, light)], 0);
+  EXPECT_EQ(bk.lower[bucket_of(bk, from_cut)], from_cut);
+  EXPECT_EQ(bk.equal[bucket_of(bk, from_cut)], 1);
+}
+
+TEST(ScatterBuckets, AllEqualSample)
+{
+  const scatter_tuning t;
+  const keys_t s(t.samples(1'000'000, 65536), 7);
+  const scatter_buckets bk = make_scatter_buckets(s, 1'000'000, 65536, 64, t);
+  const std::uint64_t b = bucket_of(bk, 7);
+  ASSERT_LE(b, 1U);  // at most [0, 7) before it
+  EXPECT_EQ(bk.lower[0], b == 0 ? 7U : 0U);
+  EXPECT_EQ(bk.lower[b], 7U);
+  EXPECT_EQ(bk.equal[b], 1);
+  ASSERT_EQ(b + 2, bk.count());  // then one bucket from 8 up
+  EXPECT_EQ(bk.lower[b + 1], 8U);
+  EXPECT_EQ(bk.equal[b + 1], 0);
+}
+
+// Disabled: fails on the library as it stands. A sample that starts with a heavy run makes the
+// equal bucket bucket 0 with lower == 7, yet the cut of a chunk (bucket_counts, and a GPU's
+// count_below_runs over probes()) puts every key below lower[1] in bucket 0: an input key the
+// sample missed below 7 lands in the equal bucket, whose keys round 2 writes out as 7.
+TEST(ScatterBuckets, DISABLED_KeysBelowAHeavyFirstKeyStayOutOfItsEqualBucket)
+{
+  const scatter_tuning t;
+  const keys_t s(t.samples(1'000'000, 65536), 7);
+  const scatter_buckets bk = make_scatter_buckets(s, 1'000'000, 65536, 64, t);
+  EXPECT_EQ(bk.lower[0], 0U);
+  const keys_t input{3, 7, 7, 9};
+  keys_t counts(bk.count());
+  bucket_counts<std::uint64_t>(input, bk, counts);
+  EXPECT_EQ(counts[bucket_of(bk, 7)], 2U);
+}
+
+TEST(ScatterBuckets, HeavyGreatestKeyEndsTheBuckets)
+{
+  const scatter_tuning t;
+  const std::uint64_t n = 1'000'000, cap = 65536, m = t.samples(n, cap);
+  for (const unsigned bits : {32U, 64U}) {
+    const std::uint64_t top = bits == 32 ? max32 : max64;
+    keys_t s = distinct_sample(m - m * 4 / 10, top, bits);  // all below top
+    s.insert(s.end(), m - s.size(), top);
+    const scatter_buckets bk = make_scatter_buckets(s, n, cap, bits, t);
+    expect_well_formed(s, bk, n, cap, t);
+    EXPECT_EQ(bk.lower.back(), top) << bits;
+    EXPECT_EQ(bk.equal.back(), 1) << bits;
+    for (const std::uint64_t l : bk.lower) EXPECT_LE(l, top) << bits;
+    EXPECT_EQ(bk.differing_bits(bk.count() - 1, bits), 0U);  // a single key
+  }
+}
+
+TEST(ScatterBuckets, ProbesAndDifferingBits)
+{
+  const scatter_tuning t;
+  for (const unsigned bits : {32U, 64U}) {
+    const std::uint64_t top = bits == 32 ? max32 : max64;
+    keys_t s = distinct_sample(t.samples(1'000'000, 65536), top, 3);
+    s.insert(s.end(), 2000, s[s.size() / 2]);  // and an equal bucket
+    std::sort(s.begin(), s.end());
+    const scatter_buckets bk = make_scatter_buckets(s, 1'000'000, 65536, bits, t);
+    const auto probes = bk.probes();
+    ASSERT_EQ(probes.size(), bk.count() - 1);
+    EXPECT_TRUE(std::equal(probes.begin(), probes.end(), bk.lower.begin() + 1));
+    for (std::uint64_t b = 0; b < bk.count(); ++b) {
+      const std::uint64_t lo = bk.lower[b];
+      const std::uint64_t hi = b + 1 < bk.count() ? bk.lower[b + 1] - 1 : top;
+      unsigned d = 0;  // the fewest low bits that, dropped, leave lo and hi alike
+      while (d < 64 && (lo >> d) != (hi >> d)) ++d;
+      EXPECT_EQ(bk.differing_bits(b, bits), d) << "bucket " << b << " of " << bits << " bits";
+    }
+  }
+}
+
+TEST(ScatterBuckets, RejectsBadSamples)
+{
+  EXPECT_THROW((void)make_scatter_buckets(keys_t{}, 1000, 1000, 64), gpusort::logic_error);
+  EXPECT_THROW((void)make_scatter_buckets(keys_t{1, 5, 3, 9}, 1000, 1000, 64),
+               gpusort::logic_error);
+  EXPECT_THROW((void)make_scatter_buckets(keys_t{1, 3, 5}, 1000, 1000, 16), gpusort::logic_error);
+}
+
+template <typename K>
+class ScatterBucketCounts : public ::testing::Test {};
+using key_types = ::testing::Types<std::uint32_t, std::uint64_t>;
+TYPED_TEST_SUITE(ScatterBucketCounts, key_types);
+
+TYPED_TEST(ScatterBucketCounts, MatchBruteForce)
+{
+  using K = TypeParam;
+  const std::uint64_t top = std::numeric_limits<K>::max();
+  std::mt19937_64 rng{17};
+  // Duplicates, a heavy key, the width's extremes, keys on the bounds.
+  std::vector<K> keys(6000);
+  for (K& k : keys) k = static_cast<K>(rng() % 3 == 0 ? 1000 : rng() % 2500);
+  keys.insert(keys.end(), {K{0}, static_cast<K>(top), static_cast<K>(top - 1)});
+  std::sort(keys.begin(), keys.end());
+  const keys_t wide(keys.begin(), keys.end());
+  keys_t sample;
+  for (std::uint64_t i = 5; i < keys.size(); i += 13) sample.push_back(keys[i]);
+  scatter_tuning t;
+  t.samples_per_bucket = 16;  // many buckets from a small sample
+  const scatter_buckets from_sample =
+      make_scatter_buckets(sample, keys.size(), keys.size(), sizeof(K) * 8, t);
+  ASSERT_GT(equal_buckets(from_sample), 0U);
+  scatter_buckets by_hand;
+  by_hand.lower = {0, 10, 11, 1000, 1001, top};
+  by_hand.equal.assign(by_hand.lower.size(), 0);
+  for (const scatter_buckets* bk : std::array{&from_sample, &std::as_const(by_hand)}) {
+    keys_t counts(bk->count(), 99);
+    bucket_counts<K>(keys, *bk, counts);
+    std::uint64_t total = 0;
+    for (std::uint64_t b = 0; b < bk->count(); ++b) {
+      EXPECT_EQ(counts[b], brute_count(wide, *bk, b)) << "bucket " << b;
+      total += counts[b];
+    }
+    EXPECT_EQ(total, keys.size());
+    keys_t none(bk->count(), 99);
+    bucket_counts<K>(std::span<const K>{}, *bk, none);
+    EXPECT_EQ(none, keys_t(bk->count(), 0));
+  }
+}
+
+/// Two buckets with regions [0, 10) and [10, 25); three chunks' counts and places (by hand).
+scatter_buckets two_buckets()
+{
+  return scatter_buckets{.lower = {0, 1000}, .equal = {0, 0}, .region = {0, 10, 25}};
+}
+const std::vector<keys_t> chunk_counts{{3, 4}, {2, 5}, {4, 1}};
+const std::vector<keys_t> chunk_places{{0, 10}, {3, 14}, {5, 19}};
+void no_check() {}
+
+TEST(ScatterPlaces, PlacesInChunkOrder)
+{
+  const scatter_buckets bk = two_buckets();
+  scatter_places places{bk, 3};
+  for (std::uint64_t c = 0; c < 3; ++c) {
+    keys_t at(2, 99);
+    places.place(c, chunk_counts[c], at, no_check);
+    EXPECT_EQ(at, chunk_places[c]) << "chunk " << c;
+  }
+  EXPECT_EQ(places.filled(0), 9U);
+  EXPECT_EQ(places.filled(1), 10U);
+}
+
+TEST(ScatterPlaces, ChunkOrderHoldsAcrossThreads)
+{
+  const scatter_buckets bk = two_buckets();
+  scatter_places places{bk, 3};
+  std::vector<keys_t> at(3, keys_t(2, 99));
+  std::vector<std::thread> threads;
+  // The last chunk asks first, chunk 0 last: the later ones must wait for it.
+  for (std::uint64_t c = 3; c-- > 0;) {
+    threads.emplace_back([&, c] { places.place(c, chunk_counts[c], at[c], no_check); });
+    std::this_thread::sleep_for(std::chrono::milliseconds{20});
+  }
+  for (std::thread& th : threads) th.join();
+  for (std::uint64_t c = 0; c < 3; ++c) EXPECT_EQ(at[c], chunk_places[c]) << "chunk " << c;
+  EXPECT_EQ(places.filled(0), 9U);
+  EXPECT_EQ(places.filled(1), 10U);
+}
+
+TEST(ScatterPlaces, OverflowThrowsAndStaysThrown)
+{
+  const scatter_buckets bk = two_buckets();
+  keys_t at(2);
+  scatter_places over{bk, 3};
+  EXPECT_THROW(over.place(0, keys_t{11, 0}, at, no_check), scatter_overflow);  // room for 10
+  EXPECT_THROW(over.place(1, keys_t{0, 0}, at, no_check), scatter_overflow);
+  scatter_places full{bk, 3};
+  full.place(0, keys_t{10, 15}, at, no_check);  // exactly full: fits
+  EXPECT_EQ(at, (keys_t{0, 10}));
+  EXPECT_THROW(full.place(1, keys_t{0, 1}, at, no_check), scatter_overflow);
+  EXPECT_THROW(full.place(2, keys_t{0, 0}, at, no_check), scatter_overflow);
+}
+
+TEST(ScatterPlaces, FailingCheckEndsTheWait)
+{
+  const scatter_buckets bk = two_buckets();
+  scatter_places places{bk, 3};
+  keys_t at(2);
+  int calls = 0;
+  // As a job's check does once another device failed: chunk 0 will never be placed.
+  const auto check = [&] {
+    if (++calls >= 3) throw gpusort::cancelled{"a device failed"};
+  };
+  EXPECT_THROW(places.place(1, chunk_counts[1], at, check), gpusort::cancelled);
+  EXPECT_EQ(calls, 3);
+  EXPECT_EQ(places.filled(0), 0U);
+}
+
+}  // namespace
+}  // namespace gpusort::detail
