@@ -180,6 +180,14 @@ std::uint64_t task_queue::largest() const noexcept
   return m;
 }
 
+std::size_t task_queue::most_buckets() const noexcept
+{
+  std::size_t m = 0;
+  for (const chunk_task& t : tasks_)
+    if (t.scatter != nullptr) m = std::max<std::size_t>(m, t.scatter->buckets->count());
+  return m;
+}
+
 std::size_t task_queue::most_slices() const noexcept
 {
   std::size_t m = 0;

@@ -225,6 +225,8 @@ class task_queue {
   /// Most slices to gather for one task, for sizing gather tables (equal slices are written by
   /// the host: see write_equal_tail).
   [[nodiscard]] std::size_t most_slices() const noexcept;
+  /// Most buckets a task scatters into (chunk_task::scatter; 0: none scatters).
+  [[nodiscard]] std::size_t most_buckets() const noexcept;
   [[nodiscard]] std::size_t size() const noexcept { return tasks_.size(); }
   /// Elements a device should make room for: largest(), or more for the job's other round.
   [[nodiscard]] std::uint64_t reserve() const noexcept { return std::max(largest(), reserve_); }

@@ -103,7 +103,9 @@ scatter_buckets make_scatter_buckets(std::span<const std::uint64_t> sorted_sampl
       continue;
     }
     // A heavy key: the keys before it close the bucket, the key gets a bucket of its own.
-    if (a > i) add(lower, false, a - i);
+    // Keys from the bucket's lower bound up to v need a bucket even where the sample holds none
+    // of them (a heavy key first in the sample, or right after another heavy key).
+    if (a > i || lower < v) add(lower, false, a - i);
     add(v, true, e - a);
     i = e;
     if (v == greatest) break;  // no key lies above it

@@ -1389,11 +1389,21 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
   std::unique_ptr<round_state>& kept = state_->round;
   const chunk_sorter with = sorter(layout);
   const buffer_sizes need = round_state::needed(layout, elements, with);
-  if (kept && kept->sizes.covers(need) && queue.most_slices() > kept->table_entries)
-    kept->grow_tables(queue.most_slices());
+  // A scattering round's lanes each table a slice a bucket (store_scattered): tables for as
+  // many lanes as the budget's tables hold (batch_fits then takes no more).
+  std::size_t wanted = queue.most_slices();
+  if (const std::size_t buckets = queue.most_buckets(); buckets > 0) {
+    const std::uint64_t held =
+        ring_table_bytes(layout.bytes(), elements, ring_slots) / (ring_slots * table_entry_bytes);
+    wanted = std::max<std::size_t>(
+        wanted, std::min<std::uint64_t>(held, std::uint64_t{buckets} *
+                                                  sort_lanes_from_environment()));
+  }
+  if (kept && kept->sizes.covers(need) && wanted > kept->table_entries)
+    kept->grow_tables(wanted);
   if (!kept || !kept->sizes.covers(need)) {
     const buffer_sizes held = kept ? kept->sizes : buffer_sizes{};
-    const std::size_t tables = std::max(queue.most_slices(), kept ? kept->table_entries : 0);
+    const std::size_t tables = std::max(wanted, kept ? kept->table_entries : 0);
     kept.reset();  // first, so that its memory is free for the new one
     const std::uint64_t room =
         room_for(need.total(buffers_per_element), false,

@@ -233,20 +233,33 @@ TEST(ScatterBuckets, AllEqualSample)
   EXPECT_EQ(bk.equal[b + 1], 0);
 }
 
-// Disabled: fails on the library as it stands. A sample that starts with a heavy run makes the
-// equal bucket bucket 0 with lower == 7, yet the cut of a chunk (bucket_counts, and a GPU's
-// count_below_runs over probes()) puts every key below lower[1] in bucket 0: an input key the
-// sample missed below 7 lands in the equal bucket, whose keys round 2 writes out as 7.
-TEST(ScatterBuckets, DISABLED_KeysBelowAHeavyFirstKeyStayOutOfItsEqualBucket)
+// A key the sample missed below a heavy first key, or between two heavy keys side by side, has a
+// bucket of its own: the cut of a chunk puts every key below lower[b + 1] in bucket b, and an
+// equal bucket's keys go out as its one key (a sample of only 7s once gave the equal bucket
+// lower bound 0's place, and an input 3 came out as 7).
+TEST(ScatterBuckets, KeysBelowOrBetweenHeavyKeysStayOutOfTheirEqualBuckets)
 {
   const scatter_tuning t;
-  const keys_t s(t.samples(1'000'000, 65536), 7);
-  const scatter_buckets bk = make_scatter_buckets(s, 1'000'000, 65536, 64, t);
+  const std::uint64_t m = t.samples(1'000'000, 65536);
+  const keys_t first(m, 7);
+  const scatter_buckets bk = make_scatter_buckets(first, 1'000'000, 65536, 64, t);
   EXPECT_EQ(bk.lower[0], 0U);
   const keys_t input{3, 7, 7, 9};
   keys_t counts(bk.count());
   bucket_counts<std::uint64_t>(input, bk, counts);
   EXPECT_EQ(counts[bucket_of(bk, 7)], 2U);
+  // Half 20s, half 30s: the keys 21..29 lie between two equal buckets.
+  keys_t pair(m, 20);
+  std::fill(pair.begin() + static_cast<std::ptrdiff_t>(m / 2), pair.end(), 30);
+  const scatter_buckets two = make_scatter_buckets(pair, 1'000'000, 65536, 64, t);
+  expect_well_formed(pair, two, 1'000'000, 65536, t);
+  EXPECT_EQ(equal_buckets(two), 2U);
+  const keys_t between{20, 25, 30};
+  keys_t held(two.count());
+  bucket_counts<std::uint64_t>(between, two, held);
+  EXPECT_EQ(held[bucket_of(two, 20)], 1U);
+  EXPECT_EQ(held[bucket_of(two, 30)], 1U);
+  EXPECT_EQ(two.equal[bucket_of(two, 25)], 0);
 }
 
 TEST(ScatterBuckets, HeavyGreatestKeyEndsTheBuckets)
