@@ -10,6 +10,7 @@
 #include "core/plan/scatter_buckets.hpp"
 #include "core/plan/slicing.hpp"
 #include "core/plan/splitters.hpp"
+#include "core/plan/tuning.hpp"
 #include "core/switches.hpp"
 #include "pipeline/file_window.hpp"
 #include "pipeline/host_memory.hpp"
@@ -321,7 +322,9 @@ class scattered_rounds {
     std::vector<std::uint64_t> sample = sample_input(m);
     buckets_ = make_scatter_buckets(sample, plan_.n, task_elements(), 8 * sizeof(K), tuning_);
     host_stage(1, "sample", 0, seconds_since(start), buckets_.count());
-    return buckets_.region_elements() <= plan_.scatter_elements;
+    // A GPU's tables keep a bound and a slice a bucket for as many as DSPS's slices.
+    return buckets_.region_elements() <= plan_.scatter_elements &&
+           buckets_.count() <= plan_tuning::max_chunks;
   }
 
   execution_stats sort(const host_buffer* scratch)
@@ -608,8 +611,12 @@ std::uint64_t scatter_elements_for(const chunk_plan& plan, bool gpus)
   const std::optional<std::string_view> mode =
       switch_word("GPUSORT_SCATTER", {"auto", "on", "off"});
   const scatter_tuning tuning{};
-  const bool take =
-      mode == "on" || (mode != "off" && gpus && plan.d >= tuning.min_chunks);
+  // A GPU's tables keep a bound and a slice a bucket for at most max_chunks buckets: more
+  // (a job of thousands of times the budget) takes DSPS.
+  const std::uint64_t buckets =
+      tuning.samples(plan.n, ring_reserve(plan)) / tuning.samples_per_bucket;
+  const bool take = buckets <= plan_tuning::max_chunks &&
+                    (mode == "on" || (mode != "off" && gpus && plan.d >= tuning.min_chunks));
   return take ? tuning.round1_elements(plan.n, ring_reserve(plan)) : 0;
 }
 

@@ -31,19 +31,28 @@ inline constexpr std::uint64_t device_page_bytes = std::uint64_t{2} << 20;
 /// a decode entry (40 bytes) and a gather entry (24) for its keys, a gather entry for its values.
 inline constexpr std::uint64_t table_entry_bytes = 40 + 2 * 24;
 
+/// Device bytes of the tables' one array of bucket bounds (a scattering round's, which its
+/// count kernel reads: from mapped host memory it waited behind the link's copies) for `entries`
+/// entries a slot: a bound an entry.
+[[nodiscard]] constexpr std::uint64_t table_bounds_bytes(std::uint64_t entries) noexcept
+{
+  return entries * sizeof(std::uint64_t);
+}
+
 /// Device bytes a budget keeps for the tables of a ring of `slots` slots whose tasks hold up to
 /// c elements of `element_bytes`, in whole pages (one allocation serves every slot). A task of
 /// round 2 gathers d * g slices; the planner keeps d at most max_chunks and otherwise slices of
 /// min_slice_bytes on average (bins_for), so a task of c elements has at most
 /// max(max_chunks, c * element_bytes / min_slice_bytes) of them: 1 MiB for three slots at
-/// d = 4096, under 0.001 bytes per byte of capacity beyond.
+/// d = 4096, under 0.001 bytes per byte of capacity beyond. A scattering round takes at most
+/// max_chunks buckets (core/plan/scatter_buckets.hpp), their bounds beside the tables.
 [[nodiscard]] constexpr std::uint64_t ring_table_bytes(std::uint64_t element_bytes,
                                                        std::uint64_t c,
                                                        std::uint64_t slots) noexcept
 {
   const std::uint64_t entries = std::max<std::uint64_t>(
       plan_tuning::max_chunks, c * element_bytes / plan_tuning::min_slice_bytes + 1);
-  return device_pages(slots * entries * table_entry_bytes);
+  return device_pages(slots * entries * table_entry_bytes + table_bounds_bytes(entries));
 }
 
 /// Device memory a GPU's budget keeps besides what it counts buffer by buffer (the chunk

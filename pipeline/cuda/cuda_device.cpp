@@ -300,8 +300,10 @@ struct round_state {
   std::vector<cuda::cuda_stream> lanes;
   cuda::cuda_event fork;
   std::vector<cuda::cuda_event> joined;
-  /// A scattering round's bucket bounds past the first (mapped, read by the count kernel), and
+  /// A scattering round's bucket bounds past the first: in device memory behind the tables
+  /// (d_bounds, table_entries of room), copied there through `scatter_probes` once a round, and
   /// the buckets they are of (reset each round: a later job's may lie at the same address).
+  std::uint64_t* d_bounds{};
   cuda::pinned_buffer scatter_probes;
   const scatter_buckets* scatter_source{};
   /// Reused by store_scattered: a task's bucket counts and places.
@@ -360,8 +362,11 @@ struct round_state {
     const std::size_t table_bytes = table_entries * sizeof(cuda::gather_slice);
     const std::size_t key_bytes = decode_table_bytes() + table_bytes;
     tables = cuda::device_buffer{};  // first, so that its pages are free for the new one
-    tables = cuda::device_buffer{slots.size() * (key_bytes + table_bytes)};
+    tables = cuda::device_buffer{slots.size() * (key_bytes + table_bytes) +
+                                 table_bounds_bytes(table_entries)};
     char* d_at = tables.data<char>();
+    d_bounds = reinterpret_cast<std::uint64_t*>(d_at + slots.size() * (key_bytes + table_bytes));
+    scatter_source = nullptr;  // the bounds' copy went with the old tables
     for (slot& sl : slots) {
       sl.key_table_host = cuda::pinned_buffer{key_bytes};
       sl.value_table_host = cuda::pinned_buffer{table_bytes};
@@ -921,26 +926,28 @@ struct round_state {
     const scatter_buckets& buckets = *s.tasks.front()->scatter->buckets;
     const std::span<const std::uint64_t> probes = buckets.probes();
     if (probes.empty()) return;  // one bucket: the whole chunk
+    GPUSORT_EXPECTS(probes.size() <= table_entries, "the tables hold a bound a bucket");
     if (scatter_source != &buckets) {
+      // Once a round, in stream order before the first count: the count kernel's reads of
+      // mapped host memory waited behind the link's copies (issue 44).
       if (scatter_probes.size() < probes.size_bytes())
-        scatter_probes = cuda::pinned_buffer{probes.size_bytes(),
-                                             cudaHostAllocPortable | cudaHostAllocMapped};
+        scatter_probes = cuda::pinned_buffer{probes.size_bytes()};
+      GPUSORT_CUDA_TRY(cudaStreamSynchronize(st));  // the staging's last copy is done
       std::memcpy(scatter_probes.data(), probes.data(), probes.size_bytes());
+      GPUSORT_CUDA_TRY(cudaMemcpyAsync(d_bounds, scatter_probes.data(), probes.size_bytes(),
+                                       cudaMemcpyHostToDevice, st));
       scatter_source = &buckets;
     }
     const std::uint64_t per_task = 2 * probes.size();
     const std::uint64_t need = per_task * s.tasks.size() * sizeof(std::uint64_t);
     if (s.scatter_counts.size() < need)
       s.scatter_counts = cuda::pinned_buffer{need, cudaHostAllocPortable | cudaHostAllocMapped};
-    const auto* d_probes = reinterpret_cast<const std::uint64_t*>(
-        mapped_address(scatter_probes.data()));
     auto* d_counts = reinterpret_cast<std::uint64_t*>(
         const_cast<char*>(mapped_address(s.scatter_counts.data())));
-    GPUSORT_EXPECTS(d_probes != nullptr && d_counts != nullptr,
-                    "the scatter's bounds and counts are mapped pinned memory");
+    GPUSORT_EXPECTS(d_counts != nullptr, "the scatter's counts are mapped pinned memory");
     for (std::size_t i = 0; i < s.tasks.size(); ++i) {
       const cuda::key_run r{s.keys.data<char>() + s.at[i] * layout.key_bytes, s.tasks[i]->count};
-      cuda::count_below_runs({&r, 1}, layout.key_bytes, d_probes, d_counts + i * per_task,
+      cuda::count_below_runs({&r, 1}, layout.key_bytes, d_bounds, d_counts + i * per_task,
                              per_task, static_cast<std::uint32_t>(probes.size()), st);
     }
   }
@@ -1394,7 +1401,8 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
   std::size_t wanted = queue.most_slices();
   if (const std::size_t buckets = queue.most_buckets(); buckets > 0) {
     const std::uint64_t held =
-        ring_table_bytes(layout.bytes(), elements, ring_slots) / (ring_slots * table_entry_bytes);
+        ring_table_bytes(layout.bytes(), elements, ring_slots) /
+        (ring_slots * table_entry_bytes + table_bounds_bytes(1));
     wanted = std::max<std::size_t>(
         wanted, std::min<std::uint64_t>(held, std::uint64_t{buckets} *
                                                   sort_lanes_from_environment()));
@@ -1408,7 +1416,8 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
     const std::uint64_t room =
         room_for(need.total(buffers_per_element), false,
                  std::max(ring_table_bytes(layout.bytes(), elements, ring_slots),
-                          device_pages(std::uint64_t{ring_slots} * tables * table_entry_bytes)));
+                          device_pages(std::uint64_t{ring_slots} * tables * table_entry_bytes +
+                                       table_bounds_bytes(tables))));
     gpu_pinned& host = pinned();
     const auto start = std::chrono::steady_clock::now();
     kept = make_grown(grown_sizes(held, need, buffers_per_element, room), need,
