@@ -23,9 +23,11 @@ struct scatter_tuning {
   std::uint64_t samples_per_bucket{1024};  ///< q
   double z{5};
   /// Jobs of at least this many chunks on GPUs take the scattered rounds by default
-  /// (GPUSORT_SCATTER=auto): below it DSPS's round 2 moves slices the copy engines carry
-  /// at the link's rate.
-  std::uint64_t min_chunks{256};
+  /// (GPUSORT_SCATTER=auto). One H200, 8 GiB u64 (h200x2-20261201-s17, calls 2 and 3): at
+  /// 1/256 (1594 chunks) DSPS 0.572 s against 0.580-0.597 s scattered, at the smallest budget
+  /// (4096) 0.918-1.050 s against 0.743 s; two H200 alike at 1/256 (0.365 s), 0.511 against
+  /// 0.671 s at the smallest.
+  std::uint64_t min_chunks{2048};
 
   /// Region elements, for n elements and m sample keys, of a bucket of c of them.
   [[nodiscard]] std::uint64_t region(std::uint64_t c, std::uint64_t n,
