@@ -174,8 +174,9 @@ struct stage_profile {
   /// last_end and steps, so that every device and round of a job share one clock (0 for the
   /// host's stages).
   double round_start{};
-  /// A GPU stage's pieces of work (each chunk's copy in, sort, copy out), [start, end] seconds
-  /// timed by CUDA events: the lanes of a copy-engine timeline. Empty for the host's stages.
+  /// A GPU stage's pieces of work (each ring slot's copy in, sort, copy out: one chunk's, or
+  /// several small chunks' that shared the slot), [start, end] seconds timed by CUDA events: the
+  /// lanes of a copy-engine timeline. Empty for the host's stages.
   std::vector<std::pair<double, double>> steps;
 };
 

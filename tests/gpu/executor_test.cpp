@@ -401,8 +401,8 @@ TEST_F(gpu_test, ProfileTellsWhereEachStageSpentItsTime)
         EXPECT_GT(it->bytes, 0U) << stage;
       }
     }
-    // The timeline: one step per chunk of each GPU stage, within the stage's span, summing to
-    // its busy time, and the rounds in order on the job's clock.
+    // The timeline: one step per ring slot of each GPU stage, within the stage's span, summing
+    // to its busy time, and the rounds in order on the job's clock.
     double round_1_start = -1;
     for (const stage_profile& p : r.profile) {
       if (p.stage == "round" && p.round == 1) round_1_start = p.round_start;
@@ -413,7 +413,9 @@ TEST_F(gpu_test, ProfileTellsWhereEachStageSpentItsTime)
         EXPECT_TRUE(p.steps.empty()) << p.stage;
         continue;
       }
-      ASSERT_EQ(p.steps.size(), p.chunks) << p.stage << " of round " << p.round;
+      // A step a ring slot: small chunks (the scattered rounds' small buckets) share one.
+      ASSERT_GE(p.steps.size(), 1U) << p.stage << " of round " << p.round;
+      ASSERT_LE(p.steps.size(), p.chunks) << p.stage << " of round " << p.round;
       EXPECT_GE(p.round_start, 0.0) << p.stage;
       double busy = 0;
       for (const auto& [start, end] : p.steps) {
