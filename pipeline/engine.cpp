@@ -1,6 +1,7 @@
 // gpusort::engine: picks the devices from the configuration, plans each job and runs it.
 #include "core/log.hpp"
 #include "core/plan/chunk_plan.hpp"
+#include "core/plan/scatter_buckets.hpp"
 #include "core/plan/time_model.hpp"
 #include "core/switches.hpp"
 #include "pipeline/cuda/buffer_sizes.hpp"
@@ -880,6 +881,21 @@ job_plan engine::impl::plan_of(std::uint64_t n, const detail::element_layout& la
         job.lanes = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(
             held / std::max<std::uint64_t>(r.plan.chunk_size(0), 1), 1,
             detail::gpu_max_sort_lanes));
+        if (r.plan.scatter_elements > 0) {
+          // The scattered rounds (executor.cpp): a sample before round 1, no cuts, a task a
+          // bucket in round 2, as many buckets as the sample's cut makes of keys without heavy
+          // duplicates.
+          const detail::scatter_tuning tuning;
+          const std::uint64_t samples =
+              tuning.samples(n, detail::ring_reserve(r.plan));
+          p.buckets = samples / tuning.samples_per_bucket;
+          p.bins = 1;
+          p.candidates = samples;
+          p.slices = r.plan.d * p.buckets;
+          job.g = 1;
+          job.candidates = samples;
+          job.buckets = p.buckets;
+        }
       }
     }
   } catch (const config_error& e) {

@@ -130,6 +130,8 @@ nlohmann::ordered_json machine_json(const machine_model& m)
           {"slice_seconds", m.slice_seconds},
           {"candidate_seconds", m.candidate_seconds},
           {"cut_seconds", m.cut_seconds},
+          {"scatter_seconds", m.scatter_seconds},
+          {"scatter_rate", m.scatter_rate},
           {"pinned", m.pinned}};
 }
 
@@ -148,6 +150,7 @@ void print_plan(const job_plan& p, bool json, bool described)
                         {"rounds", p.rounds},
                         {"candidates", p.candidates},
                         {"slices", p.slices},
+                        {"buckets", p.buckets},
                         {"devices", p.devices},
                         {"device_budget", p.device_budget},
                         {"smallest_budget", p.smallest_budget},
@@ -167,6 +170,9 @@ void print_plan(const job_plan& p, bool json, bool described)
               static_cast<unsigned long long>(p.chunks), static_cast<unsigned long long>(p.bins),
               p.rounds, static_cast<unsigned long long>(p.candidates),
               static_cast<unsigned long long>(p.slices), p.devices);
+  // The scattered rounds: buckets from a sample before round 1 (candidates: the sample).
+  if (p.buckets > 0)
+    std::printf("scattered rounds: %llu buckets\n", static_cast<unsigned long long>(p.buckets));
   std::printf("device budget: %s per device; the smallest that works: %s (%llu bytes)\n",
               p.device_budget == 0 ? "unlimited" : format_bytes(p.device_budget).c_str(),
               format_bytes(p.smallest_budget).c_str(),

@@ -31,6 +31,8 @@ struct model_job {
   /// A stable sort of pairs: the devices sort (key, position) and the host gathers the values
   /// of `stable_value_bytes` after.
   std::uint32_t stable_value_bytes{};
+  /// > 0: the scattered rounds with this many buckets (candidates: the sample's keys).
+  std::uint64_t buckets{};
   [[nodiscard]] std::uint64_t element_bytes() const noexcept { return key_bytes + value_bytes; }
 };
 

@@ -177,6 +177,11 @@ struct machine_model {
   double candidate_seconds{};  ///< the host's planning between the rounds, per sample candidate
   double cut_seconds{};        ///< and per cut of a run at a splitter
   double exchange_seconds{};   ///< fixed cost of the resident path's exchange between GPUs
+  /// Round 1 of the scattered rounds (a chunk sorted and its buckets' slices written to host
+  /// memory by a kernel beside the next chunk's sort): per chunk a fixed cost and its bytes at
+  /// this rate; 0 (the host device): as DSPS's round 1.
+  double scatter_seconds{};
+  double scatter_rate{};
   /// The arrays are page-locked (registered, the daemon's shared buffers); false: pageable,
   /// staged through pinned pieces by the cores.
   bool pinned{true};
@@ -215,7 +220,10 @@ struct job_plan {
   /// it where its final chunks keep the bound, as they do on keys that are not adversarial
   /// (others read the bound's sample besides).
   std::uint64_t candidates{};
-  std::uint64_t slices{};      ///< round 2's slices, d * d * g
+  std::uint64_t slices{};      ///< round 2's slices, d * d * g (scattered: round 1's, d * buckets)
+  /// The scattered rounds' buckets (buckets chosen from a sample before round 1, round 2 a
+  /// bucket a task; `candidates` is then the sample): 0 for DSPS's rounds and other paths.
+  std::uint64_t buckets{};
   std::uint32_t devices{};     ///< devices the job takes (resident: the GPUs it fits on)
   /// Device budget per device this plan assumes (0: unlimited) and the least with which a plan
   /// exists for the job (0: none is needed: the job fits any budget the device grants).
