@@ -633,10 +633,11 @@ std::uint64_t engine::impl::fast_bytes(std::uint64_t n, const detail::element_la
     }
     const detail::chunk_plan& plan = r.plan;
     // A GPU engine's round-1 output is its own buffer; the host device writes round 1 to
-    // memory as large as the data.
+    // memory as large as the data, or the scattered rounds' regions (GPUSORT_SCATTER=on).
     const std::uint64_t round1 =
-        gpus ? detail::round1_bytes(plan, layout, detail::compresses(cfg.compress_runs, plan))
-             : data;
+        gpus || plan.scatter_elements > 0
+            ? detail::round1_bytes(plan, layout, detail::compresses(cfg.compress_runs, plan))
+            : data;
     return read_in + round1 + detail::planning_bytes(plan, layout) +
            staging(plan.capacity, plan.d * plan.runs_per_chunk());
   } catch (const config_error&) {
