@@ -55,6 +55,14 @@ void job_context::check() const
     throw cancelled{"the sort was stopped because another device failed"};
 }
 
+void job_context::restart()
+{
+  const std::lock_guard lock{mutex_};
+  aborted_.store(false, std::memory_order_relaxed);
+  earlier_ = 0;
+  done_ = 0;
+}
+
 void job_context::begin_round(int round, std::uint64_t elements, int rounds)
 {
   const std::lock_guard lock{mutex_};

@@ -144,6 +144,10 @@ class job_context {
   /// Throws gpusort::cancelled once the job's token is cancelled or another worker failed.
   void check() const;
   void abort() noexcept { aborted_.store(true, std::memory_order_relaxed); }
+  /// The job starts again from its first round on the same devices (the scattered rounds gave
+  /// way to DSPS): the abort of the attempt that stopped every device is lifted, and progress
+  /// counts from zero. The caller's cancellation stays.
+  void restart();
   /// `rounds`: how many rounds the job takes in all (1 or 2), for progress over the whole job.
   void begin_round(int round, std::uint64_t elements, int rounds);
   void add_done(std::uint64_t elements);

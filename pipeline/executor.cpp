@@ -481,8 +481,10 @@ execution_stats sort_out_of_core(const job_arrays& a, const element_layout& layo
       try {
         return scattered.sort(scratch);
       } catch (const scatter_overflow& e) {
-        // Round 1 wrote only the round-1 buffer: DSPS starts afresh.
+        // Round 1 wrote only the round-1 buffer: DSPS starts afresh. The overflow stopped every
+        // device through the job's abort, which DSPS's rounds must not inherit.
         log(log_level::info, "the scattered rounds gave way to DSPS: {}", e.what());
+        ctx.restart();
       }
     } else {
       log(log_level::debug, "the sample's buckets need more than the round-1 buffer: DSPS");
