@@ -313,8 +313,9 @@ class scattered_rounds {
   {
   }
 
-  /// Buckets from a sample of the input: nullopt where their regions would need more than the
-  /// plan's round-1 buffer (heavy keys the sample found many of), for DSPS to take the job.
+  /// Buckets from a sample of the input; false where their regions would need more than the
+  /// plan's round-1 buffer (heavy keys the sample found many of) or the GPUs' tables hold, for
+  /// DSPS to take the job.
   bool choose_buckets()
   {
     const auto start = std::chrono::steady_clock::now();
