@@ -55,6 +55,20 @@ void job_context::check() const
     throw cancelled{"the sort was stopped because another device failed"};
 }
 
+void job_context::add_host_stage(int round, std::string stage, std::uint64_t chunks,
+                                 std::uint64_t bytes, double from, double to)
+{
+  if (!profiling()) return;
+  add_profile(stage_profile{.device = "host",
+                            .round = round,
+                            .stage = std::move(stage),
+                            .chunks = chunks,
+                            .bytes = bytes,
+                            .busy_seconds = to - from,
+                            .first_start = from,
+                            .last_end = to});
+}
+
 void job_context::restart()
 {
   const std::lock_guard lock{mutex_};

@@ -157,6 +157,10 @@ class job_context {
   /// Seconds since the job started: the clock of stage_profile::round_start.
   [[nodiscard]] double elapsed() const noexcept;
   void add_profile(stage_profile stage);
+  /// When profiling: a stage of the host's in round `round`, `bytes` moved or worked on, from
+  /// `from` to `to` seconds on the clock of its own work (the host's stages start at 0).
+  void add_host_stage(int round, std::string stage, std::uint64_t chunks, std::uint64_t bytes,
+                      double from, double to);
   /// The round as the host saw it: device "all", stage "round", `wall` seconds.
   void add_round_profile(int round, std::uint64_t chunks, std::uint64_t bytes, double wall);
   [[nodiscard]] std::vector<stage_profile> take_profile();

@@ -413,17 +413,8 @@ detail::execution_stats engine::impl::sort_on_gpus(const detail::job_arrays& arr
           keep_at_least(round1_cache, round1_bytes, cfg, plan.chunk_size(0) * layout.bytes())) {
         // Pinning is paid once per engine: the daemon keeps the buffer, a one-shot CLI pays it
         // every run (it pins only for small chunks), so the profile shows it beside the rounds.
-        if (ctx.profiling()) {
-          const double took = detail::seconds_since(allocation_start);
-          ctx.add_profile(stage_profile{.device = "host",
-                                        .round = 1,
-                                        .stage = "round-1 buffer",
-                                        .chunks = 1,
-                                        .bytes = round1_bytes,
-                                        .busy_seconds = took,
-                                        .first_start = 0,
-                                        .last_end = took});
-        }
+        ctx.add_host_stage(1, "round-1 buffer", 1, round1_bytes, 0,
+                           detail::seconds_since(allocation_start));
       }
       detail::element_layout chosen = layout;
       chosen.radix_chunks = r.radix_chunks;
@@ -887,9 +878,9 @@ job_plan engine::impl::plan_of(std::uint64_t n, const detail::element_layout& la
           // bucket in round 2, as many buckets as the sample's cut makes of keys without heavy
           // duplicates.
           const detail::scatter_tuning tuning;
-          const std::uint64_t samples =
-              tuning.samples(n, detail::ring_reserve(r.plan));
-          p.buckets = samples / tuning.samples_per_bucket;
+          const std::uint64_t task = detail::ring_reserve(r.plan);
+          const std::uint64_t samples = tuning.samples(n, task);
+          p.buckets = tuning.buckets(n, task);
           p.bins = 1;
           p.candidates = samples;
           p.slices = r.plan.d * p.buckets;

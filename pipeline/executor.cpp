@@ -273,14 +273,7 @@ void sort_round2(const job_arrays& a, const element_layout& layout, const chunk_
     const double chosen = dropped + cuts.splitters_seconds;
     const double cut = chosen + cuts.cuts_seconds;
     const auto host_stage = [&](const char* name, double from, double to) {
-      ctx.add_profile(stage_profile{.device = "host",
-                                    .round = 2,
-                                    .stage = name,
-                                    .chunks = tasks.size(),
-                                    .bytes = 0,
-                                    .busy_seconds = to - from,
-                                    .first_start = from,
-                                    .last_end = to});
+      ctx.add_host_stage(2, name, tasks.size(), 0, from, to);
     };
     host_stage("plan", 0, spent);
     // The usual sample's splitters, cut and dropped because a final chunk broke the bound.
@@ -322,7 +315,7 @@ class scattered_rounds {
     const std::uint64_t m = tuning_.samples(plan_.n, task_elements());
     std::vector<std::uint64_t> sample = sample_input(m);
     buckets_ = make_scatter_buckets(sample, plan_.n, task_elements(), 8 * sizeof(K), tuning_);
-    host_stage(1, "sample", 0, seconds_since(start), buckets_.count());
+    ctx_.add_host_stage(1, "sample", buckets_.count(), 0, 0, seconds_since(start));
     // A GPU's tables keep a bound and a slice a bucket for as many as DSPS's slices.
     return buckets_.region_elements() <= plan_.scatter_elements &&
            buckets_.count() <= plan_tuning::max_chunks;
@@ -381,7 +374,7 @@ class scattered_rounds {
       out += filled;
     }
     GPUSORT_EXPECTS(out == plan_.n, "round 1 placed every element in a bucket");
-    host_stage(2, "plan", 0, seconds_since(between), sorts.size());
+    ctx_.add_host_stage(2, "plan", sorts.size(), 0, 0, seconds_since(between));
     try {
       for (const chunk_task& t : equal) write_equal_tail(t, layout_);
       run_round(2, 2, std::move(sorts), layout_, devices_, ctx_, task_elements());
@@ -443,19 +436,6 @@ class scattered_rounds {
     }
   }
 
-  void host_stage(int round, const char* name, double from, double to, std::uint64_t chunks)
-  {
-    if (!ctx_.profiling()) return;
-    const double at = ctx_.elapsed();
-    ctx_.add_profile(stage_profile{.device = "host",
-                                   .round = round,
-                                   .stage = name,
-                                   .chunks = chunks,
-                                   .bytes = 0,
-                                   .busy_seconds = to - from,
-                                   .first_start = at - (to - from),
-                                   .last_end = at});
-  }
 
   const job_arrays& a_;
   const element_layout& layout_;
@@ -616,9 +596,7 @@ std::uint64_t scatter_elements_for(const chunk_plan& plan, bool gpus)
   const scatter_tuning tuning{};
   // A GPU's tables keep a bound and a slice a bucket for at most max_chunks buckets: more
   // (a job of thousands of times the budget) takes DSPS.
-  const std::uint64_t buckets =
-      tuning.samples(plan.n, ring_reserve(plan)) / tuning.samples_per_bucket;
-  const bool take = buckets <= plan_tuning::max_chunks &&
+  const bool take = tuning.buckets(plan.n, ring_reserve(plan)) <= plan_tuning::max_chunks &&
                     (mode == "on" || (mode != "off" && gpus && plan.d >= tuning.min_chunks));
   return take ? tuning.round1_elements(plan.n, ring_reserve(plan)) : 0;
 }

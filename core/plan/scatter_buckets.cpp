@@ -32,10 +32,15 @@ std::uint64_t scatter_tuning::mean_bucket(std::uint64_t capacity) const noexcept
   return mean < 1 ? 1 : static_cast<std::uint64_t>(mean);
 }
 
+std::uint64_t scatter_tuning::buckets(std::uint64_t n, std::uint64_t capacity) const noexcept
+{
+  const std::uint64_t mean = mean_bucket(capacity);
+  return std::max<std::uint64_t>((n + mean - 1) / mean, 1);
+}
+
 std::uint64_t scatter_tuning::samples(std::uint64_t n, std::uint64_t capacity) const noexcept
 {
-  const std::uint64_t buckets = (n + mean_bucket(capacity) - 1) / mean_bucket(capacity);
-  return std::max<std::uint64_t>(buckets, 1) * std::max<std::uint64_t>(samples_per_bucket, 1);
+  return buckets(n, capacity) * std::max<std::uint64_t>(samples_per_bucket, 1);
 }
 
 std::uint64_t scatter_tuning::round1_elements(std::uint64_t n,
@@ -43,10 +48,9 @@ std::uint64_t scatter_tuning::round1_elements(std::uint64_t n,
 {
   const std::uint64_t m = samples(n, capacity);
   const std::uint64_t q = std::max<std::uint64_t>(samples_per_bucket, 1);
-  const std::uint64_t buckets = m / q;
   // Every bucket full, one more for the cut's rounding.
   const std::uint64_t full = region(q, n, m);
-  return std::max(n, (buckets + 1) * full);
+  return std::max(n, (buckets(n, capacity) + 1) * full);
 }
 
 unsigned scatter_buckets::differing_bits(std::uint64_t b, unsigned key_bits) const noexcept

@@ -34,7 +34,10 @@ struct scatter_tuning {
                                      std::uint64_t m) const noexcept;
   /// Mean bucket (elements) whose full region (c = q) stays within `capacity`.
   [[nodiscard]] std::uint64_t mean_bucket(std::uint64_t capacity) const noexcept;
-  /// Sample keys for n elements with round-2 tasks of at most `capacity`: q a bucket.
+  /// Buckets of keys without heavy duplicates for n elements with round-2 tasks of at most
+  /// `capacity`, at mean_bucket each (at least one).
+  [[nodiscard]] std::uint64_t buckets(std::uint64_t n, std::uint64_t capacity) const noexcept;
+  /// Sample keys for those buckets: q a bucket.
   [[nodiscard]] std::uint64_t samples(std::uint64_t n, std::uint64_t capacity) const noexcept;
   /// Elements of the round-1 buffer a job of n keys may take in regions: their sum where every
   /// bucket is full (the buckets of keys without heavy duplicates), with a bucket's rounding.

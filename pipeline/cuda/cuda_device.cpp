@@ -402,16 +402,18 @@ struct round_state {
     s.stage_bytes[i] = bytes;
   }
 
-  /// Gathers `count` slices of mapped memory tabled at d_entries (device memory) into d_out,
-  /// one kernel launch per 65535 slices.
+  /// Gathers `count` slices tabled at d_entries (device memory) into d_out, one kernel launch
+  /// per 65535 slices, on `stream` (round 2's loads: h2d; a scattering store, whose slices'
+  /// sources are in device memory and d_out the mapped round-1 buffer: d2h).
   void gather_table(const cuda::gather_slice* d_entries, std::size_t count,
-                    std::uint64_t longest, std::uint64_t element_bytes, char* d_out)
+                    std::uint64_t longest, std::uint64_t element_bytes, char* d_out,
+                    cudaStream_t stream)
   {
     for (std::size_t first = 0; first < count; first += max_slices_per_launch) {
       const auto group =
           static_cast<std::uint32_t>(std::min<std::size_t>(max_slices_per_launch, count - first));
       cuda::gather(d_entries + first, group, longest, d_out,
-                   static_cast<unsigned>(element_bytes), h2d.value(), gather_tuning);
+                   static_cast<unsigned>(element_bytes), stream, gather_tuning);
     }
   }
 
@@ -430,7 +432,7 @@ struct round_state {
     GPUSORT_CUDA_TRY(cudaMemcpyAsync(d_table, entries,
                                      slices.size() * sizeof(cuda::gather_slice),
                                      cudaMemcpyHostToDevice, h2d.value()));
-    gather_table(d_table, slices.size(), longest, element_bytes, d_out);
+    gather_table(d_table, slices.size(), longest, element_bytes, d_out, h2d.value());
   }
 
   /// One array of a task (its keys, or `values`) onto the device: slice by slice through the
@@ -638,7 +640,7 @@ struct round_state {
       GPUSORT_CUDA_TRY(cudaMemcpyAsync(d_gather, gather_host,
                                        raw_count * sizeof(cuda::gather_slice),
                                        cudaMemcpyHostToDevice, st));
-      gather_table(d_gather, raw_count, longest_raw, kb, d_out);
+      gather_table(d_gather, raw_count, longest_raw, kb, d_out, h2d.value());
     }
     return read_bytes;
   }
@@ -1022,12 +1024,7 @@ struct round_state {
     if (used == 0) return;
     GPUSORT_CUDA_TRY(cudaMemcpyAsync(d_table, entries, used * sizeof(cuda::gather_slice),
                                      cudaMemcpyHostToDevice, st));
-    for (std::size_t first = 0; first < used; first += max_slices_per_launch) {
-      const auto group =
-          static_cast<std::uint32_t>(std::min<std::size_t>(max_slices_per_launch, used - first));
-      cuda::gather(d_table + first, group, longest, const_cast<char*>(mapped),
-                   static_cast<unsigned>(element_bytes), st, gather_tuning);
-    }
+    gather_table(d_table, used, longest, element_bytes, const_cast<char*>(mapped), st);
   }
 
   /// Copy-out stage; returns once the slot's tasks are in host memory (and, for round 1 of a
@@ -1308,15 +1305,7 @@ void cuda_device::profile_made_buffers(job_context& ctx, int round)
 {
   // The host's calls (no CUDA event times them): stages of the host, named after the GPU.
   const auto add = [&](made& m, const char* what) {
-    if (m.seconds > 0 && ctx.profiling())
-      ctx.add_profile(stage_profile{.device = "host",
-                                    .round = round,
-                                    .stage = what + name_,
-                                    .chunks = 1,
-                                    .bytes = m.bytes,
-                                    .busy_seconds = m.seconds,
-                                    .first_start = 0,
-                                    .last_end = m.seconds});
+    if (m.seconds > 0) ctx.add_host_stage(round, what + name_, 1, m.bytes, 0, m.seconds);
     m = {};
   };
   add(pinned_made_, "pinned staging made for ");

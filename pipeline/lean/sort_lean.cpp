@@ -143,15 +143,7 @@ lean_stats sort_lean(const job_arrays& a, const element_layout& layout, const pl
   // The host's own stages, in the profile beside the devices' rounds.
   const auto host_stage = [&](int round, const char* stage, std::uint64_t count,
                               std::uint64_t bytes, double seconds) {
-    if (!ctx.profiling()) return;
-    ctx.add_profile(stage_profile{.device = "host",
-                                  .round = round,
-                                  .stage = stage,
-                                  .chunks = count,
-                                  .bytes = bytes,
-                                  .busy_seconds = seconds,
-                                  .first_start = 0,
-                                  .last_end = seconds});
+    ctx.add_host_stage(round, stage, count, bytes, 0, seconds);
   };
   host_stage(1, "journal and room", 1, p.room * layout.bytes(), seconds_since(made));
   try {

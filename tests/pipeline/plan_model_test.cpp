@@ -204,7 +204,7 @@ TEST(TimeModel, WithinFifteenPercentOfTheH200Measurements)
                      .g = 1,
                      .candidates = samples,
                      .devices = gpus,
-                     .buckets = samples / tuning.samples_per_bucket};
+                     .buckets = tuning.buckets(n, task)};
   };
   const std::vector<measured> runs{
       // The resident sort in ranges (h200x2-20261130-s12/call1, gpu_bench --model).
