@@ -73,6 +73,8 @@ struct slot {
   void* d_value_table{};
   cuda::cuda_event loaded;
   cuda::cuda_event computed;
+  /// A scattering store's writes are done (store_scattered, which does not wait for them).
+  cuda::cuda_event stored;
   /// Stage boundaries for sort_options::profile (begin and end of each gpu_stage), read back
   /// once the chunk has left the GPU; `ran` says which stages this chunk went through and
   /// `stage_bytes` what each moved or worked on.
@@ -251,6 +253,16 @@ cuda::gather_tuning gather_tuning_from_environment() noexcept
 /// before, for the A/B.
 constexpr unsigned max_sort_lanes = gpu_max_sort_lanes;
 
+/// How a scattering store's kernel gets its table of slices. Copied, the table crossed to
+/// device memory on the copy engine that brings the next chunks in, behind them: each store
+/// waited for a chunk's copy-in before its writes began, and round 1 ran at the pace of both
+/// one after the other (issue 44). Mapped, the kernel reads its few KiB of entries from the
+/// pinned table itself. GPUSORT_SCATTER_TABLE=copy for the A/B.
+bool scatter_table_mapped_from_environment() noexcept
+{
+  return switch_word("GPUSORT_SCATTER_TABLE", {"mapped", "copy"}) != "copy";
+}
+
 unsigned sort_lanes_from_environment() noexcept
 {
   return static_cast<unsigned>(
@@ -297,6 +309,8 @@ struct round_state {
   /// sorts on `compute`) run on `lanes`, forked from `compute` by `fork` and joined back by
   /// `joined`.
   unsigned sort_lanes{1};
+  /// scatter_table_mapped_from_environment.
+  bool scatter_table_mapped{true};
   std::vector<cuda::cuda_stream> lanes;
   cuda::cuda_event fork;
   std::vector<cuda::cuda_event> joined;
@@ -332,7 +346,8 @@ struct round_state {
         gather{gather_mode_from_environment()},
         gather_tuning{gather_tuning_from_environment()},
         gather_copy_min_bytes{o.gather_copy_min_bytes},
-        sort_lanes{sort_lanes_from_environment()}
+        sort_lanes{sort_lanes_from_environment()},
+        scatter_table_mapped{scatter_table_mapped_from_environment()}
   {
     for (unsigned i = 1; i < sort_lanes; ++i) {
       lanes.emplace_back();
@@ -958,7 +973,10 @@ struct round_state {
   /// (in chunk order: scatter_places), then every bucket's slice written there, by the gather
   /// kernel writing to the mapped round-1 buffer (writes leave a sort beside them at full
   /// speed, where reads of host memory halve it: issue 44), or, where the buffer is not mapped,
-  /// slice by slice through the copy engine. `check`: the job's, while a place waits.
+  /// slice by slice through the copy engine. `check`: the job's, while a place waits. Returns
+  /// with the writes queued, `stored` recorded behind them: the storer places the next slot's
+  /// slices while these are written (finish_scattered waits for them), where waiting here left
+  /// the link idle for a wake-up, a place and a launch at every chunk.
   void store_scattered(slot& s, const std::function<void()>& check)
   {
     const cudaStream_t st = d2h.value();
@@ -994,8 +1012,11 @@ struct round_state {
                       static_cast<cuda::gather_slice*>(s.d_value_table) + s.entry_at[i]);
     }
     end(s, gpu_stage::copy_out, st, out_bytes);
-    GPUSORT_CUDA_TRY(cudaStreamSynchronize(st));
+    s.stored.record(st);
   }
+
+  /// Waits for store_scattered's writes of `s`, which then lie in host memory.
+  static void finish_scattered(const slot& s) { s.stored.synchronize(); }
 
   /// One array of a scattering task (its keys or values, `element_bytes` each, sorted at
   /// `d_src`) to the places scatter_lengths and scatter_places_at give, in `dst` (elements).
@@ -1022,9 +1043,16 @@ struct round_state {
     }
     GPUSORT_EXPECTS(from == t.count, "a task's buckets hold its keys");
     if (used == 0) return;
-    GPUSORT_CUDA_TRY(cudaMemcpyAsync(d_table, entries, used * sizeof(cuda::gather_slice),
-                                     cudaMemcpyHostToDevice, st));
-    gather_table(d_table, used, longest, element_bytes, const_cast<char*>(mapped), st);
+    const auto* d_entries =
+        scatter_table_mapped
+            ? reinterpret_cast<const cuda::gather_slice*>(mapped_address(entries))
+            : nullptr;
+    if (d_entries == nullptr) {
+      GPUSORT_CUDA_TRY(cudaMemcpyAsync(d_table, entries, used * sizeof(cuda::gather_slice),
+                                       cudaMemcpyHostToDevice, st));
+      d_entries = d_table;
+    }
+    gather_table(d_entries, used, longest, element_bytes, const_cast<char*>(mapped), st);
   }
 
   /// Copy-out stage; returns once the slot's tasks are in host memory (and, for round 1 of a
@@ -1484,20 +1512,35 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
     latch.run(
         [&] {
           const cuda::set_device_guard g{device_id};
-          while (const auto s = computed.pop()) {
-            // A slot of several tasks holds none that waits to write (batch_fits).
-            for (const chunk_task* t : (*s)->tasks) queue.wait_to_write(*t, ctx);
-            if ((*s)->tasks.front()->scatter != nullptr)
-              state.store_scattered(**s, [&] { ctx.check(); });
-            else
-              state.store(**s);
-            for (const chunk_task* t : (*s)->tasks) {
+          // A slot whose scattering writes are queued and not yet waited for (store_scattered).
+          slot* writing = nullptr;
+          const auto stored = [&](slot* sl) {
+            for (const chunk_task* t : sl->tasks) {
               queue.written(*t);
               ctx.add_done(t->total());
             }
-            if (state.profiling) profile.add(**s);
-            free_slots.push(*s);
+            if (state.profiling) profile.add(*sl);
+            free_slots.push(sl);
+          };
+          const auto finish_writing = [&] {
+            if (writing == nullptr) return;
+            round_state::finish_scattered(*writing);
+            stored(std::exchange(writing, nullptr));
+          };
+          while (const auto s = computed.pop()) {
+            // A slot of several tasks holds none that waits to write (batch_fits).
+            for (const chunk_task* t : (*s)->tasks) queue.wait_to_write(*t, ctx);
+            if ((*s)->tasks.front()->scatter != nullptr) {
+              state.store_scattered(**s, [&] { ctx.check(); });
+              finish_writing();  // the one before, whose writes ran while these were placed
+              writing = *s;
+              continue;
+            }
+            finish_writing();
+            state.store(**s);
+            stored(*s);
           }
+          finish_writing();
         },
         {close_all});
   }};
