@@ -71,18 +71,21 @@ struct options {
   std::uint64_t keys = 674'000;
   std::uint64_t slices = 1594;
   int reps = 101;
+  bool writes = false;
   gpusort::bench::results_options results;
 };
 
 constexpr const char* usage =
     "usage: beside_bench [--host-bytes 8Gi] [--keys 674000] [--slices 1594] [--reps 101]\n"
-    "                    [--json FILE] [--machine NAME] [--commit C]\n"
+    "                    [--writes yes] [--json FILE] [--machine NAME] [--commit C]\n"
     "CUB's radix sort of --keys u64 alone and beside back-to-back gathers of --slices slices\n"
     "(as many keys in all) from device memory and mapped host memory, compact and spread over\n"
     "--host-bytes, for three kinds of host memory; median microseconds a sort of --reps.\n"
     "Then the copy engines' gather on 1 to 8 streams, the kernel beside copies, the copy\n"
     "engines' 2D copies of a superset of the slices, the kernel writing the slices to host\n"
     "memory, and the sort and the gather in green contexts of their own.\n"
+    "--writes yes: only round 1's writes of a scattering round (round1_writes), for round 1's\n"
+    "chunk at 1/256 and at the smallest budget of 8 GiB.\n"
     "exit codes: 0 done, 1 a failure (one line says which), 64 a bad command line\n";
 
 /// Huge pages of anonymous memory the process holds now (kB, from smaps_rollup).
@@ -551,8 +554,181 @@ void run_green_case(const std::string& memory, const std::vector<gather_slice>& 
               alone / whole_gpu_alone);
 }
 
+/// A scattering store's writes with whole lines (issue 44): a warp a slice, each lane storing
+/// 16 bytes of a 512-byte window aligned to 128 B, so that every line of host memory but a
+/// slice's first and last is written whole, where the engine's kernel (8-byte stores a lane
+/// from wherever the slice begins) splits most of its lines across two stores.
+__global__ void write_lines_kernel(const gather_slice* __restrict__ table, std::uint32_t slices,
+                                   char* __restrict__ out)
+{
+  constexpr unsigned lanes = 32;
+  const unsigned lane = threadIdx.x % lanes;
+  const std::uint64_t warps = std::uint64_t{gridDim.x} * blockDim.x / lanes;
+  for (std::uint64_t y = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / lanes;
+       y < slices; y += warps) {
+    const gather_slice s = table[y];
+    const char* src = static_cast<const char*>(s.src);
+    const std::uintptr_t d0 = reinterpret_cast<std::uintptr_t>(out) + s.dst_offset * 8;
+    const std::uintptr_t d1 = d0 + s.length * 8;
+    for (std::uintptr_t w = d0 & ~std::uintptr_t{127}; w < d1; w += 16 * lanes) {
+      const std::uintptr_t p = w + 16 * lane;
+      if (p + 16 <= d0 || p >= d1) continue;
+      if (p >= d0 && p + 16 <= d1) {
+        const auto* q = reinterpret_cast<const std::uint64_t*>(src + (p - d0));
+        const std::uint64_t lo = q[0], hi = q[1];
+        *reinterpret_cast<uint4*>(p) = make_uint4(static_cast<unsigned>(lo),
+                                                  static_cast<unsigned>(lo >> 32),
+                                                  static_cast<unsigned>(hi),
+                                                  static_cast<unsigned>(hi >> 32));
+      } else {
+        for (std::uintptr_t q = p < d0 ? d0 : p; q < p + 16 && q < d1; q += 8)
+          *reinterpret_cast<std::uint64_t*>(q) =
+              *reinterpret_cast<const std::uint64_t*>(src + (q - d0));
+      }
+    }
+  }
+}
+
+/// write_lines_kernel over a device table, `blocks` of 256 threads.
+struct kernel_lines {
+  device_buffer d_table;
+  std::uint32_t count;
+  char* d_out;
+  unsigned blocks;
+
+  kernel_lines(const std::vector<gather_slice>& table, char* out, unsigned b)
+      : d_table{std::max<std::size_t>(table.size(), 1) * sizeof(gather_slice)},
+        count{static_cast<std::uint32_t>(table.size())}, d_out{out}, blocks{b}
+  {
+    GPUSORT_CUDA_TRY(cudaMemcpy(d_table.data(), table.data(), table.size() * sizeof(gather_slice),
+                                cudaMemcpyHostToDevice));
+  }
+  void operator()(cudaStream_t s) const
+  {
+    write_lines_kernel<<<blocks, 256, 0, s>>>(d_table.data<gather_slice>(), count, d_out);
+    GPUSORT_CUDA_TRY(cudaGetLastError());
+  }
+};
+
+/// Round 1 of a scattering round, its three parts at once: the copy engine copying chunks in
+/// (64 MiB copies from `host`), `write` (a chunk's `bytes` a launch) writing to host memory,
+/// and CUB's sort of a chunk; each part's rate alone and beside the others.
+void round1_mix(const std::string& pattern, const std::string& method,
+                const std::function<void(cudaStream_t)>& write, std::uint64_t bytes,
+                const char* host, std::uint64_t host_bytes, sorter& sort, int reps,
+                std::ostringstream& raw)
+{
+  constexpr std::uint64_t piece = std::uint64_t{64} << 20;
+  device_buffer in{piece};
+  cuda_stream cs, ws, ss;
+  cuda_event start_c{event_timing::enabled}, stop_c{event_timing::enabled};
+  cuda_event start_w{event_timing::enabled}, stop_w{event_timing::enabled};
+  const std::uint64_t pieces = std::min<std::uint64_t>(host_bytes / piece, 64);
+  const auto copies = [&](int rounds) {
+    start_c.record(cs.value());
+    for (int r = 0; r < rounds; ++r)
+      for (std::uint64_t i = 0; i < pieces; ++i)
+        GPUSORT_CUDA_TRY(cudaMemcpyAsync(in.data(), host + i * piece, piece,
+                                         cudaMemcpyHostToDevice, cs.value()));
+    stop_c.record(cs.value());
+  };
+  const auto writes = [&](int launches) {
+    start_w.record(ws.value());
+    for (int i = 0; i < launches; ++i) write(ws.value());
+    stop_w.record(ws.value());
+  };
+  const auto gbps = [](std::uint64_t moved, const cuda_event& a, const cuda_event& b) {
+    return static_cast<double>(moved) / 1e9 / (gpusort::cuda::elapsed_ms(a, b) / 1e3);
+  };
+  const double sort_alone = sort.median_seconds(ss.value(), reps);
+  copies(1);
+  stop_c.synchronize();
+  const double copy_alone = gbps(pieces * piece, start_c, stop_c);
+  writes(200);
+  stop_w.synchronize();
+  const double write_alone = gbps(200 * bytes, start_w, stop_w);
+  // All three for as long as the sorts take, the copies and writes outlasting them.
+  const int rounds = 4;
+  const int launches =
+      static_cast<int>(write_alone / copy_alone * rounds * pieces * piece / bytes) + 8;
+  copies(rounds);
+  writes(launches);
+  const double sort_beside = sort.median_seconds(ss.value(), reps);
+  stop_c.synchronize();
+  stop_w.synchronize();
+  const double copy_beside = gbps(rounds * pieces * piece, start_c, stop_c);
+  const double write_beside = gbps(launches * bytes, start_w, stop_w);
+  std::printf("| %-22s | %-34s | %6.1f | %6.1f | %6.1f | %6.1f | %6.1f | %6.1f | %5.2f |\n",
+              pattern.c_str(), method.c_str(), write_alone, copy_alone, write_beside,
+              copy_beside, sort_alone * 1e6, sort_beside * 1e6, sort_beside / sort_alone);
+  std::fflush(stdout);
+  raw << "{\"pattern\": " << gpusort::bench::json_string(pattern)
+      << ", \"writes\": " << gpusort::bench::json_string(method)
+      << ", \"writes_gbps\": " << write_alone << ", \"copy_in_gbps\": " << copy_alone
+      << ", \"writes_beside_gbps\": " << write_beside << ", \"copy_in_beside_gbps\": "
+      << copy_beside << ", \"sort_seconds\": " << sort_alone
+      << ", \"sort_beside_seconds\": " << sort_beside << "},";
+}
+
+/// --writes yes: round 1 of a scattering round at two budgets of 8 GiB, its sorted chunk
+/// written to `slices` bucket regions spread over registered host memory (huge pages) by the
+/// engine's kernel, by whole lines, and (the reference: DSPS's round 1) by the copy engine to
+/// one place; each beside the copy engine copying in and the chunk's sort.
+int run_writes(const options& o)
+{
+  std::ostringstream raw;
+  GPUSORT_CUDA_TRY(cudaSetDevice(0));
+  host_memory h{"registered, huge pages", o.host_bytes, 0};
+  const auto* host = static_cast<const char*>(h.data);
+  char* const d_host = const_cast<char*>(h.device_address());
+  std::printf("| pattern | writes | GB/s alone | copy in alone | writes beside | copy in beside "
+              "| sort us alone | beside | ratio |\n"
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  struct pattern {
+    const char* name;
+    std::uint64_t keys, slices;
+  };
+  for (const pattern p : {pattern{"1/256: 674K keys, 1594", 674'000, 1594},
+                          pattern{"22 MiB: 262K keys, 4096", 262'144, 4096}}) {
+    sorter sort{p.keys};
+    device_buffer chunk{p.keys * 8};
+    GPUSORT_CUDA_TRY(cudaMemset(chunk.data(), 3, p.keys * 8));
+    // The chunk's slices, one after another in device memory, each to its bucket's region.
+    const std::vector<gather_slice> spread = table_of(d_host, o.host_bytes, p.keys, p.slices, true);
+    std::vector<gather_slice> scatter;
+    for (const gather_slice& g : spread)
+      scatter.push_back({chunk.data<char>() + g.dst_offset * 8, g.length,
+                         static_cast<std::uint64_t>(static_cast<const char*>(g.src) - d_host) / 8});
+    const std::uint64_t bytes = p.keys * 8;
+    {
+      const kernel_gather k{scatter, d_host};
+      round1_mix(p.name, "engine's kernel (8 B a lane)", std::cref(k), bytes, host, o.host_bytes,
+                 sort, o.reps, raw);
+    }
+    for (const unsigned blocks : {8U, 32U, 132U}) {
+      const kernel_lines k{scatter, d_host, blocks};
+      round1_mix(p.name, "whole lines, " + std::to_string(blocks) + " blocks", std::cref(k),
+                 bytes, host, o.host_bytes, sort, o.reps, raw);
+    }
+    char* const to = const_cast<char*>(host) + o.host_bytes / 2;
+    const auto copy_out = [&](cudaStream_t s) {
+      GPUSORT_CUDA_TRY(cudaMemcpyAsync(to, chunk.data(), bytes, cudaMemcpyDeviceToHost, s));
+    };
+    round1_mix(p.name, "copy engine, one place (DSPS)", copy_out, bytes, host, o.host_bytes,
+               sort, o.reps, raw);
+  }
+  if (!o.results.json.empty()) {
+    std::string rows = raw.str();
+    if (!rows.empty()) rows.pop_back();
+    gpusort::bench::write_results(o.results.json, o.results.commit, o.results.machine, {}, rows,
+                                  {});
+  }
+  return 0;
+}
+
 int run(const options& o)
 {
+  if (o.writes) return run_writes(o);
   if (o.slices > o.keys) throw gpusort::bench::usage_error{"--slices: at most --keys"};
   // Each spread slice needs a part of the host memory longer than itself.
   if (o.host_bytes / 8 / o.slices <= o.keys / o.slices + 1)
@@ -683,6 +859,11 @@ void set_option(options& o, std::string_view flag, const std::string& value)
   if (flag == "--keys")
     o.keys = gpusort::bench::parse_one_count(flag, value, std::uint64_t{1} << 28);
   if (flag == "--slices") o.slices = gpusort::bench::parse_one_count(flag, value, 65535);
+  if (flag == "--writes") {
+    if (value != "yes" && value != "no")
+      throw gpusort::bench::usage_error{"--writes takes yes or no"};
+    o.writes = value == "yes";
+  }
   if (flag == "--reps")
     o.reps = static_cast<int>(gpusort::bench::parse_one_count(flag, value, 100'000));
 }
@@ -692,6 +873,6 @@ void set_option(options& o, std::string_view flag, const std::string& value)
 int main(int argc, char** argv)
 {
   return gpusort::bench::run_main<options>("beside_bench", usage, argc, argv,
-                                           {"--host-bytes", "--keys", "--slices", "--reps"},
+                                           {"--host-bytes", "--keys", "--slices", "--reps", "--writes"},
                                            set_option, run);
 }

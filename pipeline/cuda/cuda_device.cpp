@@ -80,6 +80,11 @@ struct slot {
   /// `stage_bytes` what each moved or worked on.
   std::array<cuda::cuda_event, 2 * gpu_stage_count> marks{
       timing_events(std::make_index_sequence<2 * gpu_stage_count>{})};
+  /// For a trace (round_profile): the count kernel's begin and end within the sort stage, and
+  /// the storer's host times: the counts in, the slices placed, the writes queued, seen done.
+  std::array<cuda::cuda_event, 2> count_marks{timing_events(std::make_index_sequence<2>{})};
+  bool counted{};
+  std::array<std::chrono::steady_clock::time_point, 4> host_marks{};
   std::array<bool, gpu_stage_count> ran{};
   std::array<std::uint64_t, gpu_stage_count> stage_bytes{};
   /// Round 1 of a compressed job: encoded_size's answer, read by the compute thread.
@@ -116,12 +121,23 @@ struct slot {
   /// Holds no task, ready for the next ones.
   void clear() noexcept
   {
+    counted = false;
+    host_marks = {};
     tasks.clear();
     at.clear();
     entry_at.clear();
     entry_end = 0;
   }
 };
+
+/// GPUSORT_PROFILE_TRACE=FILE (a measurement switch, with sort_options::profile): every chunk's
+/// stage marks, one line a chunk appended to FILE, for the waits that a profile's busy sums
+/// cannot order (issue 44: which of a scattering round's stages holds the next one up).
+std::optional<std::string> profile_trace_path()
+{
+  static const std::optional<std::string> path = switch_text("GPUSORT_PROFILE_TRACE");
+  return path;
+}
 
 /// Where a device's stages spent one round, from the slots' timing events.
 class round_profile {
@@ -131,25 +147,55 @@ class round_profile {
   {
     start_.record(s);
     origin_ = ctx.elapsed();
+    host_origin_ = std::chrono::steady_clock::now();
+    tracing_ = profile_trace_path().has_value();
   }
   /// Adds a finished chunk: its marks hold (begin, end) of each stage it ran.
   void add(const slot& sl)
   {
+    std::string line;
+    const auto us = [&](const cuda::cuda_event& e) {
+      return std::to_string(std::lround(cuda::elapsed_ms(start_, e) * 1e3));
+    };
     for (unsigned st = 0; st < gpu_stage_count; ++st) {
       if (!sl.ran[st]) continue;
       totals_.add(static_cast<gpu_stage>(st), cuda::elapsed_ms(start_, sl.marks[2 * st]) / 1e3,
                   cuda::elapsed_ms(start_, sl.marks[2 * st + 1]) / 1e3, sl.stage_bytes[st],
                   sl.tasks.size());
+      if (!tracing_) continue;
+      std::string name = stage_name(static_cast<gpu_stage>(st));
+      std::replace(name.begin(), name.end(), ' ', '_');
+      line += " " + name + " " + us(sl.marks[2 * st]) + " " + us(sl.marks[2 * st + 1]);
     }
+    if (!tracing_) return;
+    if (sl.counted) line += " count " + us(sl.count_marks[0]) + " " + us(sl.count_marks[1]);
+    if (sl.host_marks.back() != std::chrono::steady_clock::time_point{}) {
+      line += " host";
+      for (const auto& t : sl.host_marks)
+        line += " " + std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(
+                                         t - host_origin_)
+                                         .count());
+    }
+    trace_.push_back("chunk " + std::to_string(trace_.size()) + " tasks " +
+                     std::to_string(sl.tasks.size()) + line);
   }
   void report(job_context& ctx, const std::string& device, int round) const
   {
     totals_.report(ctx, device, round, origin_);
+    if (!tracing_ || trace_.empty()) return;
+    std::FILE* f = std::fopen(profile_trace_path()->c_str(), "a");
+    if (f == nullptr) return;  // a measurement aid: the sort goes on without it
+    for (const std::string& l : trace_)
+      std::fprintf(f, "%s round %d %s\n", device.c_str(), round, l.c_str());
+    std::fclose(f);
   }
 
  private:
   cuda::cuda_event start_{cuda::event_timing::enabled};
   double origin_{};
+  std::chrono::steady_clock::time_point host_origin_{};
+  bool tracing_{};
+  std::vector<std::string> trace_;
   stage_totals totals_;
 };
 
@@ -962,11 +1008,14 @@ struct round_state {
     auto* d_counts = reinterpret_cast<std::uint64_t*>(
         const_cast<char*>(mapped_address(s.scatter_counts.data())));
     GPUSORT_EXPECTS(d_counts != nullptr, "the scatter's counts are mapped pinned memory");
+    if (profiling) s.count_marks[0].record(st);
     for (std::size_t i = 0; i < s.tasks.size(); ++i) {
       const cuda::key_run r{s.keys.data<char>() + s.at[i] * layout.key_bytes, s.tasks[i]->count};
       cuda::count_below_runs({&r, 1}, layout.key_bytes, d_bounds, d_counts + i * per_task,
                              per_task, static_cast<std::uint32_t>(probes.size()), st);
     }
+    if (profiling) s.count_marks[1].record(st);
+    s.counted = profiling;
   }
 
   /// Copy-out stage of a scattering round: once the slot's counts are in, each task's places
@@ -981,6 +1030,7 @@ struct round_state {
   {
     const cudaStream_t st = d2h.value();
     GPUSORT_CUDA_TRY(cudaEventSynchronize(s.computed.value()));
+    if (profiling) s.host_marks[0] = std::chrono::steady_clock::now();
     begin(s, gpu_stage::copy_out, st);
     const std::uint64_t kb = layout.key_bytes, vb = layout.value_bytes;
     std::uint64_t out_bytes = 0;
@@ -1001,6 +1051,7 @@ struct round_state {
         from = to;
       }
       target.places->place(target.chunk, scatter_lengths, scatter_places_at, check);
+      if (profiling) s.host_marks[1] = std::chrono::steady_clock::now();
       out_bytes += t.count * layout.bytes();
       const char* d_keys = s.keys.data<char>() + s.at[i] * kb;
       const char* d_values = vb > 0 ? s.values.data<char>() + s.at[i] * vb : nullptr;
@@ -1013,10 +1064,15 @@ struct round_state {
     }
     end(s, gpu_stage::copy_out, st, out_bytes);
     s.stored.record(st);
+    if (profiling) s.host_marks[2] = std::chrono::steady_clock::now();
   }
 
   /// Waits for store_scattered's writes of `s`, which then lie in host memory.
-  static void finish_scattered(const slot& s) { s.stored.synchronize(); }
+  void finish_scattered(slot& s) const
+  {
+    s.stored.synchronize();
+    if (profiling) s.host_marks[3] = std::chrono::steady_clock::now();
+  }
 
   /// One array of a scattering task (its keys or values, `element_bytes` each, sorted at
   /// `d_src`) to the places scatter_lengths and scatter_places_at give, in `dst` (elements).
@@ -1524,7 +1580,7 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
           };
           const auto finish_writing = [&] {
             if (writing == nullptr) return;
-            round_state::finish_scattered(*writing);
+            state.finish_scattered(*writing);
             stored(std::exchange(writing, nullptr));
           };
           while (const auto s = computed.pop()) {

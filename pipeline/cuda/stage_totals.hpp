@@ -21,6 +21,14 @@ namespace gpusort::detail {
 enum class gpu_stage : unsigned { copy_in, sort, copy_out, encode, decode };
 inline constexpr unsigned gpu_stage_count = 5;
 
+/// The stage's name in profiles ("copy in", "sort", ...).
+[[nodiscard]] constexpr const char* stage_name(gpu_stage st) noexcept
+{
+  constexpr std::array<const char*, gpu_stage_count> names{"copy in", "sort", "copy out",
+                                                            "encode", "decode"};
+  return names[static_cast<unsigned>(st)];
+}
+
 class stage_totals {
  public:
   /// One piece of work of `st` on `chunks` chunks, from `begin` to `end` seconds after the
@@ -40,14 +48,12 @@ class stage_totals {
   /// start to the origin of the times given to add().
   void report(job_context& ctx, const std::string& device, int round, double round_start) const
   {
-    static constexpr std::array<const char*, gpu_stage_count> names{
-        "copy in", "sort", "copy out", "encode", "decode"};
     for (unsigned st = 0; st < gpu_stage_count; ++st) {
       if (stages_[st].chunks == 0) continue;
       stage_profile p = stages_[st];
       p.device = device;
       p.round = round;
-      p.stage = names[st];
+      p.stage = stage_name(static_cast<gpu_stage>(st));
       p.round_start = round_start;
       ctx.add_profile(std::move(p));
     }
