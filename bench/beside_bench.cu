@@ -337,9 +337,10 @@ struct kernel_gather {
                                   table.size() * sizeof(gather_slice), cudaMemcpyHostToDevice));
     for (const gather_slice& s : table) longest = std::max(longest, s.length);
   }
+  gpusort::cuda::gather_tuning tuning{};
   void operator()(cudaStream_t s) const
   {
-    gpusort::cuda::gather(d_table.data<gather_slice>(), count, longest, d_out, 8, s);
+    gpusort::cuda::gather(d_table.data<gather_slice>(), count, longest, d_out, 8, s, tuning);
   }
 };
 
@@ -558,6 +559,7 @@ void run_green_case(const std::string& memory, const std::vector<gather_slice>& 
 /// 16 bytes of a 512-byte window aligned to 128 B, so that every line of host memory but a
 /// slice's first and last is written whole, where the engine's kernel (8-byte stores a lane
 /// from wherever the slice begins) splits most of its lines across two stores.
+template <gpusort::cuda::gather_store S>
 __global__ void write_lines_kernel(const gather_slice* __restrict__ table, std::uint32_t slices,
                                    char* __restrict__ out)
 {
@@ -576,14 +578,25 @@ __global__ void write_lines_kernel(const gather_slice* __restrict__ table, std::
       if (p >= d0 && p + 16 <= d1) {
         const auto* q = reinterpret_cast<const std::uint64_t*>(src + (p - d0));
         const std::uint64_t lo = q[0], hi = q[1];
-        *reinterpret_cast<uint4*>(p) = make_uint4(static_cast<unsigned>(lo),
-                                                  static_cast<unsigned>(lo >> 32),
-                                                  static_cast<unsigned>(hi),
-                                                  static_cast<unsigned>(hi >> 32));
+        const uint4 v = make_uint4(static_cast<unsigned>(lo), static_cast<unsigned>(lo >> 32),
+                                   static_cast<unsigned>(hi), static_cast<unsigned>(hi >> 32));
+        if constexpr (S == gpusort::cuda::gather_store::write_through)
+          __stwt(reinterpret_cast<uint4*>(p), v);
+        else if constexpr (S == gpusort::cuda::gather_store::streaming)
+          __stcs(reinterpret_cast<uint4*>(p), v);
+        else
+          *reinterpret_cast<uint4*>(p) = v;
       } else {
-        for (std::uintptr_t q = p < d0 ? d0 : p; q < p + 16 && q < d1; q += 8)
-          *reinterpret_cast<std::uint64_t*>(q) =
-              *reinterpret_cast<const std::uint64_t*>(src + (q - d0));
+        for (std::uintptr_t q = p < d0 ? d0 : p; q < p + 16 && q < d1; q += 8) {
+          const auto v = static_cast<unsigned long long>(
+              *reinterpret_cast<const std::uint64_t*>(src + (q - d0)));
+          if constexpr (S == gpusort::cuda::gather_store::write_through)
+            __stwt(reinterpret_cast<unsigned long long*>(q), v);
+          else if constexpr (S == gpusort::cuda::gather_store::streaming)
+            __stcs(reinterpret_cast<unsigned long long*>(q), v);
+          else
+            *reinterpret_cast<unsigned long long*>(q) = v;
+        }
       }
     }
   }
@@ -595,17 +608,26 @@ struct kernel_lines {
   std::uint32_t count;
   char* d_out;
   unsigned blocks;
+  gpusort::cuda::gather_store store;
 
-  kernel_lines(const std::vector<gather_slice>& table, char* out, unsigned b)
+  kernel_lines(const std::vector<gather_slice>& table, char* out, unsigned b,
+               gpusort::cuda::gather_store st)
       : d_table{std::max<std::size_t>(table.size(), 1) * sizeof(gather_slice)},
-        count{static_cast<std::uint32_t>(table.size())}, d_out{out}, blocks{b}
+        count{static_cast<std::uint32_t>(table.size())}, d_out{out}, blocks{b}, store{st}
   {
     GPUSORT_CUDA_TRY(cudaMemcpy(d_table.data(), table.data(), table.size() * sizeof(gather_slice),
                                 cudaMemcpyHostToDevice));
   }
   void operator()(cudaStream_t s) const
   {
-    write_lines_kernel<<<blocks, 256, 0, s>>>(d_table.data<gather_slice>(), count, d_out);
+    using gpusort::cuda::gather_store;
+    const gather_slice* t = d_table.data<gather_slice>();
+    if (store == gather_store::write_through)
+      write_lines_kernel<gather_store::write_through><<<blocks, 256, 0, s>>>(t, count, d_out);
+    else if (store == gather_store::streaming)
+      write_lines_kernel<gather_store::streaming><<<blocks, 256, 0, s>>>(t, count, d_out);
+    else
+      write_lines_kernel<gather_store::write_back><<<blocks, 256, 0, s>>>(t, count, d_out);
     GPUSORT_CUDA_TRY(cudaGetLastError());
   }
 };
@@ -700,15 +722,24 @@ int run_writes(const options& o)
       scatter.push_back({chunk.data<char>() + g.dst_offset * 8, g.length,
                          static_cast<std::uint64_t>(static_cast<const char*>(g.src) - d_host) / 8});
     const std::uint64_t bytes = p.keys * 8;
-    {
-      const kernel_gather k{scatter, d_host};
-      round1_mix(p.name, "engine's kernel (8 B a lane)", std::cref(k), bytes, host, o.host_bytes,
-                 sort, o.reps, raw);
+    using gpusort::cuda::gather_store;
+    const std::pair<gather_store, const char*> stores[] = {
+        {gather_store::write_back, "st.wb"},
+        {gather_store::write_through, "st.wt"},
+        {gather_store::streaming, "st.cs"}};
+    for (const auto& [store, name] : stores) {
+      kernel_gather k{scatter, d_host};
+      k.tuning.store = store;
+      round1_mix(p.name, std::string{"engine's kernel, "} + name, std::cref(k), bytes, host,
+                 o.host_bytes, sort, o.reps, raw);
     }
-    for (const unsigned blocks : {8U, 32U, 132U}) {
-      const kernel_lines k{scatter, d_host, blocks};
-      round1_mix(p.name, "whole lines, " + std::to_string(blocks) + " blocks", std::cref(k),
-                 bytes, host, o.host_bytes, sort, o.reps, raw);
+    for (const auto& [store, name] : stores) {
+      for (const unsigned blocks : {8U, 32U}) {
+        const kernel_lines k{scatter, d_host, blocks, store};
+        round1_mix(p.name,
+                   "whole lines, " + std::to_string(blocks) + " blocks, " + std::string{name},
+                   std::cref(k), bytes, host, o.host_bytes, sort, o.reps, raw);
+      }
     }
     char* const to = const_cast<char*>(host) + o.host_bytes / 2;
     const auto copy_out = [&](cudaStream_t s) {

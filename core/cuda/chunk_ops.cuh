@@ -55,12 +55,20 @@ inline constexpr std::uint32_t hopper_sms = 132;
 /// of about 420 u64) a block a slice left most lanes one load each, needed 264 blocks to reach
 /// 34 GB/s and slowed the sort beside it 1.9x; fewer blocks of it freed the sort and starved the
 /// link (32 blocks: 22 GB/s, 8: 7.6; issue 44, h200x2-20261130-s10/call1).
+/// How the gather kernels store their elements. A plain store to mapped host memory
+/// (write_back, PTX st.wb) leaves its lines in the GPU's L2 until they are evicted to the link;
+/// write_through (st.wt) sends them through it, streaming (st.cs) marks them first to go. Which
+/// one a scattering store takes is measured (issue 44): its writes beside the copy engine's
+/// copy-in slowed a sort on the same GPU 4 to 10 times (h200-20261201-s18/call2).
+enum class gather_store : std::uint8_t { write_back, write_through, streaming };
+
 struct gather_tuning {
   std::uint32_t threads_per_block{256};
   std::uint32_t max_blocks_per_slice{64};
   std::uint32_t max_blocks{2 * hopper_sms};
   std::uint32_t warp_slice_elements{1024};
   std::uint32_t max_warp_blocks{32};
+  gather_store store{gather_store::write_back};
 };
 
 /// Copies every slice of `d_table` (device-accessible, `slices` entries) into `d_out`, elements

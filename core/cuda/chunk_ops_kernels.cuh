@@ -4,6 +4,7 @@
 #include "core/cuda/chunk_ops.cuh"
 
 #include <cstdint>
+#include <type_traits>
 
 namespace gpusort::cuda::detail {
 
@@ -35,12 +36,29 @@ __global__ void positions_kernel(W* __restrict__ out, std::uint64_t n, std::uint
     out[i] = static_cast<W>(first + i);
 }
 
+/// One element stored as gather_store `S` says.
+template <gather_store S, typename T>
+__device__ __forceinline__ void store_element(T* p, T v)
+{
+  if constexpr (S == gather_store::write_back) {
+    *p = v;
+  } else {
+    // The intrinsics take the fundamental types: std::uint64_t is unsigned long on Linux.
+    using W = std::conditional_t<sizeof(T) == 8, unsigned long long, unsigned int>;
+    static_assert(sizeof(W) == sizeof(T));
+    if constexpr (S == gather_store::write_through)
+      __stwt(reinterpret_cast<W*>(p), static_cast<W>(v));
+    else
+      __stcs(reinterpret_cast<W*>(p), static_cast<W>(v));
+  }
+}
+
 /// blockIdx.y picks a slice and then every gridDim.y-th after it; blocks along x stride
 /// through it. A grid of fewer rows than slices keeps the gather to a share of the SMs: one
 /// block for each of round 2's d short slices (2643 of 1.2 KB at d = 2643) filled the GPU and
 /// stalled the chunk sort running beside it (issue 44). Four loads in flight a thread where a
 /// slice is long: mapped host memory answers in microseconds.
-template <typename T>
+template <typename T, gather_store S>
 __global__ void gather_kernel(const gather_slice* __restrict__ table, std::uint32_t slices,
                               T* __restrict__ out)
 {
@@ -52,12 +70,12 @@ __global__ void gather_kernel(const gather_slice* __restrict__ table, std::uint3
     std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
     for (; i + 3 * stride < s.length; i += 4 * stride) {
       const T a = src[i], b = src[i + stride], c = src[i + 2 * stride], e = src[i + 3 * stride];
-      dst[i] = a;
-      dst[i + stride] = b;
-      dst[i + 2 * stride] = c;
-      dst[i + 3 * stride] = e;
+      store_element<S>(dst + i, a);
+      store_element<S>(dst + i + stride, b);
+      store_element<S>(dst + i + 2 * stride, c);
+      store_element<S>(dst + i + 3 * stride, e);
     }
-    for (; i < s.length; i += stride) dst[i] = src[i];
+    for (; i < s.length; i += stride) store_element<S>(dst + i, src[i]);
   }
 }
 
@@ -68,7 +86,7 @@ inline constexpr unsigned gather_warp_unroll = 8;
 /// The gather of a table of short slices (gather_tuning::warp_slice_elements): a warp a slice,
 /// walking the table a grid's warps apart, each lane loading up to eight elements before it
 /// stores any, so that a few dozen blocks keep the link's reads of mapped memory in flight.
-template <typename T>
+template <typename T, gather_store S>
 __global__ void gather_warps_kernel(const gather_slice* __restrict__ table, std::uint32_t slices,
                                     T* __restrict__ out)
 {
@@ -88,7 +106,7 @@ __global__ void gather_warps_kernel(const gather_slice* __restrict__ table, std:
         if (i + u * lanes < s.length) v[u] = src[i + u * lanes];
 #pragma unroll
       for (unsigned u = 0; u < unroll; ++u)
-        if (i + u * lanes < s.length) dst[i + u * lanes] = v[u];
+        if (i + u * lanes < s.length) store_element<S>(dst + i + u * lanes, v[u]);
     }
   }
 }

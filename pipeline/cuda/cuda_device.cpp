@@ -291,6 +291,17 @@ cuda::gather_tuning gather_tuning_from_environment() noexcept
   return tuning;
 }
 
+/// A scattering store's gather tuning: `loads`' (round 2's) but for the store to mapped host
+/// memory, GPUSORT_SCATTER_STORE=wb|wt|cs (cuda::gather_store; issue 44).
+cuda::gather_tuning scatter_tuning_from(cuda::gather_tuning loads) noexcept
+{
+  const std::optional<std::string_view> s = switch_word("GPUSORT_SCATTER_STORE", {"wb", "wt", "cs"});
+  loads.store = s == "wt"   ? cuda::gather_store::write_through
+                : s == "cs" ? cuda::gather_store::streaming
+                            : cuda::gather_store::write_back;
+  return loads;
+}
+
 /// Most tasks one ring slot takes, each sorted on a lane (a stream) of its own beside the
 /// others. A small budget's chunks are too small to fill an H200 with one sort (CUB's radix
 /// sort takes about 95 us at 65K to 262K keys, eight passes of a launch and a look-back chain;
@@ -350,6 +361,8 @@ struct round_state {
   bool profiling{};
   gather_mode gather{gather_mode::automatic};
   cuda::gather_tuning gather_tuning;
+  /// The scattering store's: gather_tuning with scatter_tuning_from's store.
+  cuda::gather_tuning scatter_tuning;
   std::uint64_t gather_copy_min_bytes{};
   /// Most tasks a slot takes (sort_lanes_from_environment); the lanes past the first (which
   /// sorts on `compute`) run on `lanes`, forked from `compute` by `fork` and joined back by
@@ -391,6 +404,7 @@ struct round_state {
         sorter{with},
         gather{gather_mode_from_environment()},
         gather_tuning{gather_tuning_from_environment()},
+        scatter_tuning{scatter_tuning_from(gather_tuning)},
         gather_copy_min_bytes{o.gather_copy_min_bytes},
         sort_lanes{sort_lanes_from_environment()},
         scatter_table_mapped{scatter_table_mapped_from_environment()}
@@ -468,13 +482,13 @@ struct round_state {
   /// sources are in device memory and d_out the mapped round-1 buffer: d2h).
   void gather_table(const cuda::gather_slice* d_entries, std::size_t count,
                     std::uint64_t longest, std::uint64_t element_bytes, char* d_out,
-                    cudaStream_t stream)
+                    cudaStream_t stream, const cuda::gather_tuning& tuning)
   {
     for (std::size_t first = 0; first < count; first += max_slices_per_launch) {
       const auto group =
           static_cast<std::uint32_t>(std::min<std::size_t>(max_slices_per_launch, count - first));
       cuda::gather(d_entries + first, group, longest, d_out,
-                   static_cast<unsigned>(element_bytes), stream, gather_tuning);
+                   static_cast<unsigned>(element_bytes), stream, tuning);
     }
   }
 
@@ -493,7 +507,8 @@ struct round_state {
     GPUSORT_CUDA_TRY(cudaMemcpyAsync(d_table, entries,
                                      slices.size() * sizeof(cuda::gather_slice),
                                      cudaMemcpyHostToDevice, h2d.value()));
-    gather_table(d_table, slices.size(), longest, element_bytes, d_out, h2d.value());
+    gather_table(d_table, slices.size(), longest, element_bytes, d_out, h2d.value(),
+                 gather_tuning);
   }
 
   /// One array of a task (its keys, or `values`) onto the device: slice by slice through the
@@ -701,7 +716,7 @@ struct round_state {
       GPUSORT_CUDA_TRY(cudaMemcpyAsync(d_gather, gather_host,
                                        raw_count * sizeof(cuda::gather_slice),
                                        cudaMemcpyHostToDevice, st));
-      gather_table(d_gather, raw_count, longest_raw, kb, d_out, h2d.value());
+      gather_table(d_gather, raw_count, longest_raw, kb, d_out, h2d.value(), gather_tuning);
     }
     return read_bytes;
   }
@@ -1108,7 +1123,8 @@ struct round_state {
                                        cudaMemcpyHostToDevice, st));
       d_entries = d_table;
     }
-    gather_table(d_entries, used, longest, element_bytes, const_cast<char*>(mapped), st);
+    gather_table(d_entries, used, longest, element_bytes, const_cast<char*>(mapped), st,
+                 scatter_tuning);
   }
 
   /// Copy-out stage; returns once the slot's tasks are in host memory (and, for round 1 of a
@@ -1513,7 +1529,7 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
   round_profile profile;
   if (state.profiling) profile.begin(state.h2d.value(), ctx);
 
-  stage_queue<slot*> free_slots, loaded, computed;
+  stage_queue<slot*> free_slots, loaded, computed, writing;
   for (slot& s : state.slots) free_slots.push(&s);
   failure_latch latch{ctx};
   const int device_id = options_.id;
@@ -1521,6 +1537,7 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
     free_slots.close();
     loaded.close();
     computed.close();
+    writing.close();
   };
 
   std::size_t beside = 0;  // tasks that shared a slot with an earlier one (the loader's)
@@ -1564,45 +1581,54 @@ void cuda_device::process(const element_layout& layout, task_queue& queue, job_c
         {close_all});
     computed.close();
   }};
+  // A slot's chunk is in host memory: its tasks written, its stages profiled, the slot free.
+  // The storer says so for its copies; the releaser for scattering writes, which the storer
+  // only queues (store_scattered), so that it places the next slot's slices while they run
+  // and the slot comes free as soon as they are done, not once the next one is placed.
+  std::mutex stored_mutex;
+  const auto stored = [&](slot* sl) {
+    const std::scoped_lock lock{stored_mutex};
+    for (const chunk_task* t : sl->tasks) {
+      queue.written(*t);
+      ctx.add_done(t->total());
+    }
+    if (state.profiling) profile.add(*sl);
+    free_slots.push(sl);
+  };
   std::jthread storer{[&] {
     latch.run(
         [&] {
           const cuda::set_device_guard g{device_id};
-          // A slot whose scattering writes are queued and not yet waited for (store_scattered).
-          slot* writing = nullptr;
-          const auto stored = [&](slot* sl) {
-            for (const chunk_task* t : sl->tasks) {
-              queue.written(*t);
-              ctx.add_done(t->total());
-            }
-            if (state.profiling) profile.add(*sl);
-            free_slots.push(sl);
-          };
-          const auto finish_writing = [&] {
-            if (writing == nullptr) return;
-            state.finish_scattered(*writing);
-            stored(std::exchange(writing, nullptr));
-          };
           while (const auto s = computed.pop()) {
             // A slot of several tasks holds none that waits to write (batch_fits).
             for (const chunk_task* t : (*s)->tasks) queue.wait_to_write(*t, ctx);
             if ((*s)->tasks.front()->scatter != nullptr) {
               state.store_scattered(**s, [&] { ctx.check(); });
-              finish_writing();  // the one before, whose writes ran while these were placed
-              writing = *s;
+              writing.push(*s);
               continue;
             }
-            finish_writing();
             state.store(**s);
             stored(*s);
           }
-          finish_writing();
+        },
+        {close_all});
+    writing.close();
+  }};
+  std::jthread releaser{[&] {
+    latch.run(
+        [&] {
+          const cuda::set_device_guard g{device_id};
+          while (const auto s = writing.pop()) {
+            state.finish_scattered(**s);
+            stored(*s);
+          }
         },
         {close_all});
   }};
   loader.join();
   sorter.join();
   storer.join();
+  releaser.join();
   try {
     latch.rethrow();
   } catch (...) {
