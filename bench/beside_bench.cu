@@ -555,80 +555,23 @@ void run_green_case(const std::string& memory, const std::vector<gather_slice>& 
               alone / whole_gpu_alone);
 }
 
-/// A scattering store's writes with whole lines (issue 44): a warp a slice, each lane storing
-/// 16 bytes of a 512-byte window aligned to 128 B, so that every line of host memory but a
-/// slice's first and last is written whole, where the engine's kernel (8-byte stores a lane
-/// from wherever the slice begins) splits most of its lines across two stores.
-template <gpusort::cuda::gather_store S>
-__global__ void write_lines_kernel(const gather_slice* __restrict__ table, std::uint32_t slices,
-                                   char* __restrict__ out)
-{
-  constexpr unsigned lanes = 32;
-  const unsigned lane = threadIdx.x % lanes;
-  const std::uint64_t warps = std::uint64_t{gridDim.x} * blockDim.x / lanes;
-  for (std::uint64_t y = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / lanes;
-       y < slices; y += warps) {
-    const gather_slice s = table[y];
-    const char* src = static_cast<const char*>(s.src);
-    const std::uintptr_t d0 = reinterpret_cast<std::uintptr_t>(out) + s.dst_offset * 8;
-    const std::uintptr_t d1 = d0 + s.length * 8;
-    for (std::uintptr_t w = d0 & ~std::uintptr_t{127}; w < d1; w += 16 * lanes) {
-      const std::uintptr_t p = w + 16 * lane;
-      if (p + 16 <= d0 || p >= d1) continue;
-      if (p >= d0 && p + 16 <= d1) {
-        const auto* q = reinterpret_cast<const std::uint64_t*>(src + (p - d0));
-        const std::uint64_t lo = q[0], hi = q[1];
-        const uint4 v = make_uint4(static_cast<unsigned>(lo), static_cast<unsigned>(lo >> 32),
-                                   static_cast<unsigned>(hi), static_cast<unsigned>(hi >> 32));
-        if constexpr (S == gpusort::cuda::gather_store::write_through)
-          __stwt(reinterpret_cast<uint4*>(p), v);
-        else if constexpr (S == gpusort::cuda::gather_store::streaming)
-          __stcs(reinterpret_cast<uint4*>(p), v);
-        else
-          *reinterpret_cast<uint4*>(p) = v;
-      } else {
-        for (std::uintptr_t q = p < d0 ? d0 : p; q < p + 16 && q < d1; q += 8) {
-          const auto v = static_cast<unsigned long long>(
-              *reinterpret_cast<const std::uint64_t*>(src + (q - d0)));
-          if constexpr (S == gpusort::cuda::gather_store::write_through)
-            __stwt(reinterpret_cast<unsigned long long*>(q), v);
-          else if constexpr (S == gpusort::cuda::gather_store::streaming)
-            __stcs(reinterpret_cast<unsigned long long*>(q), v);
-          else
-            *reinterpret_cast<unsigned long long*>(q) = v;
-        }
-      }
-    }
-  }
-}
-
-/// write_lines_kernel over a device table, `blocks` of 256 threads.
+/// cuda::scatter_lines over a device table (the scattering store's kernel), `blocks` blocks.
 struct kernel_lines {
   device_buffer d_table;
   std::uint32_t count;
   char* d_out;
   unsigned blocks;
-  gpusort::cuda::gather_store store;
 
-  kernel_lines(const std::vector<gather_slice>& table, char* out, unsigned b,
-               gpusort::cuda::gather_store st)
+  kernel_lines(const std::vector<gather_slice>& table, char* out, unsigned b)
       : d_table{std::max<std::size_t>(table.size(), 1) * sizeof(gather_slice)},
-        count{static_cast<std::uint32_t>(table.size())}, d_out{out}, blocks{b}, store{st}
+        count{static_cast<std::uint32_t>(table.size())}, d_out{out}, blocks{b}
   {
     GPUSORT_CUDA_TRY(cudaMemcpy(d_table.data(), table.data(), table.size() * sizeof(gather_slice),
                                 cudaMemcpyHostToDevice));
   }
   void operator()(cudaStream_t s) const
   {
-    using gpusort::cuda::gather_store;
-    const gather_slice* t = d_table.data<gather_slice>();
-    if (store == gather_store::write_through)
-      write_lines_kernel<gather_store::write_through><<<blocks, 256, 0, s>>>(t, count, d_out);
-    else if (store == gather_store::streaming)
-      write_lines_kernel<gather_store::streaming><<<blocks, 256, 0, s>>>(t, count, d_out);
-    else
-      write_lines_kernel<gather_store::write_back><<<blocks, 256, 0, s>>>(t, count, d_out);
-    GPUSORT_CUDA_TRY(cudaGetLastError());
+    gpusort::cuda::scatter_lines(d_table.data<gather_slice>(), count, d_out, 8, blocks, s);
   }
 };
 
@@ -694,8 +637,10 @@ void round1_mix(const std::string& pattern, const std::string& method,
 
 /// --writes yes: round 1 of a scattering round at two budgets of 8 GiB, its sorted chunk
 /// written to `slices` bucket regions spread over registered host memory (huge pages) by the
-/// engine's kernel, by whole lines, and (the reference: DSPS's round 1) by the copy engine to
-/// one place; each beside the copy engine copying in and the chunk's sort.
+/// gather kernel turned round (s17's store), by scatter_lines (whole lines) on 4 to 32 blocks,
+/// and (the reference: DSPS's round 1) by the copy engine to one place; each beside the copy
+/// engine copying in and the chunk's sort. (s18's call 3 also tried PTX's st.wt and st.cs
+/// stores in both kernels: no change, h200-20261201-s18/call3/writes.txt.)
 int run_writes(const options& o)
 {
   std::ostringstream raw;
@@ -722,24 +667,15 @@ int run_writes(const options& o)
       scatter.push_back({chunk.data<char>() + g.dst_offset * 8, g.length,
                          static_cast<std::uint64_t>(static_cast<const char*>(g.src) - d_host) / 8});
     const std::uint64_t bytes = p.keys * 8;
-    using gpusort::cuda::gather_store;
-    const std::pair<gather_store, const char*> stores[] = {
-        {gather_store::write_back, "st.wb"},
-        {gather_store::write_through, "st.wt"},
-        {gather_store::streaming, "st.cs"}};
-    for (const auto& [store, name] : stores) {
-      kernel_gather k{scatter, d_host};
-      k.tuning.store = store;
-      round1_mix(p.name, std::string{"engine's kernel, "} + name, std::cref(k), bytes, host,
-                 o.host_bytes, sort, o.reps, raw);
+    {
+      const kernel_gather k{scatter, d_host};
+      round1_mix(p.name, "gather kernel (8 B a lane)", std::cref(k), bytes, host, o.host_bytes,
+                 sort, o.reps, raw);
     }
-    for (const auto& [store, name] : stores) {
-      for (const unsigned blocks : {8U, 32U}) {
-        const kernel_lines k{scatter, d_host, blocks, store};
-        round1_mix(p.name,
-                   "whole lines, " + std::to_string(blocks) + " blocks, " + std::string{name},
-                   std::cref(k), bytes, host, o.host_bytes, sort, o.reps, raw);
-      }
+    for (const unsigned blocks : {4U, 8U, 16U, 32U}) {
+      const kernel_lines k{scatter, d_host, blocks};
+      round1_mix(p.name, "scatter_lines, " + std::to_string(blocks) + " blocks", std::cref(k),
+                 bytes, host, o.host_bytes, sort, o.reps, raw);
     }
     char* const to = const_cast<char*>(host) + o.host_bytes / 2;
     const auto copy_out = [&](cudaStream_t s) {

@@ -130,48 +130,51 @@ void gather(const gather_slice* d_table, std::uint32_t slices, std::uint64_t lon
   if (tuning.threads_per_block == 0 || tuning.threads_per_block > 1024 ||
       tuning.max_blocks_per_slice == 0 || tuning.max_blocks == 0 || tuning.max_warp_blocks == 0)
     throw invalid_argument{"gather: a tuning of 1 to 1024 threads a block and at least one block"};
-  // One instantiation a (element width, store): the store is a template argument so that a
-  // plain store stays a plain instruction.
-  const auto launch = [&]<typename T, gather_store S>() {
-    T* const out = static_cast<T*>(d_out);
-    if (longest_slice <= tuning.warp_slice_elements) {
-      // A warp a slice: whole warps, at most one a slice, within the cap.
-      const unsigned threads =
-          std::max(tuning.threads_per_block / detail::gather_warp_lanes, 1U) *
-          detail::gather_warp_lanes;
-      const std::uint64_t warps_per_block = threads / detail::gather_warp_lanes;
-      const auto blocks = static_cast<unsigned>(std::clamp<std::uint64_t>(
-          (std::uint64_t{slices} + warps_per_block - 1) / warps_per_block, 1,
-          tuning.max_warp_blocks));
-      detail::gather_warps_kernel<T, S><<<blocks, threads, 0, stream>>>(d_table, slices, out);
-      return;
-    }
-    const std::uint64_t per_slice = std::clamp<std::uint64_t>(
-        (longest_slice + tuning.threads_per_block - 1) / tuning.threads_per_block, 1,
-        tuning.max_blocks_per_slice);
-    const std::uint64_t rows =
-        std::clamp<std::uint64_t>(tuning.max_blocks / per_slice, 1, std::uint64_t{slices});
-    const dim3 grid{static_cast<unsigned>(per_slice), static_cast<unsigned>(rows)};
-    detail::gather_kernel<T, S><<<grid, tuning.threads_per_block, 0, stream>>>(d_table, slices,
-                                                                              out);
-  };
-  const auto with_store = [&]<typename T>() {
-    switch (tuning.store) {
-      case gather_store::write_back:
-        launch.template operator()<T, gather_store::write_back>();
-        break;
-      case gather_store::write_through:
-        launch.template operator()<T, gather_store::write_through>();
-        break;
-      case gather_store::streaming:
-        launch.template operator()<T, gather_store::streaming>();
-        break;
-    }
-  };
+  if (longest_slice <= tuning.warp_slice_elements) {
+    // A warp a slice: whole warps, at most one a slice, within the cap.
+    const unsigned threads =
+        std::max(tuning.threads_per_block / detail::gather_warp_lanes, 1U) *
+        detail::gather_warp_lanes;
+    const std::uint64_t warps_per_block = threads / detail::gather_warp_lanes;
+    const auto blocks = static_cast<unsigned>(std::clamp<std::uint64_t>(
+        (std::uint64_t{slices} + warps_per_block - 1) / warps_per_block, 1,
+        tuning.max_warp_blocks));
+    if (element_bytes == 4)
+      detail::gather_warps_kernel<std::uint32_t><<<blocks, threads, 0, stream>>>(
+          d_table, slices, static_cast<std::uint32_t*>(d_out));
+    else
+      detail::gather_warps_kernel<std::uint64_t><<<blocks, threads, 0, stream>>>(
+          d_table, slices, static_cast<std::uint64_t*>(d_out));
+    GPUSORT_CHECK_LAUNCH();
+    return;
+  }
+  const std::uint64_t per_slice = std::clamp<std::uint64_t>(
+      (longest_slice + tuning.threads_per_block - 1) / tuning.threads_per_block, 1,
+      tuning.max_blocks_per_slice);
+  const std::uint64_t rows =
+      std::clamp<std::uint64_t>(tuning.max_blocks / per_slice, 1, std::uint64_t{slices});
+  const dim3 grid{static_cast<unsigned>(per_slice), static_cast<unsigned>(rows)};
   if (element_bytes == 4)
-    with_store.template operator()<std::uint32_t>();
+    detail::gather_kernel<std::uint32_t><<<grid, tuning.threads_per_block, 0, stream>>>(
+        d_table, slices, static_cast<std::uint32_t*>(d_out));
   else
-    with_store.template operator()<std::uint64_t>();
+    detail::gather_kernel<std::uint64_t><<<grid, tuning.threads_per_block, 0, stream>>>(
+        d_table, slices, static_cast<std::uint64_t*>(d_out));
+  GPUSORT_CHECK_LAUNCH();
+}
+
+void scatter_lines(const gather_slice* d_table, std::uint32_t slices, void* d_out,
+                   unsigned element_bytes, unsigned blocks, cudaStream_t stream)
+{
+  if (slices == 0) return;
+  if (element_bytes != 4 && element_bytes != 8 && element_bytes != 16)
+    throw invalid_argument{"scatter_lines: elements must be 4, 8 or 16 bytes"};
+  if (blocks == 0) throw invalid_argument{"scatter_lines: at least one block"};
+  constexpr unsigned threads = 256;
+  const std::uint32_t warps_per_block = threads / detail::gather_warp_lanes;
+  const unsigned grid = std::min(blocks, (slices + warps_per_block - 1) / warps_per_block);
+  detail::scatter_lines_kernel<<<grid, threads, 0, stream>>>(
+      d_table, slices, static_cast<char*>(d_out), element_bytes);
   GPUSORT_CHECK_LAUNCH();
 }
 

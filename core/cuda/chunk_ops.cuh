@@ -55,20 +55,12 @@ inline constexpr std::uint32_t hopper_sms = 132;
 /// of about 420 u64) a block a slice left most lanes one load each, needed 264 blocks to reach
 /// 34 GB/s and slowed the sort beside it 1.9x; fewer blocks of it freed the sort and starved the
 /// link (32 blocks: 22 GB/s, 8: 7.6; issue 44, h200x2-20261130-s10/call1).
-/// How the gather kernels store their elements. A plain store to mapped host memory
-/// (write_back, PTX st.wb) leaves its lines in the GPU's L2 until they are evicted to the link;
-/// write_through (st.wt) sends them through it, streaming (st.cs) marks them first to go. Which
-/// one a scattering store takes is measured (issue 44): its writes beside the copy engine's
-/// copy-in slowed a sort on the same GPU 4 to 10 times (h200-20261201-s18/call2).
-enum class gather_store : std::uint8_t { write_back, write_through, streaming };
-
 struct gather_tuning {
   std::uint32_t threads_per_block{256};
   std::uint32_t max_blocks_per_slice{64};
   std::uint32_t max_blocks{2 * hopper_sms};
   std::uint32_t warp_slice_elements{1024};
   std::uint32_t max_warp_blocks{32};
-  gather_store store{gather_store::write_back};
 };
 
 /// Copies every slice of `d_table` (device-accessible, `slices` entries) into `d_out`, elements
@@ -77,5 +69,15 @@ struct gather_tuning {
 void gather(const gather_slice* d_table, std::uint32_t slices, std::uint64_t longest_slice,
             void* d_out, unsigned element_bytes, cudaStream_t stream,
             const gather_tuning& tuning = {});
+
+/// Copies every slice of `d_table` (device-accessible, `slices` entries, sources in device
+/// memory) to its place in `d_out` (mapped host memory: a scattering round's round-1 buffer),
+/// elements of `element_bytes` (4, 8 or 16), on `blocks` blocks of 256 threads: a warp a slice,
+/// each lane storing 16 bytes of a 512-byte window aligned to 128 B, so that every line of host
+/// memory but a slice's first and last is written whole. Few blocks: writes to host memory
+/// beside the copy engine's copies in slow a sort on the same GPU, less the fewer blocks write
+/// (issue 44: 8 blocks 4.1x, the gather kernel's 32 8.1x, h200-20261201-s18/call2).
+void scatter_lines(const gather_slice* d_table, std::uint32_t slices, void* d_out,
+                   unsigned element_bytes, unsigned blocks, cudaStream_t stream);
 
 }  // namespace gpusort::cuda

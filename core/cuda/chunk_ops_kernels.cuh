@@ -4,7 +4,6 @@
 #include "core/cuda/chunk_ops.cuh"
 
 #include <cstdint>
-#include <type_traits>
 
 namespace gpusort::cuda::detail {
 
@@ -36,29 +35,12 @@ __global__ void positions_kernel(W* __restrict__ out, std::uint64_t n, std::uint
     out[i] = static_cast<W>(first + i);
 }
 
-/// One element stored as gather_store `S` says.
-template <gather_store S, typename T>
-__device__ __forceinline__ void store_element(T* p, T v)
-{
-  if constexpr (S == gather_store::write_back) {
-    *p = v;
-  } else {
-    // The intrinsics take the fundamental types: std::uint64_t is unsigned long on Linux.
-    using W = std::conditional_t<sizeof(T) == 8, unsigned long long, unsigned int>;
-    static_assert(sizeof(W) == sizeof(T));
-    if constexpr (S == gather_store::write_through)
-      __stwt(reinterpret_cast<W*>(p), static_cast<W>(v));
-    else
-      __stcs(reinterpret_cast<W*>(p), static_cast<W>(v));
-  }
-}
-
 /// blockIdx.y picks a slice and then every gridDim.y-th after it; blocks along x stride
 /// through it. A grid of fewer rows than slices keeps the gather to a share of the SMs: one
 /// block for each of round 2's d short slices (2643 of 1.2 KB at d = 2643) filled the GPU and
 /// stalled the chunk sort running beside it (issue 44). Four loads in flight a thread where a
 /// slice is long: mapped host memory answers in microseconds.
-template <typename T, gather_store S>
+template <typename T>
 __global__ void gather_kernel(const gather_slice* __restrict__ table, std::uint32_t slices,
                               T* __restrict__ out)
 {
@@ -70,12 +52,12 @@ __global__ void gather_kernel(const gather_slice* __restrict__ table, std::uint3
     std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
     for (; i + 3 * stride < s.length; i += 4 * stride) {
       const T a = src[i], b = src[i + stride], c = src[i + 2 * stride], e = src[i + 3 * stride];
-      store_element<S>(dst + i, a);
-      store_element<S>(dst + i + stride, b);
-      store_element<S>(dst + i + 2 * stride, c);
-      store_element<S>(dst + i + 3 * stride, e);
+      dst[i] = a;
+      dst[i + stride] = b;
+      dst[i + 2 * stride] = c;
+      dst[i + 3 * stride] = e;
     }
-    for (; i < s.length; i += stride) store_element<S>(dst + i, src[i]);
+    for (; i < s.length; i += stride) dst[i] = src[i];
   }
 }
 
@@ -86,7 +68,7 @@ inline constexpr unsigned gather_warp_unroll = 8;
 /// The gather of a table of short slices (gather_tuning::warp_slice_elements): a warp a slice,
 /// walking the table a grid's warps apart, each lane loading up to eight elements before it
 /// stores any, so that a few dozen blocks keep the link's reads of mapped memory in flight.
-template <typename T, gather_store S>
+template <typename T>
 __global__ void gather_warps_kernel(const gather_slice* __restrict__ table, std::uint32_t slices,
                                     T* __restrict__ out)
 {
@@ -106,7 +88,39 @@ __global__ void gather_warps_kernel(const gather_slice* __restrict__ table, std:
         if (i + u * lanes < s.length) v[u] = src[i + u * lanes];
 #pragma unroll
       for (unsigned u = 0; u < unroll; ++u)
-        if (i + u * lanes < s.length) store_element<S>(dst + i + u * lanes, v[u]);
+        if (i + u * lanes < s.length) dst[i + u * lanes] = v[u];
+    }
+  }
+}
+
+/// scatter_lines: a warp a slice; lane l of a window stores bytes [w + 16 l, w + 16 l + 16)
+/// of the slice's destination, whole where they lie within it, else word by word (elements
+/// are 4-byte aligned). Sources are read a word at a time: device memory, aligned to 4 only.
+__global__ void scatter_lines_kernel(const gather_slice* __restrict__ table, std::uint32_t slices,
+                                     char* __restrict__ out, unsigned element_bytes)
+{
+  constexpr unsigned lanes = gather_warp_lanes;
+  constexpr std::uintptr_t line = 128, piece = 16;
+  const unsigned lane = threadIdx.x % lanes;
+  const std::uint64_t warps = std::uint64_t{gridDim.x} * blockDim.x / lanes;
+  for (std::uint64_t y = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / lanes;
+       y < slices; y += warps) {
+    const gather_slice s = table[y];
+    const auto* src = static_cast<const char*>(s.src);
+    const std::uintptr_t d0 = reinterpret_cast<std::uintptr_t>(out) + s.dst_offset * element_bytes;
+    const std::uintptr_t d1 = d0 + s.length * element_bytes;
+    const auto word = [&](std::uintptr_t at) {
+      return *reinterpret_cast<const std::uint32_t*>(src + (at - d0));
+    };
+    for (std::uintptr_t w = d0 & ~(line - 1); w < d1; w += piece * lanes) {
+      const std::uintptr_t p = w + piece * lane;
+      if (p + piece <= d0 || p >= d1) continue;
+      if (p >= d0 && p + piece <= d1) {
+        *reinterpret_cast<uint4*>(p) = make_uint4(word(p), word(p + 4), word(p + 8), word(p + 12));
+      } else {
+        for (std::uintptr_t q = p < d0 ? d0 : p; q < p + piece && q < d1; q += 4)
+          *reinterpret_cast<std::uint32_t*>(q) = word(q);
+      }
     }
   }
 }

@@ -291,15 +291,12 @@ cuda::gather_tuning gather_tuning_from_environment() noexcept
   return tuning;
 }
 
-/// A scattering store's gather tuning: `loads`' (round 2's) but for the store to mapped host
-/// memory, GPUSORT_SCATTER_STORE=wb|wt|cs (cuda::gather_store; issue 44).
-cuda::gather_tuning scatter_tuning_from(cuda::gather_tuning loads) noexcept
+/// Blocks of a scattering store's kernel (cuda::scatter_lines), GPUSORT_SCATTER_BLOCKS for the
+/// A/B: fewer leave the sort beside it faster and the copy-in fuller, too few starve the writes
+/// (issue 44, h200-20261201-s18/call4).
+unsigned scatter_blocks_from_environment() noexcept
 {
-  const std::optional<std::string_view> s = switch_word("GPUSORT_SCATTER_STORE", {"wb", "wt", "cs"});
-  loads.store = s == "wt"   ? cuda::gather_store::write_through
-                : s == "cs" ? cuda::gather_store::streaming
-                            : cuda::gather_store::write_back;
-  return loads;
+  return static_cast<unsigned>(switch_count("GPUSORT_SCATTER_BLOCKS", 1, 1024).value_or(8));
 }
 
 /// Most tasks one ring slot takes, each sorted on a lane (a stream) of its own beside the
@@ -361,8 +358,8 @@ struct round_state {
   bool profiling{};
   gather_mode gather{gather_mode::automatic};
   cuda::gather_tuning gather_tuning;
-  /// The scattering store's: gather_tuning with scatter_tuning_from's store.
-  cuda::gather_tuning scatter_tuning;
+  /// scatter_blocks_from_environment.
+  unsigned scatter_blocks{};
   std::uint64_t gather_copy_min_bytes{};
   /// Most tasks a slot takes (sort_lanes_from_environment); the lanes past the first (which
   /// sorts on `compute`) run on `lanes`, forked from `compute` by `fork` and joined back by
@@ -404,7 +401,7 @@ struct round_state {
         sorter{with},
         gather{gather_mode_from_environment()},
         gather_tuning{gather_tuning_from_environment()},
-        scatter_tuning{scatter_tuning_from(gather_tuning)},
+        scatter_blocks{scatter_blocks_from_environment()},
         gather_copy_min_bytes{o.gather_copy_min_bytes},
         sort_lanes{sort_lanes_from_environment()},
         scatter_table_mapped{scatter_table_mapped_from_environment()}
@@ -478,17 +475,16 @@ struct round_state {
   }
 
   /// Gathers `count` slices tabled at d_entries (device memory) into d_out, one kernel launch
-  /// per 65535 slices, on `stream` (round 2's loads: h2d; a scattering store, whose slices'
-  /// sources are in device memory and d_out the mapped round-1 buffer: d2h).
+  /// per 65535 slices, on `stream` (round 2's loads: h2d).
   void gather_table(const cuda::gather_slice* d_entries, std::size_t count,
                     std::uint64_t longest, std::uint64_t element_bytes, char* d_out,
-                    cudaStream_t stream, const cuda::gather_tuning& tuning)
+                    cudaStream_t stream)
   {
     for (std::size_t first = 0; first < count; first += max_slices_per_launch) {
       const auto group =
           static_cast<std::uint32_t>(std::min<std::size_t>(max_slices_per_launch, count - first));
       cuda::gather(d_entries + first, group, longest, d_out,
-                   static_cast<unsigned>(element_bytes), stream, tuning);
+                   static_cast<unsigned>(element_bytes), stream, gather_tuning);
     }
   }
 
@@ -507,8 +503,7 @@ struct round_state {
     GPUSORT_CUDA_TRY(cudaMemcpyAsync(d_table, entries,
                                      slices.size() * sizeof(cuda::gather_slice),
                                      cudaMemcpyHostToDevice, h2d.value()));
-    gather_table(d_table, slices.size(), longest, element_bytes, d_out, h2d.value(),
-                 gather_tuning);
+    gather_table(d_table, slices.size(), longest, element_bytes, d_out, h2d.value());
   }
 
   /// One array of a task (its keys, or `values`) onto the device: slice by slice through the
@@ -716,7 +711,7 @@ struct round_state {
       GPUSORT_CUDA_TRY(cudaMemcpyAsync(d_gather, gather_host,
                                        raw_count * sizeof(cuda::gather_slice),
                                        cudaMemcpyHostToDevice, st));
-      gather_table(d_gather, raw_count, longest_raw, kb, d_out, h2d.value(), gather_tuning);
+      gather_table(d_gather, raw_count, longest_raw, kb, d_out, h2d.value());
     }
     return read_bytes;
   }
@@ -1034,10 +1029,9 @@ struct round_state {
   }
 
   /// Copy-out stage of a scattering round: once the slot's counts are in, each task's places
-  /// (in chunk order: scatter_places), then every bucket's slice written there, by the gather
-  /// kernel writing to the mapped round-1 buffer (writes leave a sort beside them at full
-  /// speed, where reads of host memory halve it: issue 44), or, where the buffer is not mapped,
-  /// slice by slice through the copy engine. `check`: the job's, while a place waits. Returns
+  /// (in chunk order: scatter_places), then every bucket's slice written there, by a kernel
+  /// writing to the mapped round-1 buffer (cuda::scatter_lines), or, where the buffer is not
+  /// mapped, slice by slice through the copy engine. `check`: the job's, while a place waits. Returns
   /// with the writes queued, `stored` recorded behind them: the storer places the next slot's
   /// slices while these are written (finish_scattered waits for them), where waiting here left
   /// the link idle for a wake-up, a place and a launch at every chunk.
@@ -1097,15 +1091,14 @@ struct round_state {
   {
     const cudaStream_t st = d2h.value();
     const char* mapped = mapped_address(dst);
-    std::uint64_t from = 0, longest = 0;
+    std::uint64_t from = 0;
     std::size_t used = 0;
     for (std::size_t b = 0; b < scatter_lengths.size(); ++b) {
       const std::uint64_t length = scatter_lengths[b];
       if (length > 0 && mapped != nullptr) {
-        // The gather kernel turned round: it reads each slice from the sorted chunk and writes
-        // it to the round-1 buffer at its place.
+        // scatter_lines reads each slice from the sorted chunk and writes it to the round-1
+        // buffer at its place.
         entries[used++] = {d_src + from * element_bytes, length, scatter_places_at[b]};
-        longest = std::max(longest, length);
       } else if (length > 0) {
         copy_to_host(static_cast<char*>(dst) + scatter_places_at[b] * element_bytes,
                      d_src + from * element_bytes, length * element_bytes, st, out_staging);
@@ -1123,8 +1116,12 @@ struct round_state {
                                        cudaMemcpyHostToDevice, st));
       d_entries = d_table;
     }
-    gather_table(d_entries, used, longest, element_bytes, const_cast<char*>(mapped), st,
-                 scatter_tuning);
+    for (std::size_t first = 0; first < used; first += max_slices_per_launch)
+      cuda::scatter_lines(d_entries + first,
+                          static_cast<std::uint32_t>(
+                              std::min<std::size_t>(max_slices_per_launch, used - first)),
+                          const_cast<char*>(mapped), static_cast<unsigned>(element_bytes),
+                          scatter_blocks, st);
   }
 
   /// Copy-out stage; returns once the slot's tasks are in host memory (and, for round 1 of a

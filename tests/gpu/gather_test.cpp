@@ -5,7 +5,8 @@
 // memory, 4- and 8-byte elements, tables of many short slices (empty ones among them) and of a
 // few long ones, with the default tuning and with grids so small that each block (or warp, in
 // the warp-a-slice kernel of short slices) walks many slices and strides through long ones (the
-// grids are capped since issue 44; every slice must still be copied once).
+// grids are capped since issue 44; every slice must still be copied once). cuda::scatter_lines,
+// the scattering store's kernel, against a scatter done on the host.
 #include "gpu_test_support.hpp"
 #include "pipeline/cuda/resources.hpp"
 
@@ -198,6 +199,86 @@ TEST(gpu_gather_arguments, BadWidthsTablesAndTuningsAreRefusedBeforeAnyLaunch)
   // Nothing to copy: no launch, no error, whatever the pointers.
   EXPECT_NO_THROW(cuda::gather(none, 0, 1, nullptr, 8, nullptr));
   EXPECT_NO_THROW(cuda::gather(none, 3, 0, nullptr, 8, nullptr));
+}
+
+// ---- the scattering store's kernel ----
+
+class gpu_scatter_lines : public test::gpu_test {};
+
+/// cuda::scatter_lines against a scatter done on the host: a source in device memory holding
+/// the slices back to back (a sorted chunk cut into buckets), each slice to a place of its own
+/// in mapped host memory, in shuffled order with a gap of 1 to 5 elements before each whose
+/// marker must stay, and one past the end; elements of `eb` bytes on `blocks` blocks.
+void expect_scattered(const std::vector<std::uint64_t>& lengths, unsigned eb, unsigned blocks)
+{
+  std::uint64_t total = 0;
+  for (std::uint64_t l : lengths) total += l;
+  std::mt19937_64 rng{total * 31 + eb * 7 + blocks};
+  std::vector<unsigned char> source(total * eb + 1);
+  for (auto& b : source) b = static_cast<unsigned char>(rng());
+  std::vector<std::size_t> order(lengths.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<std::uint64_t> place(lengths.size());
+  std::uint64_t out_n = 0;
+  for (const std::size_t i : order) {
+    out_n += 1 + rng() % 5;
+    place[i] = out_n;
+    out_n += lengths[i];
+  }
+  ++out_n;
+  std::vector<unsigned char> expected(out_n * eb, 0xA5);
+  device_buffer d_source{source.size()};
+  ASSERT_EQ(cudaMemcpy(d_source.data(), source.data(), source.size(), cudaMemcpyHostToDevice),
+            cudaSuccess);
+  std::vector<gather_slice> table(lengths.size());
+  std::uint64_t from = 0;
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    if (lengths[i] > 0)
+      std::memcpy(&expected[place[i] * eb], &source[from * eb], lengths[i] * eb);
+    table[i] = {d_source.data<char>() + from * eb, lengths[i], place[i]};
+    from += lengths[i];
+  }
+  pinned_buffer out{out_n * eb, cudaHostAllocMapped | cudaHostAllocPortable};
+  std::memset(out.data(), 0xA5, out_n * eb);
+  void* mapped = nullptr;
+  ASSERT_EQ(cudaHostGetDevicePointer(&mapped, out.data(), 0), cudaSuccess);
+  device_buffer d_table{table.size() * sizeof(gather_slice) + 1};
+  ASSERT_EQ(cudaMemcpy(d_table.data(), table.data(), table.size() * sizeof(gather_slice),
+                       cudaMemcpyHostToDevice),
+            cudaSuccess);
+  cuda_stream stream;
+  cuda::scatter_lines(d_table.data<gather_slice>(), static_cast<std::uint32_t>(table.size()),
+                      mapped, eb, blocks, stream.value());
+  stream.synchronize();
+  const auto* got = out.data<unsigned char>();
+  const auto [a, b] = std::mismatch(expected.begin(), expected.end(), got);
+  ASSERT_TRUE(a == expected.end())
+      << "byte " << (a - expected.begin()) << " of " << expected.size() << ": " << eb
+      << "-byte elements, " << lengths.size() << " slices, " << blocks << " blocks";
+}
+
+TEST_F(gpu_scatter_lines, WritesEverySliceToItsPlaceAndNothingElse)
+{
+  // Round 1 of a scattering round at 4096 buckets (slices of 0 to 300 elements, most lines
+  // split between two slices), a few long slices (a warp strides through them), both, one.
+  const std::vector<std::vector<std::uint64_t>> tables = {
+      lengths_of(4096, 0, 5), lengths_of(0, 6, 6), lengths_of(900, 4, 7), {1}, {0, 3, 0}};
+  for (const unsigned eb : {4U, 8U, 16U})
+    for (const unsigned blocks : {1U, 3U, 8U, 132U})
+      for (const auto& lengths : tables) {
+        expect_scattered(lengths, eb, blocks);
+        if (HasFatalFailure()) return;
+      }
+}
+
+TEST(gpu_scatter_lines_arguments, BadWidthsAndGridsAreRefusedBeforeAnyLaunch)
+{
+  const gather_slice* none = nullptr;
+  EXPECT_THROW(cuda::scatter_lines(none, 1, nullptr, 2, 8, nullptr), invalid_argument);
+  EXPECT_THROW(cuda::scatter_lines(none, 1, nullptr, 12, 8, nullptr), invalid_argument);
+  EXPECT_THROW(cuda::scatter_lines(none, 1, nullptr, 8, 0, nullptr), invalid_argument);
+  EXPECT_NO_THROW(cuda::scatter_lines(none, 0, nullptr, 8, 8, nullptr));
 }
 
 // ---- the radix sort on the low bits ----
