@@ -76,7 +76,7 @@ void gather(const gather_slice* d_table, std::uint32_t slices, std::uint64_t lon
 /// each lane storing 16 bytes of a 512-byte window aligned to 128 B, so that every line of host
 /// memory but a slice's first and last is written whole. Few blocks: writes to host memory
 /// beside the copy engine's copies in slow a sort on the same GPU, less the fewer blocks write
-/// (issue 44: 8 blocks 4.1x, the gather kernel's 32 8.1x, h200-20261201-s18/call2).
+/// (issue 44: 8 blocks 4.4x, 16 5.7x, the gather kernel's 32 9.0x, h200-20261201-s18/call4).
 void scatter_lines(const gather_slice* d_table, std::uint32_t slices, void* d_out,
                    unsigned element_bytes, unsigned blocks, cudaStream_t stream);
 
