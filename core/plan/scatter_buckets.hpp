@@ -23,11 +23,13 @@ struct scatter_tuning {
   std::uint64_t samples_per_bucket{1024};  ///< q
   double z{5};
   /// Jobs of at least this many chunks on GPUs take the scattered rounds by default
-  /// (GPUSORT_SCATTER=auto). One H200, 8 GiB u64 (h200x2-20261201-s17, calls 2 and 3): at
-  /// 1/256 (1594 chunks) DSPS 0.572 s against 0.580-0.597 s scattered, at the smallest budget
-  /// (4096) 0.918-1.050 s against 0.743 s; two H200 alike at 1/256 (0.365 s), 0.511 against
-  /// 0.671 s at the smallest.
-  std::uint64_t min_chunks{2048};
+  /// (GPUSORT_SCATTER=auto). One H200, 8 GiB u64, since the store's kernel writes whole lines
+  /// on few blocks and a slot comes free once its writes are done (h200-20261201-s18, calls 4
+  /// and 5): at 1/256 (1594 chunks) DSPS 0.551 and 0.609 s against 0.532 and 0.557 s
+  /// scattered, at the smallest budget (4096) 1.033 and 1.211 s against 0.698 and 0.761 s; at
+  /// 1/8 (37 chunks) DSPS still leads, 0.369 against 0.401 s (call 4). Two H200 ran alike at
+  /// 1/256 before (0.365 s, h200x2-20261201-s17 call 2) and were not measured since.
+  std::uint64_t min_chunks{1024};
 
   /// Region elements, for n elements and m sample keys, of a bucket of c of them.
   [[nodiscard]] std::uint64_t region(std::uint64_t c, std::uint64_t n,

@@ -61,12 +61,13 @@ machine_model machine_model::h200(std::uint32_t gpus)
       .candidate_seconds = 10e-9,
       .cut_seconds = 11e-9,
       .exchange_seconds = 0.015,
-      // A fit of the scattered rounds' round 1 on one H200, 8 GiB u64 (h200x2-20261201-s17
-      // call 3): 1594 chunks of 5.4 MB in 0.376 s, 4096 of 2.1 MB (two a slot) in 0.499 s:
-      // 49 us a chunk and 35 us a MB. Its sort runs at about half its speed beside the
-      // scatter kernel's writes, which is what the round's time says, not the kernel's own rate.
-      .scatter_seconds = 49e-6,
-      .scatter_rate = 28.8,
+      // A fit of the scattered rounds' round 1 on one H200, 8 GiB u64 (h200-20261201-s18
+      // call 4, scatter_lines on 16 blocks): 1594 chunks of 5.4 MB in 0.365 s, 4096 of 2.1 MB
+      // (two a slot) in 0.474 s: 44 us a chunk and 34 us a MB (s17's store: 0.376 and 0.499
+      // s). Its sort runs at about half its speed beside the store's writes, which is what the
+      // round's time says, not the kernel's own rate.
+      .scatter_seconds = 44e-6,
+      .scatter_rate = 29.2,
       .pinned = true,
       // 143771 MiB per H200 (nvidia-smi on the two-H200 host).
       .device_memory = std::uint64_t{143771} << 20,
