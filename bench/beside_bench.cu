@@ -271,21 +271,31 @@ void run_case(const std::string& memory, const char* method,
          raw);
 }
 
-/// The copy engine copying in from host memory (64 MiB copies from `host`, `host_bytes` of it)
-/// alone, the kernel writing to host memory (`write`, `bytes` a launch) alone, and both at once,
-/// each back to back on a stream of its own for about a second: GB/s of each.
-void copy_in_beside_writes(const std::function<void(cudaStream_t)>& write, std::uint64_t bytes,
-                           const char* host, std::uint64_t host_bytes, std::ostringstream& raw)
+/// Rates (GB/s) of the copy engine copying in and of a kernel writing to host memory, each
+/// alone and beside the other.
+struct link_rates {
+  double copy_alone{}, write_alone{}, copy_beside{}, write_beside{};
+};
+
+/// The copy engine copying in from host memory (64 MiB copies from `host`, `host_bytes` of it,
+/// at most `max_pieces` a round) and `write` (`bytes` a launch) writing to host memory, each
+/// back to back on a stream of its own: their rates alone (`alone_writes` launches, one round
+/// of copies), then beside each other for `rounds` rounds of copies (the writes a few more
+/// launches than fit) while `during` runs on the host (it may time something of its own).
+link_rates copies_beside_writes(const std::function<void(cudaStream_t)>& write,
+                                std::uint64_t bytes, const char* host, std::uint64_t host_bytes,
+                                std::uint64_t max_pieces, int alone_writes, int rounds,
+                                const std::function<void()>& during)
 {
   constexpr std::uint64_t piece = std::uint64_t{64} << 20;
   device_buffer in{piece};
   cuda_stream cs, ws;
   cuda_event start_c{event_timing::enabled}, stop_c{event_timing::enabled};
   cuda_event start_w{event_timing::enabled}, stop_w{event_timing::enabled};
-  const std::uint64_t pieces = std::min<std::uint64_t>(host_bytes / piece, 128);
-  const auto copies = [&](int rounds) {
+  const std::uint64_t pieces = std::min<std::uint64_t>(host_bytes / piece, max_pieces);
+  const auto copies = [&](int n) {
     start_c.record(cs.value());
-    for (int r = 0; r < rounds; ++r)
+    for (int r = 0; r < n; ++r)
       for (std::uint64_t i = 0; i < pieces; ++i)
         GPUSORT_CUDA_TRY(cudaMemcpyAsync(in.data(), host + i * piece, piece,
                                          cudaMemcpyHostToDevice, cs.value()));
@@ -299,26 +309,37 @@ void copy_in_beside_writes(const std::function<void(cudaStream_t)>& write, std::
   const auto gbps = [](std::uint64_t moved, const cuda_event& a, const cuda_event& b) {
     return static_cast<double>(moved) / 1e9 / (gpusort::cuda::elapsed_ms(a, b) / 1e3);
   };
+  link_rates r;
   copies(1);
   stop_c.synchronize();
-  const double copy_alone = gbps(pieces * piece, start_c, stop_c);
-  writes(50);
+  r.copy_alone = gbps(pieces * piece, start_c, stop_c);
+  writes(alone_writes);
   stop_w.synchronize();
-  const double write_alone = gbps(50 * bytes, start_w, stop_w);
-  // Both for as long as the copies take, the writes a few more launches than fit.
-  const int launches = static_cast<int>(write_alone / copy_alone * pieces * piece / bytes) + 8;
-  copies(1);
+  r.write_alone = gbps(static_cast<std::uint64_t>(alone_writes) * bytes, start_w, stop_w);
+  const int launches =
+      static_cast<int>(r.write_alone / r.copy_alone * rounds * pieces * piece / bytes) + 8;
+  copies(rounds);
   writes(launches);
+  during();
   stop_c.synchronize();
   stop_w.synchronize();
-  const double copy_beside = gbps(pieces * piece, start_c, stop_c);
-  const double write_beside = gbps(launches * bytes, start_w, stop_w);
+  r.copy_beside = gbps(static_cast<std::uint64_t>(rounds) * pieces * piece, start_c, stop_c);
+  r.write_beside = gbps(static_cast<std::uint64_t>(launches) * bytes, start_w, stop_w);
+  return r;
+}
+
+/// The copy engine copying in alone, the kernel writing to host memory (`write`, `bytes` a
+/// launch) alone, and both at once, for about a second: GB/s of each.
+void copy_in_beside_writes(const std::function<void(cudaStream_t)>& write, std::uint64_t bytes,
+                           const char* host, std::uint64_t host_bytes, std::ostringstream& raw)
+{
+  const link_rates r = copies_beside_writes(write, bytes, host, host_bytes, 128, 50, 1, [] {});
   std::printf("copy engine in %.1f GB/s alone, %.1f beside the kernel writing to host; the "
               "kernel writing %.1f GB/s alone, %.1f beside the copies in\n",
-              copy_alone, copy_beside, write_alone, write_beside);
-  raw << "{\"copy_in_gbps\": " << copy_alone << ", \"copy_in_beside_writes_gbps\": "
-      << copy_beside << ", \"writes_gbps\": " << write_alone
-      << ", \"writes_beside_copy_in_gbps\": " << write_beside << "},";
+              r.copy_alone, r.copy_beside, r.write_alone, r.write_beside);
+  raw << "{\"copy_in_gbps\": " << r.copy_alone << ", \"copy_in_beside_writes_gbps\": "
+      << r.copy_beside << ", \"writes_gbps\": " << r.write_alone
+      << ", \"writes_beside_copy_in_gbps\": " << r.write_beside << "},";
 }
 
 /// A gather table on the device, and one launch of the gather kernel over it.
@@ -583,55 +604,22 @@ void round1_mix(const std::string& pattern, const std::string& method,
                 const char* host, std::uint64_t host_bytes, sorter& sort, int reps,
                 std::ostringstream& raw)
 {
-  constexpr std::uint64_t piece = std::uint64_t{64} << 20;
-  device_buffer in{piece};
-  cuda_stream cs, ws, ss;
-  cuda_event start_c{event_timing::enabled}, stop_c{event_timing::enabled};
-  cuda_event start_w{event_timing::enabled}, stop_w{event_timing::enabled};
-  const std::uint64_t pieces = std::min<std::uint64_t>(host_bytes / piece, 64);
-  const auto copies = [&](int rounds) {
-    start_c.record(cs.value());
-    for (int r = 0; r < rounds; ++r)
-      for (std::uint64_t i = 0; i < pieces; ++i)
-        GPUSORT_CUDA_TRY(cudaMemcpyAsync(in.data(), host + i * piece, piece,
-                                         cudaMemcpyHostToDevice, cs.value()));
-    stop_c.record(cs.value());
-  };
-  const auto writes = [&](int launches) {
-    start_w.record(ws.value());
-    for (int i = 0; i < launches; ++i) write(ws.value());
-    stop_w.record(ws.value());
-  };
-  const auto gbps = [](std::uint64_t moved, const cuda_event& a, const cuda_event& b) {
-    return static_cast<double>(moved) / 1e9 / (gpusort::cuda::elapsed_ms(a, b) / 1e3);
-  };
+  cuda_stream ss;
   const double sort_alone = sort.median_seconds(ss.value(), reps);
-  copies(1);
-  stop_c.synchronize();
-  const double copy_alone = gbps(pieces * piece, start_c, stop_c);
-  writes(200);
-  stop_w.synchronize();
-  const double write_alone = gbps(200 * bytes, start_w, stop_w);
+  double sort_beside = 0;
   // All three for as long as the sorts take, the copies and writes outlasting them.
-  const int rounds = 4;
-  const int launches =
-      static_cast<int>(write_alone / copy_alone * rounds * pieces * piece / bytes) + 8;
-  copies(rounds);
-  writes(launches);
-  const double sort_beside = sort.median_seconds(ss.value(), reps);
-  stop_c.synchronize();
-  stop_w.synchronize();
-  const double copy_beside = gbps(rounds * pieces * piece, start_c, stop_c);
-  const double write_beside = gbps(launches * bytes, start_w, stop_w);
+  const link_rates r = copies_beside_writes(write, bytes, host, host_bytes, 64, 200, 4, [&] {
+    sort_beside = sort.median_seconds(ss.value(), reps);
+  });
   std::printf("| %-22s | %-34s | %6.1f | %6.1f | %6.1f | %6.1f | %6.1f | %6.1f | %5.2f |\n",
-              pattern.c_str(), method.c_str(), write_alone, copy_alone, write_beside,
-              copy_beside, sort_alone * 1e6, sort_beside * 1e6, sort_beside / sort_alone);
+              pattern.c_str(), method.c_str(), r.write_alone, r.copy_alone, r.write_beside,
+              r.copy_beside, sort_alone * 1e6, sort_beside * 1e6, sort_beside / sort_alone);
   std::fflush(stdout);
   raw << "{\"pattern\": " << gpusort::bench::json_string(pattern)
       << ", \"writes\": " << gpusort::bench::json_string(method)
-      << ", \"writes_gbps\": " << write_alone << ", \"copy_in_gbps\": " << copy_alone
-      << ", \"writes_beside_gbps\": " << write_beside << ", \"copy_in_beside_gbps\": "
-      << copy_beside << ", \"sort_seconds\": " << sort_alone
+      << ", \"writes_gbps\": " << r.write_alone << ", \"copy_in_gbps\": " << r.copy_alone
+      << ", \"writes_beside_gbps\": " << r.write_beside << ", \"copy_in_beside_gbps\": "
+      << r.copy_beside << ", \"sort_seconds\": " << sort_alone
       << ", \"sort_beside_seconds\": " << sort_beside << "},";
 }
 
