@@ -94,6 +94,10 @@ struct chunk_task {
   /// every key lies between its chunk's two splitters, core/plan/splitters.hpp's
   /// differing_bits), so a radix sort need not pass over the others; 0: all may differ.
   unsigned key_bits{};
+  /// > 0 (round 1 of a scattering job whose bounds are aligned, scatter_buckets::sort_bits):
+  /// only the key bits from begin_bit up need to be in order, so a radix sort need not pass
+  /// over the lower ones (keys equal in those bits keep their input order); 0: all of them.
+  unsigned begin_bit{};
   /// Round 1 of a compressed job: encode the dealt runs (see encode_target); null: write keys.
   const encode_target* encode{};
   /// Round 1 of a scattering job (scatter_target): the sorted chunk's slice of each bucket goes

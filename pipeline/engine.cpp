@@ -877,10 +877,10 @@ job_plan engine::impl::plan_of(std::uint64_t n, const detail::element_layout& la
           // The scattered rounds (executor.cpp): a sample before round 1, no cuts, a task a
           // bucket in round 2, as many buckets as the sample's cut makes of keys without heavy
           // duplicates.
-          const detail::scatter_tuning tuning;
+          const detail::scatter_tuning tuning = detail::scatter_tuning_from_environment();
           const std::uint64_t task = detail::ring_reserve(r.plan);
           const std::uint64_t samples = tuning.samples(n, task);
-          p.buckets = tuning.buckets(n, task);
+          p.buckets = tuning.cuts(n, task);
           p.bins = 1;
           p.candidates = samples;
           p.slices = r.plan.d * p.buckets;

@@ -316,6 +316,8 @@ class scattered_rounds {
     std::vector<std::uint64_t> sample = sample_input(m);
     buckets_ = make_scatter_buckets(sample, plan_.n, task_elements(), 8 * sizeof(K), tuning_);
     ctx_.add_host_stage(1, "sample", buckets_.count(), 0, 0, seconds_since(start));
+    log(log_level::debug, "scattered rounds: {} buckets from {} sample keys, round 1 in order of "
+        "the keys' top {} of {} bits", buckets_.count(), m, buckets_.sort_bits, 8 * sizeof(K));
     // A GPU's tables keep a bound and a slice a bucket for as many as DSPS's slices.
     return buckets_.region_elements() <= plan_.scatter_elements &&
            buckets_.count() <= plan_tuning::max_chunks;
@@ -341,6 +343,7 @@ class scattered_rounds {
       t.dst_keys = r1.keys();
       t.dst_values = r1.values();
       t.dst_ordered = true;
+      t.begin_bit = 8 * sizeof(K) - buckets_.sort_bits;
       t.scatter = &targets[i];
     }
     run_round(1, 2, std::move(tasks), layout_, devices_, ctx_, task_elements());
@@ -442,7 +445,7 @@ class scattered_rounds {
   const chunk_plan& plan_;
   const std::vector<device*>& devices_;
   job_context& ctx_;
-  scatter_tuning tuning_{};
+  scatter_tuning tuning_{scatter_tuning_from_environment()};
   scatter_buckets buckets_;
 };
 
@@ -575,7 +578,7 @@ std::uint64_t planning_bytes(const chunk_plan& plan, const element_layout& layou
   if (plan.in_core()) return 0;
   if (plan.scatter_elements > 0) {
     // The sample and its sort's scratch, and a bucket's bound, region and count.
-    const std::uint64_t m = scatter_tuning{}.samples(plan.n, ring_reserve(plan));
+    const std::uint64_t m = scatter_tuning_from_environment().samples(plan.n, ring_reserve(plan));
     chunk_plan as_dsps = plan;
     as_dsps.scatter_elements = 0;
     const std::uint64_t dsps = planning_bytes(as_dsps, layout);
@@ -593,10 +596,10 @@ std::uint64_t scatter_elements_for(const chunk_plan& plan, bool gpus)
   if (plan.in_core()) return 0;
   const std::optional<std::string_view> mode =
       switch_word("GPUSORT_SCATTER", {"auto", "on", "off"});
-  const scatter_tuning tuning{};
+  const scatter_tuning tuning = scatter_tuning_from_environment();
   // A GPU's tables keep a bound and a slice a bucket for at most max_chunks buckets: more
   // (a job of thousands of times the budget) takes DSPS.
-  const bool take = tuning.buckets(plan.n, ring_reserve(plan)) <= plan_tuning::max_chunks &&
+  const bool take = tuning.cuts(plan.n, ring_reserve(plan)) <= plan_tuning::max_chunks &&
                     (mode == "on" || (mode != "off" && gpus && plan.d >= tuning.min_chunks));
   return take ? tuning.round1_elements(plan.n, ring_reserve(plan)) : 0;
 }

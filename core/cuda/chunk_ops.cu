@@ -43,18 +43,18 @@ decltype(auto) visit_widths(unsigned key_bytes, unsigned value_bytes, F&& f)
 template <typename K, typename V>
 bool sort_impl(void* d_keys, void* d_keys_alt, void* d_values, void* d_values_alt,
                std::uint64_t n, void* d_scratch, std::size_t* scratch_bytes, cudaStream_t stream,
-               int end_bit)
+               int begin_bit, int end_bit)
 {
   cub::DoubleBuffer<K> keys{static_cast<K*>(d_keys), static_cast<K*>(d_keys_alt)};
   const auto count = static_cast<std::int64_t>(n);
   if constexpr (std::is_same_v<V, gpusort::detail::no_value>) {
     GPUSORT_CUDA_TRY(
-        cub::DeviceRadixSort::SortKeys(d_scratch, *scratch_bytes, keys, count, 0, end_bit,
-                                       stream));
+        cub::DeviceRadixSort::SortKeys(d_scratch, *scratch_bytes, keys, count, begin_bit,
+                                       end_bit, stream));
   } else {
     cub::DoubleBuffer<V> values{static_cast<V*>(d_values), static_cast<V*>(d_values_alt)};
     GPUSORT_CUDA_TRY(cub::DeviceRadixSort::SortPairs(d_scratch, *scratch_bytes, keys, values,
-                                                     count, 0, end_bit, stream));
+                                                     count, begin_bit, end_bit, stream));
   }
   return keys.selector != 0;
 }
@@ -66,7 +66,7 @@ std::size_t radix_sort_scratch_bytes(std::uint64_t n, unsigned key_bytes, unsign
   return visit_widths(key_bytes, value_bytes, [&]<typename K, typename V>() {
     std::size_t bytes = 0;
     // For every bit: a sort on fewer (radix_sort's key_bits) needs no more.
-    sort_impl<K, V>(nullptr, nullptr, nullptr, nullptr, n, nullptr, &bytes, nullptr,
+    sort_impl<K, V>(nullptr, nullptr, nullptr, nullptr, n, nullptr, &bytes, nullptr, 0,
                     int{sizeof(K) * 8});
     return bytes;
   });
@@ -74,16 +74,19 @@ std::size_t radix_sort_scratch_bytes(std::uint64_t n, unsigned key_bytes, unsign
 
 bool radix_sort(void* d_keys, void* d_keys_alt, void* d_values, void* d_values_alt,
                 std::uint64_t n, unsigned key_bytes, unsigned value_bytes, void* d_scratch,
-                std::size_t scratch_bytes, cudaStream_t stream, unsigned key_bits)
+                std::size_t scratch_bytes, cudaStream_t stream, unsigned key_bits,
+                unsigned begin_bit)
 {
   if (key_bits > 8 * key_bytes)
     throw invalid_argument{"radix_sort: key_bits beyond the key's width"};
+  if (begin_bit >= (key_bits > 0 ? key_bits : 8 * key_bytes) && begin_bit > 0)
+    throw invalid_argument{"radix_sort: begin_bit at or past the last bit sorted on"};
   if (n == 0) return false;
   GPUSORT_EXPECTS(d_scratch != nullptr, "radix_sort needs scratch (see the size query)");
   return visit_widths(key_bytes, value_bytes, [&]<typename K, typename V>() {
     const int end_bit = key_bits > 0 ? static_cast<int>(key_bits) : int{sizeof(K) * 8};
     return sort_impl<K, V>(d_keys, d_keys_alt, d_values, d_values_alt, n, d_scratch,
-                           &scratch_bytes, stream, end_bit);
+                           &scratch_bytes, stream, static_cast<int>(begin_bit), end_bit);
   });
 }
 

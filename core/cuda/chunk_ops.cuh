@@ -18,10 +18,12 @@ std::size_t radix_sort_scratch_bytes(std::uint64_t n, unsigned key_bytes, unsign
 /// Sorts n ordered-bits keys ascending (values move along) with CUB's onesweep radix sort over
 /// double buffers. Returns true when the sorted result is in the `_alt` buffers. `key_bits` > 0:
 /// the caller knows the keys differ only in their low `key_bits` bits (at most the key's width),
-/// and only those are sorted on; equal keys keep their order either way.
+/// and only those are sorted on; `begin_bit` > 0: only the bits from it up are sorted on (the
+/// keys come out in order of those bits); equal keys keep their order either way.
 bool radix_sort(void* d_keys, void* d_keys_alt, void* d_values, void* d_values_alt,
                 std::uint64_t n, unsigned key_bytes, unsigned value_bytes, void* d_scratch,
-                std::size_t scratch_bytes, cudaStream_t stream, unsigned key_bits = 0);
+                std::size_t scratch_bytes, cudaStream_t stream, unsigned key_bits = 0,
+                unsigned begin_bit = 0);
 
 /// Round-1 dealing: element x of the m sorted elements goes to bin x mod d, bins laid out one
 /// after another (core/plan/dealing.hpp gives the layout). Values may be null.

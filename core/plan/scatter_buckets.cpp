@@ -2,6 +2,7 @@
 
 #include "core/checks.hpp"
 #include "core/counter_rng.hpp"
+#include "core/switches.hpp"
 
 #include <gpusort/error.hpp>
 
@@ -43,14 +44,34 @@ std::uint64_t scatter_tuning::samples(std::uint64_t n, std::uint64_t capacity) c
   return buckets(n, capacity) * std::max<std::uint64_t>(samples_per_bucket, 1);
 }
 
+std::uint64_t scatter_tuning::cut_every() const noexcept
+{
+  const std::uint64_t q = std::max<std::uint64_t>(samples_per_bucket, 2);
+  return prefix_bounds ? q - q / 16 : q;
+}
+
+std::uint64_t scatter_tuning::cuts(std::uint64_t n, std::uint64_t capacity) const noexcept
+{
+  const std::uint64_t every = cut_every();
+  return std::max<std::uint64_t>((samples(n, capacity) + every - 1) / every, 1);
+}
+
 std::uint64_t scatter_tuning::round1_elements(std::uint64_t n,
                                               std::uint64_t capacity) const noexcept
 {
   const std::uint64_t m = samples(n, capacity);
-  const std::uint64_t q = std::max<std::uint64_t>(samples_per_bucket, 1);
-  // Every bucket full, one more for the cut's rounding.
-  const std::uint64_t full = region(q, n, m);
-  return std::max(n, (buckets(n, capacity) + 1) * full);
+  // Every bucket full, one more for the cut's rounding. Aligned bounds (prefix_bounds) move
+  // sample keys between buckets but keep their number and the buckets': regions, concave in
+  // a bucket's keys, then sum to no more than as many full ones.
+  const std::uint64_t full = region(cut_every(), n, m);
+  return std::max(n, (cuts(n, capacity) + 1) * full);
+}
+
+scatter_tuning scatter_tuning_from_environment() noexcept
+{
+  scatter_tuning t;
+  t.prefix_bounds = switch_flag("GPUSORT_SCATTER_PREFIX", t.prefix_bounds);
+  return t;
 }
 
 unsigned scatter_buckets::differing_bits(std::uint64_t b, unsigned key_bits) const noexcept
@@ -75,6 +96,7 @@ scatter_buckets make_scatter_buckets(std::span<const std::uint64_t> sorted_sampl
   GPUSORT_EXPECTS(std::is_sorted(sorted_sample.begin(), sorted_sample.end()),
                   "the sample is sorted");
   const std::uint64_t q = std::max<std::uint64_t>(tuning.samples_per_bucket, 2);
+  const std::uint64_t every = tuning.cut_every();
   scatter_buckets out;
   // Opens a bucket at sample position i whose keys start at `lower`; closes it at `end`.
   std::vector<std::uint64_t> counts;
@@ -86,7 +108,7 @@ scatter_buckets make_scatter_buckets(std::span<const std::uint64_t> sorted_sampl
   std::uint64_t i = 0;
   std::uint64_t lower = 0;  // the first bucket takes every key from the least
   while (i < m) {
-    const std::uint64_t j = std::min(i + q, m);
+    const std::uint64_t j = std::min(i + every, m);
     if (j == m || sorted_sample[j - 1] != sorted_sample[j]) {
       add(lower, false, j - i);
       i = j;
@@ -115,6 +137,35 @@ scatter_buckets make_scatter_buckets(std::span<const std::uint64_t> sorted_sampl
     if (v == greatest) break;  // no key lies above it
     lower = v + 1;
     if (i == m) add(lower, false, 0);  // keys above the sample's greatest
+  }
+  out.sort_bits = key_bits;
+  const bool any_equal = std::find(out.equal.begin(), out.equal.end(), 1) != out.equal.end();
+  if (tuning.prefix_bounds && !any_equal) {
+    // The fewest top bits whose aligned buckets still fit: each bucket's sample keys counted
+    // anew between its moved bounds.
+    for (unsigned t = 8; t < key_bits; t += 8) {
+      const std::uint64_t low = (std::uint64_t{1} << (key_bits - t)) - 1;
+      std::vector<std::uint64_t> bounds{0};
+      for (std::size_t b = 1; b < out.lower.size(); ++b)
+        if ((out.lower[b] & ~low) != bounds.back()) bounds.push_back(out.lower[b] & ~low);
+      std::vector<std::uint64_t> aligned_counts(bounds.size());
+      bool fits = true;
+      for (std::size_t b = 0; b < bounds.size() && fits; ++b) {
+        const auto from = std::lower_bound(sorted_sample.begin(), sorted_sample.end(), bounds[b]);
+        const auto to = b + 1 < bounds.size()
+                            ? std::lower_bound(sorted_sample.begin(), sorted_sample.end(),
+                                               bounds[b + 1])
+                            : sorted_sample.end();
+        aligned_counts[b] = static_cast<std::uint64_t>(to - from);
+        fits = tuning.region(aligned_counts[b], n, m) <= capacity;
+      }
+      if (!fits) continue;
+      out.lower = std::move(bounds);
+      out.equal.assign(out.lower.size(), 0);
+      counts = std::move(aligned_counts);
+      out.sort_bits = t;
+      break;
+    }
   }
   out.region.resize(out.lower.size() + 1, 0);
   for (std::size_t b = 0; b < out.lower.size(); ++b) {

@@ -30,6 +30,18 @@ struct scatter_tuning {
   /// 1/8 (37 chunks) DSPS still leads, 0.369 against 0.401 s (call 4). Two H200 ran alike at
   /// 1/256 before (0.365 s, h200x2-20261201-s17 call 2) and were not measured since.
   std::uint64_t min_chunks{1024};
+  /// Align the bounds to prefixes of the keys' top bits, so that round 1 sorts each chunk on
+  /// those bits alone (scatter_buckets::sort_bits): a radix sort then passes over 8 to 24 bits
+  /// of a 64-bit key where it passed over 64 (GPUSORT_SCATTER_PREFIX). Round 1's sort, at
+  /// about twice its time alone beside the store's writes, bounds the scattered rounds
+  /// (h200-20261201-s18); not yet measured on a GPU, so off by default.
+  bool prefix_bounds{false};
+
+  /// Sample keys a cut keeps together: q, or with prefix_bounds 15/16 of it, so that moving a
+  /// bound down to a prefix's start leaves the bucket that gains keys within its region.
+  [[nodiscard]] std::uint64_t cut_every() const noexcept;
+  /// Buckets the sample's cuts make of keys without heavy duplicates (at most).
+  [[nodiscard]] std::uint64_t cuts(std::uint64_t n, std::uint64_t capacity) const noexcept;
 
   /// Region elements, for n elements and m sample keys, of a bucket of c of them.
   [[nodiscard]] std::uint64_t region(std::uint64_t c, std::uint64_t n,
@@ -48,6 +60,9 @@ struct scatter_tuning {
                                               std::uint64_t capacity) const noexcept;
 };
 
+/// The tuning with GPUSORT_SCATTER_PREFIX's prefix_bounds (a measurement switch, off unset).
+[[nodiscard]] scatter_tuning scatter_tuning_from_environment() noexcept;
+
 /// Buckets of ordered bits: bucket b holds the keys k with lower[b] <= k < lower[b + 1] (the
 /// last one up to the greatest key); an `equal` bucket holds a single key, one the sample found
 /// so often that no bucket could hold it with others (its keys need no sort, and its region
@@ -57,6 +72,11 @@ struct scatter_buckets {
   std::vector<std::uint64_t> lower;
   std::vector<std::uint8_t> equal;
   std::vector<std::uint64_t> region;
+  /// Round 1 may sort a chunk on the top sort_bits bits of its keys alone: every bound past the
+  /// first is a multiple of 2^(width - sort_bits), so a chunk in order of those bits is cut
+  /// exactly at the bounds by a binary search of them (keys below a bound are those whose top
+  /// bits are below its own). The keys' width where the bounds are not aligned.
+  unsigned sort_bits{};
   [[nodiscard]] std::uint64_t count() const noexcept { return lower.size(); }
   [[nodiscard]] std::uint64_t region_elements() const noexcept
   {
@@ -77,7 +97,10 @@ struct scatter_buckets {
 /// keys and round-2 tasks of at most `capacity` elements: the sample cut every q keys, never
 /// inside a run of equal keys (the cut moves back to the run's start), a run of q/2 or more its
 /// own equal bucket. Every bucket but an equal one then has at most q sample keys and a region
-/// within the capacity; every lower bound is a key of that width.
+/// within the capacity; every lower bound is a key of that width. With
+/// tuning.prefix_bounds and no equal bucket, the bounds are then moved down to multiples of
+/// 2^(key_bits - t) for the fewest top bits t (8, 16, ...) whose buckets' regions all stay
+/// within the capacity (bounds that meet merge their buckets); sort_bits says which t.
 scatter_buckets make_scatter_buckets(std::span<const std::uint64_t> sorted_sample, std::uint64_t n,
                                      std::uint64_t capacity, unsigned key_bits,
                                      const scatter_tuning& tuning = {});

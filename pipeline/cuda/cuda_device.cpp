@@ -919,8 +919,14 @@ struct round_state {
                        vb > 0 ? alt_values.data<char>() + at * vb : nullptr};
     int in = 0;  // where the task's elements lie: 0 the slot's buffers, 1 the alternates
     if (!t.src_ordered) cuda::to_ordered(keys[0], t.count, layout.keys(), st);
-    if (sorter.sort(keys[0], keys[1], values[0], values[1], t.count, kb, vb, d_scratch,
-                    scratch_bytes, st, t.key_bits))
+    // A scattering round whose bounds are aligned needs its chunks in order of their top bits
+    // alone: CUB's radix sort on those, where its scratch fits (whatever the in-core sort).
+    const bool top_bits =
+        t.begin_bit > 0 && cuda::radix_sort_scratch_bytes(t.count, kb, vb) <= scratch_bytes;
+    if (top_bits ? cuda::radix_sort(keys[0], keys[1], values[0], values[1], t.count, kb, vb,
+                                    d_scratch, scratch_bytes, st, 0, t.begin_bit)
+                 : sorter.sort(keys[0], keys[1], values[0], values[1], t.count, kb, vb,
+                               d_scratch, scratch_bytes, st, t.key_bits))
       in = 1;
     if (t.deal_bins > 1) {
       cuda::deal(keys[in], values[in], t.count, t.deal_bins, keys[1 - in], values[1 - in], kb,

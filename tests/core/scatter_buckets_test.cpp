@@ -16,6 +16,7 @@
 #include <limits>
 #include <random>
 #include <span>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -307,6 +308,139 @@ TEST(ScatterBuckets, RejectsBadSamples)
   EXPECT_THROW((void)make_scatter_buckets(keys_t{1, 5, 3, 9}, 1000, 1000, 64),
                gpusort::logic_error);
   EXPECT_THROW((void)make_scatter_buckets(keys_t{1, 3, 5}, 1000, 1000, 16), gpusort::logic_error);
+}
+
+/// Aligned bounds (scatter_tuning::prefix_bounds): every bound past the first a multiple of
+/// 2^(width - sort_bits), sort_bits a whole number of bytes below the width, bounds increasing,
+/// every region from the formula and within the capacity, every sample key in a bucket.
+void expect_aligned(const keys_t& s, const scatter_buckets& bk, std::uint64_t n,
+                    std::uint64_t capacity, const scatter_tuning& t, unsigned width)
+{
+  ASSERT_EQ(bk.sort_bits % 8, 0U);
+  ASSERT_GT(bk.sort_bits, 0U);
+  ASSERT_LT(bk.sort_bits, width) << "aligned at all";
+  const std::uint64_t low = (std::uint64_t{1} << (width - bk.sort_bits)) - 1;
+  EXPECT_EQ(bk.lower[0], 0U);
+  std::uint64_t total = 0;
+  for (std::uint64_t b = 0; b < bk.count(); ++b) {
+    EXPECT_EQ(bk.lower[b] & low, 0U) << "bucket " << b;
+    if (b + 1 < bk.count()) {
+      EXPECT_LT(bk.lower[b], bk.lower[b + 1]);
+    }
+    EXPECT_EQ(bk.equal[b], 0);
+    const std::uint64_t c = brute_count(s, bk, b);
+    const auto cd = static_cast<double>(c);
+    const double want = std::ceil((cd + t.z * std::sqrt(cd) + t.z * t.z) /
+                                  static_cast<double>(s.size()) * static_cast<double>(n));
+    const std::uint64_t room = bk.region[b + 1] - bk.region[b];
+    EXPECT_EQ(room, std::min(n, static_cast<std::uint64_t>(want))) << "bucket " << b;
+    EXPECT_LE(room, capacity) << "bucket " << b;
+    total += c;
+  }
+  EXPECT_EQ(total, s.size());
+  EXPECT_LE(bk.region_elements(), t.round1_elements(n, capacity));
+}
+
+TEST(ScatterBuckets, PrefixBoundsAlignToTheFewestTopBitsThatFit)
+{
+  scatter_tuning t;
+  t.prefix_bounds = true;
+  for (const unsigned width : {32U, 64U}) {
+    const std::uint64_t top = width == 64 ? max64 : max32;
+    for (const std::uint64_t capacity : {std::uint64_t{65536}, std::uint64_t{786432}}) {
+      const std::uint64_t n = std::uint64_t{1} << 30;
+      const std::uint64_t m = t.samples(n, capacity);
+      const keys_t s = distinct_sample(m, top, width + capacity);
+      const scatter_buckets bk = make_scatter_buckets(s, n, capacity, width, t);
+      SCOPED_TRACE(std::to_string(width) + "-bit keys, capacity " + std::to_string(capacity));
+      expect_aligned(s, bk, n, capacity, t, width);
+      // Uniform keys: 1/16 of a bucket's sample keys move at most with 16 bits at 1/256 of 8
+      // GiB (a cell holds 26 of them), so 24 bits always fit and 16 bits fit those buckets.
+      EXPECT_LE(bk.sort_bits, 24U);
+      // The same sample cut as plain buckets of cut_every() keys, then aligned by hand: at
+      // sort_bits the bounds are bk's, and at a byte fewer some bucket outgrows the capacity.
+      scatter_tuning plain = t;
+      plain.prefix_bounds = false;
+      plain.samples_per_bucket = t.cut_every();
+      const scatter_buckets cut = make_scatter_buckets(s, n, capacity, width, plain);
+      const auto aligned = [&](unsigned bits) {
+        const std::uint64_t low = (std::uint64_t{1} << (width - bits)) - 1;
+        keys_t lower{0};
+        for (std::uint64_t b = 1; b < cut.count(); ++b)
+          if ((cut.lower[b] & ~low) != lower.back()) lower.push_back(cut.lower[b] & ~low);
+        return lower;
+      };
+      EXPECT_EQ(aligned(bk.sort_bits), bk.lower);
+      if (bk.sort_bits > 8) {
+        scatter_buckets fewer;
+        fewer.lower = aligned(bk.sort_bits - 8);
+        fewer.equal.assign(fewer.lower.size(), 0);
+        std::uint64_t largest = 0;
+        for (std::uint64_t b = 0; b < fewer.count(); ++b)
+          largest = std::max(largest, t.region(brute_count(s, fewer, b), n, m));
+        EXPECT_GT(largest, capacity) << "a byte fewer would have fit";
+      }
+    }
+  }
+}
+
+TEST(ScatterBuckets, PrefixBoundsLeaveHeavyKeysAndAFullWidthAlone)
+{
+  scatter_tuning t;
+  t.prefix_bounds = true;
+  t.samples_per_bucket = 16;
+  // A heavy key: its equal bucket holds one key, which no prefix of fewer bits than the width
+  // can bound, so the buckets stay as cut and round 1 sorts on every bit.
+  keys_t s;
+  for (std::uint64_t i = 0; i < 200; ++i) s.push_back(i * 1000);
+  s.insert(s.end(), 40, 77777);
+  std::sort(s.begin(), s.end());
+  const scatter_buckets heavy = make_scatter_buckets(s, 100'000, 100'000, 64, t);
+  ASSERT_GT(equal_buckets(heavy), 0U);
+  EXPECT_EQ(heavy.sort_bits, 64U);
+  // Without the switch the bounds are the sample's and sort_bits the width.
+  scatter_tuning plain;
+  plain.samples_per_bucket = 16;
+  const keys_t distinct = distinct_sample(400, max32, 5);
+  const scatter_buckets as_cut = make_scatter_buckets(distinct, 100'000, 100'000, 32, plain);
+  EXPECT_EQ(as_cut.sort_bits, 32U);
+  for (std::uint64_t b = 1; b < as_cut.count(); ++b)
+    EXPECT_EQ(as_cut.lower[b], distinct[b * 16]) << "cut every q keys";
+}
+
+// Round 1 on a GPU with aligned bounds sorts a chunk on its top sort_bits bits alone and finds
+// the slices by binary search (count_below_runs): the counts must be the buckets' own. Here a
+// chunk of keys with many equal top bits, stably sorted on those bits alone, then bucket_counts.
+TEST(ScatterBuckets, AChunkInOrderOfItsTopBitsIsCutAtAlignedBounds)
+{
+  scatter_tuning t;
+  t.prefix_bounds = true;
+  t.samples_per_bucket = 64;
+  std::mt19937_64 rng{23};
+  for (const unsigned width : {32U, 64U}) {
+    const std::uint64_t top = width == 64 ? max64 : max32;
+    // Keys clustered in a few hundred top-byte cells, so cells hold many of them.
+    keys_t keys(50'000);
+    for (auto& k : keys) k = (rng() % 300) * (top / 300) + rng() % (top / 300 / 7);
+    keys_t sample;
+    for (std::uint64_t i = 0; i < keys.size(); i += 11) sample.push_back(keys[i]);
+    std::sort(sample.begin(), sample.end());
+    const scatter_buckets bk = make_scatter_buckets(sample, keys.size(), keys.size(), width, t);
+    ASSERT_LT(bk.sort_bits, width) << width;
+    const unsigned shift = width - bk.sort_bits;
+    std::stable_sort(keys.begin(), keys.end(),
+                     [&](std::uint64_t a, std::uint64_t b) { return (a >> shift) < (b >> shift); });
+    ASSERT_FALSE(std::is_sorted(keys.begin(), keys.end())) << "a test of a partial order";
+    keys_t counts(bk.count());
+    if (width == 64) {
+      bucket_counts<std::uint64_t>(keys, bk, counts);
+    } else {
+      const std::vector<std::uint32_t> narrow(keys.begin(), keys.end());
+      bucket_counts<std::uint32_t>(narrow, bk, counts);
+    }
+    for (std::uint64_t b = 0; b < bk.count(); ++b)
+      EXPECT_EQ(counts[b], brute_count(keys, bk, b)) << width << "-bit, bucket " << b;
+  }
 }
 
 template <typename K>
