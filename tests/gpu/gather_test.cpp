@@ -333,6 +333,59 @@ TEST_F(gpu_radix_low_bits, SortsOnTheLowBitsAloneAndKeepsEqualKeysInOrder)
     }
 }
 
+/// n keys of `width` bits with positions as values, sorted from `begin_bit` up (round 1 of a
+/// scattering job with aligned bounds): keys and positions must equal std::stable_sort's by
+/// the top bits alone (equal top bits keep input order, whatever their low bits).
+template <typename K>
+void expect_top_bits_sort(std::uint64_t n, unsigned begin_bit)
+{
+  std::mt19937_64 rng{n * 7 + begin_bit};
+  std::vector<K> keys(n);
+  // A few hundred values of the top bits, so that many keys share them.
+  for (auto& k : keys) k = static_cast<K>(rng() % 300 * (~K{0} / 300) + rng() % 1000);
+  std::vector<std::uint32_t> order(n);
+  std::iota(order.begin(), order.end(), 0U);
+  std::vector<std::uint32_t> expected = order;
+  std::stable_sort(expected.begin(), expected.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return (keys[a] >> begin_bit) < (keys[b] >> begin_bit);
+  });
+  device_buffer k{n * sizeof(K) + 8}, k_alt{n * sizeof(K) + 8}, v{n * 4 + 4}, v_alt{n * 4 + 4};
+  const std::size_t scratch_bytes = cuda::radix_sort_scratch_bytes(n, sizeof(K), 4);
+  device_buffer scratch{scratch_bytes + 1};
+  ASSERT_EQ(cudaMemcpy(k.data(), keys.data(), n * sizeof(K), cudaMemcpyHostToDevice),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(v.data(), order.data(), n * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  cuda_stream stream;
+  const bool alt = cuda::radix_sort(k.data(), k_alt.data(), v.data(), v_alt.data(), n, sizeof(K),
+                                    4, scratch.data(), scratch_bytes, stream.value(), 0, begin_bit);
+  stream.synchronize();
+  std::vector<K> sorted(n);
+  std::vector<std::uint32_t> values(n);
+  ASSERT_EQ(cudaMemcpy(sorted.data(), (alt ? k_alt : k).data(), n * sizeof(K),
+                       cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(values.data(), (alt ? v_alt : v).data(), n * 4, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(values[i], expected[i]) << "n=" << n << " begin_bit=" << begin_bit << " at " << i;
+    ASSERT_EQ(sorted[i], keys[expected[i]]) << "n=" << n << " begin_bit=" << begin_bit;
+  }
+}
+
+TEST_F(gpu_radix_low_bits, SortsOnTheTopBitsAloneAndKeepsTheirTiesInOrder)
+{
+  for (const std::uint64_t n : {1ULL, 1000ULL, 673'217ULL}) {
+    for (const unsigned begin_bit : {8U, 16U, 24U}) {
+      expect_top_bits_sort<std::uint32_t>(n, begin_bit);
+      if (HasFatalFailure()) return;
+    }
+    for (const unsigned begin_bit : {8U, 40U, 48U, 56U}) {
+      expect_top_bits_sort<std::uint64_t>(n, begin_bit);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
 TEST(gpu_radix_low_bits_arguments, MoreBitsThanTheKeyHasAreRefused)
 {
   // Checked before anything touches a GPU.
@@ -341,6 +394,13 @@ TEST(gpu_radix_low_bits_arguments, MoreBitsThanTheKeyHasAreRefused)
                invalid_argument);
   EXPECT_THROW(cuda::radix_sort(nullptr, nullptr, nullptr, nullptr, 1, 8, 0, nullptr, 0, nullptr,
                                 65),
+               invalid_argument);
+  // A first bit at or past the last: nothing to sort on.
+  EXPECT_THROW(cuda::radix_sort(nullptr, nullptr, nullptr, nullptr, 1, 4, 0, nullptr, 0, nullptr,
+                                0, 32),
+               invalid_argument);
+  EXPECT_THROW(cuda::radix_sort(nullptr, nullptr, nullptr, nullptr, 1, 8, 0, nullptr, 0, nullptr,
+                                20, 20),
                invalid_argument);
 }
 
