@@ -828,6 +828,7 @@ void set_option(options& o, std::string_view flag, const std::string& value)
 int main(int argc, char** argv)
 {
   return gpusort::bench::run_main<options>("beside_bench", usage, argc, argv,
-                                           {"--host-bytes", "--keys", "--slices", "--reps", "--writes"},
+                                           {"--host-bytes", "--keys", "--slices", "--reps",
+                                            "--writes"},
                                            set_option, run);
 }

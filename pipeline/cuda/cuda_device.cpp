@@ -1038,10 +1038,10 @@ struct round_state {
   /// Copy-out stage of a scattering round: once the slot's counts are in, each task's places
   /// (in chunk order: scatter_places), then every bucket's slice written there, by a kernel
   /// writing to the mapped round-1 buffer (cuda::scatter_lines), or, where the buffer is not
-  /// mapped, slice by slice through the copy engine. `check`: the job's, while a place waits. Returns
-  /// with the writes queued, `stored` recorded behind them: the storer places the next slot's
-  /// slices while these are written (finish_scattered waits for them), where waiting here left
-  /// the link idle for a wake-up, a place and a launch at every chunk.
+  /// mapped, slice by slice through the copy engine. `check`: the job's, while a place waits.
+  /// Returns with the writes queued, `stored` recorded behind them: the storer places the next
+  /// slot's slices while these are written (finish_scattered waits for them), where waiting
+  /// here left the link idle for a wake-up, a place and a launch at every chunk.
   void store_scattered(slot& s, const std::function<void()>& check)
   {
     const cudaStream_t st = d2h.value();

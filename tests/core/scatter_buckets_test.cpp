@@ -310,6 +310,19 @@ TEST(ScatterBuckets, RejectsBadSamples)
   EXPECT_THROW((void)make_scatter_buckets(keys_t{1, 3, 5}, 1000, 1000, 16), gpusort::logic_error);
 }
 
+/// Sample keys in each bucket, by one walk of the sorted sample (brute_count per bucket would
+/// take B times as long: minutes under a sanitizer at thousands of buckets).
+keys_t counts_by_walk(const keys_t& sorted, const scatter_buckets& bk)
+{
+  keys_t counts(bk.count(), 0);
+  std::uint64_t b = 0;
+  for (const std::uint64_t k : sorted) {
+    while (b + 1 < bk.count() && bk.lower[b + 1] <= k) ++b;
+    if (k >= bk.lower[b]) ++counts[b];
+  }
+  return counts;
+}
+
 /// Aligned bounds (scatter_tuning::prefix_bounds): every bound past the first a multiple of
 /// 2^(width - sort_bits), sort_bits a whole number of bytes below the width, bounds increasing,
 /// every region from the formula and within the capacity, every sample key in a bucket.
@@ -321,6 +334,7 @@ void expect_aligned(const keys_t& s, const scatter_buckets& bk, std::uint64_t n,
   ASSERT_LT(bk.sort_bits, width) << "aligned at all";
   const std::uint64_t low = (std::uint64_t{1} << (width - bk.sort_bits)) - 1;
   EXPECT_EQ(bk.lower[0], 0U);
+  const keys_t counts = counts_by_walk(s, bk);
   std::uint64_t total = 0;
   for (std::uint64_t b = 0; b < bk.count(); ++b) {
     EXPECT_EQ(bk.lower[b] & low, 0U) << "bucket " << b;
@@ -328,7 +342,7 @@ void expect_aligned(const keys_t& s, const scatter_buckets& bk, std::uint64_t n,
       EXPECT_LT(bk.lower[b], bk.lower[b + 1]);
     }
     EXPECT_EQ(bk.equal[b], 0);
-    const std::uint64_t c = brute_count(s, bk, b);
+    const std::uint64_t c = counts[b];
     const auto cd = static_cast<double>(c);
     const double want = std::ceil((cd + t.z * std::sqrt(cd) + t.z * t.z) /
                                   static_cast<double>(s.size()) * static_cast<double>(n));
@@ -347,15 +361,18 @@ TEST(ScatterBuckets, PrefixBoundsAlignToTheFewestTopBitsThatFit)
   t.prefix_bounds = true;
   for (const unsigned width : {32U, 64U}) {
     const std::uint64_t top = width == 64 ? max64 : max32;
-    for (const std::uint64_t capacity : {std::uint64_t{65536}, std::uint64_t{786432}}) {
-      const std::uint64_t n = std::uint64_t{1} << 30;
+    // 8 GiB of u64 at 1/256 (786432-element tasks, 1.6M sample keys) and 64M keys in tasks
+    // of 65536 (1.2M sample keys, 1200 buckets).
+    for (const auto& [n, capacity] : {std::pair{std::uint64_t{1} << 30, std::uint64_t{786432}},
+                                      std::pair{std::uint64_t{1} << 26, std::uint64_t{65536}}}) {
       const std::uint64_t m = t.samples(n, capacity);
       const keys_t s = distinct_sample(m, top, width + capacity);
       const scatter_buckets bk = make_scatter_buckets(s, n, capacity, width, t);
       SCOPED_TRACE(std::to_string(width) + "-bit keys, capacity " + std::to_string(capacity));
       expect_aligned(s, bk, n, capacity, t, width);
-      // Uniform keys: 1/16 of a bucket's sample keys move at most with 16 bits at 1/256 of 8
-      // GiB (a cell holds 26 of them), so 24 bits always fit and 16 bits fit those buckets.
+      // Uniform keys: the finer cut leaves a bucket room for q/16 = 64 more sample keys, and
+      // a 24-bit prefix's cell holds about one of them here (a 16-bit one about 25), so at
+      // most 24 bits are needed.
       EXPECT_LE(bk.sort_bits, 24U);
       // The same sample cut as plain buckets of cut_every() keys, then aligned by hand: at
       // sort_bits the bounds are bk's, and at a byte fewer some bucket outgrows the capacity.
@@ -376,8 +393,8 @@ TEST(ScatterBuckets, PrefixBoundsAlignToTheFewestTopBitsThatFit)
         fewer.lower = aligned(bk.sort_bits - 8);
         fewer.equal.assign(fewer.lower.size(), 0);
         std::uint64_t largest = 0;
-        for (std::uint64_t b = 0; b < fewer.count(); ++b)
-          largest = std::max(largest, t.region(brute_count(s, fewer, b), n, m));
+        for (const std::uint64_t c : counts_by_walk(s, fewer))
+          largest = std::max(largest, t.region(c, n, m));
         EXPECT_GT(largest, capacity) << "a byte fewer would have fit";
       }
     }
