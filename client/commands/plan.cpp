@@ -132,6 +132,7 @@ nlohmann::ordered_json machine_json(const machine_model& m)
           {"cut_seconds", m.cut_seconds},
           {"scatter_seconds", m.scatter_seconds},
           {"scatter_rate", m.scatter_rate},
+          {"bucket_seconds", m.bucket_seconds},
           {"pinned", m.pinned}};
 }
 

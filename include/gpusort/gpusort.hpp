@@ -182,6 +182,9 @@ struct machine_model {
   /// this rate; 0 (the host device): as DSPS's round 1.
   double scatter_seconds{};
   double scatter_rate{};
+  /// Round 2 of the scattered rounds: the fixed cost of a bucket's stage beside its sort (one
+  /// slice through the copy engines); 0: chunk_seconds, as a DSPS chunk.
+  double bucket_seconds{};
   /// The arrays are page-locked (registered, the daemon's shared buffers); false: pageable,
   /// staged through pinned pieces by the cores.
   bool pinned{true};
