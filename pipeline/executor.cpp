@@ -439,7 +439,6 @@ class scattered_rounds {
     }
   }
 
-
   const job_arrays& a_;
   const element_layout& layout_;
   const chunk_plan& plan_;

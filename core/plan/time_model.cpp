@@ -168,8 +168,9 @@ double ring_round(double tasks, double k, double first_in, double in, double sor
 /// the host, round 1 at the fitted scatter cost a chunk (its sort and the writes of its slices
 /// together), nothing planned between the rounds, and round 2 one whole bucket a task through
 /// the copy engines, as a round of chunks of the buckets' size.
-model_prediction gpu_scattered(const machine_model& m, const model_job& j, model_prediction p)
+model_prediction gpu_scattered(const machine_model& m, const model_job& j)
 {
+  model_prediction p;
   const double k = std::max<std::uint32_t>(j.devices, 1);
   const double bytes = static_cast<double>(j.n) * static_cast<double>(j.element_bytes());
   const double d = static_cast<double>(j.d);
@@ -197,6 +198,7 @@ model_prediction gpu_scattered(const machine_model& m, const model_job& j, model
 
 model_prediction gpu_two_rounds(const machine_model& m, const model_job& j)
 {
+  if (j.buckets > 0 && m.scatter_rate > 0) return gpu_scattered(m, j);
   const double k = std::max<std::uint32_t>(j.devices, 1);
   const double bytes = static_cast<double>(j.n) * static_cast<double>(j.element_bytes());
   const double d = static_cast<double>(j.d);
@@ -215,7 +217,6 @@ model_prediction gpu_two_rounds(const machine_model& m, const model_job& j)
   const double lane_stage =
       sort_seconds(m, chunk) +
       m.chunk_seconds * (j.lanes > 1 ? model_tuning::lane_chunk_share : 1.0);
-  if (j.buckets > 0 && m.scatter_rate > 0) return gpu_scattered(m, j, p);
   p.phases.push_back({"round 1", ring_round(d, k, chunk / in_rate(m, k, t1), chunk / r1,
                                             lane_stage, chunk / r1,
                                             chunk / out_rate(m, k, t1))});
