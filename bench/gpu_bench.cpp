@@ -374,10 +374,21 @@ constexpr const char* usage =
     "size) the smallest budget the planner accepts; the median of --repeat runs after a\n"
     "warm-up, each with its chunk count, and the profile of the last; --incore radix or\n"
     "sample sets the in-core sort of its chunks (auto: the engine's choice); --kinds and\n"
-    "--budgets keep some of them (1/8 always runs: the others are rated against it).\n"
+    "--budgets picks them, any 1/K (K from 2 to 65536) besides (1/8 always runs: the others\n"
+    "are rated against it).\n"
     "--log debug (any mode) prints the library's debug messages on stderr: which sort took a\n"
     "round's chunks, how many chunks shared a ring slot.\n"
     "exit codes: 0 done, 1 a failure (one line says which), 64 a bad command line\n";
+
+/// K of a --budgets entry "1/K" (2 <= K <= 65536), 0 for anything else.
+std::uint64_t budget_fraction(const std::string& b)
+{
+  if (b.size() < 3 || b.compare(0, 2, "1/") != 0 ||
+      b.find_first_not_of("0123456789", 2) != std::string::npos || b.size() > 7)
+    return 0;
+  const std::uint64_t k = std::stoull(b.substr(2));
+  return k >= 2 && k <= 65536 ? k : 0;
+}
 
 struct options {
   std::vector<std::uint64_t> sizes{std::uint64_t{1} << 30, std::uint64_t{4} << 30};
@@ -452,8 +463,8 @@ void set_option(options& o, std::string_view flag, const std::string& v)
         " (u64, u64.stable, f64 or f64.stable)");
   } else if (flag == "--budgets") {
     o.chunk_budgets = gpusort::bench::parse_list(
-        flag, v, [](const std::string& b) { return b == "1/8" || b == "1/256" || b == "smallest"; },
-        " (1/8, 1/256 or smallest)");
+        flag, v, [](const std::string& b) { return b == "smallest" || budget_fraction(b) > 0; },
+        " (1/K for K from 2 to 65536, or smallest)");
   } else if (flag == "--lean-bytes") {
     o.lean_bytes = parse_counts(flag, v);
   } else if (flag == "--host-limit") {
@@ -566,7 +577,8 @@ void run_chunks(const options& o, int gpus, std::vector<target>& targets,
             return std::ranges::find(o.chunk_budgets, b) != o.chunk_budgets.end();
           };
           std::vector<std::pair<std::string, std::uint64_t>> budgets{{"1/8", bytes / 8}};
-          if (wanted("1/256")) budgets.emplace_back("1/256", bytes / 256);
+          for (const std::string& b : o.chunk_budgets)
+            if (b != "1/8" && b != "smallest") budgets.emplace_back(b, bytes / budget_fraction(b));
           if (bytes == o.chunk_bytes.front() && wanted("smallest"))
             budgets.emplace_back("smallest", smallest);
           double rate_eighth = 0;
@@ -581,7 +593,7 @@ void run_chunks(const options& o, int gpus, std::vector<target>& targets,
             gpusort::sort_report r;
             const std::string key = "chunks.rate_vs_eighth." + kind + "." + tag + "." +
                                     std::to_string(g) + "gpu.budget_" +
-                                    (name == "1/256" ? std::string{"1_256"} : name);
+                                    (name == "smallest" ? name : "1_" + name.substr(2));
             for (int rep = 0; rep <= o.repeat; ++rep) {
               regenerate();
               opts.profile = rep == o.repeat;
@@ -598,7 +610,7 @@ void run_chunks(const options& o, int gpus, std::vector<target>& targets,
                     << "\", \"budget_bytes\": " << budget << ", \"refused\": "
                     << gpusort::bench::json_string(refused.what()) << "},";
                 targets.push_back({key, "speed ratio", "the same job at device budget 1/8", 0, 0,
-                                   name == "1/256" ? 0.7 : 0.5, true});
+                                   name == "smallest" ? 0.5 : 0.7, true});
                 times.clear();
                 break;
               }
@@ -625,7 +637,7 @@ void run_chunks(const options& o, int gpus, std::vector<target>& targets,
                 << "},";
             if (name == "1/8") continue;
             targets.push_back({key, "speed ratio", "the same job at device budget 1/8", t,
-                               rate / rate_eighth, name == "1/256" ? 0.7 : 0.5, true});
+                               rate / rate_eighth, name == "smallest" ? 0.5 : 0.7, true});
           }
         }
       }

@@ -10,8 +10,12 @@ out=dist
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/bench" "$out/tests"
 cp build/release/client/gpusort build/release/service/gpusortd "$out/bin/"
-for b in build/release/bench/*_bench; do cp "$b" "$out/bench/"; done
+# The Open MPI programs (mpi_bench, mpi_sort_tests) need Open MPI's libraries and mpirun, which
+# a bare GPU host lacks: they stay out of the bundle rather than failing the check below.
+uses_mpi() { ldd "$1" | grep -q 'libmpi'; }
+for b in build/release/bench/*_bench; do uses_mpi "$b" || cp "$b" "$out/bench/"; done
 for t in build/release/tests/*/*_tests; do
+  uses_mpi "$t" && continue
   mkdir -p "$out/tests/$(basename "$(dirname "$t")")"
   cp "$t" "$out/tests/$(basename "$(dirname "$t")")/"
 done

@@ -32,10 +32,13 @@ struct scatter_tuning {
   std::uint64_t min_chunks{1024};
   /// Align the bounds to prefixes of the keys' top bits, so that round 1 sorts each chunk on
   /// those bits alone (scatter_buckets::sort_bits): a radix sort then passes over 8 to 24 bits
-  /// of a 64-bit key where it passed over 64 (GPUSORT_SCATTER_PREFIX). Round 1's sort, at
-  /// about twice its time alone beside the store's writes, bounds the scattered rounds
-  /// (h200-20261201-s18); not yet measured on a GPU, so off by default.
-  bool prefix_bounds{false};
+  /// of a 64-bit key where it passed over 64. Round 1's sort, at about twice its time alone
+  /// beside the store's writes, bounded the scattered rounds (h200-20261201-s18). One H200,
+  /// 8 GiB, same run (h200-20261201-s19 call 1), unaligned against aligned: u64 1/256 0.567
+  /// against 0.469 s, smallest 0.723 against 0.681 s; u64.stable 0.537 / 0.457 and 0.742 /
+  /// 0.673 s; f64 0.579 / 0.483 and 0.764 / 0.701 s; f64.stable 0.733 / 0.627 s.
+  /// GPUSORT_SCATTER_PREFIX=0 turns it off.
+  bool prefix_bounds{true};
 
   /// Sample keys a cut keeps together: q, or with prefix_bounds 15/16 of it, so that moving a
   /// bound down to a prefix's start leaves the bucket that gains keys within its region.
@@ -60,7 +63,7 @@ struct scatter_tuning {
                                               std::uint64_t capacity) const noexcept;
 };
 
-/// The tuning with GPUSORT_SCATTER_PREFIX's prefix_bounds (a measurement switch, off unset).
+/// The tuning with GPUSORT_SCATTER_PREFIX's prefix_bounds (a measurement switch, on unset).
 [[nodiscard]] scatter_tuning scatter_tuning_from_environment() noexcept;
 
 /// Buckets of ordered bits: bucket b holds the keys k with lower[b] <= k < lower[b + 1] (the

@@ -61,13 +61,14 @@ machine_model machine_model::h200(std::uint32_t gpus)
       .candidate_seconds = 10e-9,
       .cut_seconds = 11e-9,
       .exchange_seconds = 0.015,
-      // A fit of the scattered rounds' round 1 on one H200, 8 GiB u64 (h200-20261201-s18
-      // call 4, scatter_lines on 16 blocks): 1594 chunks of 5.4 MB in 0.365 s, 4096 of 2.1 MB
-      // (two a slot) in 0.474 s: 44 us a chunk and 34 us a MB (s17's store: 0.376 and 0.499
-      // s). Its sort runs at about half its speed beside the store's writes, which is what the
-      // round's time says, not the kernel's own rate.
-      .scatter_seconds = 44e-6,
-      .scatter_rate = 29.2,
+      // A fit of the scattered rounds' round 1 on one H200, 8 GiB u64, with the bounds aligned
+      // to the keys' top bits (h200-20261201-s19 call 1): 1594 chunks of 5.4 MB in 0.248 s,
+      // 4096 of 2.1 MB in 0.376 s, 156 and 92 us a chunk: 19.4 us a MB (51.6 GB/s, above the
+      // links' 48.3 that bound it here) and about 46 us a chunk. Its sort runs slower beside
+      // the store's writes, which is what the round's time says, not the kernel's own rate.
+      // (Unaligned, s18 call 4: 44 us and 29.2 GB/s, 0.365 and 0.474 s.)
+      .scatter_seconds = 46e-6,
+      .scatter_rate = 51.6,
       // A fit of the scattered rounds' round 2 on one H200 (the same runs): 2439 buckets of
       // 3.5 MB in 0.229 s, 94 us a bucket where the links would take 74 and the sort's bytes
       // 23 (at 1/256, 1626 of 5.3 MB in 0.202 s: there the links bound it). DSPS's 100 us a

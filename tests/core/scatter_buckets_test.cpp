@@ -152,7 +152,8 @@ TEST(ScatterTuning, Round1ElementsHoldTheRegionsOfADistinctSample)
 TEST(ScatterBuckets, DistinctSampleCutsEveryQKeys)
 {
   const std::uint64_t n = 10'000'000, cap = 65536;
-  const scatter_tuning t;
+  scatter_tuning t;
+  t.prefix_bounds = false;  // the sample's own cuts (the aligned ones: PrefixBounds* below)
   for (const unsigned bits : {32U, 64U}) {
     const keys_t s = distinct_sample(t.samples(n, cap), bits == 32 ? max32 + 1 : max64, bits);
     const scatter_buckets bk = make_scatter_buckets(s, n, cap, bits, t);
@@ -408,6 +409,7 @@ TEST(ScatterBuckets, PrefixBoundsLeaveHeavyKeysAndAFullWidthAlone)
   EXPECT_EQ(heavy.sort_bits, 64U);
   // Without the switch the bounds are the sample's and sort_bits the width.
   scatter_tuning plain;
+  plain.prefix_bounds = false;
   plain.samples_per_bucket = 16;
   const keys_t distinct = distinct_sample(400, max32, 5);
   const scatter_buckets as_cut = make_scatter_buckets(distinct, 100'000, 100'000, 32, plain);
