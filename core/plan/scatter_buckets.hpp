@@ -23,13 +23,16 @@ struct scatter_tuning {
   std::uint64_t samples_per_bucket{1024};  ///< q
   double z{5};
   /// Jobs of at least this many chunks on GPUs take the scattered rounds by default
-  /// (GPUSORT_SCATTER=auto). One H200, 8 GiB u64, since the store's kernel writes whole lines
-  /// on few blocks and a slot comes free once its writes are done (h200-20261201-s18, calls 4
-  /// and 5): at 1/256 (1594 chunks) DSPS 0.551 and 0.609 s against 0.532 and 0.557 s
-  /// scattered, at the smallest budget (4096) 1.033 and 1.211 s against 0.698 and 0.761 s; at
-  /// 1/8 (37 chunks) DSPS still leads, 0.369 against 0.401 s (call 4). Two H200 ran alike at
-  /// 1/256 before (0.365 s, h200x2-20261201-s17 call 2) and were not measured since.
-  std::uint64_t min_chunks{1024};
+  /// (GPUSORT_SCATTER=auto). One H200, 8 GiB, with aligned bounds (h200-20261201-s19): DSPS
+  /// holds 1/8's rate up to 1/32 (149 chunks: u64 0.378 s against 0.380 at 1/8; f64.stable
+  /// 0.516 against 0.531 s) and loses it by 1/128 (715 chunks: u64 0.561 s, 0.68 of 1/8;
+  /// f64.stable 0.747 s, 0.71), where the scattered rounds took 0.431 s (call 4 and the call
+  /// after it). At 1/8 (37 chunks) the two are even, 0.388 s scattered against DSPS's 0.380
+  /// in the call before; at 1594 and 4096 chunks the scattered rounds lead by 17% and 6%
+  /// (call 1). Between 149 and 715 chunks neither was measured: 512 takes the scattered rounds
+  /// where DSPS's d^2 slices begin to cost and leaves DSPS, which needs no extra round-1 room
+  /// (round1_elements), the jobs it runs at full speed.
+  std::uint64_t min_chunks{512};
   /// Align the bounds to prefixes of the keys' top bits, so that round 1 sorts each chunk on
   /// those bits alone (scatter_buckets::sort_bits): a radix sort then passes over 8 to 24 bits
   /// of a 64-bit key where it passed over 64. Round 1's sort, at about twice its time alone
