@@ -143,6 +143,9 @@ int run_main(const char* name, std::string_view usage, int argc, char** argv,
              void (*set)(Options&, std::string_view flag, const std::string& value),
              int (*run)(const Options&))
 {
+  // Line by line even into a file or pipe: a run cut short (a GPU host's time limit, a
+  // timeout in gpu-check.sh) keeps every line it printed, where a full buffer was lost.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg{argv[i]};
     if (arg == "--help" || arg == "-h") {
