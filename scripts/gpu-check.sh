@@ -14,12 +14,14 @@
 #                               [--tools memcheck,racecheck,synccheck,initcheck]
 #                               [--sanitize gpu_executor,gpu]
 #                               [--only gpu_executor,gpu,gpu_fault,pipeline,core,lean,lean_cli]
-#                               [--shard K/N]
+#                               [--shard K/N] [--jobs W]
 # (--tools and --sanitize pick the sanitizer runs, to split a check over several sessions.
 # --only runs those test programs alone, --shard K/N the K-th of N parts of each (gtest's
 # GTEST_TOTAL_SHARDS and GTEST_SHARD_INDEX): with the tiny budget gpu_executor_tests alone took
 # more than the 470 s a 10-minute device call left it (h200x2-20261130-s10/call3), so a check can
-# be split over calls, e.g. --only gpu_executor --shard 1/2, then 2/2, then the rest.)
+# be split over calls, e.g. --only gpu_executor --shard 1/2, then 2/2, then the rest. --jobs W
+# runs the test programs W at a time, the executor's in W shards, each with 1/W of the cores'
+# OpenMP threads: the whole set took about 200 s so on the one-H200 host, h200-20261201-s19.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin="${GPUSORT_BIN:-$( [ -d dist ] && echo dist || echo build/release )}"
@@ -28,7 +30,7 @@ shift
 sizes=1Gi,4Gi cpu_count=1Gi machine="$(hostname)" tests=1 sanitizer=1 bench=1
 compress_bytes=8Gi
 tools=memcheck,racecheck,synccheck,initcheck suites=
-only= shard=
+only= shard= width=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --sizes) sizes="$2"; shift 2 ;;
@@ -41,6 +43,10 @@ while [ $# -gt 0 ]; do
     --tools) tools="$2"; shift 2 ;;
     --sanitize) suites="$2"; shift 2 ;;
     --only) only="$2"; shift 2 ;;
+    --jobs)
+      [[ "$2" =~ ^[1-9][0-9]?$ ]] ||
+        { echo "gpu-check: --jobs takes a count from 1 to 99" >&2; exit 64; }
+      width="$2"; shift 2 ;;
     --shard)
       [[ "$2" =~ ^([0-9]+)/([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -ge 1 ] &&
         [ "${BASH_REMATCH[1]}" -le "${BASH_REMATCH[2]}" ] ||
@@ -74,37 +80,85 @@ status=0
   nvidia-smi topo -m 2>/dev/null | head -n 8 || true
 } | tee "$out/machine.txt"
 
+# One test program's run, its output in LOG and its exit status in LOG.rc; with --jobs W the
+# runs go side by side, at most W at once, else one after another. Printed in start order.
+started=()
+run_test() {  # label log command...
+  local label=$1 log=$2
+  shift 2
+  if [ "$width" -gt 1 ]; then
+    while [ "$(jobs -rp | wc -l)" -ge "$width" ]; do wait -n; done
+    { "$@" > "$log" 2>&1; echo $? > "$log.rc"; } &
+  else
+    echo "== $label =="
+    "$@" > "$log" 2>&1
+    echo $? > "$log.rc"
+    tail -n 3 "$log"
+  fi
+  started+=("$label|$log")
+}
+finish_tests() {
+  wait
+  local entry label log
+  for entry in "${started[@]}"; do
+    label=${entry%%|*} log=${entry#*|}
+    [ "$width" -gt 1 ] && { echo "== $label =="; tail -n 3 "$log"; }
+    [ "$(cat "$log.rc" 2>/dev/null)" = 0 ] || status=1
+    rm -f "$log.rc"
+  done
+}
+
 if [ "$tests" = 1 ]; then
+  # Side by side (--jobs W), each program's OpenMP takes its share of the cores: seven programs
+  # at once with every core each did not end in 500 s on the one-H200 host, where four
+  # executor shards at 4 threads each took 94 s (h200-20261201-s19, calls 2 and 3). The
+  # executor's tests go in W shards of their own (unless --shard), without the budget test,
+  # which reads the GPU's free memory that the others move: it runs alone at the end.
+  if [ "$width" -gt 1 ]; then
+    export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(( $(nproc) / width > 2 ? $(nproc) / width : 2 ))}"
+  fi
+  # The lean path (issue 39) on the GPUs: its engine suites forced lean, and the CLI killed at
+  # every kind of step and at random moments, then recovered. The longest runs start first.
+  if wanted lean; then
+    run_test "lean_tests (GPU)${shard:+ (shard $shard)}" "$out/lean_tests${part}.txt" \
+      env GPUSORT_LEAN=1 GPUSORT_LEAN_TEST_GPUS=1 "$bin"/tests/pipeline/lean_tests --gtest_brief=1
+  fi
   for exe in "$bin"/tests/gpu/*_tests "$bin"/tests/pipeline/pipeline_tests \
              "$bin"/tests/core/core_tests; do
     t=$(basename "$exe" _tests)
     wanted "$t" || continue
     [ -x "$exe" ] || { echo "gpu-check: missing $exe" >&2; status=1; continue; }
-    echo "== ${t}_tests${shard:+ (shard $shard)} =="
-    log="$out/${t}_tests${part}.txt"
-    GPUSORT_TEST_BUDGET=tiny "$exe" --gtest_brief=1 > "$log" 2>&1
-    rc=$?
-    tail -n 3 "$log"
-    [ $rc -eq 0 ] || status=1
+    if [ "$width" -gt 1 ] && [ "$t" = gpu_executor ] && [ -z "$shard" ]; then
+      for k in $(seq 1 "$width"); do
+        run_test "${t}_tests (shard $k/$width of --jobs)" "$out/${t}_tests.jobs${k}of${width}.txt" \
+          env GPUSORT_TEST_BUDGET=tiny GTEST_TOTAL_SHARDS="$width" GTEST_SHARD_INDEX=$((k - 1)) \
+          GTEST_FILTER='-*TheGpuHoldsNoMoreThanItsBudget*' "$exe" --gtest_brief=1
+      done
+      continue
+    fi
+    filter=()
+    [ "$width" -gt 1 ] && [ "$t" = gpu_executor ] &&
+      filter=(GTEST_FILTER='-*TheGpuHoldsNoMoreThanItsBudget*')
+    run_test "${t}_tests${shard:+ (shard $shard)}" "$out/${t}_tests${part}.txt" \
+      env GPUSORT_TEST_BUDGET=tiny "${filter[@]}" "$exe" --gtest_brief=1
   done
-  # The lean path (issue 39) on the GPUs: its engine suites forced lean, and the CLI killed at
-  # every kind of step and at random moments, then recovered.
-  if wanted lean; then
-    echo "== lean_tests (GPU)${shard:+ (shard $shard)} =="
-    GPUSORT_LEAN=1 GPUSORT_LEAN_TEST_GPUS=1 "$bin"/tests/pipeline/lean_tests --gtest_brief=1 \
-      > "$out/lean_tests${part}.txt" 2>&1 || status=1
-    tail -n 3 "$out/lean_tests${part}.txt"
-  fi
   if wanted lean_cli; then
-    echo "== lean_cli_tests (GPU)${shard:+ (shard $shard)} =="
     cli="$bin/bin/gpusort"; [ -x "$cli" ] || cli="$bin/client/gpusort"
     # A GPU's pinned staging alone takes more than the CPU's 3 MiB limit, and each killed run
     # starts CUDA: the limit and the kills of the GPU host (h200-20261129-lean).
-    GPUSORT_LEAN_CLI_BUDGET="${GPUSORT_LEAN_CLI_BUDGET:-1Gi}" \
-    GPUSORT_LEAN_KILLS="${GPUSORT_LEAN_KILLS:-40}" \
-    GPUSORT_TEST_CLI="$(realpath "$cli")" "$bin"/tests/client/lean_cli_tests --gtest_brief=1 \
-      > "$out/lean_cli_tests${part}.txt" 2>&1 || status=1
-    tail -n 3 "$out/lean_cli_tests${part}.txt"
+    run_test "lean_cli_tests (GPU)${shard:+ (shard $shard)}" "$out/lean_cli_tests${part}.txt" \
+      env GPUSORT_LEAN_CLI_BUDGET="${GPUSORT_LEAN_CLI_BUDGET:-1Gi}" \
+      GPUSORT_LEAN_KILLS="${GPUSORT_LEAN_KILLS:-40}" GPUSORT_TEST_CLI="$(realpath "$cli")" \
+      "$bin"/tests/client/lean_cli_tests --gtest_brief=1
+  fi
+  finish_tests
+  if [ "$width" -gt 1 ] && wanted gpu_executor && [ -x "$bin/tests/gpu/gpu_executor_tests" ]; then
+    started=()
+    run_test "gpu_executor_tests' budget test, alone${shard:+ (shard $shard)}" \
+      "$out/gpu_executor_tests.budget${part}.txt" env GPUSORT_TEST_BUDGET=tiny \
+      GTEST_FILTER='*TheGpuHoldsNoMoreThanItsBudget*' "$bin/tests/gpu/gpu_executor_tests" \
+      --gtest_brief=1
+    finish_tests
   fi
 fi
 
