@@ -21,7 +21,8 @@
 # more than the 470 s a 10-minute device call left it (h200x2-20261130-s10/call3), so a check can
 # be split over calls, e.g. --only gpu_executor --shard 1/2, then 2/2, then the rest. --jobs W
 # runs the test programs W at a time, the executor's in W shards, each with 1/W of the cores'
-# OpenMP threads: the whole set took about 200 s so on the one-H200 host, h200-20261201-s19.)
+# OpenMP threads (the executor's four shards at 4 threads each took 94 s on the one-H200 host,
+# h200-20261201-s19 call 3).)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin="${GPUSORT_BIN:-$( [ -d dist ] && echo dist || echo build/release )}"
