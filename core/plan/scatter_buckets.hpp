@@ -28,8 +28,8 @@ struct scatter_tuning {
   /// 0.516 against 0.531 s) and loses it by 1/128 (715 chunks: u64 0.561 s, 0.68 of 1/8;
   /// f64.stable 0.747 s, 0.71), where the scattered rounds took 0.431 s (call 4 and the call
   /// after it). At 1/8 (37 chunks) the two are even, 0.388 s scattered against DSPS's 0.380
-  /// in the call before; at 1594 and 4096 chunks the scattered rounds lead by 17% and 6%
-  /// (call 1). Between 149 and 715 chunks neither was measured: 512 takes the scattered rounds
+  /// in the call before; at 1594 chunks they took 0.469 s (call 1) where DSPS had taken
+  /// 0.551-0.609 s (s18). Between 149 and 715 chunks neither was measured: 512 takes them
   /// where DSPS's d^2 slices begin to cost and leaves DSPS, which needs no extra round-1 room
   /// (round1_elements), the jobs it runs at full speed.
   std::uint64_t min_chunks{512};
