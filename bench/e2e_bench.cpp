@@ -1,5 +1,6 @@
 // End-to-end benchmark (issue 18): what a user waits for, next to the engine on memory it
-// pinned. For u64 uniform keys of --bytes, out of core (budget 1/8) and fitting, in one run:
+// pinned. For u64 uniform keys of --bytes, out of core (device budget 1/8 of the data, or
+// --budget 1/K: a small budget's many chunks, issue 44) and fitting, in one run:
 //   reference     engine.sort on host memory registered with the engine (the engine's speed)
 //   pageable      engine.sort on plain memory (a std::vector-like anonymous buffer)
 //   cli           `gpusort sort FILE --out FILE --local`, a file in --dir, process start to exit
@@ -23,8 +24,10 @@
 //
 //   e2e_bench --bin DIR [--dir /dev/shm] [--bytes 8Gi] [--cpu-bytes 1Gi] [--json FILE]
 //             [--disk-dir DIR [--disk-bytes 4Gi]] [--machine NAME] [--commit C] [--skip-daemon]
-//             [--repeat R] [--paths cli,daemon_fd,...]
+//             [--repeat R] [--paths cli,daemon_fd,...] [--budget 1/K] [--skip-fit]
 //
+// --budget 1/K (2 <= K <= 65536) sets the out-of-core budget; its targets are then named
+// "ooc_1_K" where 1/8's are "ooc". --skip-fit leaves out the fitting runs.
 // --paths runs only the CLI and daemon paths named (cli, cli_late_pages, cli_round1_pinned,
 // daemon_fd, daemon_shm, daemon_fd_inplace), for same-run A/Bs of one path.
 // --repeat runs each CLI and daemon path R times (the median is its target). Before each path,
@@ -298,18 +301,20 @@ int main(int argc, char** argv)
   std::string bin, dir = "/dev/shm", json, machine = "unknown", commit = "unknown", disk_dir;
   std::uint64_t bytes = std::uint64_t{8} << 30, cpu_bytes = std::uint64_t{1} << 30;
   std::uint64_t disk_bytes = std::uint64_t{4} << 30;
-  bool skip_daemon = false;
+  bool skip_daemon = false, skip_fit = false;
   int repeat = 1;
+  std::uint64_t budget_k = 8;  ///< --budget 1/K
   std::string paths;  ///< --paths: the CLI and daemon paths to run (comma-separated), or all
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--skip-daemon") {
-      skip_daemon = true;
+    if (a == "--skip-daemon" || a == "--skip-fit") {
+      (a == "--skip-daemon" ? skip_daemon : skip_fit) = true;
       continue;
     }
     if (i + 1 >= argc) die("usage: e2e_bench --bin DIR [--dir D] [--bytes N] [--cpu-bytes N] "
                            "[--disk-dir D [--disk-bytes N]] [--json FILE] [--machine M] "
-                           "[--commit C] [--skip-daemon] [--repeat R] [--paths P,...]");
+                           "[--commit C] [--skip-daemon] [--repeat R] [--paths P,...] "
+                           "[--budget 1/K] [--skip-fit]");
     const std::string v = argv[++i];
     if (a == "--bin") bin = v;
     else if (a == "--dir") dir = v;
@@ -322,13 +327,23 @@ int main(int argc, char** argv)
     else if (a == "--commit") commit = v;
     else if (a == "--repeat") repeat = static_cast<int>(gpusort::parse_count(v).value_or(0));
     else if (a == "--paths") paths = "," + v + ",";
+    else if (a == "--budget") {
+      const bool fraction = v.size() > 2 && v.size() <= 7 && v.compare(0, 2, "1/") == 0 &&
+                            v.find_first_not_of("0123456789", 2) == std::string::npos;
+      budget_k = fraction ? std::stoull(v.substr(2)) : 0;
+      if (budget_k < 2 || budget_k > 65536) die("--budget takes 1/K, K from 2 to 65536");
+    }
     else die("unknown argument " + a);
   }
   if (bin.empty() || bytes < 8) die("--bin DIR (with gpusort and gpusortd) and --bytes are needed");
   if (repeat < 1 || repeat > 9) die("--repeat takes 1 to 9");
   const std::uint64_t n = bytes / 8;
   bytes = n * 8;
-  const std::uint64_t budget = bytes / 8;
+  const std::uint64_t budget = bytes / budget_k;
+  // Out of core's name in the rows and targets: "ooc" at 1/8, as before --budget existed.
+  const std::string ooc_name = budget_k == 8 ? "ooc" : "ooc_1_" + std::to_string(budget_k);
+  const std::vector<bool> modes =
+      skip_fit ? std::vector<bool>{true} : std::vector<bool>{true, false};
   const std::string socket = dir + "/e2e_bench.sock";
   const std::string in = dir + "/e2e_bench.in", out = dir + "/e2e_bench.out";
   std::printf("e2e_bench: %s of u64 uniform keys (n = %llu), files in %s, %d threads\n",
@@ -360,8 +375,8 @@ int main(int argc, char** argv)
     record("memcpy (parallel, streaming)", parallel_memcpy_seconds(copied, true) * scale, 0);
 
   double reference[2]{};
-  for (const bool ooc : {true, false}) {
-    const char* mode = ooc ? "ooc" : "fit";
+  for (const bool ooc : modes) {
+    const std::string mode = ooc ? ooc_name : "fit";
     gpusort::config cfg;
     if (ooc) cfg.device_memory_budget = budget;
     gpusort::engine eng{cfg};
@@ -415,8 +430,8 @@ int main(int argc, char** argv)
   const auto wanted = [&](const std::string& path) {
     return paths.empty() || paths.find("," + path + ",") != std::string::npos;
   };
-  for (const bool ooc : {true, false}) {
-    const char* mode = ooc ? "ooc" : "fit";
+  for (const bool ooc : modes) {
+    const std::string mode = ooc ? ooc_name : "fit";
     const std::string cfg =
         config_file(dir, std::string{"e2e_bench."} + mode + ".yaml", ooc ? budget : 0, socket);
     const double ref = reference[ooc ? 0 : 1];
@@ -582,10 +597,10 @@ int main(int argc, char** argv)
     };
     record_disk("disk read (16 threads)", read_s);
     record_disk("disk write + fsync", write_s);
-    for (const bool ooc : {true, false}) {
-      const char* mode = ooc ? "ooc" : "fit";
+    for (const bool ooc : modes) {
+      const std::string mode = ooc ? ooc_name : "fit";
       const std::string cfg = config_file(dir, std::string{"e2e_bench.disk."} + mode + ".yaml",
-                                          ooc ? dn * 8 / 8 : 0, socket);  // budget 1/8
+                                          ooc ? dn * 8 / budget_k : 0, socket);
       const double ref = reference[ooc ? 0 : 1] * static_cast<double>(dn) /
                          static_cast<double>(n);
       drop_caches();
@@ -614,6 +629,7 @@ int main(int argc, char** argv)
   if (!json.empty())
     gpusort::bench::write_results(json, commit, machine, targets, raw.str(),
                                   {"\"bytes\": " + std::to_string(bytes),
+                                   "\"ooc_budget\": " + std::to_string(budget),
                                    "\"dir\": \"" + dir + "\""});
   return 0;
 }
