@@ -29,6 +29,7 @@
 #include <functional>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -287,6 +288,23 @@ struct fast_route {
 void unscattered_input(fast_route& r, bool file_input) noexcept
 {
   if (file_input) r.plan.scatter_elements = 0;
+}
+
+/// The scattered rounds' regions take about 19% more host memory than DSPS's round-1 buffer:
+/// a job whose fast path (`fast`) is over `limit` with them but within it without runs DSPS,
+/// not lean. `bytes` recounts the fast path; `scope` then holds DSPS for the job's life, and
+/// `fast` becomes its bytes.
+template <class Bytes>
+void dsps_where_only_it_fits(std::uint64_t& fast, std::uint64_t limit,
+                             std::optional<detail::dsps_only_scope>& scope, const Bytes& bytes)
+{
+  if (fast == std::numeric_limits<std::uint64_t>::max() || fast <= limit || detail::dsps_only_scope::active()) return;
+  scope.emplace();
+  const std::uint64_t dsps = bytes();
+  if (dsps < fast && dsps <= limit)
+    fast = dsps;
+  else
+    scope.reset();
 }
 
 /// `gpus`: the GPUs (0: the host device); `fits`: the GPUs a resident sort would take (0:
@@ -698,6 +716,11 @@ memory_estimate engine::impl::estimate(const sort_job& job, const sort_options& 
 
 memory_estimate engine::estimate_memory(const sort_job& job, const sort_options& options) const
 {
+  // As sort() would run it: DSPS where only DSPS fits the limit (recounted under the scope).
+  std::uint64_t fast = impl_->fast_bytes(job, options);
+  std::optional<detail::dsps_only_scope> dsps_only;
+  dsps_where_only_it_fits(fast, impl_->limit_of(options), dsps_only,
+                          [&] { return impl_->fast_bytes(job, options); });
   return impl_->estimate(job, options);
 }
 
@@ -705,6 +728,9 @@ memory_estimate engine::estimate_memory(const argsort_job& job,
                                         const sort_options& options) const
 {
   memory_estimate e{.fast_bytes = impl_->fast_bytes(job, options)};
+  std::optional<detail::dsps_only_scope> dsps_only;
+  dsps_where_only_it_fits(e.fast_bytes, impl_->limit_of(options), dsps_only,
+                          [&] { return impl_->fast_bytes(job, options); });
   e.lean_refusal = detail::lean::argsort_refusal(job);
   if (!e.lean_refusal.empty()) return e;
   detail::element_layout layout = layout_of(job.keys.type, job.index_bytes, options);
@@ -930,7 +956,10 @@ job_plan engine::impl::plan_sort(const sort_job& job, const sort_options& option
   const std::uint32_t vb = job.values ? job.values->value_bytes : 0;
   const detail::element_layout layout = layout_of(job.keys.type, vb, options);
   const std::uint64_t limit = limit_of(options);
-  const memory_estimate memory = estimate(job, options);
+  memory_estimate memory = estimate(job, options);
+  std::optional<detail::dsps_only_scope> dsps_only;
+  dsps_where_only_it_fits(memory.fast_bytes, limit, dsps_only,
+                          [&] { return fast_bytes(job, options); });
   const std::uint64_t fast = memory.fast_bytes;
   const bool lean = lean_first(n, job.journal_fd >= 0, fast, limit);
   // The stable path sorts (key, position) pairs and gathers the values after (stable.hpp).
@@ -961,7 +990,9 @@ job_plan engine::impl::plan_argsort(const argsort_job& job, const sort_options& 
   const std::uint64_t n = job.keys.count;
   const detail::element_layout pairs = layout_of(job.keys.type, job.index_bytes, options);
   const std::uint64_t limit = limit_of(options);
-  const std::uint64_t fast = fast_bytes(job, options);
+  std::uint64_t fast = fast_bytes(job, options);
+  std::optional<detail::dsps_only_scope> dsps_only;
+  dsps_where_only_it_fits(fast, limit, dsps_only, [&] { return fast_bytes(job, options); });
   memory_estimate memory{.fast_bytes = fast};
   detail::element_layout lean_layout = pairs;
   lean_layout.stable = true;
@@ -1014,7 +1045,9 @@ sort_report engine::sort(const sort_job& job, const sort_options& options)
 {
   validate(job);
   const std::uint64_t limit = impl_->limit_of(options);
-  const std::uint64_t fast = impl_->fast_bytes(job, options);
+  std::uint64_t fast = impl_->fast_bytes(job, options);
+  std::optional<detail::dsps_only_scope> dsps_only;
+  dsps_where_only_it_fits(fast, limit, dsps_only, [&] { return impl_->fast_bytes(job, options); });
   // A fast path the devices' budget cannot plan (infeasible) fails with that budget's own
   // error below, naming the smallest device budget: lean would not mend it.
   if (lean_first(job.keys.count, job.journal_fd >= 0, fast, limit)) {
@@ -1035,7 +1068,9 @@ sort_report engine::sort(const sort_job& job, const sort_options& options)
 sort_report engine::argsort(const argsort_job& job, const sort_options& options)
 {
   const std::uint64_t limit = impl_->limit_of(options);
-  const std::uint64_t fast = impl_->fast_bytes(job, options);
+  std::uint64_t fast = impl_->fast_bytes(job, options);
+  std::optional<detail::dsps_only_scope> dsps_only;
+  dsps_where_only_it_fits(fast, limit, dsps_only, [&] { return impl_->fast_bytes(job, options); });
   if (lean_first(job.keys.count, false, fast, limit) && job.indices_out != nullptr &&
       (job.index_bytes == 4 || job.index_bytes == 8)) {
     try {

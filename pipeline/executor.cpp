@@ -590,9 +590,17 @@ std::uint64_t planning_bytes(const chunk_plan& plan, const element_layout& layou
          pieces * (sizeof(std::uint64_t) + 2 * sizeof(slice));
 }
 
+namespace {
+thread_local bool dsps_only = false;
+}  // namespace
+
+dsps_only_scope::dsps_only_scope() noexcept : was_{dsps_only} { dsps_only = true; }
+dsps_only_scope::~dsps_only_scope() { dsps_only = was_; }
+bool dsps_only_scope::active() noexcept { return dsps_only; }
+
 std::uint64_t scatter_elements_for(const chunk_plan& plan, bool gpus)
 {
-  if (plan.in_core()) return 0;
+  if (plan.in_core() || dsps_only) return 0;
   const std::optional<std::string_view> mode =
       switch_word("GPUSORT_SCATTER", {"auto", "on", "off"});
   const scatter_tuning tuning = scatter_tuning_from_environment();

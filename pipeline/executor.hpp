@@ -112,6 +112,22 @@ std::uint64_t planning_bytes(const chunk_plan& plan, const element_layout& layou
 /// scatter_tuning::min_chunks chunks on GPUs; `on`, every out-of-core job; `off`, none), else 0.
 std::uint64_t scatter_elements_for(const chunk_plan& plan, bool gpus);
 
+/// While one lives on a thread, scatter_elements_for gives 0 there: a job whose fast path fits
+/// the host memory limit only without the scattered rounds' regions (about 19% more than
+/// DSPS's round-1 buffer) runs DSPS rather than the lean path (engine.cpp). The engine plans
+/// and runs a job on its caller's thread, so the choice holds for the whole job.
+class dsps_only_scope {
+ public:
+  dsps_only_scope() noexcept;
+  ~dsps_only_scope();
+  dsps_only_scope(const dsps_only_scope&) = delete;
+  dsps_only_scope& operator=(const dsps_only_scope&) = delete;
+  [[nodiscard]] static bool active() noexcept;
+
+ private:
+  bool was_;
+};
+
 /// Sorts `arrays` on `devices` by `plan` (in core when plan.d == 1), compressing round 1's runs
 /// as `compress_runs` says (compresses()). The round-1 output goes to `round1_scratch` when it
 /// holds round1_bytes (GPU engines keep it pinned and reuse it across jobs), else to memory

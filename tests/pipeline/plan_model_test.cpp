@@ -12,8 +12,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <optional>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace gpusort {
@@ -387,6 +390,68 @@ TEST(EnginePlan, LeanWhereTheHostLimitAsksForIt)
   const job_plan none = e.plan(job, {.host_memory_limit = m.lean_bytes / 4});
   EXPECT_EQ(none.path, "none");
   EXPECT_FALSE(none.refusal.empty());
+}
+
+/// GPUSORT_SCATTER set for a test's life, its old value (or none) restored after.
+class scatter_switch {
+ public:
+  explicit scatter_switch(const char* value)
+  {
+    if (const char* was = std::getenv("GPUSORT_SCATTER")) was_ = was;
+    set(value);
+  }
+  ~scatter_switch()
+  {
+    if (was_)
+      ::setenv("GPUSORT_SCATTER", was_->c_str(), 1);
+    else
+      ::unsetenv("GPUSORT_SCATTER");
+  }
+  scatter_switch(const scatter_switch&) = delete;
+  scatter_switch& operator=(const scatter_switch&) = delete;
+  static void set(const char* value) { ::setenv("GPUSORT_SCATTER", value, 1); }
+
+ private:
+  std::optional<std::string> was_;
+};
+
+// The scattered rounds' regions take about 19% more host memory than DSPS's round-1 buffer: a
+// job that fits the host memory limit only without them runs DSPS rather than lean, and the
+// estimate, the plan and the report agree. (The host device takes them only when asked.)
+TEST(EnginePlan, DspsWhereOnlyDspsFitsTheHostLimit)
+{
+  const scatter_switch scatter{"off"};
+  const std::uint64_t n = 1 << 20;
+  engine e{cpu_config(std::uint64_t{1} << 20)};
+  const sort_job job{.keys = {nullptr, n, dtype::u64}};
+  const memory_estimate dsps = e.estimate_memory(job);
+  scatter_switch::set("on");
+  const memory_estimate scattered = e.estimate_memory(job);
+  ASSERT_GE(scattered.fast_bytes, dsps.fast_bytes + n * 8 / 8);
+  ASSERT_LT(scattered.lean_bytes, dsps.fast_bytes);
+
+  const sort_options fits_dsps{.host_memory_limit = dsps.fast_bytes};
+  EXPECT_EQ(e.estimate_memory(job, fits_dsps).fast_bytes, dsps.fast_bytes);
+  const job_plan p = e.plan(job, fits_dsps);
+  EXPECT_EQ(p.path, "two rounds");
+  EXPECT_EQ(p.buckets, 0U);
+  EXPECT_EQ(p.host_memory.fast_bytes, dsps.fast_bytes);
+  std::vector<std::uint64_t> keys = random_keys(n);
+  sort_report r = e.sort(std::span{keys}, fits_dsps);
+  ASSERT_TRUE(std::is_sorted(keys.begin(), keys.end()));
+  EXPECT_EQ(r.path, "two rounds");
+  EXPECT_EQ(r.scatter_buckets, 0U);
+  EXPECT_EQ(r.host_memory_bytes, dsps.fast_bytes);
+
+  // With room for the regions the same job takes the scattered rounds; without room for
+  // DSPS's buffer either, the lean path.
+  const sort_options fits_both{.host_memory_limit = scattered.fast_bytes};
+  EXPECT_GT(e.plan(job, fits_both).buckets, 0U);
+  keys = random_keys(n);
+  r = e.sort(std::span{keys}, fits_both);
+  ASSERT_TRUE(std::is_sorted(keys.begin(), keys.end()));
+  EXPECT_GT(r.scatter_buckets, 0U);
+  EXPECT_EQ(e.plan(job, {.host_memory_limit = dsps.fast_bytes - 1}).path, "lean");
 }
 
 TEST(EnginePlan, AHypotheticalMachine)
