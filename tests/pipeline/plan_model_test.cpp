@@ -242,6 +242,12 @@ TEST(TimeModel, WithinFifteenPercentOfTheH200Measurements)
        0.681},
       {"8 GiB 1/256 scattered, 1 H200 (d=1594)", scattered(n8, 1594, n8 / 1594 * 6 / 5, 1), 1,
        0.469},
+      // Where DSPS gives way to them (h200-20261201-s19 call 4, DSPS, and call 5, scattered):
+      // 1/32 and 1/128 of 8 GiB.
+      {"8 GiB 1/32, 1 H200 (d=149)", at(n8, 149, usual, 1), 1, 0.378},
+      {"8 GiB 1/128, 1 H200 (d=715)", at(n8, 715, usual, 1), 1, 0.561},
+      {"8 GiB 1/128 scattered, 1 H200 (d=715)", scattered(n8, 715, n8 / 715 * 6 / 5, 1), 1,
+       0.431},
   };
   for (const measured& r : runs) {
     const double predicted = seconds(machine_model::h200(r.gpus), r.job);
