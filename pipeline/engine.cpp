@@ -291,21 +291,23 @@ void unscattered_input(fast_route& r, bool file_input) noexcept
   if (file_input) r.plan.scatter_elements = 0;
 }
 
-/// The scattered rounds' regions take about 19% more host memory than DSPS's round-1 buffer:
-/// a job whose fast path (`fast`) is over `limit` with them but within it without runs DSPS,
-/// not lean. `bytes` recounts the fast path; `scope` then holds DSPS for the job's life, and
-/// `fast` becomes its bytes.
+/// fast_bytes of a job the devices' budget cannot plan at all.
+constexpr std::uint64_t infeasible = std::numeric_limits<std::uint64_t>::max();
+
+/// The fast path's host memory as a job will run it, `bytes()` counting it. The scattered
+/// rounds' regions take about 19% more than DSPS's round-1 buffer: a job over `limit` with them
+/// but within it without runs DSPS, not lean, and `scope` then holds DSPS for its life.
 template <class Bytes>
-void dsps_where_only_it_fits(std::uint64_t& fast, std::uint64_t limit,
-                             std::optional<detail::dsps_only_scope>& scope, const Bytes& bytes)
+std::uint64_t fast_within(std::uint64_t limit, std::optional<detail::dsps_only_scope>& scope,
+                          const Bytes& bytes)
 {
-  if (fast == std::numeric_limits<std::uint64_t>::max() || fast <= limit || detail::dsps_only_scope::active()) return;
+  const std::uint64_t fast = bytes();
+  if (fast == infeasible || fast <= limit || detail::dsps_only_scope::active()) return fast;
   scope.emplace();
   const std::uint64_t dsps = bytes();
-  if (dsps < fast && dsps <= limit)
-    fast = dsps;
-  else
-    scope.reset();
+  if (dsps < fast && dsps <= limit) return dsps;
+  scope.reset();
+  return fast;
 }
 
 /// `gpus`: the GPUs (0: the host device); `fits`: the GPUs a resident sort would take (0:
@@ -380,7 +382,9 @@ struct engine::impl {
                                  bool lean, const memory_estimate& memory, std::uint64_t limit,
                                  const machine_model& machine, bool this_machine);
   /// engine::estimate_memory's body for a sort, which plan_sort shares.
-  [[nodiscard]] memory_estimate estimate(const sort_job& job, const sort_options& options);
+  /// The job's host memory within options' limit; `scope` as fast_within leaves it.
+  [[nodiscard]] memory_estimate estimate(const sort_job& job, const sort_options& options,
+                                         std::optional<detail::dsps_only_scope>& scope);
   [[nodiscard]] job_plan plan_sort(const sort_job& job, const sort_options& options,
                                    const machine_model& machine, bool this_machine);
   [[nodiscard]] job_plan plan_argsort(const argsort_job& job, const sort_options& options,
@@ -404,6 +408,14 @@ struct engine::impl {
   [[nodiscard]] std::uint64_t fast_bytes(const sort_job& job, const sort_options& options) const;
   [[nodiscard]] std::uint64_t fast_bytes(const argsort_job& job,
                                          const sort_options& options) const;
+  /// fast_bytes of a job as it runs within options' limit (fast_within).
+  template <class Job>
+  [[nodiscard]] std::uint64_t fast_bytes_within(
+      const Job& job, const sort_options& options,
+      std::optional<detail::dsps_only_scope>& scope) const
+  {
+    return fast_within(limit_of(options), scope, [&] { return fast_bytes(job, options); });
+  }
   [[nodiscard]] detail::lean::engine_parts lean_parts();
   [[nodiscard]] std::vector<detail::device*> device_list() const;
   [[nodiscard]] detail::inner_sort inner()
@@ -671,9 +683,9 @@ std::uint64_t engine::impl::fast_bytes(const sort_job& job, const sort_options& 
   const std::uint64_t n = job.keys.count;
   const std::uint32_t vb = job.values ? job.values->value_bytes : 0;
   const detail::element_layout layout = layout_of(job.keys.type, vb, options);
-  const bool files = detail::find_file_window(job.keys.data) ||
-                     (job.keys_out != nullptr && detail::find_file_window(job.keys_out));
   const bool file_input = detail::find_file_window(job.keys.data).has_value();
+  const bool files =
+      file_input || (job.keys_out != nullptr && detail::find_file_window(job.keys_out));
   if (!detail::needs_stable_path(job, options)) return fast_bytes(n, layout, files, file_input);
   if (!job.values)  // keys alone: zeros and NaNs aside
     return fast_bytes(n, layout, files, file_input);
@@ -704,9 +716,10 @@ std::uint64_t engine::impl::fast_bytes(const argsort_job& job, const sort_option
   return inner == std::numeric_limits<std::uint64_t>::max() ? inner : n * pairs.bytes() + inner;
 }
 
-memory_estimate engine::impl::estimate(const sort_job& job, const sort_options& options)
+memory_estimate engine::impl::estimate(const sort_job& job, const sort_options& options,
+                                       std::optional<detail::dsps_only_scope>& scope)
 {
-  memory_estimate e{.fast_bytes = fast_bytes(job, options)};
+  memory_estimate e{.fast_bytes = fast_bytes_within(job, options, scope)};
   const std::uint32_t vb = job.values ? job.values->value_bytes : 0;
   detail::element_layout layout = layout_of(job.keys.type, vb, options);
   layout.stable = options.stable && job.values.has_value();
@@ -717,21 +730,15 @@ memory_estimate engine::impl::estimate(const sort_job& job, const sort_options& 
 
 memory_estimate engine::estimate_memory(const sort_job& job, const sort_options& options) const
 {
-  // As sort() would run it: DSPS where only DSPS fits the limit (recounted under the scope).
-  std::uint64_t fast = impl_->fast_bytes(job, options);
-  std::optional<detail::dsps_only_scope> dsps_only;
-  dsps_where_only_it_fits(fast, impl_->limit_of(options), dsps_only,
-                          [&] { return impl_->fast_bytes(job, options); });
-  return impl_->estimate(job, options);
+  std::optional<detail::dsps_only_scope> dsps_only;  // as sort() would run it
+  return impl_->estimate(job, options, dsps_only);
 }
 
 memory_estimate engine::estimate_memory(const argsort_job& job,
                                         const sort_options& options) const
 {
-  memory_estimate e{.fast_bytes = impl_->fast_bytes(job, options)};
-  std::optional<detail::dsps_only_scope> dsps_only;
-  dsps_where_only_it_fits(e.fast_bytes, impl_->limit_of(options), dsps_only,
-                          [&] { return impl_->fast_bytes(job, options); });
+  std::optional<detail::dsps_only_scope> dsps_only;  // as argsort() would run it
+  memory_estimate e{.fast_bytes = impl_->fast_bytes_within(job, options, dsps_only)};
   e.lean_refusal = detail::lean::argsort_refusal(job);
   if (!e.lean_refusal.empty()) return e;
   detail::element_layout layout = layout_of(job.keys.type, job.index_bytes, options);
@@ -742,9 +749,6 @@ memory_estimate engine::estimate_memory(const argsort_job& job,
 }
 
 namespace {
-
-/// fast_bytes of a job the devices' budget cannot plan at all.
-constexpr std::uint64_t infeasible = std::numeric_limits<std::uint64_t>::max();
 
 /// GPUSORT_LEAN=1: every job of two elements or more runs on the lean path (within its limit),
 /// to measure it against the fast path at the same size, and for tests.
@@ -966,10 +970,8 @@ job_plan engine::impl::plan_sort(const sort_job& job, const sort_options& option
   const std::uint32_t vb = job.values ? job.values->value_bytes : 0;
   const detail::element_layout layout = layout_of(job.keys.type, vb, options);
   const std::uint64_t limit = limit_of(options);
-  memory_estimate memory = estimate(job, options);
-  std::optional<detail::dsps_only_scope> dsps_only;
-  dsps_where_only_it_fits(memory.fast_bytes, limit, dsps_only,
-                          [&] { return fast_bytes(job, options); });
+  std::optional<detail::dsps_only_scope> dsps_only;  // held while the job is planned
+  const memory_estimate memory = estimate(job, options, dsps_only);
   const std::uint64_t fast = memory.fast_bytes;
   const bool lean = lean_first(n, job.journal_fd >= 0, fast, limit);
   // The stable path sorts (key, position) pairs and gathers the values after (stable.hpp).
@@ -1000,9 +1002,8 @@ job_plan engine::impl::plan_argsort(const argsort_job& job, const sort_options& 
   const std::uint64_t n = job.keys.count;
   const detail::element_layout pairs = layout_of(job.keys.type, job.index_bytes, options);
   const std::uint64_t limit = limit_of(options);
-  std::uint64_t fast = fast_bytes(job, options);
-  std::optional<detail::dsps_only_scope> dsps_only;
-  dsps_where_only_it_fits(fast, limit, dsps_only, [&] { return fast_bytes(job, options); });
+  std::optional<detail::dsps_only_scope> dsps_only;  // held while the job is planned
+  const std::uint64_t fast = fast_bytes_within(job, options, dsps_only);
   memory_estimate memory{.fast_bytes = fast};
   detail::element_layout lean_layout = pairs;
   lean_layout.stable = true;
@@ -1055,9 +1056,8 @@ sort_report engine::sort(const sort_job& job, const sort_options& options)
 {
   validate(job);
   const std::uint64_t limit = impl_->limit_of(options);
-  std::uint64_t fast = impl_->fast_bytes(job, options);
-  std::optional<detail::dsps_only_scope> dsps_only;
-  dsps_where_only_it_fits(fast, limit, dsps_only, [&] { return impl_->fast_bytes(job, options); });
+  std::optional<detail::dsps_only_scope> dsps_only;  // held while the job runs
+  const std::uint64_t fast = impl_->fast_bytes_within(job, options, dsps_only);
   // A fast path the devices' budget cannot plan (infeasible) fails with that budget's own
   // error below, naming the smallest device budget: lean would not mend it.
   if (lean_first(job.keys.count, job.journal_fd >= 0, fast, limit)) {
@@ -1078,9 +1078,8 @@ sort_report engine::sort(const sort_job& job, const sort_options& options)
 sort_report engine::argsort(const argsort_job& job, const sort_options& options)
 {
   const std::uint64_t limit = impl_->limit_of(options);
-  std::uint64_t fast = impl_->fast_bytes(job, options);
-  std::optional<detail::dsps_only_scope> dsps_only;
-  dsps_where_only_it_fits(fast, limit, dsps_only, [&] { return impl_->fast_bytes(job, options); });
+  std::optional<detail::dsps_only_scope> dsps_only;  // held while the job runs
+  const std::uint64_t fast = impl_->fast_bytes_within(job, options, dsps_only);
   if (lean_first(job.keys.count, false, fast, limit) && job.indices_out != nullptr &&
       (job.index_bytes == 4 || job.index_bytes == 8)) {
     try {

@@ -150,14 +150,15 @@ scatter_buckets make_scatter_buckets(std::span<const std::uint64_t> sorted_sampl
         if ((out.lower[b] & ~low) != bounds.back()) bounds.push_back(out.lower[b] & ~low);
       std::vector<std::uint64_t> aligned_counts(bounds.size());
       bool fits = true;
+      // bounds[0] is 0: bucket b's keys run from the previous bucket's end to its next bound.
+      auto from = sorted_sample.begin();
       for (std::size_t b = 0; b < bounds.size() && fits; ++b) {
-        const auto from = std::lower_bound(sorted_sample.begin(), sorted_sample.end(), bounds[b]);
         const auto to = b + 1 < bounds.size()
-                            ? std::lower_bound(sorted_sample.begin(), sorted_sample.end(),
-                                               bounds[b + 1])
+                            ? std::lower_bound(from, sorted_sample.end(), bounds[b + 1])
                             : sorted_sample.end();
         aligned_counts[b] = static_cast<std::uint64_t>(to - from);
         fits = tuning.region(aligned_counts[b], n, m) <= capacity;
+        from = to;
       }
       if (!fits) continue;
       out.lower = std::move(bounds);
