@@ -718,9 +718,11 @@ struct piece_mover::job {
   std::size_t ring_size{};
   std::uint64_t bytes{};
   std::uint64_t pieces{};
+  std::uint64_t block{};      ///< bytes a thread moves at a time (block_for)
   std::uint64_t per_piece{};  ///< blocks of a whole piece
   std::uint64_t blocks{};     ///< blocks in all
-  const buffer_fn* gate{};    ///< reusable (reading) or filled (writing)
+  buffer_fn gate;             ///< reusable (reading) or filled (writing)
+  std::uint64_t ticket{};
   /// Gathering: the runs read instead of `file`, and where each ends in the range they make.
   const std::vector<source_run>* runs{};
   std::vector<std::uint64_t> run_ends;
@@ -732,6 +734,8 @@ struct piece_mover::job {
   std::vector<std::uint64_t> gating;  ///< per buffer: 1 + the piece whose gate a thread calls
   std::exception_ptr failure;
   bool stop{};
+  unsigned busy{};  ///< threads inside work_on
+
 
   [[nodiscard]] std::size_t buffer_of(std::uint64_t p) const
   {
@@ -744,6 +748,21 @@ struct piece_mover::job {
   [[nodiscard]] std::uint64_t blocks_in(std::uint64_t p) const
   {
     return p + 1 < pieces ? per_piece : blocks - (pieces - 1) * per_piece;
+  }
+  /// Writing: every piece handed to fill has its blocks written (the last piece of each
+  /// buffer; done[i] counts the blocks of the buffer's latest piece).
+  [[nodiscard]] bool written() const
+  {
+    for (std::uint64_t p = pieces > ring_size ? pieces - ring_size : 0; p < handed; ++p)
+      if (done[buffer_of(p)] != blocks_in(p)) return false;
+    return true;
+  }
+  /// Writing: whether the buffer's latest piece (if any was handed) is written out.
+  [[nodiscard]] bool wrote_buffer(std::size_t i) const
+  {
+    const std::uint64_t first = (i + ring_size - r.first % ring_size) % ring_size;
+    if (first >= handed) return true;  // none of its pieces came to this buffer
+    return done[i] == blocks_in(first + (handed - 1 - first) / ring_size * ring_size);
   }
   void fail(std::exception_ptr e)
   {
@@ -784,11 +803,25 @@ unsigned default_movers()
 
 piece_mover::piece_mover(unsigned threads) : threads_{threads != 0 ? threads : default_movers()} {}
 
+std::uint64_t piece_mover::block_for(std::uint64_t bytes) const
+{
+  // A range of a few MiB in 1 MiB blocks kept a few of the threads busy and left the rest
+  // idle: a GPU's chunk of 2 MiB at the smallest budget waited for two threads' reads in turn
+  // (issue 44). Blocks down to 64 KiB give each thread a share; GPUSORT_MOVER_SPLIT=0 keeps
+  // 1 MiB, the A/B.
+  static const bool split = switch_flag("GPUSORT_MOVER_SPLIT", true);
+  if (!split || bytes >= io_block * threads_) return io_block;
+  constexpr std::uint64_t least = std::uint64_t{64} << 10, page = 4096;
+  const std::uint64_t share = (bytes + threads_ - 1) / threads_;
+  return std::clamp((share + page - 1) / page * page, least, io_block);
+}
+
 piece_mover::~piece_mover()
 {
   {
     const std::lock_guard lock{mutex_};
     closing_ = true;
+    for (const std::shared_ptr<job>& j : jobs_) j->stop = true;  // writes no one waits for
   }
   changed_.notify_all();
   for (std::thread& t : workers_) t.join();
@@ -797,67 +830,95 @@ piece_mover::~piece_mover()
 void piece_mover::read(const void* src, std::uint64_t bytes, const ring& r,
                        const piece_fn& hand_on, const buffer_fn& reusable)
 {
-  job j;
-  j.dir = direction::read;
-  j.file = const_cast<char*>(static_cast<const char*>(src));  // only read
-  j.r = r;
-  j.bytes = bytes;
-  j.gate = &reusable;
-  run(j, hand_on);
+  const auto j = std::make_shared<job>();
+  j->dir = direction::read;
+  j->file = const_cast<char*>(static_cast<const char*>(src));  // only read
+  j->r = r;
+  j->bytes = bytes;
+  j->gate = reusable;
+  run(j, hand_on, false);
 }
 
 void piece_mover::gather(const std::vector<source_run>& runs, const ring& r,
                          const piece_fn& hand_on, const buffer_fn& reusable)
 {
-  job j;
-  j.dir = direction::read;
-  j.runs = &runs;
-  j.run_ends.reserve(runs.size());
-  for (const source_run& run : runs) j.run_ends.push_back(j.bytes += run.bytes);
-  j.r = r;
-  j.gate = &reusable;
-  run(j, hand_on);
+  const auto j = std::make_shared<job>();
+  j->dir = direction::read;
+  j->runs = &runs;
+  j->run_ends.reserve(runs.size());
+  for (const source_run& run : runs) j->run_ends.push_back(j->bytes += run.bytes);
+  j->r = r;
+  j->gate = reusable;
+  run(j, hand_on, false);
 }
 
 void piece_mover::write(void* dst, std::uint64_t bytes, const ring& r, const piece_fn& fill,
                         const buffer_fn& filled)
 {
-  job j;
-  j.dir = direction::write;
-  j.file = static_cast<char*>(dst);
-  j.r = r;
-  j.bytes = bytes;
-  j.gate = &filled;
-  run(j, fill);
+  finish(write_behind(dst, bytes, r, fill, filled));
 }
 
-void piece_mover::run(job& j, const piece_fn& step)
+std::uint64_t piece_mover::write_behind(void* dst, std::uint64_t bytes, const ring& r,
+                                        const piece_fn& fill, const buffer_fn& filled)
 {
-  if (j.bytes == 0) return;
+  const auto j = std::make_shared<job>();
+  j->dir = direction::write;
+  j->file = static_cast<char*>(dst);
+  j->r = r;
+  j->bytes = bytes;
+  j->gate = filled;
+  return run(j, fill, true);
+}
+
+void piece_mover::finish(std::uint64_t ticket)
+{
+  std::unique_lock lock{mutex_};
+  const auto it = std::find_if(jobs_.begin(), jobs_.end(), [&](const std::shared_ptr<job>& j) {
+    return j->ticket == ticket;
+  });
+  if (it == jobs_.end()) return;
+  const std::shared_ptr<job> j = *it;
+  changed_.wait(lock, [&] { return j->stop || j->written(); });
+  end(j, lock);
+}
+
+std::uint64_t piece_mover::run(const std::shared_ptr<job>& jp, const piece_fn& step,
+                               bool behind)
+{
+  job& j = *jp;
+  if (j.bytes == 0) return 0;
   GPUSORT_EXPECTS(j.r.buffers != nullptr && !j.r.buffers->empty() && j.r.piece_bytes > 0,
                   "piece_mover needs a ring of buffers");
   j.ring_size = j.r.buffers->size();
   j.pieces = (j.bytes + j.r.piece_bytes - 1) / j.r.piece_bytes;
-  j.per_piece = (j.r.piece_bytes + io_block - 1) / io_block;
+  j.block = block_for(j.bytes);
+  j.per_piece = (j.r.piece_bytes + j.block - 1) / j.block;
   j.blocks = (j.pieces - 1) * j.per_piece +
-             (j.piece_length(j.pieces - 1) + io_block - 1) / io_block;
+             (j.piece_length(j.pieces - 1) + j.block - 1) / j.block;
   j.done.assign(j.ring_size, 0);
   j.gated.assign(j.ring_size, 0);
   j.gating.assign(j.ring_size, 0);
   const bool reading = j.dir == direction::read;
   std::unique_lock lock{mutex_};
-  GPUSORT_EXPECTS(job_ == nullptr, "one piece_mover moves one range at a time");
+  for (const std::shared_ptr<job>& e : jobs_)
+    GPUSORT_EXPECTS(e->dir == direction::write && e->handed == e->pieces,
+                    "one piece_mover hands one range on at a time");
+  // A read's threads fill buffers of their own accord: the writes behind must be out first.
+  if (reading) settle(lock);
   while (workers_.size() < threads_) workers_.emplace_back([this] { work(); });
-  job_ = &j;
-  ++generation_;
+  j.ticket = ++tickets_;
+  jobs_.push_back(jp);
   changed_.notify_all();
   for (std::uint64_t p = 0; p < j.pieces; ++p) {
     const std::size_t i = j.buffer_of(p);
-    // Reading: piece p is in its buffer. Writing: the piece before it there is out.
+    // Reading: piece p is in its buffer. Writing: the piece before it there is out, this
+    // call's or (its first round of the ring) a write behind's.
     if (reading)
       changed_.wait(lock, [&] { return j.stop || j.done[i] == j.blocks_in(p); });
     else if (p >= j.ring_size)
       changed_.wait(lock, [&] { return j.stop || j.done[i] == j.blocks_in(p - j.ring_size); });
+    else
+      changed_.wait(lock, [&] { return j.stop || buffer_free(j, i); });
     if (j.stop) break;
     j.done[i] = 0;  // counts the blocks of the buffer's next piece (reading: piece p + ring)
     lock.unlock();
@@ -872,34 +933,81 @@ void piece_mover::run(job& j, const piece_fn& step)
     j.handed = p + 1;
     changed_.notify_all();
   }
-  if (!reading) {  // every byte out before the call returns
-    changed_.wait(lock, [&] {
-      if (j.stop) return true;
-      for (std::uint64_t p = j.pieces > j.ring_size ? j.pieces - j.ring_size : 0; p < j.pieces;
-           ++p)
-        if (j.done[j.buffer_of(p)] != j.blocks_in(p)) return false;
-      return true;
-    });
-  }
+  // Every piece handed on: its writes' errors are for finish, even one that has failed by now.
+  if (behind && j.handed == j.pieces) return j.ticket;
+  end(jp, lock);
+  return 0;
+}
+
+void piece_mover::end(const std::shared_ptr<job>& jp, std::unique_lock<std::mutex>& lock)
+{
+  job& j = *jp;
   // No thread may touch the buffers (or `j`) once this returns.
   j.stop = true;
   changed_.notify_all();
-  changed_.wait(lock, [&] { return busy_ == 0; });
-  job_ = nullptr;
+  changed_.wait(lock, [&] { return j.busy == 0; });
+  jobs_.erase(std::find(jobs_.begin(), jobs_.end(), jp));
+  changed_.notify_all();  // a read may wait for the writes behind to go
   if (j.failure) std::rethrow_exception(j.failure);
+}
+
+void piece_mover::settle()
+{
+  std::unique_lock lock{mutex_};
+  settle(lock);
+}
+
+void piece_mover::abandon()
+{
+  std::unique_lock lock{mutex_};
+  for (const std::shared_ptr<job>& j : jobs_) j->stop = true;
+  changed_.notify_all();
+  settle(lock);
+  jobs_.clear();
+}
+
+void piece_mover::settle(std::unique_lock<std::mutex>& lock)
+{
+  // They finish, errors and all, where their caller asks.
+  changed_.wait(lock, [&] {
+    return std::all_of(jobs_.begin(), jobs_.end(), [](const std::shared_ptr<job>& e) {
+      return (e->stop || e->written()) && e->busy == 0;
+    });
+  });
+}
+
+std::shared_ptr<piece_mover::job> piece_mover::next_job() const
+{
+  // The earliest with blocks left: a later job's pieces wait for the earlier writes' buffers.
+  for (const std::shared_ptr<job>& j : jobs_)
+    if (!j->stop && j->next_block < j->blocks) return j;
+  return nullptr;
+}
+
+bool piece_mover::buffer_free(const job& j, std::size_t buffer) const
+{
+  for (const std::shared_ptr<job>& e : jobs_) {
+    if (e.get() == &j) return true;
+    // A stopped job's threads may still be writing out of its buffers.
+    if (e->stop ? e->busy > 0 : !e->wrote_buffer(buffer)) return false;
+  }
+  return true;
 }
 
 void piece_mover::work()
 {
-  std::uint64_t seen = 0;
   std::unique_lock lock{mutex_};
   for (;;) {
-    changed_.wait(lock, [&] { return closing_ || (job_ != nullptr && generation_ != seen); });
+    std::shared_ptr<job> j;
+    changed_.wait(lock, [&] {
+      if (closing_) return true;
+      j = next_job();
+      return j != nullptr;
+    });
     if (closing_) return;
-    seen = generation_;
-    ++busy_;
-    work_on(*job_, lock);
-    --busy_;
+    ++j->busy;
+    work_on(*j, lock);
+    --j->busy;
     changed_.notify_all();
   }
 }
@@ -925,16 +1033,16 @@ void piece_mover::work_on(job& j, std::unique_lock<std::mutex>& lock)
     lock.unlock();
     try {
       if (gate) {
-        (*j.gate)(i);
+        j.gate(i);
         {
           const std::lock_guard passed{mutex_};
           j.gated[i] = p + 1;
         }
         changed_.notify_all();
       }
-      const std::uint64_t within = (b - p * j.per_piece) * io_block;
+      const std::uint64_t within = (b - p * j.per_piece) * j.block;
       const std::uint64_t at = p * j.r.piece_bytes + within;
-      const std::uint64_t len = std::min(io_block, j.piece_length(p) - within);
+      const std::uint64_t len = std::min(j.block, j.piece_length(p) - within);
       char* const buffer = (*j.r.buffers)[i] + within;
       if (reading)
         j.read_at(buffer, at, len);

@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <initializer_list>
 #include <memory>
@@ -222,7 +223,10 @@ void host_write(void* dst, const void* src, std::uint64_t bytes);
 /// and 16 threads of pread 37 GB/s (H100 host, bench/results/h100-20261126-cc0a8fe-e2e-8Gi.json,
 /// -f90a3d0-mem.json). Here the threads take 1 MiB blocks in order from a shared counter and
 /// wait only for the buffer they fill (reading) or the piece they write out (writing), so up to
-/// the ring's size of pieces are in flight and a slow thread holds back its own block alone.
+/// the ring's size of pieces are in flight and a slow thread holds back its own block alone. A
+/// range shorter than a block for every thread is cut into blocks of a thread's share (64 KiB
+/// at least), and writes may go on behind the caller into the next range's call
+/// (write_behind): a GPU's chunks of a few MiB each, at a small device budget (issue 44).
 /// io_bench --staging measures the two schemes side by side without a GPU.
 ///
 /// One thread waits at a piece's gate (the GPU staging's event synchronize, which spins) while
@@ -273,6 +277,29 @@ class piece_mover {
   void write(void* dst, std::uint64_t bytes, const ring& r, const piece_fn& fill,
              const buffer_fn& filled);
 
+  /// write() that returns once `fill` has been called for every piece, the threads writing
+  /// the last pieces out behind the caller; finish(ticket) waits for them. The next call's
+  /// pieces wait only for the buffers they reuse, so its fills overlap these writes: a GPU
+  /// storing chunks of a few MiB one after another into a file otherwise paid a wake-up, a
+  /// copy and a write in turn for each (issue 44). `filled` is kept until the writes end;
+  /// `dst` and the ring's buffers must outlive them. Ticket 0: nothing to wait for. An error
+  /// is rethrown by finish, or by this call where it stopped the handing on of pieces.
+  [[nodiscard]] std::uint64_t write_behind(void* dst, std::uint64_t bytes, const ring& r,
+                                           const piece_fn& fill, const buffer_fn& filled);
+
+  /// Returns once the write_behind of `ticket` has every byte in its `dst` (at once for 0 or a
+  /// ticket already finished); rethrows its first error. Tickets may finish in any order and
+  /// from another thread than the one that wrote.
+  void finish(std::uint64_t ticket);
+
+  /// Returns once no write behind touches the ring's buffers (written or stopped), for a
+  /// caller about to use them itself; their errors stay for finish.
+  void settle();
+
+  /// settle(), then forgets the writes behind not finished, and their errors: for a caller
+  /// whose job failed before it finished them.
+  void abandon();
+
   /// Bytes at `data` (memory or a file window), one of the runs that gather reads.
   struct source_run {
     const char* data{};
@@ -289,17 +316,24 @@ class piece_mover {
 
  private:
   struct job;
-  void run(job& j, const piece_fn& step);
+  /// Hands the job's pieces on (`step`); returns its ticket while its writes go on where
+  /// `behind`, else once it is done (rethrowing its error).
+  std::uint64_t run(const std::shared_ptr<job>& j, const piece_fn& step, bool behind);
   void work();
   void work_on(job& j, std::unique_lock<std::mutex>& lock);
+  // Under mutex_:
+  [[nodiscard]] std::uint64_t block_for(std::uint64_t bytes) const;
+  [[nodiscard]] std::shared_ptr<job> next_job() const;
+  [[nodiscard]] bool buffer_free(const job& j, std::size_t buffer) const;
+  void end(const std::shared_ptr<job>& j, std::unique_lock<std::mutex>& lock);
+  void settle(std::unique_lock<std::mutex>& lock);
 
   unsigned threads_;
   std::mutex mutex_;
   std::condition_variable changed_;  // a job came or ended, a piece advanced, a thread left
-  job* job_{};                       // under mutex_
-  std::uint64_t generation_{};       // under mutex_: one per job
-  unsigned busy_{};                  // under mutex_: threads inside the job
-  bool closing_{};                   // under mutex_
+  std::deque<std::shared_ptr<job>> jobs_;  // under mutex_: in the order they came
+  std::uint64_t tickets_{};                // under mutex_: one per job
+  bool closing_{};                         // under mutex_
   std::vector<std::thread> workers_;
 };
 

@@ -100,10 +100,59 @@ class staging {
   /// Device -> host through the pieces; returns once every byte is in `dst`.
   void copy_out(char* dst, const char* d_src, std::uint64_t bytes, cudaStream_t s)
   {
-    if (memory_through_mover(false) || find_file_window(dst)) {
-      out_through_mover(dst, d_src, bytes, s);
-      return;
-    }
+    finish(copy_out_behind(dst, d_src, bytes, s));
+  }
+
+  /// copy_out that, where the mover's threads write the pieces out (a file window, memory
+  /// through the mover), returns once the last piece's copy is queued, with a ticket for
+  /// finish: the writes go on behind, so that the next chunk's copies overlap them (issue 44).
+  /// Else returns 0 once every byte is in `dst`.
+  [[nodiscard]] std::uint64_t copy_out_behind(char* dst, const char* d_src, std::uint64_t bytes,
+                                              cudaStream_t s)
+  {
+    if (memory_through_mover(false) || find_file_window(dst))
+      return out_through_mover(dst, d_src, bytes, s);
+    copy_out_here(dst, d_src, bytes, s);
+    return 0;
+  }
+
+  /// Returns once the writes of copy_out_behind's `ticket` are done; rethrows their error.
+  /// Callable from another thread than the one that copies.
+  void finish(std::uint64_t ticket)
+  {
+    if (ticket != 0) mover_->finish(ticket);  // a ticket comes from the mover, made by then
+  }
+
+  /// Returns once no write behind touches the pieces or their destinations, dropping those
+  /// not finished and their errors: after a failed round, whose releaser stopped early.
+  void abandon_behind()
+  {
+    if (mover_) mover_->abandon();
+  }
+
+  /// Whether copies out write behind (GPUSORT_WRITE_BEHIND, the A/B: 0 waits for each chunk's
+  /// writes before the next chunk's copies, as before).
+  static bool writes_behind()
+  {
+    static const bool on = switch_flag("GPUSORT_WRITE_BEHIND", true);
+    return on;
+  }
+
+  /// Host -> device of the runs one after another into [d_dst, d_dst + their bytes), runs of
+  /// memory (not file windows): each piece packed by every core at once (an OpenMP team of
+  /// the calling thread), its copy queued, and the next piece packed while it crosses; returns
+  /// once the last copy is queued, so that the next task's packing overlaps it too. For
+  /// round 2's thousands of short slices a task (GPUSORT_GATHER=host), where the mover's
+  /// handing on of pieces between its threads cost more than the bytes: an 8 GiB job's round 2
+  /// at d = 1594 copied in at 6.2 GB/s through gather_in (h200x2-20261130-s10/call1).
+  void pack_in(char* d_dst, const std::vector<piece_mover::source_run>& runs, cudaStream_t s);
+
+ private:
+  /// Device -> host through the pieces on this thread, each written out here once its copy is
+  /// in (arrays in memory, GPUSORT_MEMORY_MOVER=0 or `in`).
+  void copy_out_here(char* dst, const char* d_src, std::uint64_t bytes, cudaStream_t s)
+  {
+    settle();
     const std::uint64_t count = (bytes + piece_bytes_ - 1) / piece_bytes_;
     const std::uint64_t ahead = std::min<std::uint64_t>(count, piece_data_.size());
     auto issue = [&](std::uint64_t p) {
@@ -124,22 +173,13 @@ class staging {
     }
   }
 
-  /// Host -> device of the runs one after another into [d_dst, d_dst + their bytes), runs of
-  /// memory (not file windows): each piece packed by every core at once (an OpenMP team of
-  /// the calling thread), its copy queued, and the next piece packed while it crosses; returns
-  /// once the last copy is queued, so that the next task's packing overlaps it too. For
-  /// round 2's thousands of short slices a task (GPUSORT_GATHER=host), where the mover's
-  /// handing on of pieces between its threads cost more than the bytes: an 8 GiB job's round 2
-  /// at d = 1594 copied in at 6.2 GB/s through gather_in (h200x2-20261130-s10/call1).
-  void pack_in(char* d_dst, const std::vector<piece_mover::source_run>& runs, cudaStream_t s);
-
- private:
   /// Host -> device of `bytes` piece by piece on this thread: `fill(piece, offset, length)`
   /// writes each piece once its last copy has left it, then its copy is queued; returns once
   /// the last copy is queued.
   template <class Fill>
   void stage_in(char* d_dst, std::uint64_t bytes, cudaStream_t s, Fill&& fill)
   {
+    settle();
     for (std::uint64_t off = 0; off < bytes; off += piece_bytes_) {
       const std::uint64_t len = std::min(piece_bytes_, bytes - off);
       const auto i = static_cast<std::size_t>(next_++ % piece_data_.size());
@@ -192,11 +232,13 @@ class staging {
   }
 
   /// The other way: each copy out is queued as soon as the mover's threads have written out
-  /// what its piece held before, and they write each piece once it arrived.
-  void out_through_mover(char* dst, const char* d_src, std::uint64_t bytes, cudaStream_t s)
+  /// what its piece held before (this call's or an earlier one's), and they write each piece
+  /// once it arrived; returns the mover's ticket once the last copy is queued.
+  std::uint64_t out_through_mover(char* dst, const char* d_src, std::uint64_t bytes,
+                                  cudaStream_t s)
   {
     const std::size_t first = static_cast<std::size_t>(next_ % piece_data_.size());
-    mover().write(
+    const std::uint64_t ticket = mover().write_behind(
         dst, bytes, {.buffers = &piece_data_, .piece_bytes = piece_bytes_, .first = first},
         [&](std::size_t i, std::uint64_t off, std::uint64_t len) {
           GPUSORT_CUDA_TRY(
@@ -204,8 +246,9 @@ class staging {
           done_[i].record(s);
           in_use_[i] = true;
         },
-        [&](std::size_t i) { wait_for(i); });
+        [this](std::size_t i) { wait_for(i); });  // kept by the mover: nothing of this frame
     next_ += (bytes + piece_bytes_ - 1) / piece_bytes_;
+    return ticket;
   }
 
   /// On a mover's thread: waits for piece i's last copy, on this staging's GPU (a thread of
@@ -214,6 +257,12 @@ class staging {
   {
     const cuda::set_device_guard guard{device_};
     done_[i].synchronize();
+  }
+
+  /// Before this thread uses the pieces itself: the mover's writes behind are out of them.
+  void settle()
+  {
+    if (mover_) mover_->settle();
   }
 
   /// Started on first use.
@@ -249,9 +298,11 @@ inline void copy_to_device(char* d_dst, const void* src, std::uint64_t bytes, cu
 
 /// Device -> host: queued on `s` when `dst` is pinned, and for the parts of an output window
 /// whose pages are locked (pipeline/file_window.hpp: locked_output_run), straight into them;
-/// the rest staged through `st` (returns once those bytes are in `dst`).
+/// the rest staged through `st`. Where `behind` is given, the staged parts that the mover
+/// writes are left to it, their tickets appended there (staging::finish waits for them);
+/// else the call returns once those bytes are in `dst`.
 inline void copy_to_host(void* dst, const char* d_src, std::uint64_t bytes, cudaStream_t s,
-                         staging& st)
+                         staging& st, std::vector<std::uint64_t>* behind = nullptr)
 {
   if (bytes == 0) return;
   if (is_pinned(dst)) {
@@ -261,11 +312,15 @@ inline void copy_to_host(void* dst, const char* d_src, std::uint64_t bytes, cuda
   char* const out = static_cast<char*>(dst);
   for (std::uint64_t at = 0; at < bytes;) {
     const locked_run run = locked_output_run(out + at, bytes - at);
-    if (run.mapped != nullptr)
+    if (run.mapped != nullptr) {
       GPUSORT_CUDA_TRY(
           cudaMemcpyAsync(run.mapped, d_src + at, run.bytes, cudaMemcpyDeviceToHost, s));
-    else
+    } else if (behind != nullptr) {
+      if (const std::uint64_t ticket = st.copy_out_behind(out + at, d_src + at, run.bytes, s))
+        behind->push_back(ticket);
+    } else {
       st.copy_out(out + at, d_src + at, run.bytes, s);
+    }
     at += run.bytes;
   }
 }

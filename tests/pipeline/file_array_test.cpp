@@ -1102,5 +1102,114 @@ TEST(PieceMover, TheFirstErrorOfAnyStepIsRethrownOnceNoThreadMovesBytes)
   ::close(full);
 }
 
+/// write_behind: ranges one after another through one ring, as a GPU's store writes its chunks
+/// into a file, each returning once its pieces are being filled. A later range's fills wait
+/// for the buffers that earlier writes still use (a buffer filled too soon would write the
+/// later range's bytes into the earlier range's place), finish waits for a range's bytes
+/// whatever the order and from another thread, and the ranges' bytes all land.
+TEST(PieceMover, WritesBehindLandAndALaterRangeWaitsForTheBuffersItReuses)
+{
+  // Ranges shorter than a piece, of several pieces, and not whole pieces.
+  const std::vector<std::uint64_t> sizes{5 * mib + 3, 1, 2 * mib, mib - 7, 3 * mib + 4099,
+                                         64 * 1024, 4 * mib};
+  std::uint64_t total = 0;
+  for (const std::uint64_t n : sizes) total += n;
+  const std::vector<char> bytes = pattern(total, 11);
+  for (const std::string& folder : folders()) {
+    for (const std::size_t ring : {std::size_t{1}, std::size_t{2}, std::size_t{3}}) {
+      for (const bool to_file : {true, false}) {
+        SCOPED_TRACE(folder + ", ring " + std::to_string(ring) +
+                     (to_file ? ", into a file" : ", into memory"));
+        const temp_file file{folder};
+        ASSERT_EQ(::ftruncate(file.fd(), static_cast<off_t>(lead + total)), 0);
+        const file_array out_file{file.fd(), lead, total, "out.bin"};
+        std::vector<char> out_memory(total, 'x');
+        char* const out = to_file ? static_cast<char*>(out_file.data()) : out_memory.data();
+        {
+          const detail::output_mappings mapped{{out_file.data(), total}};
+          fake_copies gpu{mib, ring};
+          detail::piece_mover mover{ring == 1 ? 1U : 3U};
+          std::vector<std::uint64_t> tickets;
+          std::uint64_t at = 0;
+          std::size_t first = 0;
+          for (const std::uint64_t n : sizes) {
+            tickets.push_back(mover.write_behind(
+                out + at, n, {.buffers = &gpu.buffers(), .piece_bytes = mib, .first = first},
+                [&, at](std::size_t i, std::uint64_t off, std::uint64_t len) {
+                  gpu.queue_fill(i, off, len, bytes.data() + at);
+                },
+                [&gpu](std::size_t i) {
+                  std::this_thread::sleep_for(std::chrono::microseconds{200});  // a copy's time
+                  gpu.complete(i);
+                }));
+            EXPECT_NE(tickets.back(), 0U);
+            at += n;
+            first = (first + (n + mib - 1) / mib) % ring;
+          }
+          // Finished out of order, from another thread.
+          std::thread finisher{[&] {
+            for (std::size_t k = tickets.size(); k-- > 0;) mover.finish(tickets[k]);
+          }};
+          finisher.join();
+          mover.finish(tickets.front());  // finished already: returns at once
+          mover.finish(0);
+        }
+        if (to_file)
+          EXPECT_TRUE(file.read_at<char>(lead, total) == bytes);
+        else
+          EXPECT_TRUE(out_memory == bytes);
+      }
+    }
+  }
+}
+
+/// A write behind that fails says so at its finish, not at the next range's call; the ranges
+/// around it land. settle() waits for writes no one finished yet; abandon() forgets them.
+TEST(PieceMover, AWriteBehindsErrorComesAtItsFinishAndTheOthersLand)
+{
+  const int full = ::open("/dev/full", O_WRONLY | O_CLOEXEC);
+  if (full < 0) GTEST_SKIP() << "no /dev/full";
+  std::vector<char> ring_memory(2 * mib);
+  const std::vector<char*> buffers{ring_memory.data(), ring_memory.data() + mib};
+  const std::vector<char> bytes = pattern(3 * mib, 5);
+  std::vector<char> before(3 * mib, 'x'), after(3 * mib, 'x');
+  const detail::piece_mover::buffer_fn no_wait = [](std::size_t) {};
+  const auto fill_from = [&](const char* src) {
+    return [&buffers, src](std::size_t i, std::uint64_t off, std::uint64_t len) {
+      std::memcpy(buffers[i], src + off, len);
+    };
+  };
+  detail::piece_mover mover{2};
+  {
+    const file_array out{full, 0, 3 * mib, "full.bin"};
+    const detail::piece_mover::ring r{.buffers = &buffers, .piece_bytes = mib};
+    const std::uint64_t first = mover.write_behind(before.data(), 3 * mib, r,
+                                                   fill_from(bytes.data()), no_wait);
+    // One piece: the call hands it on before any write of it can fail.
+    const std::uint64_t failing = mover.write_behind(out.data(), mib, {.buffers = &buffers,
+        .piece_bytes = mib, .first = 1}, fill_from(bytes.data()), no_wait);
+    const std::uint64_t last = mover.write_behind(after.data(), 3 * mib, r,
+                                                  fill_from(bytes.data()), no_wait);
+    mover.finish(last);
+    mover.finish(first);
+    try {
+      mover.finish(failing);
+      ADD_FAILURE() << "no error for a write behind to a full device";
+    } catch (const io_error& e) {
+      EXPECT_NE(std::string{e.what()}.find("full.bin"), std::string::npos) << e.what();
+    }
+    mover.finish(failing);  // its error was said once
+    // A write behind left unfinished: settle waits for it, abandon drops its error.
+    const std::uint64_t dropped = mover.write_behind(out.data(), mib, r,
+                                                     fill_from(bytes.data()), no_wait);
+    mover.settle();
+    mover.abandon();
+    EXPECT_NO_THROW(mover.finish(dropped));
+  }
+  ::close(full);
+  EXPECT_TRUE(before == bytes);
+  EXPECT_TRUE(after == bytes);
+}
+
 }  // namespace
 }  // namespace gpusort
