@@ -807,11 +807,12 @@ std::uint64_t piece_mover::block_for(std::uint64_t bytes) const
 {
   // A range of a few MiB in 1 MiB blocks kept a few of the threads busy and left the rest
   // idle: a GPU's chunk of 2 MiB at the smallest budget waited for two threads' reads in turn
-  // (issue 44). Blocks down to 64 KiB give each thread a share; GPUSORT_MOVER_SPLIT=0 keeps
-  // 1 MiB, the A/B.
-  static const bool split = switch_flag("GPUSORT_MOVER_SPLIT", true);
-  if (!split || bytes >= io_block * threads_) return io_block;
-  constexpr std::uint64_t least = std::uint64_t{64} << 10, page = 4096;
+  // (issue 44). Blocks down to GPUSORT_MOVER_MIN_BLOCK KiB give each thread a share (1024:
+  // 1 MiB blocks, as before).
+  static const std::uint64_t least =
+      switch_count("GPUSORT_MOVER_MIN_BLOCK", 4, 1024).value_or(64) << 10;
+  if (bytes >= io_block * threads_) return io_block;
+  constexpr std::uint64_t page = 4096;
   const std::uint64_t share = (bytes + threads_ - 1) / threads_;
   return std::clamp((share + page - 1) / page * page, least, io_block);
 }
