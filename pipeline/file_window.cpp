@@ -803,17 +803,22 @@ unsigned default_movers()
 
 piece_mover::piece_mover(unsigned threads) : threads_{threads != 0 ? threads : default_movers()} {}
 
-std::uint64_t piece_mover::block_for(std::uint64_t bytes) const
+std::uint64_t piece_mover::block_for(const job& j) const
 {
-  // A range of a few MiB in 1 MiB blocks kept a few of the threads busy and left the rest
-  // idle: a GPU's chunk of 2 MiB at the smallest budget waited for two threads' reads in turn
-  // (issue 44). Blocks down to GPUSORT_MOVER_MIN_BLOCK KiB give each thread a share (1024:
-  // 1 MiB blocks, as before).
+  // A read of a few MiB in 1 MiB blocks kept a few of the threads busy and left the rest idle:
+  // a GPU's chunk of 2 MiB at the smallest budget waited for two threads' reads in turn. In
+  // blocks of a thread's share, 512 KiB at least, round 1 of 8 GiB from a file in 4096 chunks
+  // took 1.13-1.24 s against 1.26-1.44 s, and in 1594 chunks of 5 MiB no longer (blocks of
+  // 64 KiB: 1.38-1.56 s and slower). Writes keep 1 MiB blocks: behind the caller
+  // (write_behind) several chunks' pieces are in flight anyway, and smaller blocks only slowed
+  // them, round 2 in 4096 chunks 0.76-0.80 s at 1 MiB against 0.81-0.85 at 512 KiB and
+  // 0.97-1.01 at 64 KiB (h200-20261201-s20/call3, issue 44). GPUSORT_MOVER_MIN_BLOCK (KiB) is
+  // the reads' A/B; 1024: 1 MiB blocks.
   static const std::uint64_t least =
-      switch_count("GPUSORT_MOVER_MIN_BLOCK", 4, 1024).value_or(64) << 10;
-  if (bytes >= io_block * threads_) return io_block;
+      switch_count("GPUSORT_MOVER_MIN_BLOCK", 4, 1024).value_or(512) << 10;
+  if (j.dir == direction::write || j.bytes >= io_block * threads_) return io_block;
   constexpr std::uint64_t page = 4096;
-  const std::uint64_t share = (bytes + threads_ - 1) / threads_;
+  const std::uint64_t share = (j.bytes + threads_ - 1) / threads_;
   return std::clamp((share + page - 1) / page * page, least, io_block);
 }
 
@@ -892,7 +897,7 @@ std::uint64_t piece_mover::run(const std::shared_ptr<job>& jp, const piece_fn& s
                   "piece_mover needs a ring of buffers");
   j.ring_size = j.r.buffers->size();
   j.pieces = (j.bytes + j.r.piece_bytes - 1) / j.r.piece_bytes;
-  j.block = block_for(j.bytes);
+  j.block = block_for(j);
   j.per_piece = (j.r.piece_bytes + j.block - 1) / j.block;
   j.blocks = (j.pieces - 1) * j.per_piece +
              (j.piece_length(j.pieces - 1) + j.block - 1) / j.block;

@@ -224,7 +224,7 @@ void host_write(void* dst, const void* src, std::uint64_t bytes);
 /// -f90a3d0-mem.json). Here the threads take 1 MiB blocks in order from a shared counter and
 /// wait only for the buffer they fill (reading) or the piece they write out (writing), so up to
 /// the ring's size of pieces are in flight and a slow thread holds back its own block alone. A
-/// range shorter than a block for every thread is cut into blocks of a thread's share (64 KiB
+/// read shorter than a block for every thread is cut into blocks of a thread's share (512 KiB
 /// at least), and writes may go on behind the caller into the next range's call
 /// (write_behind): a GPU's chunks of a few MiB each, at a small device budget (issue 44).
 /// io_bench --staging measures the two schemes side by side without a GPU.
@@ -322,7 +322,7 @@ class piece_mover {
   void work();
   void work_on(job& j, std::unique_lock<std::mutex>& lock);
   // Under mutex_:
-  [[nodiscard]] std::uint64_t block_for(std::uint64_t bytes) const;
+  [[nodiscard]] std::uint64_t block_for(const job& j) const;
   [[nodiscard]] std::shared_ptr<job> next_job() const;
   [[nodiscard]] bool buffer_free(const job& j, std::size_t buffer) const;
   void end(const std::shared_ptr<job>& j, std::unique_lock<std::mutex>& lock);
