@@ -88,8 +88,7 @@ void expect_gathered(const std::vector<std::uint64_t>& lengths, source_memory wh
   const T* src = nullptr;
   if (where == source_memory::device) {
     d_source = device_buffer{source_n * sizeof(T)};
-    ASSERT_EQ(cudaMemcpy(d_source.data(), source.data(), source_n * sizeof(T),
-                         cudaMemcpyHostToDevice),
+    ASSERT_EQ(test::copy_to_gpu(d_source.data(), source.data(), source_n * sizeof(T)),
               cudaSuccess);
     src = d_source.data<T>();
   } else {
@@ -102,12 +101,11 @@ void expect_gathered(const std::vector<std::uint64_t>& lengths, source_memory wh
   for (std::size_t i = 0; i < lengths.size(); ++i) table[i].src = src + source_at[i];
 
   device_buffer d_table{table.size() * sizeof(gather_slice) + 1};
-  ASSERT_EQ(cudaMemcpy(d_table.data(), table.data(), table.size() * sizeof(gather_slice),
-                       cudaMemcpyHostToDevice),
+  ASSERT_EQ(test::copy_to_gpu(d_table.data(), table.data(), table.size() * sizeof(gather_slice)),
             cudaSuccess);
   // One element past the output, set to a marker: the kernel must not write it.
   device_buffer d_out{(total + 1) * sizeof(T)};
-  ASSERT_EQ(cudaMemset(d_out.data(), 0xA5, (total + 1) * sizeof(T)), cudaSuccess);
+  ASSERT_EQ(test::fill_gpu(d_out.data(), 0xA5, (total + 1) * sizeof(T)), cudaSuccess);
   cuda::gather(d_table.data<gather_slice>(), static_cast<std::uint32_t>(table.size()), longest,
                d_out.data(), sizeof(T), stream.value(), tuning);
   stream.synchronize();
@@ -229,7 +227,7 @@ void expect_scattered(const std::vector<std::uint64_t>& lengths, unsigned eb, un
   ++out_n;
   std::vector<unsigned char> expected(out_n * eb, 0xA5);
   device_buffer d_source{source.size()};
-  ASSERT_EQ(cudaMemcpy(d_source.data(), source.data(), source.size(), cudaMemcpyHostToDevice),
+  ASSERT_EQ(test::copy_to_gpu(d_source.data(), source.data(), source.size()),
             cudaSuccess);
   std::vector<gather_slice> table(lengths.size());
   std::uint64_t from = 0;
@@ -244,8 +242,7 @@ void expect_scattered(const std::vector<std::uint64_t>& lengths, unsigned eb, un
   void* mapped = nullptr;
   ASSERT_EQ(cudaHostGetDevicePointer(&mapped, out.data(), 0), cudaSuccess);
   device_buffer d_table{table.size() * sizeof(gather_slice) + 1};
-  ASSERT_EQ(cudaMemcpy(d_table.data(), table.data(), table.size() * sizeof(gather_slice),
-                       cudaMemcpyHostToDevice),
+  ASSERT_EQ(test::copy_to_gpu(d_table.data(), table.data(), table.size() * sizeof(gather_slice)),
             cudaSuccess);
   cuda_stream stream;
   cuda::scatter_lines(d_table.data<gather_slice>(), static_cast<std::uint32_t>(table.size()),
@@ -303,8 +300,8 @@ void expect_low_bits_sort(std::uint64_t n, unsigned bits, std::uint64_t prefix)
     device_buffer k{n * 8 + 8}, k_alt{n * 8 + 8}, v{n * 4 + 4}, v_alt{n * 4 + 4};
     const std::size_t scratch_bytes = cuda::radix_sort_scratch_bytes(n, 8, 4);
     device_buffer scratch{scratch_bytes + 1};
-    ASSERT_EQ(cudaMemcpy(k.data(), keys.data(), n * 8, cudaMemcpyHostToDevice), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(v.data(), order.data(), n * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(test::copy_to_gpu(k.data(), keys.data(), n * 8), cudaSuccess);
+    ASSERT_EQ(test::copy_to_gpu(v.data(), order.data(), n * 4), cudaSuccess);
     cuda_stream stream;
     const bool alt = cuda::radix_sort(k.data(), k_alt.data(), v.data(), v_alt.data(), n, 8, 4,
                                       scratch.data(), scratch_bytes, stream.value(), key_bits);
@@ -352,9 +349,9 @@ void expect_top_bits_sort(std::uint64_t n, unsigned begin_bit)
   device_buffer k{n * sizeof(K) + 8}, k_alt{n * sizeof(K) + 8}, v{n * 4 + 4}, v_alt{n * 4 + 4};
   const std::size_t scratch_bytes = cuda::radix_sort_scratch_bytes(n, sizeof(K), 4);
   device_buffer scratch{scratch_bytes + 1};
-  ASSERT_EQ(cudaMemcpy(k.data(), keys.data(), n * sizeof(K), cudaMemcpyHostToDevice),
+  ASSERT_EQ(test::copy_to_gpu(k.data(), keys.data(), n * sizeof(K)),
             cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(v.data(), order.data(), n * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(test::copy_to_gpu(v.data(), order.data(), n * 4), cudaSuccess);
   cuda_stream stream;
   const bool alt = cuda::radix_sort(k.data(), k_alt.data(), v.data(), v_alt.data(), n, sizeof(K),
                                     4, scratch.data(), scratch_bytes, stream.value(), 0, begin_bit);

@@ -64,8 +64,7 @@ void expect_counts(const std::vector<std::uint64_t>& lengths, std::uint32_t prob
   std::uint64_t at = 0;
   for (const std::vector<K>& r : runs) {
     if (!r.empty()) {
-      ASSERT_EQ(cudaMemcpy(d_keys.data<K>() + at, r.data(), r.size() * sizeof(K),
-                           cudaMemcpyHostToDevice),
+      ASSERT_EQ(test::copy_to_gpu(d_keys.data<K>() + at, r.data(), r.size() * sizeof(K)),
                 cudaSuccess);
     }
     table.push_back({d_keys.data<K>() + at, r.size()});

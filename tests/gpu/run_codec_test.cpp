@@ -40,11 +40,10 @@ using cuda::pinned_buffer;
 void copy_in(void* dst, const void* src, std::size_t bytes)
 {
   if (bytes > 0) {
-    ASSERT_EQ(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), cudaSuccess);
-    // A pageable copy may return before its DMA lands, and the tests' streams do not wait for
-    // the legacy stream: DealtRunsEncodeLikeEachRunAloneAndDecode once encoded keys a
-    // previous case left in the buffer (its total 7728 bytes too large, H200, 38b01cb).
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    // Complete on return (test::copy_to_gpu): DealtRunsEncodeLikeEachRunAloneAndDecode once
+    // encoded keys a previous case left in the buffer (its total 7728 bytes too large, H200,
+    // 38b01cb).
+    ASSERT_EQ(test::copy_to_gpu(dst, src, bytes), cudaSuccess);
   }
 }
 
@@ -314,7 +313,7 @@ TYPED_TEST(gpu_run_codec, AStreamTooSmallIsNeverOverrun)
   device_buffer d_keys{n * sizeof(K)}, index{host_index.size() * sizeof(run_block)},
       out{bytes};
   copy_in(d_keys.data(), keys.data(), n * sizeof(K));
-  ASSERT_EQ(cudaMemset(out.data(), 0xab, bytes), cudaSuccess);
+  ASSERT_EQ(test::fill_gpu(out.data(), 0xab, bytes), cudaSuccess);
   const std::size_t scratch_bytes = cuda::run_codec_scratch_bytes(n);
   device_buffer scratch{scratch_bytes}, total{sizeof(std::uint64_t)};
   cuda::encode_runs(d_keys.data(), n, 1, sizeof(K), index.data<run_block>(), out.data(),

@@ -225,9 +225,9 @@ void expect_matches_radix_sort(std::vector<Bits> keys, const std::string& what)
   cuda_stream stream;
   // what earlier users left in the buffers must not matter: fill them with garbage
   for (device_buffer* buffer : {&a_alt, &b_alt, &sample_scratch, &radix_scratch})
-    ASSERT_EQ(cudaMemset(buffer->data(), 0xa5, buffer->size()), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(a.data(), keys.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(b.data(), keys.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(test::fill_gpu(buffer->data(), 0xa5, buffer->size()), cudaSuccess);
+  ASSERT_EQ(test::copy_to_gpu(a.data(), keys.data(), bytes), cudaSuccess);
+  ASSERT_EQ(test::copy_to_gpu(b.data(), keys.data(), bytes), cudaSuccess);
   // a pageable copy may return before its DMA lands, and the non-blocking stream does not wait
   // for the legacy stream: without this the radix sort once read b early (after other tests)
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -342,8 +342,8 @@ void expect_pairs_sort(std::vector<Bits> keys, int levels, const std::string& wh
   const std::size_t bytes = cuda::sample_sort_scratch_bytes(n, key_width, value_width);
   device_buffer scratch{bytes};
   cuda_stream stream;
-  ASSERT_EQ(cudaMemcpy(k.data(), keys.data(), kb, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(v.data(), values.data(), vb, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(test::copy_to_gpu(k.data(), keys.data(), kb), cudaSuccess);
+  ASSERT_EQ(test::copy_to_gpu(v.data(), values.data(), vb), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // see expect_matches_radix_sort
   const bool alt = cuda::detail::sample_sort_with_levels(
       key_width == 4 ? dtype::u32 : dtype::u64, order::ascending, k.data(), k_alt.data(),
@@ -487,7 +487,7 @@ TEST_F(gpu_sample_sort_bits, buffers_off_a_vector_boundary)
   const std::size_t bytes = cuda::sample_sort_scratch_bytes(n, 4, 0);
   device_buffer scratch{bytes};
   cuda_stream stream;
-  ASSERT_EQ(cudaMemcpy(in, keys.data(), n * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(test::copy_to_gpu(in, keys.data(), n * 4), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the pageable copy's DMA has landed
   const bool alt = cuda::sample_sort(dtype::u32, order::ascending, in, in_alt, nullptr, nullptr,
                                      n, 0, scratch.data(), bytes, stream.value(),
