@@ -722,7 +722,7 @@ struct piece_mover::job {
   std::uint64_t per_piece{};  ///< blocks of a whole piece
   std::uint64_t blocks{};     ///< blocks in all
   buffer_fn gate;             ///< reusable (reading) or filled (writing)
-  std::uint64_t ticket{};
+  std::uint64_t ticket{};     ///< what finish names it by (write_behind)
   /// Gathering: the runs read instead of `file`, and where each ends in the range they make.
   const std::vector<source_run>* runs{};
   std::vector<std::uint64_t> run_ends;
@@ -735,7 +735,6 @@ struct piece_mover::job {
   std::exception_ptr failure;
   bool stop{};
   unsigned busy{};  ///< threads inside work_on
-
 
   [[nodiscard]] std::size_t buffer_of(std::uint64_t p) const
   {
