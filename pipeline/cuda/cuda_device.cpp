@@ -348,7 +348,9 @@ struct round_state {
   std::vector<void*> batch_dst;
   std::vector<const void*> batch_src;
   std::vector<std::size_t> batch_size;
-  bool batch_supported{true};
+  /// False where the driver lacks batches, or with GPUSORT_COPY_BATCH=0 (a copy call a slice):
+  /// the A/B for s20's initcheck findings, reads of keys that only a batch had written.
+  bool batch_supported{switch_flag("GPUSORT_COPY_BATCH", true)};
   /// Reused by load_array's gathers from memory the engine did not pin.
   std::vector<piece_mover::source_run> gather_runs;
   /// load_decoded_on_host's keys, in words so that they serve either key width, and where
