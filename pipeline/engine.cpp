@@ -1,4 +1,5 @@
 // gpusort::engine: picks the devices from the configuration, plans each job and runs it.
+#include "core/host_threads.hpp"
 #include "core/log.hpp"
 #include "core/plan/chunk_plan.hpp"
 #include "core/plan/scatter_buckets.hpp"
@@ -34,7 +35,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
-#include <thread>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -793,9 +793,8 @@ machine_model engine::machine() const
   // The host's planning rates were fitted on the two-H200 host's 32 cores; the one-H200 host's
   // 16 took 17-18 ns a sample key where the model says 10 (h200-20261201-s19 call 1): they go
   // with the cores this engine plans on.
-  const unsigned threads = impl_->cfg.host_threads != 0 ? impl_->cfg.host_threads
-                                                        : std::thread::hardware_concurrency();
-  const double slower = std::max(1.0, 32.0 / std::max(1U, threads));
+  const double slower =
+      std::max(1.0, 32.0 / detail::host_threads_or_cores(impl_->cfg.host_threads));
   m.candidate_seconds *= slower;
   m.cut_seconds *= slower;
   return m;

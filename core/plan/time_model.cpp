@@ -1,9 +1,9 @@
 #include "core/plan/time_model.hpp"
+#include "core/host_threads.hpp"
 #include "core/plan/tuning.hpp"
 
 #include <algorithm>
 #include <cmath>
-#include <thread>
 
 namespace gpusort {
 
@@ -82,8 +82,7 @@ machine_model machine_model::h200(std::uint32_t gpus)
 
 machine_model machine_model::host(unsigned threads)
 {
-  const double t =
-      threads != 0 ? threads : std::max(1U, std::thread::hardware_concurrency());
+  const double t = detail::host_threads_or_cores(threads);
   return machine_model{
       .name = "host",
       .gpus = 0,

@@ -2,6 +2,7 @@
 
 #include "core/checks.hpp"
 #include "core/cpu_sort.hpp"
+#include "core/host_threads.hpp"
 #include "core/keys.hpp"
 #include "core/switches.hpp"
 #include "pipeline/executor.hpp"
@@ -17,21 +18,15 @@
 #include <numeric>
 #include <optional>
 #include <string>
-#include <thread>
 
 namespace gpusort::detail::lean {
 
 namespace {
 
-/// The permutation's movers: the configured host threads, else one per core. Not OpenMP's
-/// count: an estimate must not start the OpenMP runtime (LLVM's registers itself in a shared
-/// memory file, which a process under RLIMIT_FSIZE, like the CLI's tests of a full disk, then
-/// faults on before the command can say what it could not write).
+/// The permutation's movers: the configured host threads, else one per core.
 unsigned movers_of(const engine_parts& parts)
 {
-  const unsigned threads =
-      parts.threads != 0 ? parts.threads : std::max(1U, std::thread::hardware_concurrency());
-  return std::clamp(threads, 1U, 64U);
+  return std::clamp(host_threads_or_cores(parts.threads), 1U, 64U);
 }
 
 plan_request request_for(const engine_parts& parts, std::uint64_t n,
