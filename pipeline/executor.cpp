@@ -14,6 +14,7 @@
 #include "core/switches.hpp"
 #include "pipeline/file_window.hpp"
 #include "pipeline/host_memory.hpp"
+#include "pipeline/sample_behind.hpp"
 
 #include <gpusort/error.hpp>
 
@@ -249,18 +250,26 @@ void restore_input(const job_arrays& a, const element_layout& layout,
 /// Between the rounds and round 2 (design.md section 2), reading the runs through `source`:
 /// splitters from the runs of one new chunk (the transposed run table's row), every run cut by
 /// binary search, each final chunk sorted into its place, compensating the chunks that
-/// splitter-equal keys made too large.
+/// splitter-equal keys made too large. `behind`: the first sample as round 1 read it, or null.
 template <typename K, typename V, typename Source>
 void sort_round2(const job_arrays& a, const element_layout& layout, const chunk_plan& plan,
                  const std::vector<device*>& devices, job_context& ctx,
-                 const round1_output<K, V>& r1, const Source& source, execution_stats& stats)
+                 const round1_output<K, V>& r1, const Source& source, sample_behind<K>* behind,
+                 execution_stats& stats)
 {
   const auto between = std::chrono::steady_clock::now();
+  std::vector<K> first_candidates;
+  if (behind != nullptr) {
+    first_candidates = behind->take();
+    stats.sample_runs_behind = behind->read_behind();
+    log(log_level::debug, "round 2's sample: {} of {} runs read behind round 1",
+        stats.sample_runs_behind, plan.d);
+  }
   const std::vector<run> runs = make_run_table(plan);
   const std::vector<run> new_chunks = transpose(runs, plan.d, plan.runs_per_chunk());
   const std::span<const run> sampled{new_chunks.data() + plan.sampled_chunk * plan.d, plan.d};
   const double tabled = seconds_since(between);
-  round2_cuts<K> cuts = cut_runs(source, plan, runs, sampled);
+  round2_cuts<K> cuts = cut_runs(source, plan, runs, sampled, std::move(first_candidates));
   ctx.check();
   stats.splitter_candidates = cuts.s * plan.d;
   std::vector<chunk_task> tasks =
@@ -478,9 +487,18 @@ execution_stats sort_out_of_core(const job_arrays& a, const element_layout& layo
   std::optional<round1_encoding> encoding;
   if (compressed) encoding.emplace(plan, layout, mode, r1.index(), r1.keys());
 
+  // Round 2's first sample, read chunk by chunk as round 1 stores them where the runs stay
+  // raw (sample_behind.hpp): the copy engines then wait less between the rounds.
+  std::optional<sample_behind<K>> sample;
+  task_hooks hooks;
+  if (!compressed && sample_behind_enabled()) {
+    sample.emplace(plan, r1.keys());
+    hooks.written = [&sample](std::size_t chunk) { sample->written(chunk); };
+  }
+
   // Round 1: sort every chunk and deal it into d sorted runs (encoded, for a compressed job).
   run_round(1, 2, round1_tasks<K, V>(a, plan, r1, encoding ? &*encoding : nullptr), layout,
-            devices, ctx, ring_reserve(plan));
+            devices, ctx, ring_reserve(plan), std::move(hooks));
 
   // A job whose every chunk went raw (keys that do not compress) runs round 2 as without
   // compression: no device decodes, no search decodes.
@@ -488,10 +506,12 @@ execution_stats sort_out_of_core(const job_arrays& a, const element_layout& layo
   if (encoding && encoding->any_encoded()) {
     encoding->add_to(stats, plan, layout);
     const encoded_runs<K> source{plan, r1.keys(), encoding->stored(plan, r1.keys(), layout)};
-    sort_round2(a, layout, plan, devices, ctx, r1, source, stats);
+    sort_round2(a, layout, plan, devices, ctx, r1, source, static_cast<sample_behind<K>*>(nullptr),
+                stats);
   } else {
     if (encoding) encoding->add_to(stats, plan, layout);
-    sort_round2(a, layout, plan, devices, ctx, r1, raw_runs<K>{r1.keys()}, stats);
+    sort_round2(a, layout, plan, devices, ctx, r1, raw_runs<K>{r1.keys()},
+                sample ? &*sample : nullptr, stats);
   }
   return stats;
 }

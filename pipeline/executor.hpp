@@ -30,6 +30,8 @@ struct execution_stats {
   /// Candidates the splitters came from (d * s): the usual sample's where its final chunks
   /// kept the bound, else the bound's (cut_runs, core/plan/slicing.hpp).
   std::uint64_t splitter_candidates{};
+  /// Runs of round 2's first sample read while round 1 ran (pipeline/sample_behind.hpp), of d.
+  std::uint64_t sample_runs_behind{};
   /// A compressed job's round-1 keys (issue 21; 0 for others): their bytes raw (n * key_bytes),
   /// what round 1 stored for them (streams and index entries of the chunks it encoded, the keys
   /// of those it left raw), and how many chunks it encoded.

@@ -1,5 +1,7 @@
 #include "core/plan/slicing.hpp"
 
+#include "core/checks.hpp"
+
 #include <gpusort/error.hpp>
 
 #include <algorithm>
@@ -80,18 +82,24 @@ std::vector<final_chunk> slice_runs(const Source& source, std::span<const run> r
 }
 
 template <typename Source>
-round2_cuts<typename Source::key_type> cut_runs(const Source& source, const chunk_plan& plan,
-                                                std::span<const run> runs,
-                                                std::span<const run> sampled)
+round2_cuts<typename Source::key_type> cut_runs(
+    const Source& source, const chunk_plan& plan, std::span<const run> runs,
+    std::span<const run> sampled, std::vector<typename Source::key_type> first_candidates)
 {
+  using K = typename Source::key_type;
   using clock = std::chrono::steady_clock;
   const auto since = [](clock::time_point t) {
     return std::chrono::duration<double>(clock::now() - t).count();
   };
-  round2_cuts<typename Source::key_type> out;
-  const auto choose = [&](std::uint64_t s, candidate_places places) {
+  GPUSORT_EXPECTS(first_candidates.empty() ||
+                      first_candidates.size() == plan.d * plan.first_s(),
+                  "the first sample read ahead holds first_s() candidates of every run");
+  round2_cuts<K> out;
+  const auto choose = [&](std::uint64_t s, candidate_places places, std::vector<K>* read) {
     auto t = clock::now();
-    out.splitters = choose_splitters(source, sampled, s, plan.d, places);
+    out.splitters = read != nullptr && !read->empty()
+                        ? splitters_of(std::span<K>{*read}, plan.d)
+                        : choose_splitters(source, sampled, s, plan.d, places);
     out.splitters_seconds = since(t);
     t = clock::now();
     out.finals = slice_runs(source, runs, out.splitters);
@@ -109,12 +117,22 @@ round2_cuts<typename Source::key_type> cut_runs(const Source& source, const chun
     return below <= plan.bound;
   };
   if (plan.first_s() < plan.s) {
-    choose(plan.first_s(), candidate_places::random);
+    choose(plan.first_s(), first_places(plan), &first_candidates);
     if (std::ranges::all_of(out.finals, kept_bound)) return out;
     out.dropped_seconds = out.splitters_seconds + out.cuts_seconds;
+    choose(plan.s, candidate_places::piece_ends, nullptr);
+  } else {
+    choose(plan.s, first_places(plan), &first_candidates);
   }
-  choose(plan.s, candidate_places::piece_ends);
   return out;
+}
+
+run sampled_run(const chunk_plan& plan, std::uint64_t i) noexcept
+{
+  const std::uint64_t m = plan.chunk_size(i);
+  const std::uint64_t g = plan.runs_per_chunk();
+  return run{plan.chunk_begin(i) + bin_offset(m, g, plan.sampled_chunk),
+             bin_size(m, g, plan.sampled_chunk)};
 }
 
 std::vector<std::uint64_t> largest_first(const std::vector<final_chunk>& chunks)
@@ -131,7 +149,8 @@ std::vector<std::uint64_t> largest_first(const std::vector<final_chunk>& chunks)
   template std::vector<final_chunk> slice_runs(const Source&, std::span<const run>,        \
                                                const splitter_set<Source::key_type>&);     \
   template round2_cuts<Source::key_type> cut_runs(const Source&, const chunk_plan&,         \
-                                                  std::span<const run>, std::span<const run>);
+                                                  std::span<const run>, std::span<const run>, \
+                                                  std::vector<Source::key_type>);
 GPUSORT_FOR_EACH_RUN_SOURCE(GPUSORT_INSTANTIATE_SLICING)
 #undef GPUSORT_INSTANTIATE_SLICING
 

@@ -50,10 +50,24 @@ struct round2_cuts {
 /// keeps what the bound promises (at most final_bound() elements, or at most `bound` below its
 /// upper splitter, the rest equal to it for compensation); else the splitters are chosen again
 /// from plan.s candidates a run, whose bound holds whatever the keys.
+/// `first_candidates`, where not empty: the first sample's candidates already read (d times
+/// plan.first_s(), placed as first_places(plan) says; pipeline/sample_behind.hpp reads them
+/// while round 1 runs), which this call sorts rather than reads.
 template <typename Source>
-round2_cuts<typename Source::key_type> cut_runs(const Source& source, const chunk_plan& plan,
-                                                std::span<const run> runs,
-                                                std::span<const run> sampled);
+round2_cuts<typename Source::key_type> cut_runs(
+    const Source& source, const chunk_plan& plan, std::span<const run> runs,
+    std::span<const run> sampled, std::vector<typename Source::key_type> first_candidates = {});
+
+/// Where round 2's first sample takes its candidates (cut_runs): at random places where it is
+/// the usual sample tried before the bound's, at the pieces' ends where it is the bound's.
+inline candidate_places first_places(const chunk_plan& plan) noexcept
+{
+  return plan.first_s() < plan.s ? candidate_places::random : candidate_places::piece_ends;
+}
+
+/// Run i of round 2's sampled new chunk (plan.sampled_chunk): bin sampled_chunk of chunk i's
+/// dealt output, the same run as transpose(make_run_table(plan), ...)[sampled_chunk * d + i].
+run sampled_run(const chunk_plan& plan, std::uint64_t i) noexcept;
 
 /// Indices of `chunks` largest first, the order in which devices should take them.
 std::vector<std::uint64_t> largest_first(const std::vector<final_chunk>& chunks);

@@ -10,46 +10,31 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <numeric>
 #include <utility>
 #include <vector>
 
 namespace gpusort::detail {
 
 template <typename Source>
-splitter_set<typename Source::key_type> choose_splitters(const Source& source,
-                                                         std::span<const run> sampled_runs,
-                                                         std::uint64_t s, std::uint64_t d,
-                                                         candidate_places places)
+void read_candidates(const Source& source, const run& r, std::uint64_t s, candidate_places places,
+                     std::uint64_t first, std::uint64_t count, typename Source::key_type* out)
 {
   const bool random = places == candidate_places::random;
-  using K = typename Source::key_type;
+  source.read(
+      r, count,
+      [&](std::uint64_t t) {
+        const std::uint64_t x = first + t;
+        if (!random) return candidate_position(x, s, r.length);
+        return random_candidate_position(x, s, r.length, mix64(mix64(r.offset ^ golden) + x));
+      },
+      out);
+}
+
+template <typename K>
+splitter_set<K> splitters_of(std::span<K> candidates, std::uint64_t d)
+{
   GPUSORT_EXPECTS(d >= 2, "splitters need at least two chunks");
-  GPUSORT_EXPECTS(s >= 1, "splitters need at least one candidate per run");
-  for (const run& r : sampled_runs)
-    GPUSORT_EXPECTS(r.length >= s, "every sampled run must hold s candidates");
-  // Up to 2^20 reads scattered over gigabytes miss cache and TLB alike (about 0.1 s on one
-  // thread, measured on an H100 host, where a whole round takes 0.2 s): read them on every core,
-  // in groups of increasing positions, so that an encoded run decodes each block once a group.
-  constexpr std::uint64_t group = 4096;
-  const auto runs = static_cast<std::int64_t>(sampled_runs.size());
-  const auto groups = static_cast<std::int64_t>((s + group - 1) / group);
-  std::vector<K> candidates(sampled_runs.size() * s);
-#pragma omp parallel for collapse(2) schedule(dynamic)
-  for (std::int64_t i = 0; i < runs; ++i) {
-    for (std::int64_t g = 0; g < groups; ++g) {
-      const run& r = sampled_runs[static_cast<std::size_t>(i)];
-      const std::uint64_t x0 = static_cast<std::uint64_t>(g) * group;
-      source.read(
-          r, std::min(group, s - x0),
-          [&](std::uint64_t t) {
-            if (!random) return candidate_position(x0 + t, s, r.length);
-            // Reproducible: the same runs give the same splitters, whichever thread reads.
-            return random_candidate_position(x0 + t, s, r.length,
-                                             mix64(mix64(r.offset ^ golden) + x0 + t));
-          },
-          candidates.data() + static_cast<std::size_t>(i) * s + x0);
-    }
-  }
   // The candidates are d sorted runs, but a d-way merge climbs a tree of log2(d) unpredictable
   // comparisons per candidate: the radix sort, which ignores the runs, was faster at every d
   // (plan_bench on 2 cores, 256Mi keys: 0.031 s against 0.035 s at d = 18, 0.121 against 0.276
@@ -74,11 +59,59 @@ splitter_set<typename Source::key_type> choose_splitters(const Source& source,
   return out;
 }
 
+template <typename Source>
+void read_sample(const Source& source, std::span<const run> sampled_runs, std::uint64_t s,
+                 candidate_places places, std::span<const std::uint64_t> which,
+                 typename Source::key_type* out)
+{
+  // Up to 2^20 reads scattered over gigabytes miss cache and TLB alike (about 0.1 s on one
+  // thread, measured on an H100 host, where a whole round takes 0.2 s): read them on every core,
+  // in groups of increasing positions, so that an encoded run decodes each block once a group.
+  constexpr std::uint64_t group = 4096;
+  const auto runs = static_cast<std::int64_t>(which.size());
+  const auto groups = static_cast<std::int64_t>((s + group - 1) / group);
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (std::int64_t k = 0; k < runs; ++k) {
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const std::uint64_t i = which[static_cast<std::size_t>(k)];
+      const std::uint64_t x0 = static_cast<std::uint64_t>(g) * group;
+      read_candidates(source, sampled_runs[i], s, places, x0, std::min(group, s - x0),
+                      out + i * s + x0);
+    }
+  }
+}
+
+template <typename Source>
+splitter_set<typename Source::key_type> choose_splitters(const Source& source,
+                                                         std::span<const run> sampled_runs,
+                                                         std::uint64_t s, std::uint64_t d,
+                                                         candidate_places places)
+{
+  using K = typename Source::key_type;
+  GPUSORT_EXPECTS(d >= 2, "splitters need at least two chunks");
+  GPUSORT_EXPECTS(s >= 1, "splitters need at least one candidate per run");
+  for (const run& r : sampled_runs)
+    GPUSORT_EXPECTS(r.length >= s, "every sampled run must hold s candidates");
+  std::vector<std::uint64_t> all(sampled_runs.size());
+  std::iota(all.begin(), all.end(), std::uint64_t{0});
+  std::vector<K> candidates(sampled_runs.size() * s);
+  read_sample(source, sampled_runs, s, places, std::span<const std::uint64_t>{all},
+              candidates.data());
+  return splitters_of(std::span<K>{candidates}, d);
+}
+
 #define GPUSORT_INSTANTIATE_SPLITTERS(Source)                                                 \
+  template void read_candidates(const Source&, const run&, std::uint64_t, candidate_places,     \
+                                std::uint64_t, std::uint64_t, Source::key_type*);              \
+  template void read_sample(const Source&, std::span<const run>, std::uint64_t,               \
+                            candidate_places, std::span<const std::uint64_t>,                  \
+                            Source::key_type*);                                               \
   template splitter_set<Source::key_type> choose_splitters(const Source&, std::span<const run>, \
                                                            std::uint64_t, std::uint64_t,      \
                                                            candidate_places);
 GPUSORT_FOR_EACH_RUN_SOURCE(GPUSORT_INSTANTIATE_SPLITTERS)
 #undef GPUSORT_INSTANTIATE_SPLITTERS
+template splitter_set<std::uint32_t> splitters_of(std::span<std::uint32_t>, std::uint64_t);
+template splitter_set<std::uint64_t> splitters_of(std::span<std::uint64_t>, std::uint64_t);
 
 }  // namespace gpusort::detail

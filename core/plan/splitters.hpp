@@ -58,6 +58,25 @@ constexpr std::uint64_t random_candidate_position(std::uint64_t x, std::uint64_t
 /// plan's bound counts on) or at random places in them (random_candidate_position).
 enum class candidate_places : std::uint8_t { piece_ends, random };
 
+/// Candidates first .. first + count - 1 of the s of sorted run `r` (read through `source`),
+/// placed as `places` says, into out[0, count): increasing positions, so an encoded run decodes
+/// each of its blocks once. Random places are reproducible: the same run gives the same
+/// candidates whichever thread reads them, and whenever.
+template <typename Source>
+void read_candidates(const Source& source, const run& r, std::uint64_t s, candidate_places places,
+                     std::uint64_t first, std::uint64_t count, typename Source::key_type* out);
+
+/// The s candidates of every run sampled_runs[i] with i in `which`, into out + i * s: on every
+/// core, in groups of increasing positions (read_candidates).
+template <typename Source>
+void read_sample(const Source& source, std::span<const run> sampled_runs, std::uint64_t s,
+                 candidate_places places, std::span<const std::uint64_t> which,
+                 typename Source::key_type* out);
+
+/// The d-1 splitters of `candidates` (s from each of the sampled runs; sorted here, in place).
+template <typename K>
+splitter_set<K> splitters_of(std::span<K> candidates, std::uint64_t d);
+
 /// Candidates from `sampled_runs` (sorted runs read through `source`: raw_runs or encoded_runs,
 /// run_source.hpp) and the d-1 splitters they give.
 template <typename Source>

@@ -554,6 +554,74 @@ TEST(CutRuns, TheUsualSampleCutsWhereItKeepsTheBoundElseTheBoundsOwnDoes)
   }
 }
 
+// Round 1 reads round 2's sample behind it chunk by chunk (pipeline/sample_behind.hpp), finding
+// run i of the sampled new chunk from the plan alone: it must be the transposed table's run.
+TEST(CutRuns, TheSampledRunOfAChunkIsTheTransposedTablesRow)
+{
+  for (const std::uint64_t element_bytes : dealing_sizes)
+    for (const std::uint64_t n : {1'000'003ULL, 4'194'304ULL, 7'777'777ULL})
+      for (const std::uint64_t c : {n / 3, n / 17 + 5, std::uint64_t{0}}) {
+        // 0: the smallest capacity that works, the most chunks.
+        const std::uint64_t cap = std::max(c, min_feasible_capacity(n, element_bytes));
+        const chunk_plan plan = make_plan(
+            n, device_capacity{.elements = cap, .bytes_per_element = 8}, std::nullopt,
+            element_bytes);
+        if (plan.in_core()) continue;
+        const std::vector<run> runs = make_run_table(plan);
+        const std::vector<run> new_chunks = transpose(runs, plan.d, plan.runs_per_chunk());
+        const std::span<const run> sampled = sampled_runs(new_chunks, plan);
+        for (std::uint64_t i = 0; i < plan.d; ++i)
+          ASSERT_EQ(sampled_run(plan, i), sampled[i])
+              << "n " << n << ", d " << plan.d << ", g " << plan.runs_per_chunk() << ", run " << i;
+      }
+}
+
+// Candidates read before the rounds' plan (as round 1 reads them behind it) cut exactly as the
+// sample read between the rounds: piece ends where the first sample is the bound's, random
+// places where it is the usual one tried first (and the bound's after it, read then).
+TEST(CutRuns, TheFirstSampleReadAheadCutsAsTheSampleReadBetweenTheRounds)
+{
+  const std::uint64_t n = (std::uint64_t{1} << 22) + 15;
+  for (const bool small_budget : {false, true}) {
+    SCOPED_TRACE(small_budget ? "small budget: the usual sample first" : "the bound's sample");
+    const std::uint64_t cap = small_budget ? min_feasible_capacity(n, 8) * 21 / 20 : n / 9;
+    const keys_t input = make_keys(n, shape::random, 7);
+    const planned p = plan_and_slice(input, cap, 8);
+    ASSERT_FALSE(p.plan.in_core());
+    EXPECT_EQ(first_places(p.plan) == candidate_places::random, small_budget);
+    const auto new_chunks = transpose(p.runs, p.plan.d, p.plan.runs_per_chunk());
+    const std::span<const run> sampled = sampled_runs(new_chunks, p.plan);
+    const std::uint64_t s = p.plan.first_s();
+    std::vector<std::uint64_t> ahead(p.plan.d * s);
+    if (small_budget) {
+      std::vector<std::uint64_t> all(p.plan.d);
+      std::iota(all.begin(), all.end(), std::uint64_t{0});
+      read_sample(raw_runs<std::uint64_t>{p.t.data()}, sampled, s, candidate_places::random,
+                  std::span<const std::uint64_t>{all}, ahead.data());
+    } else {
+      // The candidates' places as splitters.hpp defines them, read key by key.
+      for (std::uint64_t i = 0; i < p.plan.d; ++i)
+        for (std::uint64_t x = 0; x < s; ++x)
+          ahead[i * s + x] = p.t[sampled[i].offset + candidate_position(x, s, sampled[i].length)];
+    }
+    const round2_cuts<std::uint64_t> cuts =
+        cut_runs(raw_runs<std::uint64_t>{p.t.data()}, p.plan, p.runs, sampled, ahead);
+    EXPECT_EQ(cuts.splitters.values, p.splitters.values);
+    EXPECT_EQ(cuts.splitters.est, p.splitters.est);
+    EXPECT_EQ(cuts.s, p.s);
+    ASSERT_EQ(cuts.finals.size(), p.finals.size());
+    for (std::uint64_t k = 0; k < cuts.finals.size(); ++k) {
+      EXPECT_EQ(cuts.finals[k].size, p.finals[k].size) << k;
+      EXPECT_EQ(cuts.finals[k].slices, p.finals[k].slices) << k;
+    }
+    // A sample of another size is refused rather than cut.
+    ahead.pop_back();
+    EXPECT_THROW((void)cut_runs(raw_runs<std::uint64_t>{p.t.data()}, p.plan, p.runs, sampled,
+                                ahead),
+                 logic_error);
+  }
+}
+
 TEST(Splitters, RandomCandidatesStayInTheirPiecesOfTheRun)
 {
   for (std::uint64_t len : {1ULL, 5ULL, 64ULL, 1000ULL, 1'000'003ULL})

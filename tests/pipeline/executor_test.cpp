@@ -5,7 +5,9 @@
 #include "core/verify.hpp"
 #include "pipeline/executor.hpp"
 #include "pipeline/host_device.hpp"
+#include "pipeline/sample_behind.hpp"
 #include "tests/support/captured_log.hpp"
+#include "tests/support/scoped_env.hpp"
 
 #include <gpusort/error.hpp>
 
@@ -481,6 +483,141 @@ TEST(Executor, ACompressedJobFailingInRoundTwoRestoresItsInPlaceInput)
 /// A GPU takes the next tasks into one ring slot while they fit (task_queue::pop_if): the next
 /// task only, never one further on, and none where the round has hooks (the lean path's tasks
 /// go one at a time, in order). Devices popping side by side take every task once.
+/// Polls `done` for up to 60 s (a loaded machine schedules the reader late).
+template <typename F>
+bool eventually(F&& done)
+{
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{60};
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds{1});
+  }
+  return true;
+}
+
+// Round 2's sample read behind round 1: the runs of chunks round 1 wrote are read as they come,
+// from any thread, once each; the rest when round 1 has ended. Keys are their own positions
+// times 3, so each candidate says where it was read, and after the reads behind every key grows
+// by 1, so each says when: a run read behind keeps multiples of 3.
+TEST(SampleBehind, ReadsTheWrittenChunksBehindAndTheRestWhenTaken)
+{
+  const std::uint64_t n = (std::uint64_t{1} << 22) + 15;
+  for (const bool small_budget : {false, true}) {
+    SCOPED_TRACE(small_budget ? "the usual sample, random places" : "piece ends");
+    const std::uint64_t cap = small_budget ? min_feasible_capacity(n, 8) * 21 / 20 : n / 9;
+    const chunk_plan plan =
+        make_plan(n, device_capacity{.elements = cap, .bytes_per_element = 8}, std::nullopt, 8);
+    ASSERT_GE(plan.d, 4U);
+    ASSERT_EQ(first_places(plan) == candidate_places::random, small_budget);
+    std::vector<std::uint64_t> keys(n);
+    for (std::uint64_t p = 0; p < n; ++p) keys[p] = 3 * p;
+    sample_behind<std::uint64_t> sample{plan, keys.data()};
+    // The even chunks, from two threads, chunk 0 twice.
+    std::uint64_t evens = 0;
+    {
+      std::jthread a{[&] {
+        for (std::uint64_t i = 0; i < plan.d / 2; i += 2) sample.written(i);
+      }};
+      std::jthread b{[&] {
+        for (std::uint64_t i = plan.d / 2 + plan.d / 2 % 2; i < plan.d; i += 2) sample.written(i);
+        sample.written(0);
+      }};
+    }
+    for (std::uint64_t i = 0; i < plan.d; i += 2) ++evens;
+    ASSERT_TRUE(eventually([&] { return sample.read_behind() == evens; }))
+        << sample.read_behind() << " of " << evens << " runs read behind";
+    for (std::uint64_t& k : keys) ++k;
+    const std::vector<std::uint64_t> c = sample.take();
+    EXPECT_EQ(sample.read_behind(), evens) << "chunk 0 is read once";
+    const std::uint64_t s = plan.first_s();
+    ASSERT_EQ(c.size(), plan.d * s);
+    for (std::uint64_t i = 0; i < plan.d; ++i) {
+      const run r = sampled_run(plan, i);
+      for (std::uint64_t x = 0; x < s; ++x) {
+        const std::uint64_t v = c[i * s + x];
+        ASSERT_EQ(v % 3, i % 2 == 0 ? 0U : 1U) << "run " << i << " read behind or at the end";
+        const std::uint64_t at = v / 3 - r.offset;
+        if (small_budget) {
+          ASSERT_GE(at, x * r.length / s) << "run " << i << ", candidate " << x;
+          ASSERT_LT(at, (x + 1) * r.length / s) << "run " << i << ", candidate " << x;
+        } else {
+          ASSERT_EQ(at, candidate_position(x, s, r.length)) << "run " << i << ", candidate " << x;
+        }
+      }
+    }
+  }
+}
+
+// A round 1 that fails leaves its reads behind unfinished: the reader stops where it is, with
+// chunks still queued, and nothing is read once the object is gone.
+TEST(SampleBehind, StopsWithChunksQueuedWhenRoundOneFails)
+{
+  const std::uint64_t n = std::uint64_t{1} << 22;
+  const chunk_plan plan =
+      make_plan(n, device_capacity{.elements = n / 40, .bytes_per_element = 8}, std::nullopt, 8);
+  ASSERT_GE(plan.d, 40U);
+  for (int repeat = 0; repeat < 20; ++repeat) {
+    auto keys = std::make_unique<std::vector<std::uint64_t>>(n);
+    std::iota(keys->begin(), keys->end(), std::uint64_t{0});
+    {
+      sample_behind<std::uint64_t> sample{plan, keys->data()};
+      for (std::uint64_t i = 0; i < plan.d; ++i) sample.written(i);
+      EXPECT_THROW(sample.written(plan.d), logic_error);
+    }
+    keys.reset();  // freed: a reader still at work would read freed memory (ASan)
+  }
+}
+
+// The executor passes round 1's chunks to the sample as they are written and cuts round 2 with
+// it: the same job sorts alike with GPUSORT_SAMPLE_BEHIND=0 (the sample read between the
+// rounds), pairs stably (about 15 of each key), at 1/9 and at a budget whose first sample is the
+// usual one.
+TEST(Executor, RoundTwosSampleReadBehindRoundOneSortsAsReadBetweenTheRounds)
+{
+  const std::uint64_t n = 1'500'007;
+  for (const bool small_budget : {false, true})
+  for (const char* behind : {"1", "0"}) {
+    SCOPED_TRACE(std::string{small_budget ? "small budget" : "1/9"} + ", behind " + behind);
+    const test::scoped_env sw{"GPUSORT_SAMPLE_BEHIND", behind};
+    std::vector<std::uint64_t> keys(n);
+    generate(std::span<std::uint64_t>{keys}, distribution::uniform, 17);
+    for (std::uint64_t& k : keys) k %= 100'000;
+    std::vector<std::uint32_t> values(n);
+    std::iota(values.begin(), values.end(), 0U);
+    const std::vector<std::uint64_t> original = keys;
+    host_device a{std::uint64_t{1} << 30, 1, 0};
+    host_device b{std::uint64_t{1} << 30, 1, 1};
+    std::vector<device*> devs{&a, &b};
+    const element_layout layout{.type = dtype::u64, .key_bytes = 8, .value_bytes = 4,
+                                .stable = true};
+    const std::uint64_t cap = small_budget ? min_feasible_capacity(n, 12) * 21 / 20 : n / 9;
+    const chunk_plan plan =
+        make_plan(n, device_capacity{.elements = cap, .bytes_per_element = 12}, std::nullopt, 12);
+    ASSERT_GE(plan.d, 9U);
+    sort_options opt;
+    job_context ctx{opt, layout.bytes()};
+    std::vector<std::uint64_t> out(n);
+    std::vector<std::uint32_t> out_values(n);
+    const execution_stats stats = execute(
+        job_arrays{keys.data(), values.data(), out.data(), out_values.data(), n}, layout, plan,
+        devs, ctx);
+    EXPECT_EQ(stats.rounds, 2);
+    if (std::string{behind} == "0") {
+      EXPECT_EQ(stats.sample_runs_behind, 0U);
+    }
+    EXPECT_LE(stats.sample_runs_behind, plan.d);
+    // Against std::stable_sort of (key, index): keys in order, equal keys in input order.
+    std::vector<std::uint32_t> order(n);
+    std::iota(order.begin(), order.end(), 0U);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::uint32_t x, std::uint32_t y) { return original[x] < original[y]; });
+    for (std::uint64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(out[i], original[order[i]]) << i;
+      ASSERT_EQ(out_values[i], order[i]) << i;
+    }
+  }
+}
+
 TEST(TaskQueue, PopIfTakesTheNextTaskOnlyWhereItFits)
 {
   const auto tasks_of = [](std::initializer_list<std::uint64_t> counts) {

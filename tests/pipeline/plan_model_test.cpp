@@ -4,6 +4,7 @@
 #include "core/plan/chunk_plan.hpp"
 #include "core/plan/scatter_buckets.hpp"
 #include "core/plan/time_model.hpp"
+#include "tests/support/scoped_env.hpp"
 
 #include <gpusort/error.hpp>
 #include <gpusort/gpusort.hpp>
@@ -398,40 +399,17 @@ TEST(EnginePlan, LeanWhereTheHostLimitAsksForIt)
   EXPECT_FALSE(none.refusal.empty());
 }
 
-/// GPUSORT_SCATTER set for a test's life, its old value (or none) restored after.
-class scatter_switch {
- public:
-  explicit scatter_switch(const char* value)
-  {
-    if (const char* was = std::getenv("GPUSORT_SCATTER")) was_ = was;
-    set(value);
-  }
-  ~scatter_switch()
-  {
-    if (was_)
-      ::setenv("GPUSORT_SCATTER", was_->c_str(), 1);
-    else
-      ::unsetenv("GPUSORT_SCATTER");
-  }
-  scatter_switch(const scatter_switch&) = delete;
-  scatter_switch& operator=(const scatter_switch&) = delete;
-  static void set(const char* value) { ::setenv("GPUSORT_SCATTER", value, 1); }
-
- private:
-  std::optional<std::string> was_;
-};
-
 // The scattered rounds' regions take about 19% more host memory than DSPS's round-1 buffer: a
 // job that fits the host memory limit only without them runs DSPS rather than lean, and the
 // estimate, the plan and the report agree. (The host device takes them only when asked.)
 TEST(EnginePlan, DspsWhereOnlyDspsFitsTheHostLimit)
 {
-  const scatter_switch scatter{"off"};
+  test::scoped_env scatter{"GPUSORT_SCATTER", "off"};
   const std::uint64_t n = 1 << 20;
   engine e{cpu_config(std::uint64_t{1} << 20)};
   const sort_job job{.keys = {nullptr, n, dtype::u64}};
   const memory_estimate dsps = e.estimate_memory(job);
-  scatter_switch::set("on");
+  scatter.set("on");
   const memory_estimate scattered = e.estimate_memory(job);
   ASSERT_GE(scattered.fast_bytes, dsps.fast_bytes + n * 8 / 8);
   ASSERT_LT(scattered.lean_bytes, dsps.fast_bytes);

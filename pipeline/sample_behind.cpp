@@ -1,0 +1,97 @@
+#include "pipeline/sample_behind.hpp"
+
+#include "core/plan/run_source.hpp"
+#include "core/plan/splitters.hpp"
+#include "core/switches.hpp"
+
+#include "core/checks.hpp"
+
+#include <gpusort/error.hpp>
+
+namespace gpusort::detail {
+
+bool sample_behind_enabled() noexcept { return switch_flag("GPUSORT_SAMPLE_BEHIND", true); }
+
+template <typename K>
+sample_behind<K>::sample_behind(const chunk_plan& plan, const K* keys)
+    : s_{plan.first_s()},
+      places_{first_places(plan)},
+      keys_{keys},
+      sampled_(plan.d),
+      candidates_(plan.d * plan.first_s()),
+      read_(plan.d, 0)
+{
+  GPUSORT_EXPECTS(plan.d >= 2 && s_ >= 1, "a sample behind round 1 needs two rounds");
+  for (std::uint64_t i = 0; i < plan.d; ++i) {
+    sampled_[i] = sampled_run(plan, i);
+    GPUSORT_EXPECTS(sampled_[i].length >= s_, "every sampled run must hold s candidates");
+  }
+  reader_ = std::thread{[this] { read_written(); }};
+}
+
+template <typename K>
+sample_behind<K>::~sample_behind()
+{
+  stop();
+}
+
+template <typename K>
+void sample_behind<K>::stop() noexcept
+{
+  {
+    const std::scoped_lock lock{mutex_};
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  if (reader_.joinable()) reader_.join();
+}
+
+template <typename K>
+void sample_behind<K>::written(std::size_t chunk)
+{
+  GPUSORT_EXPECTS(chunk < sampled_.size(), "round 1 wrote a chunk the plan does not have");
+  {
+    const std::scoped_lock lock{mutex_};
+    written_.push_back(chunk);
+  }
+  changed_.notify_one();
+}
+
+template <typename K>
+void sample_behind<K>::read_written()
+{
+  const raw_runs<K> source{keys_};
+  for (;;) {
+    std::size_t i = 0;
+    {
+      std::unique_lock lock{mutex_};
+      changed_.wait(lock, [&] { return stopping_ || !written_.empty(); });
+      // Stopping leaves what is queued to take(), which reads it on every core.
+      if (stopping_) return;
+      i = written_.front();
+      written_.pop_front();
+    }
+    // One thread, in order of position: the rounds' own threads keep the cores they need.
+    if (read_[i] != 0) continue;
+    read_candidates(source, sampled_[i], s_, places_, 0, s_, candidates_.data() + i * s_);
+    read_[i] = 1;
+    ++read_behind_;
+  }
+}
+
+template <typename K>
+std::vector<K> sample_behind<K>::take()
+{
+  stop();
+  std::vector<std::uint64_t> rest;
+  for (std::uint64_t i = 0; i < sampled_.size(); ++i)
+    if (read_[i] == 0) rest.push_back(i);
+  read_sample(raw_runs<K>{keys_}, std::span<const run>{sampled_}, s_, places_,
+              std::span<const std::uint64_t>{rest}, candidates_.data());
+  return std::move(candidates_);
+}
+
+template class sample_behind<std::uint32_t>;
+template class sample_behind<std::uint64_t>;
+
+}  // namespace gpusort::detail
