@@ -259,8 +259,10 @@ void sort_round2(const job_arrays& a, const element_layout& layout, const chunk_
 {
   const auto between = std::chrono::steady_clock::now();
   std::vector<K> first_candidates;
+  double sampled_behind = 0;
   if (behind != nullptr) {
     first_candidates = behind->take();
+    sampled_behind = seconds_since(between);
     stats.sample_runs_behind = behind->read_behind();
     log(log_level::debug, "round 2's sample: {} of {} runs read behind round 1",
         stats.sample_runs_behind, plan.d);
@@ -285,9 +287,11 @@ void sort_round2(const job_arrays& a, const element_layout& layout, const chunk_
       ctx.add_host_stage(2, name, tasks.size(), 0, from, to);
     };
     host_stage("plan", 0, spent);
+    // What round 1 left of the sample it read behind it (the last chunks' runs, mostly).
+    if (behind != nullptr) host_stage("plan: sample left", 0, sampled_behind);
     // The usual sample's splitters, cut and dropped because a final chunk broke the bound.
-    if (cuts.dropped_seconds > 0) host_stage("plan: first sample", 0, dropped);
-    host_stage("plan: splitters", cuts.dropped_seconds > 0 ? dropped : 0, chosen);
+    if (cuts.dropped_seconds > 0) host_stage("plan: first sample", sampled_behind, dropped);
+    host_stage("plan: splitters", cuts.dropped_seconds > 0 ? dropped : sampled_behind, chosen);
     host_stage("plan: cuts", chosen, cut);
     host_stage("plan: tasks", cut, spent);
   }

@@ -8,6 +8,8 @@
 
 #include <gpusort/error.hpp>
 
+#include <algorithm>
+
 namespace gpusort::detail {
 
 bool sample_behind_enabled() noexcept { return switch_flag("GPUSORT_SAMPLE_BEHIND", true); }
@@ -19,7 +21,7 @@ sample_behind<K>::sample_behind(const chunk_plan& plan, const K* keys)
       keys_{keys},
       sampled_(plan.d),
       candidates_(plan.d * plan.first_s()),
-      read_(plan.d, 0)
+      first_unread_(plan.d, 0)
 {
   GPUSORT_EXPECTS(plan.d >= 2 && s_ >= 1, "a sample behind round 1 needs two rounds");
   for (std::uint64_t i = 0; i < plan.d; ++i) {
@@ -41,6 +43,7 @@ void sample_behind<K>::stop() noexcept
   {
     const std::scoped_lock lock{mutex_};
     stopping_ = true;
+    stop_ = true;
   }
   changed_.notify_all();
   if (reader_.joinable()) reader_.join();
@@ -71,11 +74,16 @@ void sample_behind<K>::read_written()
       i = written_.front();
       written_.pop_front();
     }
-    // One thread, in order of position: the rounds' own threads keep the cores they need.
-    if (read_[i] != 0) continue;
-    read_candidates(source, sampled_[i], s_, places_, 0, s_, candidates_.data() + i * s_);
-    read_[i] = 1;
-    ++read_behind_;
+    // One thread, in order of position, a group at a time: the rounds' own threads keep the
+    // cores they need, and take() waits for one group at most.
+    std::uint64_t& x = first_unread_[i];
+    while (x < s_) {
+      if (stop_.load(std::memory_order_relaxed)) return;
+      const std::uint64_t count = std::min(candidate_group, s_ - x);
+      read_candidates(source, sampled_[i], s_, places_, x, count, candidates_.data() + i * s_ + x);
+      x += count;
+      if (x == s_) ++read_behind_;
+    }
   }
 }
 
@@ -83,11 +91,8 @@ template <typename K>
 std::vector<K> sample_behind<K>::take()
 {
   stop();
-  std::vector<std::uint64_t> rest;
-  for (std::uint64_t i = 0; i < sampled_.size(); ++i)
-    if (read_[i] == 0) rest.push_back(i);
   read_sample(raw_runs<K>{keys_}, std::span<const run>{sampled_}, s_, places_,
-              std::span<const std::uint64_t>{rest}, candidates_.data());
+              std::span<const std::uint64_t>{first_unread_}, candidates_.data());
   return std::move(candidates_);
 }
 

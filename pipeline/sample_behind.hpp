@@ -38,8 +38,9 @@ class sample_behind {
   /// Chunk i of round 1 holds its result in host memory (task_hooks::written, any thread).
   void written(std::size_t chunk);
 
-  /// Once round 1 has ended: the candidates, d times plan.first_s(), run i's at i * s; the
-  /// runs not read behind are read now, on every core. Called once.
+  /// Once round 1 has ended: the candidates, d times plan.first_s(), run i's at i * s. The
+  /// reader stops after the group of candidates it reads (candidate_group), and what is not
+  /// read yet (the last chunks' runs, mostly) is read now, on every core. Called once.
   [[nodiscard]] std::vector<K> take();
 
   /// Runs whose candidates were read while round 1 ran so far (final after take()).
@@ -54,12 +55,14 @@ class sample_behind {
   const K* keys_;
   std::vector<run> sampled_;
   std::vector<K> candidates_;
-  std::vector<char> read_;  ///< run i's candidates are in; the reader's alone until joined
+  /// Run i's candidates before this one are in (s: all); the reader's alone until joined.
+  std::vector<std::uint64_t> first_unread_;
   std::atomic<std::uint64_t> read_behind_{0};
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<std::size_t> written_;
-  bool stopping_{};
+  bool stopping_{};  ///< under mutex_, for the wait
+  std::atomic<bool> stop_{false};  ///< the same, read between groups
   std::thread reader_;  ///< last: it starts once the rest exists
 };
 

@@ -66,11 +66,16 @@ template <typename Source>
 void read_candidates(const Source& source, const run& r, std::uint64_t s, candidate_places places,
                      std::uint64_t first, std::uint64_t count, typename Source::key_type* out);
 
-/// The s candidates of every run sampled_runs[i] with i in `which`, into out + i * s: on every
-/// core, in groups of increasing positions (read_candidates).
+/// Candidates read a group at a time (read_sample, sample_behind): a few thousand reads, short
+/// enough for a reader to stop between groups, long enough to share out among threads.
+inline constexpr std::uint64_t candidate_group = 4096;
+
+/// The candidates of every run sampled_runs[i] from its first_unread[i]-th on (0: all s of
+/// them, s: none), into out + i * s: on every core, in groups of increasing positions
+/// (read_candidates).
 template <typename Source>
 void read_sample(const Source& source, std::span<const run> sampled_runs, std::uint64_t s,
-                 candidate_places places, std::span<const std::uint64_t> which,
+                 candidate_places places, std::span<const std::uint64_t> first_unread,
                  typename Source::key_type* out);
 
 /// The d-1 splitters of `candidates` (s from each of the sampled runs; sorted here, in place).

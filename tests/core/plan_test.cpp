@@ -594,10 +594,9 @@ TEST(CutRuns, TheFirstSampleReadAheadCutsAsTheSampleReadBetweenTheRounds)
     const std::uint64_t s = p.plan.first_s();
     std::vector<std::uint64_t> ahead(p.plan.d * s);
     if (small_budget) {
-      std::vector<std::uint64_t> all(p.plan.d);
-      std::iota(all.begin(), all.end(), std::uint64_t{0});
+      const std::vector<std::uint64_t> none_read(p.plan.d, 0);
       read_sample(raw_runs<std::uint64_t>{p.t.data()}, sampled, s, candidate_places::random,
-                  std::span<const std::uint64_t>{all}, ahead.data());
+                  std::span<const std::uint64_t>{none_read}, ahead.data());
     } else {
       // The candidates' places as splitters.hpp defines them, read key by key.
       for (std::uint64_t i = 0; i < p.plan.d; ++i)
@@ -620,6 +619,35 @@ TEST(CutRuns, TheFirstSampleReadAheadCutsAsTheSampleReadBetweenTheRounds)
                                 ahead),
                  logic_error);
   }
+}
+
+// A sample partly read (a reader behind round 1 stopped between groups, or inside a run's
+// last group): read_sample reads each run from its first unread candidate on, and only that.
+TEST(Splitters, ASampleReadInPartIsCompletedFromEachRunsFirstUnreadCandidate)
+{
+  const std::uint64_t s = 3 * candidate_group + 100;
+  std::vector<run> runs;
+  std::uint64_t at = 0;
+  for (const std::uint64_t len : {s, s + 1, 5 * s + 3, 40 * s, 7 * s})
+    runs.push_back(run{at, len}), at += len;
+  keys_t keys(at);
+  for (std::uint64_t p = 0; p < at; ++p) keys[p] = 3 * p + 1;  // sorted within every run
+  const std::vector<std::uint64_t> first{0, s, candidate_group, candidate_group + 1, s - 1};
+  constexpr std::uint64_t unread = ~std::uint64_t{0};
+  std::vector<std::uint64_t> out(runs.size() * s, unread);
+  read_sample(raw_runs<std::uint64_t>{keys.data()}, std::span<const run>{runs}, s,
+              candidate_places::piece_ends, std::span<const std::uint64_t>{first}, out.data());
+  for (std::uint64_t i = 0; i < runs.size(); ++i)
+    for (std::uint64_t x = 0; x < s; ++x) {
+      const std::uint64_t want =
+          x < first[i] ? unread : keys[runs[i].offset + candidate_position(x, s, runs[i].length)];
+      ASSERT_EQ(out[i * s + x], want) << "run " << i << ", candidate " << x;
+    }
+  const std::vector<std::uint64_t> too_few(runs.size() - 1, 0);
+  EXPECT_THROW(read_sample(raw_runs<std::uint64_t>{keys.data()}, std::span<const run>{runs}, s,
+                           candidate_places::piece_ends, std::span<const std::uint64_t>{too_few},
+                           out.data()),
+               logic_error);
 }
 
 TEST(Splitters, RandomCandidatesStayInTheirPiecesOfTheRun)

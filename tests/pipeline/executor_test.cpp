@@ -548,6 +548,34 @@ TEST(SampleBehind, ReadsTheWrittenChunksBehindAndTheRestWhenTaken)
   }
 }
 
+// Round 1's last chunks are written just before the plan takes the sample: take() stops the
+// reader between two groups of a run and reads the rest of that run and of every other; whatever
+// the moment, every candidate is the run's key at its place.
+TEST(SampleBehind, TakenRightAfterTheLastWriteItHoldsEveryCandidate)
+{
+  const std::uint64_t n = std::uint64_t{1} << 23;
+  const chunk_plan plan =
+      make_plan(n, device_capacity{.elements = n / 6, .bytes_per_element = 8}, std::nullopt, 8);
+  ASSERT_GE(plan.d, 6U);
+  ASSERT_EQ(first_places(plan), candidate_places::piece_ends);
+  ASSERT_GT(plan.first_s(), 2 * candidate_group) << "runs of several groups";
+  std::vector<std::uint64_t> keys(n);
+  std::iota(keys.begin(), keys.end(), std::uint64_t{0});
+  for (int repeat = 0; repeat < 20; ++repeat) {
+    sample_behind<std::uint64_t> sample{plan, keys.data()};
+    for (std::uint64_t i = 0; i < plan.d; ++i) sample.written(i);
+    if (repeat % 2 == 1) std::this_thread::sleep_for(std::chrono::microseconds{50 * repeat});
+    const std::vector<std::uint64_t> c = sample.take();
+    const std::uint64_t s = plan.first_s();
+    for (std::uint64_t i = 0; i < plan.d; ++i) {
+      const run r = sampled_run(plan, i);
+      for (std::uint64_t x = 0; x < s; ++x)
+        ASSERT_EQ(c[i * s + x], r.offset + candidate_position(x, s, r.length))
+            << "repeat " << repeat << ", run " << i << ", candidate " << x;
+    }
+  }
+}
+
 // A round 1 that fails leaves its reads behind unfinished: the reader stops where it is, with
 // chunks still queued, and nothing is read once the object is gone.
 TEST(SampleBehind, StopsWithChunksQueuedWhenRoundOneFails)
