@@ -78,9 +78,23 @@ void read_sample(const Source& source, std::span<const run> sampled_runs, std::u
                  candidate_places places, std::span<const std::uint64_t> first_unread,
                  typename Source::key_type* out);
 
-/// The d-1 splitters of `candidates` (s from each of the sampled runs; sorted here, in place).
+/// The d-1 splitters of `candidates`: d runs of s each, each sorted (every sampled run is, and
+/// its candidates lie at increasing places), the k-th splitter the candidate of rank (k+1)s-1
+/// of them all. Taken by selection where that is cheaper than sorting them (few chunks, long
+/// runs: splitters_by_selection), else by sorting them, in place. GPUSORT_SPLITTER_SELECT=0
+/// always sorts.
 template <typename K>
 splitter_set<K> splitters_of(std::span<K> candidates, std::uint64_t d);
+
+/// Whether splitters_of selects rather than sorts for d runs of s candidates: a selection is
+/// d - 1 binary searches over the keys' values, each step d binary searches of a run (about
+/// (d-1) d log2(s) key bits' worth of steps); the radix sort moves every candidate once a byte.
+[[nodiscard]] bool splitters_by_selection_pays(std::uint64_t d, std::uint64_t s) noexcept;
+
+/// splitters_of by selection: for each k, the least key value v with at least (k+1)s candidates
+/// at most v (counted by a binary search in each run), and the candidates equal to it.
+template <typename K>
+splitter_set<K> splitters_by_selection(std::span<const K> candidates, std::uint64_t d);
 
 /// Candidates from `sampled_runs` (sorted runs read through `source`: raw_runs or encoded_runs,
 /// run_source.hpp) and the d-1 splitters they give.

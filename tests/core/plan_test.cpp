@@ -650,6 +650,66 @@ TEST(Splitters, ASampleReadInPartIsCompletedFromEachRunsFirstUnreadCandidate)
                logic_error);
 }
 
+// Few chunks take their splitters by selection rather than by sorting the candidates (at d = 11
+// the sort of 2^20 was most of the plan between the rounds): the same splitters and counts as
+// the sorted candidates give, checked against std::sort, on keys of every spread, u32 and u64.
+template <typename K>
+void check_selection_against_the_sort(std::uint64_t d, std::uint64_t s, std::uint64_t spread,
+                                      std::uint64_t seed)
+{
+  std::mt19937_64 rng{seed};
+  std::vector<K> candidates(d * s);
+  for (K& k : candidates) {
+    const std::uint64_t r = rng();
+    // spread 0: the whole range, extremes included; else values below `spread`.
+    k = static_cast<K>(spread == 0 ? (r % 7 == 0 ? ~std::uint64_t{0} : r % 5 == 0 ? 0 : r)
+                                   : r % spread);
+  }
+  for (std::uint64_t i = 0; i < d; ++i)
+    std::sort(candidates.begin() + static_cast<std::ptrdiff_t>(i * s),
+              candidates.begin() + static_cast<std::ptrdiff_t>((i + 1) * s));
+  std::vector<K> sorted = candidates;
+  std::sort(sorted.begin(), sorted.end());
+  const splitter_set<K> got = splitters_by_selection(std::span<const K>{candidates}, d);
+  ASSERT_EQ(got.values.size(), d - 1);
+  ASSERT_EQ(got.est.size(), d - 1);
+  for (std::uint64_t k = 0; k + 1 < d; ++k) {
+    const K want = sorted[(k + 1) * s - 1];
+    ASSERT_EQ(got.values[k], want) << "d " << d << ", s " << s << ", splitter " << k;
+    ASSERT_EQ(got.est[k], static_cast<std::uint64_t>(
+                              std::count(sorted.begin(), sorted.end(), want)))
+        << "d " << d << ", s " << s << ", splitter " << k;
+  }
+}
+
+TEST(Splitters, FewChunksSelectTheSplittersTheSortedCandidatesGive)
+{
+  std::uint64_t seed = 1;
+  for (const std::uint64_t d : {2ULL, 3ULL, 11ULL, 37ULL, 100ULL})
+    for (const std::uint64_t s : {1ULL, 2ULL, 7ULL, 1000ULL, 4099ULL})
+      for (const std::uint64_t spread : {0ULL, 1ULL, 3ULL, 1000ULL}) {
+        check_selection_against_the_sort<std::uint32_t>(d, s, spread, ++seed);
+        check_selection_against_the_sort<std::uint64_t>(d, s, spread, ++seed);
+      }
+  // Where selection pays: few chunks of long runs; not thousands of chunks of short ones.
+  EXPECT_TRUE(splitters_by_selection_pays(11, 95'325));
+  EXPECT_TRUE(splitters_by_selection_pays(37, 28'339));
+  EXPECT_FALSE(splitters_by_selection_pays(1594, 657));
+  EXPECT_FALSE(splitters_by_selection_pays(4096, 256));
+  // And splitters_of takes whichever pays, with the same result.
+  std::vector<std::uint64_t> candidates(11 * 5000);
+  std::mt19937_64 rng{99};
+  for (std::uint64_t& k : candidates) k = rng() % 20'000;
+  for (std::uint64_t i = 0; i < 11; ++i)
+    std::sort(candidates.begin() + static_cast<std::ptrdiff_t>(i * 5000),
+              candidates.begin() + static_cast<std::ptrdiff_t>((i + 1) * 5000));
+  const splitter_set<std::uint64_t> selected =
+      splitters_by_selection(std::span<const std::uint64_t>{candidates}, 11);
+  const splitter_set<std::uint64_t> of = splitters_of(std::span<std::uint64_t>{candidates}, 11);
+  EXPECT_EQ(of.values, selected.values);
+  EXPECT_EQ(of.est, selected.est);
+}
+
 TEST(Splitters, RandomCandidatesStayInTheirPiecesOfTheRun)
 {
   for (std::uint64_t len : {1ULL, 5ULL, 64ULL, 1000ULL, 1'000'003ULL})
