@@ -1,8 +1,10 @@
 #!/bin/bash
 # One-H200 host, session 22, call 2, the bundle in dist/COMMIT (the reader of the sample behind
 # round 1 now stops between groups of 4096 candidates, and take() reads what is left on every
-# core; the profile shows "plan: sample left"):
-# (1) gpu_bench's out-of-core target, 8 GiB u64 at 1/8 (d = 11), GPUSORT_SAMPLE_BEHIND=1 and 0
+# core; the profile shows "plan: sample left";
+# the splitters of few chunks selected from the candidates' sorted runs, not sorted):
+# (1) gpu_bench's out-of-core target, 8 GiB u64 at 1/8 (d = 11), HEAD's plan (sample behind,
+#     splitters selected) against s21's (GPUSORT_SAMPLE_BEHIND=0 GPUSORT_SPLITTER_SELECT=0),
 #     interleaved, twice each, --repeat 5, with --log debug (how many runs were read behind);
 # (2) gpu-check's tests: every GPU test program, the executor's engine suites at the tiny budget
 #     in four shards (hundreds of chunks, the sample read behind from the GPU's releaser).
@@ -13,7 +15,7 @@ echo "commit $(cat $D/COMMIT)"
 T0=$(date +%s)
 for k in 1 2; do
   for b in 1 0; do
-    GPUSORT_SAMPLE_BEHIND=$b timeout 100 $D/bench/gpu_bench --sizes 1Gi --cpu-count 1Mi \
+    GPUSORT_SAMPLE_BEHIND=$b GPUSORT_SPLITTER_SELECT=$b timeout 100 $D/bench/gpu_bench --sizes 1Gi --cpu-count 1Mi \
       --repeat 5 --log debug --json $OUT/target-b$b-$k.json > $OUT/target-b$b-$k.txt 2>&1
     echo "== target behind=$b pass $k rc=$? at $(( $(date +%s) - T0 )) s"
     grep -E 'out of core \(budget|round 2 plan|round 1 round|round 2 round|floor from|pinned 0' \
