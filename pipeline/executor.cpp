@@ -248,7 +248,7 @@ void restore_input(const job_arrays& a, const element_layout& layout,
 }
 
 /// Between the rounds and round 2 (design.md section 2), reading the runs through `source`:
-/// splitters from the runs of one new chunk (the transposed run table's row), every run cut by
+/// splitters from the runs of one new chunk (sampled_chunk_runs), every run cut by
 /// binary search, each final chunk sorted into its place, compensating the chunks that
 /// splitter-equal keys made too large. `behind`: the first sample as round 1 read it, or null.
 template <typename K, typename V, typename Source>
@@ -268,8 +268,7 @@ void sort_round2(const job_arrays& a, const element_layout& layout, const chunk_
         stats.sample_runs_behind, plan.d);
   }
   const std::vector<run> runs = make_run_table(plan);
-  const std::vector<run> new_chunks = transpose(runs, plan.d, plan.runs_per_chunk());
-  const std::span<const run> sampled{new_chunks.data() + plan.sampled_chunk * plan.d, plan.d};
+  const std::vector<run> sampled = sampled_chunk_runs(plan);
   const double tabled = seconds_since(between);
   round2_cuts<K> cuts = cut_runs(source, plan, runs, sampled, std::move(first_candidates));
   ctx.check();

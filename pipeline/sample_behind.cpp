@@ -2,9 +2,8 @@
 
 #include "core/plan/run_source.hpp"
 #include "core/plan/splitters.hpp"
-#include "core/switches.hpp"
-
 #include "core/checks.hpp"
+#include "core/switches.hpp"
 
 #include <gpusort/error.hpp>
 
@@ -19,15 +18,13 @@ sample_behind<K>::sample_behind(const chunk_plan& plan, const K* keys)
     : s_{plan.first_s()},
       places_{first_places(plan)},
       keys_{keys},
-      sampled_(plan.d),
+      sampled_(sampled_chunk_runs(plan)),
       candidates_(plan.d * plan.first_s()),
       first_unread_(plan.d, 0)
 {
   GPUSORT_EXPECTS(plan.d >= 2 && s_ >= 1, "a sample behind round 1 needs two rounds");
-  for (std::uint64_t i = 0; i < plan.d; ++i) {
-    sampled_[i] = sampled_run(plan, i);
-    GPUSORT_EXPECTS(sampled_[i].length >= s_, "every sampled run must hold s candidates");
-  }
+  for (const run& r : sampled_)
+    GPUSORT_EXPECTS(r.length >= s_, "every sampled run must hold s candidates");
   reader_ = std::thread{[this] { read_written(); }};
 }
 
@@ -41,8 +38,8 @@ template <typename K>
 void sample_behind<K>::stop() noexcept
 {
   {
+    // Set under the mutex, so that the reader cannot miss it between its check and its wait.
     const std::scoped_lock lock{mutex_};
-    stopping_ = true;
     stop_ = true;
   }
   changed_.notify_all();
@@ -68,9 +65,9 @@ void sample_behind<K>::read_written()
     std::size_t i = 0;
     {
       std::unique_lock lock{mutex_};
-      changed_.wait(lock, [&] { return stopping_ || !written_.empty(); });
+      changed_.wait(lock, [&] { return stop_.load() || !written_.empty(); });
       // Stopping leaves what is queued to take(), which reads it on every core.
-      if (stopping_) return;
+      if (stop_.load()) return;
       i = written_.front();
       written_.pop_front();
     }

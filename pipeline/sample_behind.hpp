@@ -61,8 +61,7 @@ class sample_behind {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<std::size_t> written_;
-  bool stopping_{};  ///< under mutex_, for the wait
-  std::atomic<bool> stop_{false};  ///< the same, read between groups
+  std::atomic<bool> stop_{false};  ///< set under mutex_; the reader checks it between groups
   std::thread reader_;  ///< last: it starts once the rest exists
 };
 

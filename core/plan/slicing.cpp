@@ -135,6 +135,13 @@ run sampled_run(const chunk_plan& plan, std::uint64_t i) noexcept
              bin_size(m, g, plan.sampled_chunk)};
 }
 
+std::vector<run> sampled_chunk_runs(const chunk_plan& plan)
+{
+  std::vector<run> sampled(plan.d);
+  for (std::uint64_t i = 0; i < plan.d; ++i) sampled[i] = sampled_run(plan, i);
+  return sampled;
+}
+
 std::vector<std::uint64_t> largest_first(const std::vector<final_chunk>& chunks)
 {
   std::vector<std::uint64_t> order(chunks.size());

@@ -52,7 +52,7 @@ struct round2_cuts {
 /// from plan.s candidates a run, whose bound holds whatever the keys.
 /// `first_candidates`, where not empty: the first sample's candidates already read (d times
 /// plan.first_s(), placed as first_places(plan) says; pipeline/sample_behind.hpp reads them
-/// while round 1 runs), which this call sorts rather than reads.
+/// while round 1 runs), which this call takes its splitters from rather than reads.
 template <typename Source>
 round2_cuts<typename Source::key_type> cut_runs(
     const Source& source, const chunk_plan& plan, std::span<const run> runs,
@@ -68,6 +68,9 @@ inline candidate_places first_places(const chunk_plan& plan) noexcept
 /// Run i of round 2's sampled new chunk (plan.sampled_chunk): bin sampled_chunk of chunk i's
 /// dealt output, the same run as transpose(make_run_table(plan), ...)[sampled_chunk * d + i].
 run sampled_run(const chunk_plan& plan, std::uint64_t i) noexcept;
+
+/// The sampled new chunk's d runs (sampled_run), without transposing the whole run table.
+std::vector<run> sampled_chunk_runs(const chunk_plan& plan);
 
 /// Indices of `chunks` largest first, the order in which devices should take them.
 std::vector<std::uint64_t> largest_first(const std::vector<final_chunk>& chunks);

@@ -573,6 +573,7 @@ TEST(CutRuns, TheSampledRunOfAChunkIsTheTransposedTablesRow)
         for (std::uint64_t i = 0; i < plan.d; ++i)
           ASSERT_EQ(sampled_run(plan, i), sampled[i])
               << "n " << n << ", d " << plan.d << ", g " << plan.runs_per_chunk() << ", run " << i;
+        ASSERT_EQ(sampled_chunk_runs(plan), std::vector<run>(sampled.begin(), sampled.end()));
       }
 }
 
