@@ -27,6 +27,13 @@ template <typename Source>
 std::vector<final_chunk> slice_runs(const Source& source, std::span<const run> runs,
                                     const splitter_set<typename Source::key_type>& splitters);
 
+/// slice_runs on round 1's dealt output, make_run_table(plan): bin j of a chunk holds its
+/// sorted positions j, j + g, ..., so one search in bin 0 and log2 g keys of the other bins cut
+/// the whole chunk (d (d - 1) searches in all instead of d^2 g). The same final chunks.
+template <typename Source>
+std::vector<final_chunk> slice_dealt_runs(const Source& source, const chunk_plan& plan,
+                                          const splitter_set<typename Source::key_type>& splitters);
+
 /// Round 2's splitters and final chunks, and what choosing them took.
 template <typename K>
 struct round2_cuts {
@@ -40,7 +47,8 @@ struct round2_cuts {
   double cuts_seconds{};
 };
 
-/// The splitters of `plan` from the runs `sampled` (one new chunk's), and `runs` cut by them.
+/// The splitters of `plan` from the runs `sampled` (one new chunk's), and `runs`
+/// (make_run_table(plan)) cut by them (slice_dealt_runs; GPUSORT_DEALT_CUTS=0: slice_runs).
 /// The bound holds with plan.s candidates a run, which a small budget raises to about (2N/c)^2
 /// in all (7.45M for 8 GiB of u64 at 32 MiB, d = 1594): reading and sorting them was most of
 /// the host's plan between the rounds (0.098 of 0.133 s on an H200 host, issue 44). Splitters

@@ -57,7 +57,8 @@ machine_model machine_model::h200(std::uint32_t gpus)
       // usual 2^20 candidates read and sorted in 0.008-0.010 s (the bound's 7.45M took 0.098
       // s, 13 ns each, h200x2-20261130-s9); 2.54M cuts at d = 1594 in 0.028-0.052 s and 16.7M
       // at d = 4096 in 0.149-0.18 s. A job's candidates are the usual sample's where round 2
-      // keeps it (cut_runs), as it does on keys that are not adversarial.
+      // keeps it (cut_runs), as it does on keys that are not adversarial. Those plans dealt
+      // into g = 1 bins: a cut is a search per chunk and splitter whatever g.
       .candidate_seconds = 10e-9,
       .cut_seconds = 11e-9,
       .exchange_seconds = 0.015,
@@ -221,8 +222,9 @@ model_prediction gpu_two_rounds(const machine_model& m, const model_job& j)
                                             lane_stage, chunk / r1,
                                             chunk / out_rate(m, k, t1))});
   // Between the rounds the host reads and sorts the candidates and cuts the d * g runs at
-  // d - 1 splitters (design.md section 3, "Many chunks").
-  const double cuts = d * g * (d - 1);
+  // d - 1 splitters (design.md section 3, "Many chunks"): a search per chunk and splitter,
+  // the chunk's other bins following from bin 0's cut in log2 g keys (slice_dealt_runs).
+  const double cuts = d * (d - 1);
   p.phases.push_back({"planning", static_cast<double>(j.candidates) * m.candidate_seconds +
                                       cuts * m.cut_seconds});
   // Round 2: each final chunk gathers d * g slices from the round-1 buffer, sorts them and
@@ -301,7 +303,7 @@ model_prediction host_device(const machine_model& m, const model_job& j)
       const double moves = j.path == model_path::lean ? copy : 0;
       p.phases.push_back({"round 1", 2 * copy + sort_seconds(m, bytes) + d * m.chunk_seconds});
       p.phases.push_back({"planning", static_cast<double>(j.candidates) * m.candidate_seconds +
-                                          d * g * (d - 1) * m.cut_seconds});
+                                          d * (d - 1) * m.cut_seconds});
       p.phases.push_back({"round 2", 2 * copy + moves + sort_seconds(m, bytes) +
                                          d * m.chunk_seconds + d * d * g * m.slice_seconds});
       break;

@@ -797,6 +797,81 @@ TEST(Splitters, DifferingBitsAreThoseInWhichAChunksBoundsDiffer)
   EXPECT_EQ(differing_bits(one_chunk, 0), 32U);
 }
 
+// Round 2 cuts each chunk's dealt bins from one search in bin 0 and a few keys of the others
+// (slice_dealt_runs): every run's cut must still be the count of its keys at most the splitter,
+// counted here key by key, for every number of bins (one; fewer than d; d; as many as the
+// smallest chunk holds keys, and one fewer, so that bins hold one key or two), chunks of sizes
+// not a multiple of g, every shape, and splitters below, among and above the keys, repeated
+// ones included; on raw runs and on encoded ones.
+TEST(Slicing, DealtCutsCountEachRunsKeysAtMostTheSplitter)
+{
+  for (const shape sh : {shape::random, shape::few_unique, shape::all_equal,
+                         shape::sorted_distinct, shape::one_heavy}) {
+    for (const std::uint64_t n : {1'000ULL, 30'011ULL}) {
+      chunk_plan base = make_plan(n, device_capacity{.elements = n / 5 + 3, .bytes_per_element = 8},
+                                  std::nullopt, 8);
+      ASSERT_FALSE(base.in_core());
+      std::uint64_t smallest_chunk = n;
+      for (std::uint64_t i = 0; i < base.d; ++i)
+        smallest_chunk = std::min(smallest_chunk, base.chunk_size(i));
+      const std::uint64_t most_bins = smallest_chunk;  // every run holds a key (a plan's rule)
+      for (const std::uint64_t bins : {std::uint64_t{1}, std::uint64_t{3}, std::uint64_t{0},
+                                       most_bins - 1, most_bins}) {
+        chunk_plan plan = base;
+        plan.bins = bins;
+        const std::uint64_t g = plan.runs_per_chunk();
+        SCOPED_TRACE("shape " + std::to_string(static_cast<int>(sh)) + " n " +
+                     std::to_string(n) + " d " + std::to_string(plan.d) + " g " +
+                     std::to_string(g));
+        const keys_t input = make_keys(n, sh, n + g);
+        const keys_t t = simulate_round1(input, plan);
+        const std::vector<run> runs = make_run_table(plan);
+        // Splitters: the chunks' own keys, with values below and above them all and repeats.
+        std::mt19937_64 rng{g * 7 + n};
+        splitter_set<std::uint64_t> splitters;
+        for (std::uint64_t k = 0; k + 1 < plan.d; ++k) {
+          const std::uint64_t pick = rng() % 8;
+          splitters.values.push_back(pick == 0   ? 0
+                                     : pick == 1 ? ~std::uint64_t{0}
+                                                 : input[rng() % n]);
+        }
+        std::sort(splitters.values.begin(), splitters.values.end());
+        if (plan.d > 3) splitters.values[1] = splitters.values[2];
+        splitters.est.assign(splitters.values.size(), 0);
+
+        const encoded_output enc = encode_round1(t, plan, {0});
+        const std::vector<final_chunk> on_raw =
+            slice_dealt_runs(raw_runs<std::uint64_t>{t.data()}, plan, splitters);
+        const std::vector<final_chunk> on_encoded = slice_dealt_runs(
+            encoded_runs<std::uint64_t>{plan, t.data(), enc.chunks}, plan, splitters);
+        ASSERT_EQ(on_raw.size(), plan.d);
+        for (std::uint64_t k = 0; k < plan.d; ++k) {
+          // The slices of final chunk k, expected: in every run, from the count of its keys
+          // at most splitter k-1 to the count at most splitter k.
+          std::vector<slice> expected;
+          std::uint64_t size = 0;
+          for (const run& r : runs) {
+            const auto at_most = [&](std::uint64_t j) -> std::uint64_t {
+              if (j + 1 == plan.d) return r.length;
+              std::uint64_t count = 0;
+              for (std::uint64_t x = 0; x < r.length; ++x)
+                count += t[r.offset + x] <= splitters.values[j] ? 1 : 0;
+              return count;
+            };
+            const std::uint64_t lo = k == 0 ? 0 : at_most(k - 1);
+            const std::uint64_t hi = at_most(k);
+            if (hi > lo) expected.push_back(slice{r.offset + lo, hi - lo});
+            size += hi - lo;
+          }
+          EXPECT_EQ(on_raw[k].slices, expected) << "final chunk " << k;
+          EXPECT_EQ(on_raw[k].size, size) << "final chunk " << k;
+          EXPECT_EQ(on_encoded[k].slices, expected) << "final chunk " << k << ", encoded";
+        }
+      }
+    }
+  }
+}
+
 TEST(Slicing, LargestFirstOrdersBySize)
 {
   std::vector<final_chunk> c(4);
