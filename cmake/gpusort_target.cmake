@@ -11,9 +11,24 @@ target_compile_options(gpusort_warnings INTERFACE
 
 include(${CMAKE_CURRENT_LIST_DIR}/sanitizers.cmake)
 
-# Header-only logging: no shared spdlog/fmt libraries to ship to the GPU hosts.
+# Logging: spdlog and fmt compiled once, into a static archive of ours
+# (core/logging_libraries.cpp says why and what it holds), rather than in every source that logs
+# as their header-only forms are; static, so that no shared spdlog or fmt library is shipped to
+# the GPU hosts. Every target of ours that includes either header sees the same declarations
+# (SPDLOG_COMPILED_LIB, fmt without FMT_HEADER_ONLY) through gpusort_logging or gpusort::core.
+# Third-party code: compiled without our warnings (-w), with the sanitizers' flags.
+add_library(gpusort_logging_libraries STATIC ${PROJECT_SOURCE_DIR}/core/logging_libraries.cpp)
+target_compile_definitions(gpusort_logging_libraries PUBLIC SPDLOG_COMPILED_LIB SPDLOG_FMT_EXTERNAL)
+target_include_directories(gpusort_logging_libraries SYSTEM PUBLIC
+  $<TARGET_PROPERTY:spdlog::spdlog_header_only,INTERFACE_INCLUDE_DIRECTORIES>
+  $<TARGET_PROPERTY:fmt::fmt-header-only,INTERFACE_INCLUDE_DIRECTORIES>)
+target_compile_features(gpusort_logging_libraries PUBLIC cxx_std_20)
+set_target_properties(gpusort_logging_libraries PROPERTIES
+  CXX_EXTENSIONS OFF POSITION_INDEPENDENT_CODE ON)
+target_link_libraries(gpusort_logging_libraries PUBLIC Threads::Threads PRIVATE gpusort_warnings)
+target_compile_options(gpusort_logging_libraries PRIVATE -w)
 add_library(gpusort_logging INTERFACE)
-target_link_libraries(gpusort_logging INTERFACE spdlog::spdlog_header_only fmt::fmt-header-only)
+target_link_libraries(gpusort_logging INTERFACE gpusort_logging_libraries)
 
 function(gpusort_target name)
   target_compile_features(${name} PUBLIC cxx_std_20)

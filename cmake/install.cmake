@@ -16,8 +16,9 @@
 #   libgpusort_mpi.so     mpi/ (issue 41): the distributed sort over libgpusort_engine.so and the
 #                         system's MPI, both of which its consumers link too (<gpusort/mpi.hpp>
 #                         includes <mpi.h>): the package looks for MPI when asked for it.
-# spdlog and fmt are header-only inside both, and both export only the gpusort namespace
-# (exports.map), so that a consumer's own spdlog, fmt or protobuf never meets ours.
+# spdlog and fmt are compiled into both (gpusort_logging_libraries, static), and both export only
+# the gpusort namespace (exports.map), so that a consumer's own spdlog, fmt or protobuf never
+# meets ours.
 #
 # The programs and the tests keep linking the static archives of the build tree, and through them
 # the static protobuf and yaml-cpp archives: scripts/bundle.sh ships those programs to GPU hosts

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the release binaries and test binaries into dist/, a folder that runs on a GPU host with
-# only the NVIDIA driver (yaml-cpp and protobuf static, cudart static, spdlog/fmt header-only),
+# only the NVIDIA driver (yaml-cpp, protobuf, cudart, spdlog and fmt all linked statically),
 # with deploy/ (systemd units, tmpfiles entry, example config) and the man pages beside them.
 # On the GPU host: GPUSORT_BIN=dist scripts/gpu-check.sh OUTDIR
 set -euo pipefail
