@@ -101,12 +101,15 @@ std::vector<final_chunk> slice_runs(const Source& source, std::span<const run> r
 
 template <typename Source>
 std::vector<final_chunk> slice_dealt_runs(const Source& source, const chunk_plan& plan,
+                                          std::span<const run> runs,
                                           const splitter_set<typename Source::key_type>& splitters)
 {
   const std::uint64_t d = splitters.values.size() + 1;
   GPUSORT_EXPECTS(d == plan.d, "round 2 cuts the plan's runs by d - 1 splitters");
   const std::uint64_t g = plan.runs_per_chunk();
-  const std::vector<run> runs = make_run_table(plan);
+  // The cuts below follow from the dealing, so the runs must be the plan's bins.
+  GPUSORT_EXPECTS(std::ranges::equal(runs, make_run_table(plan)),
+                  "dealt cuts need the plan's run table (make_run_table)");
   std::vector<std::uint64_t> cut(runs.size() * (d + 1));
   const auto d_signed = static_cast<std::int64_t>(d);
 #pragma omp parallel for schedule(dynamic, 1)
@@ -164,8 +167,6 @@ round2_cuts<typename Source::key_type> cut_runs(
   GPUSORT_EXPECTS(first_candidates.empty() ||
                       first_candidates.size() == plan.d * plan.first_s(),
                   "the first sample read ahead holds first_s() candidates of every run");
-  GPUSORT_EXPECTS(std::ranges::equal(runs, make_run_table(plan)),
-                  "round 2 cuts the plan's run table (make_run_table)");
   // GPUSORT_DEALT_CUTS=0: every run searched on its own, the A/B of slice_dealt_runs.
   const bool dealt = switch_flag("GPUSORT_DEALT_CUTS", true);
   round2_cuts<K> out;
@@ -176,7 +177,7 @@ round2_cuts<typename Source::key_type> cut_runs(
                         : choose_splitters(source, sampled, s, plan.d, places);
     out.splitters_seconds = since(t);
     t = clock::now();
-    out.finals = dealt ? slice_dealt_runs(source, plan, out.splitters)
+    out.finals = dealt ? slice_dealt_runs(source, plan, runs, out.splitters)
                        : slice_runs(source, runs, out.splitters);
     out.cuts_seconds = since(t);
     out.s = s;
@@ -230,8 +231,9 @@ std::vector<std::uint64_t> largest_first(const std::vector<final_chunk>& chunks)
 #define GPUSORT_INSTANTIATE_SLICING(Source)                                                 \
   template std::vector<final_chunk> slice_runs(const Source&, std::span<const run>,        \
                                                const splitter_set<Source::key_type>&);     \
-  template std::vector<final_chunk> slice_dealt_runs(const Source&, const chunk_plan&,     \
-                                                     const splitter_set<Source::key_type>&); \
+  template std::vector<final_chunk> slice_dealt_runs(                                      \
+      const Source&, const chunk_plan&, std::span<const run>,                               \
+      const splitter_set<Source::key_type>&);                                               \
   template round2_cuts<Source::key_type> cut_runs(const Source&, const chunk_plan&,         \
                                                   std::span<const run>, std::span<const run>, \
                                                   std::vector<Source::key_type>);

@@ -27,11 +27,13 @@ template <typename Source>
 std::vector<final_chunk> slice_runs(const Source& source, std::span<const run> runs,
                                     const splitter_set<typename Source::key_type>& splitters);
 
-/// slice_runs on round 1's dealt output, make_run_table(plan): bin j of a chunk holds its
-/// sorted positions j, j + g, ..., so one search in bin 0 and log2 g keys of the other bins cut
-/// the whole chunk (d (d - 1) searches in all instead of d^2 g). The same final chunks.
+/// slice_runs on round 1's dealt output, `runs` = make_run_table(plan) (checked): bin j of a
+/// chunk holds its sorted positions j, j + g, ..., so one search in bin 0 and log2 g keys of
+/// the other bins cut the whole chunk (d (d - 1) searches in all instead of d^2 g). The same
+/// final chunks.
 template <typename Source>
 std::vector<final_chunk> slice_dealt_runs(const Source& source, const chunk_plan& plan,
+                                          std::span<const run> runs,
                                           const splitter_set<typename Source::key_type>& splitters);
 
 /// Round 2's splitters and final chunks, and what choosing them took.

@@ -841,9 +841,9 @@ TEST(Slicing, DealtCutsCountEachRunsKeysAtMostTheSplitter)
 
         const encoded_output enc = encode_round1(t, plan, {0});
         const std::vector<final_chunk> on_raw =
-            slice_dealt_runs(raw_runs<std::uint64_t>{t.data()}, plan, splitters);
+            slice_dealt_runs(raw_runs<std::uint64_t>{t.data()}, plan, runs, splitters);
         const std::vector<final_chunk> on_encoded = slice_dealt_runs(
-            encoded_runs<std::uint64_t>{plan, t.data(), enc.chunks}, plan, splitters);
+            encoded_runs<std::uint64_t>{plan, t.data(), enc.chunks}, plan, runs, splitters);
         ASSERT_EQ(on_raw.size(), plan.d);
         for (std::uint64_t k = 0; k < plan.d; ++k) {
           // The slices of final chunk k, expected: in every run, from the count of its keys
