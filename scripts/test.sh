@@ -27,9 +27,9 @@
 # libomp's) idle threads spin after each parallel region; with two test programs on two cores the
 # spinning threads of one hold the cores the other's working threads wait for. Passive threads
 # sleep instead, and the cores then have room for a third test while others wait on a daemon or a
-# child. Measured on the 2-core machine at f2f4a86, from no cost data (CI's order): the release
-# tests took 779 s with two jobs and the default policy, 485 s passive, 403 s passive with three
-# jobs (392 s with four); the asan subset 164 -> 144 s, the tsan subset 207 -> 168 s.
+# child: the release tests took 779 s before and 403 s after on the 2-core machine
+# (docs/reliability.md, beside "The test command's time", has the steps between and the
+# sanitizers' figures).
 #
 # The sanitizer builds are CPU-only (GPUSORT_ENABLE_CUDA=OFF, CMakePresets.json): CI has no GPU,
 # and the GPU code is checked by compute-sanitizer on the GPU machine (scripts/gpu-check.sh).
