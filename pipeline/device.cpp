@@ -215,7 +215,7 @@ std::size_t task_queue::most_slices() const noexcept
   std::size_t m = 0;
   for (const chunk_task& t : tasks_) {
     m = std::max(m, t.slices.size());
-    // A scattering chunk's store tables one slice a bucket (cuda_device.cpp).
+    // A scattering chunk's store tables one slice a bucket (round_store.cpp).
     if (t.scatter != nullptr) m = std::max<std::size_t>(m, t.scatter->buckets->count());
   }
   return std::max(m, hooks_.most_slices);

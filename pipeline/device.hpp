@@ -219,9 +219,10 @@ class task_queue {
   /// The next task, or nullptr when the round is done.
   const chunk_task* pop();
   /// The next task where `fits` accepts it, else nullptr (it stays for the next pop): how a
-  /// GPU takes several small tasks into one ring slot (cuda_device.cpp). Never with hooks: a
-  /// task they prepare is taken only by pop(), one at a time, in order. The task returned is
-  /// the one `fits` was last called with, so that what it judged can serve the caller.
+  /// GPU takes several small tasks into one ring slot (round_state::batch_fits). Never with
+  /// hooks: a task they prepare is taken only by pop(), one at a time, in order. The task
+  /// returned is the one `fits` was last called with, so that what it judged can serve the
+  /// caller.
   template <typename Fits>
   const chunk_task* pop_if(Fits&& fits)
   {

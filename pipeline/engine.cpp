@@ -913,7 +913,7 @@ job_plan engine::impl::plan_of(std::uint64_t n, const detail::element_layout& la
         job.g = p.bins;
         job.candidates = p.candidates;
         // A GPU's ring holds a chunk or round 2's bound, in whole pages; where that is
-        // several round-1 chunks, a slot takes them together (cuda_device.cpp's sort lanes).
+        // several round-1 chunks, a slot takes them together (round_state.hpp's sort lanes).
         const auto slot_elements = [&](std::uint64_t element_bytes) {
           return element_bytes == 0 ? ~std::uint64_t{0}
                                     : detail::device_pages(detail::ring_reserve(r.plan) *

@@ -102,7 +102,7 @@ std::uint64_t round1_bytes(const chunk_plan& plan, const element_layout& layout,
 /// cut small (chunk_bytes, a budget) then reserved the whole GPU, which left no room for the
 /// buffers of jobs that fit beside the ring, and each kind freed the other (a compensated
 /// final chunk above the bound grows the ring; it is rare). A GPU's slot that holds several
-/// round-1 chunks sorts them side by side (cuda_device.cpp, sort lanes).
+/// round-1 chunks sorts them side by side (round_state.hpp, sort lanes).
 std::uint64_t ring_reserve(const chunk_plan& plan) noexcept;
 /// Host memory a job of `plan` takes between the rounds: the candidates and their merge, the
 /// cut of every run and the slices of every final chunk and its task, d * g * d of each (issue

@@ -229,7 +229,7 @@ model_prediction gpu_two_rounds(const machine_model& m, const model_job& j)
                                       cuts * m.cut_seconds});
   // Round 2: each final chunk gathers d * g slices from the round-1 buffer, sorts them and
   // writes them to the output. Slices averaging below 256 KiB go through the gather kernel
-  // reading mapped memory (cuda_device.cpp), larger ones through the copy engines.
+  // reading mapped memory (round_load.cpp), larger ones through the copy engines.
   // The lean path's evictions move the round's bytes once more on the host (read and write).
   const traffic t2{.in = lean ? pageable : 1, .out = pageable, .extra = lean ? 2.0 : 0.0};
   const double r2 = both_rate(m, k, t2) * model_tuning::ring_link_efficiency;

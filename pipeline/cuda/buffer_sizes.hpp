@@ -27,7 +27,7 @@ inline constexpr std::uint64_t device_page_bytes = std::uint64_t{2} << 20;
   return (bytes + device_page_bytes - 1) / device_page_bytes * device_page_bytes;
 }
 
-/// Device bytes of one slice's entries in a ring slot's tables (cuda_device.cpp's round_state):
+/// Device bytes of one slice's entries in a ring slot's tables (round_state.hpp):
 /// a decode entry (40 bytes) and a gather entry (24) for its keys, a gather entry for its values.
 inline constexpr std::uint64_t table_entry_bytes = 40 + 2 * 24;
 
@@ -66,7 +66,7 @@ inline constexpr unsigned gpu_ring_slots = 3;
 /// Budget bytes per element of a ring's capacity: the slots plus the sort's alternate buffer.
 inline constexpr unsigned gpu_ring_buffers_per_element = gpu_ring_slots + 1;
 /// Most tasks one slot of a GPU's ring takes, each sorted on a stream of its own beside the
-/// others (cuda_device.cpp's sort lanes; GPUSORT_SORT_LANES lowers it).
+/// others (round_state.hpp's sort lanes; GPUSORT_SORT_LANES lowers it).
 inline constexpr unsigned gpu_max_sort_lanes = 4;
 /// Jobs this small sort in core on any GPU, whatever its budget (a capacity no budget lowers).
 inline constexpr std::uint64_t gpu_small_job_elements = 4096;
