@@ -23,60 +23,18 @@ Exit status: 0 done, 64 bad arguments, 70 no daemon or a failed job (one line on
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import os
-import re
-import socket as socketlib
-import subprocess
 import sys
-import threading
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+import pybench as pb
 
-
-def fail(code: int, message: str):
-    print(f"python_bench: {message}", file=sys.stderr)
-    sys.exit(code)
-
-
-try:
-    import numpy as np
-except ImportError:
-    fail(70, "needs numpy (Debian: apt-get install python3-numpy; run /usr/bin/python3)")
-try:
-    import gpusort
-except ImportError:
-    sys.path.insert(0, str(REPO / "python"))
-    try:
-        import gpusort
-    except ImportError as e:
-        fail(70, f"cannot import gpusort: {e}")
-
-
-class OneLineParser(argparse.ArgumentParser):
-    def error(self, message):
-        fail(64, f"{message} (see --help)")
-
-
-UNITS = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4,
-         "ki": 1 << 10, "mi": 1 << 20, "gi": 1 << 30, "ti": 1 << 40}
-
-
-def parse_size(text: str) -> int:
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]i?)?b?\s*", text.lower())
-    if not m:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 64Mi, 1Gi, 8Gi)")
-    value = float(m.group(1)) * UNITS[m.group(2) or ""]
-    if value < 8 or value != int(value):
-        raise argparse.ArgumentTypeError(f"size {text!r} must be whole bytes, at least 8")
-    return int(value)
+PROG = "python_bench"
+gpusort = pb.import_gpusort(PROG)
+import numpy as np  # noqa: E402 (after import_gpusort, which names NumPy's package if missing)
 
 
 def size_list(text: str) -> list[int]:
-    return [parse_size(t) for t in text.split(",") if t.strip()]
+    return [pb.parse_amount(t, "size", "64Mi, 1Gi, 8Gi", 8) for t in text.split(",") if t.strip()]
 
 
 def dtype_list(text: str) -> list[np.dtype]:
@@ -90,110 +48,56 @@ def dtype_list(text: str) -> list[np.dtype]:
     return out
 
 
-def size_name(n: int) -> str:
-    for unit, mult in (("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
-        if n % mult == 0:
-            return f"{n // mult}{unit}"
-    return str(n)
-
-
 def random_keys(dtype: np.dtype, n: int, seed: int) -> np.ndarray:
-    """Uniform random keys made on every core (NumPy's generators release the GIL)."""
+    """Uniform random keys: floats in [0, 1), integers over all of int64."""
     a = np.empty(n, dtype)
-    threads = max(1, min(os.cpu_count() or 1, 16))
-    bounds = [n * i // threads for i in range(threads + 1)]
-    seeds = np.random.SeedSequence(seed).spawn(threads)
 
-    def fill(i):
-        g = np.random.default_rng(seeds[i])
-        lo, hi = bounds[i], bounds[i + 1]
+    def fill(g, lo, hi):
         if dtype.kind == "f":
             g.random(out=a[lo:hi])
         else:
             a[lo:hi] = g.integers(np.iinfo(np.int64).min, np.iinfo(np.int64).max, hi - lo,
                                   dtype=np.int64, endpoint=True)
 
-    ts = [threading.Thread(target=fill, args=(i,)) for i in range(threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    pb.parallel_fill(n, seed, fill)
     return a
-
-
-def best_of(repeat: int, run, prepare=None) -> list[float]:
-    times = []
-    for _ in range(repeat):
-        if prepare is not None:
-            prepare()
-        t0 = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - t0)
-    return times
 
 
 def optional(what: str, repeat: int, run, prepare) -> list[float] | None:
     try:
-        return best_of(repeat, run, prepare)
+        return pb.best_of(repeat, run, prepare)
     except gpusort.Error as e:
         if isinstance(e, gpusort.ConnectionLost):
             raise
-        print(f"python_bench: {what} failed, its target is left out: {e}", file=sys.stderr)
+        print(f"{PROG}: {what} failed, its target is left out: {e}", file=sys.stderr)
         return None
 
 
-def git_commit() -> str:
-    try:
-        return subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def main() -> int:
-    p = OneLineParser(description=__doc__.split("\n\n")[0],
-                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--socket", default=os.environ.get("GPUSORT_SOCKET") or gpusort.DEFAULT_SOCKET,
-                   help="the daemon's socket (default $GPUSORT_SOCKET or %(default)s)")
+    p = pb.parser(PROG, __doc__)
     p.add_argument("--sizes", type=size_list, default=[64 << 20],
                    help="bytes of keys per case, comma-separated (default 64Mi; the issue's: "
                         "64Mi,1Gi,8Gi)")
     p.add_argument("--dtypes", type=dtype_list, default=dtype_list("float64,int64"),
                    help="float64, int64 or both (default)")
-    p.add_argument("--repeat", type=int, default=3, help="runs of each client case (best taken)")
-    p.add_argument("--machine", default=socketlib.gethostname().split(".")[0],
-                   help="machine name for the results file (default the host name)")
-    p.add_argument("--commit", help="commit measured (default: git's HEAD of this tree; a copy "
-                                    "without .git, as on a GPU host, says unknown)")
-    p.add_argument("--out", help="results file (default bench/results/<machine>-<yyyymmdd>-"
-                                 "<commit>-python.json); '-' writes none")
+    pb.add_run_arguments(p, gpusort, "python")
     args = p.parse_args()
     if args.repeat < 1:
         p.error("--repeat must be at least 1")
     if not args.sizes:
         p.error("--sizes is empty")
 
-    try:
-        client = gpusort.Client(args.socket, client_name="python_bench")
-    except gpusort.Error as e:
-        fail(70, f"no daemon: {e.message or e}")
-    commit = args.commit or git_commit()
-    print(f"python_bench: gpusortd {client.server.server_version} on "
-          f"{','.join(client.server.devices)}, commit {commit}, numpy {np.__version__}, "
-          f"{os.cpu_count()} cores")
+    client, commit = pb.connect(PROG, gpusort, args)
     raw, targets = [], []
     rows = []
     try:
         for nbytes in args.sizes:
             for dt in args.dtypes:
                 n = nbytes // dt.itemsize
-                label = f"{dt.name}.{size_name(nbytes)}"
+                label = f"{dt.name}.{pb.amount_name(nbytes)}"
                 a = random_keys(dt, n, seed=19)
-                t0 = time.perf_counter()
-                ref = np.sort(a)
-                t_np = time.perf_counter() - t0
-                del ref
-                copy_times = best_of(args.repeat, lambda: client.sort(a))
+                t_np = pb.timed(lambda: np.sort(a))[0]  # the sorted copy freed at once
+                copy_times = pb.best_of(args.repeat, lambda: client.sort(a))
                 x = client.empty(n, dt)
 
                 def refill():
@@ -227,59 +131,33 @@ def main() -> int:
                 job = job_times[zero_times.index(z)]
                 rows.append((label, t_np, c, z, s, g, engine))
                 targets += [
-                    {"name": f"python.copy_vs_numpy.{label}", "value": c, "unit": "s",
-                     "baseline": "np.sort seconds", "ratio": t_np / c, "target": 5.0,
-                     "higher": True},
-                    {"name": f"python.zero_copy_vs_numpy.{label}", "value": z, "unit": "s",
-                     "baseline": "np.sort seconds", "ratio": t_np / z, "target": 30.0,
-                     "higher": True},
-                    {"name": f"python.zero_copy_vs_job.{label}", "value": z, "unit": "s",
-                     "baseline": "the daemon's job seconds on the same buffer",
-                     "ratio": z / job if job > 0 else 0.0, "target": 1.05, "higher": False},
+                    pb.target(f"python.copy_vs_numpy.{label}", c, "np.sort seconds", t_np / c,
+                              5.0),
+                    pb.target(f"python.zero_copy_vs_numpy.{label}", z, "np.sort seconds",
+                              t_np / z, 30.0),
+                    pb.target(f"python.zero_copy_vs_job.{label}", z,
+                              "the daemon's job seconds on the same buffer",
+                              z / job if job > 0 else 0.0, 1.05, higher=False),
                 ]
                 if stable_times:
-                    targets.append({"name": f"python.stable_vs_sort.{label}", "value": s,
-                                    "unit": "s", "baseline": "zero-copy sort seconds",
-                                    "ratio": z / s, "target": 0.6, "higher": True})
+                    targets.append(pb.target(f"python.stable_vs_sort.{label}", s,
+                                             "zero-copy sort seconds", z / s, 0.6))
                 if arg_times:
-                    targets.append({"name": f"python.argsort_vs_sort.{label}", "value": g,
-                                    "unit": "s", "baseline": "zero-copy sort seconds",
-                                    "ratio": z / g, "target": 0.6, "higher": True})
+                    targets.append(pb.target(f"python.argsort_vs_sort.{label}", g,
+                                             "zero-copy sort seconds", z / g, 0.6))
     except gpusort.Error as e:
-        fail(70, f"{e}")
+        pb.fail(PROG, 70, f"{e}")
     finally:
         client.close()
 
-    print(f"\n| case | np.sort s | copy s | zero copy s | stable s | argsort s | engine |\n"
-          f"| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    print("\n| case | np.sort s | copy s | zero copy s | stable s | argsort s | engine |\n"
+          "| --- | ---: | ---: | ---: | ---: | ---: | --- |")
     for label, t_np, c, z, s, g, engine in rows:
         print(f"| {label} | {t_np:.3f} | {c:.3f} | {z:.3f} | {s:.3f} | {g:.3f} | {engine} |")
-    print("\n| target | value | ratio | goal | met |\n| --- | ---: | ---: | ---: | --- |")
-    met = 0
-    for t in targets:
-        t["met"] = t["ratio"] >= t["target"] if t["higher"] else t["ratio"] <= t["target"]
-        met += t["met"]
-        print(f"| {t['name']} | {t['value']:.3f} | {t['ratio']:.3f} | "
-              f"{'>=' if t['higher'] else '<='} {t['target']:.2f} | "
-              f"{'yes' if t['met'] else 'NO'} |")
-    print(f"\n{met} of {len(targets)} targets met")
-    if args.out != "-":
-        date = datetime.datetime.now(datetime.timezone.utc)
-        out = Path(args.out) if args.out else (
-            REPO / "bench" / "results" / f"{args.machine}-{date:%Y%m%d}-{commit}-python.json")
-        doc = {"commit": commit, "machine": args.machine, "date": f"{date:%Y-%m-%d}",
-               "devices": list(client.server.devices), "numpy": np.__version__,
-               "cores": os.cpu_count(), "repeat": args.repeat,
-               "targets": [{k: t[k] for k in ("name", "value", "unit", "baseline", "ratio",
-                                              "target", "met")} for t in targets],
-               "raw": raw}
-        out.write_text(json.dumps(doc, indent=2) + "\n")
-        print(f"python_bench: wrote {out}")
+    pb.print_targets(targets)
+    pb.write_results(PROG, args, commit, list(client.server.devices), targets, raw=raw)
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        fail(130, "interrupted")
+    pb.run(PROG, main)
