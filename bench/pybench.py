@@ -41,7 +41,7 @@ def import_gpusort(prog: str):
     try:
         import gpusort
     except ImportError:
-        sys.path.insert(0, str(REPO / "python"))  # spawned workers inherit sys.path
+        sys.path.insert(0, str(REPO / "python"))
         try:
             import gpusort
         except ImportError as e:

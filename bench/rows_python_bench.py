@@ -68,21 +68,20 @@ def main() -> int:
     client, commit = pb.connect(PROG, gpusort, args)
     devices = list(client.server.devices)
     raw, targets, table, wrong = [], [], [], []
-    timed = pb.timed
     try:
         for n in args.rows:
             label = pb.amount_name(n, COUNT_UNITS)
             # -- lexsort of two uint64 columns
             k0 = random_words(n, seed=19)
             k1 = random_words(n, seed=20) >> np.uint64(44)  # 2^20 distinct primary keys
-            t_np_lex, ref = timed(lambda: np.lexsort((k0, k1)))
+            t_np_lex, ref = pb.timed(lambda: np.lexsort((k0, k1)))
             got = client.lexsort((k0, k1))
             if not np.array_equal(got, ref):
                 wrong.append(f"lexsort of {label} rows")
             del got, ref
             lex_times, lex_jobs = [], []
             for _ in range(args.repeat):
-                t, _ = timed(lambda: client.lexsort((k0, k1)))
+                t, _ = pb.timed(lambda: client.lexsort((k0, k1)))
                 lex_times.append(t)
                 r = client.last_report
                 lex_jobs.append(r.seconds + r.queue_seconds)
@@ -92,9 +91,9 @@ def main() -> int:
             # -- structured 32-byte rows by one uint64 field
             a = random_words(n * 4, seed=21).view(ROW)
             a["v"] = np.arange(n, dtype=np.uint64)
-            t_np_default, _ = timed(lambda: np.sort(a, order="k"))
-            t_np_stable, ref = timed(lambda: np.sort(a, order="k", kind="stable"))
-            t_np_arg, ref_idx = timed(lambda: np.argsort(a, order="k", kind="stable"))
+            t_np_default, _ = pb.timed(lambda: np.sort(a, order="k"))
+            t_np_stable, ref = pb.timed(lambda: np.sort(a, order="k", kind="stable"))
+            t_np_arg, ref_idx = pb.timed(lambda: np.argsort(a, order="k", kind="stable"))
             got = client.sort(a, order="k")
             if got.tobytes() != ref.tobytes():
                 wrong.append(f"structured sort of {label} rows")
@@ -111,7 +110,7 @@ def main() -> int:
             zero_times, zero_jobs = [], []
             for _ in range(args.repeat):
                 refill()
-                t, _ = timed(lambda: client.sort(x, order="k"))
+                t, _ = pb.timed(lambda: client.sort(x, order="k"))
                 zero_times.append(t)
                 r = client.last_report
                 zero_jobs.append(r.seconds + r.queue_seconds)
@@ -130,11 +129,11 @@ def main() -> int:
                           engine))
             targets += [
                 pb.target(f"rows.lexsort_vs_numpy.u64x2.{label}", lx, "np.lexsort seconds",
-                       t_np_lex / lx, 20.0),
+                          t_np_lex / lx, 20.0),
                 pb.target(f"rows.structured_vs_numpy.u64.{label}", c,
-                       "np.sort(a, order='k') seconds (default kind)", t_np_default / c, 20.0),
+                          "np.sort(a, order='k') seconds (default kind)", t_np_default / c, 20.0),
                 pb.target(f"rows.structured_vs_numpy_stable.u64.{label}", c,
-                       "np.sort(a, order='k', kind='stable') seconds", t_np_stable / c, 20.0),
+                          "np.sort(a, order='k', kind='stable') seconds", t_np_stable / c, 20.0),
             ]
     except gpusort.Error as e:
         pb.fail(PROG, 70, f"{e}")
